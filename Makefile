@@ -1,0 +1,29 @@
+# Build, run and test the engine. `make setup` once on a fresh machine, then `make run` / `make test`.
+GO ?= go
+BIN := bin
+export OPENBLAS_NUM_THREADS ?= 2
+
+.PHONY: setup build run test test-nocgo lint bench fmt
+
+setup:
+	./scripts/setup.sh
+
+build:
+	$(GO) build -o $(BIN)/ ./cmd/...
+
+# The whole suite: vet, the cgo build (libzmq, OpenBLAS) and the pure-Go build (go-zeromq, Go GEMM).
+test:
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 30m ./...
+	CGO_ENABLED=0 $(GO) test -count=1 -timeout 15m ./ipc/... ./backend/... ./model/...
+
+lint:
+	gofmt -l . | (! grep .)
+	$(GO) vet ./...
+	$(GO) tool staticcheck ./...
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 2x ./...
+
+fmt:
+	gofmt -w .

@@ -1,0 +1,43 @@
+// Package backend defines the forward-pass interface that every device implementation (cpu,
+// cuda, and the benchmark-only replay runner) provides to the scheduler.
+//
+// The scheduler owns the KV-cache bookkeeping (which blocks belong to which sequence, prefix
+// sharing); a backend owns the KV memory itself and reads and writes it through the block tables
+// the scheduler hands it. A block holds BlockSize() consecutive token positions of every layer.
+package backend
+
+import "context"
+
+// Seq is one sequence's share of a batched forward step: a prefill chunk of several tokens, or
+// the single token being decoded.
+type Seq struct {
+	// Tokens are the ids to run this step.
+	Tokens []int32
+	// Pos is the position of Tokens[0]; the KV of positions [0, Pos) is already in the cache.
+	Pos int
+	// BlockTable lists, in order, the KV blocks holding positions [0, Pos+len(Tokens)).
+	BlockTable []int32
+	// Logits asks for the logits at the last token of this chunk.
+	Logits bool
+}
+
+// Batch is the work of one forward step: prefill chunks and decodes of any number of sequences.
+type Batch struct {
+	Seqs []Seq
+}
+
+// Backend runs a model's forward pass on one device.
+type Backend interface {
+	// Forward runs one step for every sequence in b, writing each token's K and V into the
+	// sequence's blocks, and returns one logits row (VocabSize floats) per Seq with Logits set,
+	// nil for the others, in batch order. The rows are valid until the next call to Forward.
+	Forward(ctx context.Context, b *Batch) ([][]float32, error)
+	// NumBlocks is the number of KV-cache blocks in the pool.
+	NumBlocks() int
+	// BlockSize is the number of token positions one block holds.
+	BlockSize() int
+	// VocabSize is the length of a logits row.
+	VocabSize() int
+	// Close releases the device memory.
+	Close() error
+}
