@@ -3,13 +3,18 @@ GO ?= go
 BIN := bin
 export OPENBLAS_NUM_THREADS ?= 2
 
-.PHONY: setup build run test test-nocgo lint bench fmt
+.PHONY: setup build run test lint bench fmt
 
 setup:
 	./scripts/setup.sh
 
 build:
 	$(GO) build -o $(BIN)/ ./cmd/...
+
+# Serves models/pico at 127.0.0.1:30000; MODEL_PATH, HOST, PORT, TOKENIZER_WORKERS, DEVICE, DP_SIZE,
+# SKIP_DETOKENIZATION and SKIP_TOKENIZER_INIT override the defaults.
+run: build
+	./scripts/run.sh
 
 # The whole suite: vet, the cgo build (libzmq, OpenBLAS) and the pure-Go build (go-zeromq, Go GEMM).
 test:

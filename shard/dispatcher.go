@@ -1,0 +1,440 @@
+package shard
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+)
+
+// DefaultStaleAfter is how long a rank may go without a load report (or
+// heartbeat) before dispatchers treat it as down.
+const DefaultStaleAfter = 3 * time.Second
+
+// ErrNoRankUp is returned (wrapped) by Pick when every rank is down.
+var ErrNoRankUp = errors.New("no data-parallel rank is up")
+
+// Load is one load report from a rank, piggybacked on its output batches or
+// sent as a heartbeat. Every field is a snapshot taken at one instant, so
+// Received counts exactly the requests already included in Running+Waiting.
+type Load struct {
+	// Seq increases with every report a rank sends; a report whose Seq is
+	// not above the last one accepted is stale (reordered or duplicated)
+	// and is ignored.
+	Seq uint64 `json:"seq"`
+	// Running and Waiting count the rank's requests from all workers.
+	Running int `json:"running"`
+	Waiting int `json:"waiting"`
+	// KVTokensUsed is the number of KV-cache token slots in use;
+	// KVTokensCapacity the total (0 if unknown).
+	KVTokensUsed     int64 `json:"kv_tokens_used"`
+	KVTokensCapacity int64 `json:"kv_tokens_capacity"`
+	// WaitingTokens is the prompt tokens of waiting requests, which hold no
+	// KV slots yet; without it MinimumTokens cannot see queued prompts.
+	WaitingTokens int64 `json:"waiting_tokens"`
+	// Received and ReceivedTokens are cumulative: requests (and their prompt
+	// tokens) this rank has received from the worker the report is sent to.
+	// They acknowledge entries of that worker's dispatch ledger.
+	Received       uint64 `json:"received"`
+	ReceivedTokens uint64 `json:"received_tokens"`
+}
+
+// Option configures a Dispatcher.
+type Option func(*Dispatcher)
+
+// WithStaleAfter sets how long a rank may stay silent before it is treated
+// as down; d <= 0 disables the check.
+func WithStaleAfter(d time.Duration) Option { return func(x *Dispatcher) { x.staleAfter = d } }
+
+// WithWorkers tells the dispatcher how many tokenizer workers (each with
+// its own Dispatcher) share the ranks. Without it a dispatcher acts as if
+// it were the only worker.
+//
+// A worker cannot see what the others dispatched after a rank's last report,
+// so it assumes they dispatch like itself: its unacknowledged dispatches
+// count `workers` times. Without this every worker fills the same
+// under-loaded rank up to the level of the others and the rank ends up
+// `workers` times over-filled (a herd); with it each worker fills only its
+// share of the gap, and a rank whose report is older than the others' is
+// charged for the dispatches the other workers probably sent it meanwhile.
+func WithWorkers(n int) Option { return func(x *Dispatcher) { x.workers = n } }
+
+// WithClock replaces time.Now (tests drive staleness deterministically).
+func WithClock(now func() time.Time) Option { return func(x *Dispatcher) { x.now = now } }
+
+// Dispatcher assigns requests of one tokenizer worker to data-parallel ranks.
+// Each worker owns its own Dispatcher; all methods are safe for concurrent
+// use.
+//
+// Effective load of a rank = its last accepted report + what this worker
+// dispatched to it that the report does not acknowledge yet (sent minus
+// Received, and likewise for prompt tokens), weighted by the number of
+// workers (see WithWorkers). The ledger is two cumulative
+// counters per rank, so it needs no per-request memory and no Finished call:
+// a request leaves the ledger when a report acknowledges its receipt, and its
+// completion shows up as lower Running in a later report.
+type Dispatcher struct {
+	method     Method
+	worker     int
+	workers    int // tokenizer workers sharing the ranks; weight of own pending
+	staleAfter time.Duration
+	now        func() time.Time
+
+	mu    sync.Mutex
+	ranks []rankState
+	next  int // where the next scan starts, so ties rotate
+	// meanPrompt is a moving average of prompt lengths seen by Pick.
+	meanPrompt float64
+	// scratch space for Pick, per rank
+	up    []bool
+	score []float64
+}
+
+type rankState struct {
+	load       Load
+	hasReport  bool
+	heardAt    time.Time // last accepted report, MarkUp, Reset or creation
+	sent       uint64    // requests this worker dispatched here, ever
+	sentTokens uint64    // their prompt tokens
+	manualDown bool
+	downReason string
+}
+
+// NewDispatcher returns the dispatcher of tokenizer worker `worker` over
+// numRanks ranks. Ranks count as freshly heard at creation, so a rank that
+// never reports goes down after the stale timeout.
+func NewDispatcher(numRanks int, method Method, worker int, opts ...Option) (*Dispatcher, error) {
+	if numRanks <= 0 {
+		return nil, fmt.Errorf("new dispatcher: dp size %d, want >= 1", numRanks)
+	}
+	if int(method) >= len(methodNames) {
+		return nil, fmt.Errorf("new dispatcher: unknown method %d", method)
+	}
+	if worker < 0 {
+		return nil, fmt.Errorf("new dispatcher: worker %d, want >= 0", worker)
+	}
+	d := &Dispatcher{
+		method:     method,
+		worker:     worker,
+		staleAfter: DefaultStaleAfter,
+		now:        time.Now,
+		ranks:      make([]rankState, numRanks),
+		up:         make([]bool, numRanks),
+		score:      make([]float64, numRanks),
+		// Workers start their rotation at different ranks so that ties
+		// (e.g. everything idle) do not send every worker's first request
+		// to rank 0.
+		next: worker % numRanks,
+	}
+	for _, o := range opts {
+		o(d)
+	}
+	switch {
+	case d.workers == 0: // WithWorkers not given: behave as the only worker
+		d.workers = 1
+	case d.workers < 0 || worker >= d.workers:
+		return nil, fmt.Errorf("new dispatcher: worker %d of %d workers", worker, d.workers)
+	}
+	now := d.now()
+	for i := range d.ranks {
+		d.ranks[i].heardAt = now
+	}
+	return d, nil
+}
+
+// NumRanks returns the data-parallel size.
+func (d *Dispatcher) NumRanks() int { return len(d.ranks) }
+
+// Method returns the balancing policy.
+func (d *Dispatcher) Method() Method { return d.method }
+
+// Pick chooses the rank for a request with promptTokens prompt tokens and
+// records the dispatch in the ledger. routed >= 0 forces that rank (it must
+// be up); routed == -1 lets the policy choose.
+func (d *Dispatcher) Pick(promptTokens int, routed int) (int, error) {
+	if promptTokens < 0 {
+		return -1, fmt.Errorf("pick rank: negative prompt length %d", promptTokens)
+	}
+	if routed < -1 || routed >= len(d.ranks) {
+		return -1, fmt.Errorf("pick rank: routed rank %d out of range [0, %d)", routed, len(d.ranks))
+	}
+	now := d.now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.meanPrompt += (float64(promptTokens) - d.meanPrompt) / 16
+	if routed >= 0 {
+		if reason, down := d.downLocked(routed, now); down {
+			return -1, fmt.Errorf("pick rank: routed rank %d is down: %s", routed, reason)
+		}
+		d.recordLocked(routed, promptTokens)
+		return routed, nil
+	}
+	var r int
+	switch d.method {
+	case RoundRobin:
+		r = d.pickRoundRobinLocked(now)
+	default:
+		r = d.pickLeastLoadedLocked(now)
+	}
+	if r < 0 {
+		return -1, d.allDownErrLocked(now)
+	}
+	d.next = (r + 1) % len(d.ranks)
+	d.recordLocked(r, promptTokens)
+	return r, nil
+}
+
+func (d *Dispatcher) recordLocked(r, promptTokens int) {
+	d.ranks[r].sent++
+	d.ranks[r].sentTokens += uint64(promptTokens)
+}
+
+func (d *Dispatcher) pickRoundRobinLocked(now time.Time) int {
+	n := len(d.ranks)
+	for i := range n {
+		r := (d.next + i) % n
+		if _, down := d.downLocked(r, now); !down {
+			return r
+		}
+	}
+	return -1
+}
+
+// pickLeastLoadedLocked implements ShortestQueue and MinimumTokens.
+//
+// With one worker it is plain argmin (ties rotate). With W workers it also
+// avoids the herd where every worker, seeing the same reports, sends its
+// next request to the same least-loaded rank: a rank qualifies when its
+// score is within (W-1) requests' worth of the minimum, and the first
+// qualifying rank from this worker's rotating start wins. Workers start
+// their rotations at different ranks, so near-equal ranks are shared out
+// while a rank far below the rest still takes everyone's requests.
+func (d *Dispatcher) pickLeastLoadedLocked(now time.Time) int {
+	tokens := d.method == MinimumTokens
+	// Compare fractions of capacity only when every candidate reports one,
+	// so ranks with different KV sizes fill evenly; otherwise raw tokens.
+	relative := tokens
+	minScore, argmin, anyUp := math.Inf(1), -1, false
+	for r := range d.ranks {
+		_, down := d.downLocked(r, now)
+		d.up[r] = !down
+		if down {
+			continue
+		}
+		anyUp = true
+		if d.ranks[r].load.KVTokensCapacity <= 0 {
+			relative = false
+		}
+	}
+	if !anyUp {
+		return -1
+	}
+	weight := float64(d.workers)
+	for r := range d.ranks {
+		if !d.up[r] {
+			continue
+		}
+		rs := &d.ranks[r]
+		var score float64
+		if tokens {
+			score = float64(rs.load.KVTokensUsed) + float64(rs.load.WaitingTokens) +
+				weight*float64(pending(rs.sentTokens, rs.load.ReceivedTokens))
+			if relative {
+				score /= float64(rs.load.KVTokensCapacity)
+			}
+		} else {
+			score = float64(rs.load.Running) + float64(rs.load.Waiting) + weight*float64(pending(rs.sent, rs.load.Received))
+		}
+		d.score[r] = score
+		if score < minScore {
+			minScore, argmin = score, r
+		}
+	}
+	slack := float64(d.workers - 1)
+	n := len(d.ranks)
+	for i := range n {
+		r := (d.next + i) % n
+		if !d.up[r] {
+			continue
+		}
+		cost := 1.0
+		if tokens {
+			// What the other workers are about to send is unknown; a
+			// typical prompt is the best guess.
+			cost = d.meanPrompt
+			if relative {
+				cost /= float64(d.ranks[r].load.KVTokensCapacity)
+			}
+		}
+		if d.score[r]-slack*cost <= minScore {
+			return r
+		}
+	}
+	return argmin // not reached: the argmin itself qualifies
+}
+
+// pending is sent minus acknowledged, clamped at zero (a rank that restarted
+// may acknowledge more than this ledger remembers until Reset is called).
+func pending(sent, acked uint64) uint64 {
+	if acked >= sent {
+		return 0
+	}
+	return sent - acked
+}
+
+// downLocked reports whether rank r is down at `now`, and why.
+func (d *Dispatcher) downLocked(r int, now time.Time) (string, bool) {
+	rs := &d.ranks[r]
+	if rs.manualDown {
+		return rs.downReason, true
+	}
+	if d.staleAfter > 0 {
+		if age := now.Sub(rs.heardAt); age > d.staleAfter {
+			if rs.hasReport {
+				return fmt.Sprintf("no load report for %v (stale after %v)", age.Round(time.Millisecond), d.staleAfter), true
+			}
+			return fmt.Sprintf("never reported in %v (stale after %v)", age.Round(time.Millisecond), d.staleAfter), true
+		}
+	}
+	return "", false
+}
+
+func (d *Dispatcher) allDownErrLocked(now time.Time) error {
+	reasons := make([]string, len(d.ranks))
+	for r := range d.ranks {
+		reasons[r], _ = d.downLocked(r, now)
+	}
+	return fmt.Errorf("pick rank (worker %d, %d ranks): %w: %q", d.worker, len(d.ranks), ErrNoRankUp, reasons)
+}
+
+// Report records a load report from rank. It returns false (and no error)
+// when the report is stale: its Seq is not above the last accepted one. An
+// accepted report also counts as a heartbeat, bringing a rank that was down
+// for silence back up; a rank marked down by MarkDown stays down.
+func (d *Dispatcher) Report(rank int, load Load) (accepted bool, err error) {
+	if err := d.checkRank(rank); err != nil {
+		return false, fmt.Errorf("load report: %w", err)
+	}
+	if load.Running < 0 || load.Waiting < 0 || load.KVTokensUsed < 0 || load.KVTokensCapacity < 0 || load.WaitingTokens < 0 {
+		return false, fmt.Errorf("load report from rank %d: negative field in %+v", rank, load)
+	}
+	now := d.now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	rs := &d.ranks[rank]
+	if rs.hasReport && load.Seq <= rs.load.Seq {
+		return false, nil
+	}
+	rs.load, rs.hasReport, rs.heardAt = load, true, now
+	return true, nil
+}
+
+// MarkDown takes rank out of dispatch until MarkUp (load reports alone do
+// not bring it back, so an operator can drain a rank that still reports).
+func (d *Dispatcher) MarkDown(rank int, reason string) error {
+	if err := d.checkRank(rank); err != nil {
+		return fmt.Errorf("mark down: %w", err)
+	}
+	if reason == "" {
+		reason = "marked down"
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.ranks[rank].manualDown, d.ranks[rank].downReason = true, reason
+	return nil
+}
+
+// MarkUp undoes MarkDown and counts as a heartbeat, so a rank that was down
+// for silence gets a fresh stale window.
+func (d *Dispatcher) MarkUp(rank int) error {
+	if err := d.checkRank(rank); err != nil {
+		return fmt.Errorf("mark up: %w", err)
+	}
+	now := d.now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	rs := &d.ranks[rank]
+	rs.manualDown, rs.downReason, rs.heardAt = false, "", now
+	return nil
+}
+
+// Reset forgets everything known about rank except a MarkDown: its last
+// report (so a restarted rank's Seq may start over) and the ledger of
+// dispatches to it (lost with the old process). Call it when a rank
+// process is known to have restarted.
+func (d *Dispatcher) Reset(rank int) error {
+	if err := d.checkRank(rank); err != nil {
+		return fmt.Errorf("reset rank: %w", err)
+	}
+	now := d.now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	rs := &d.ranks[rank]
+	*rs = rankState{heardAt: now, manualDown: rs.manualDown, downReason: rs.downReason}
+	return nil
+}
+
+func (d *Dispatcher) checkRank(rank int) error {
+	if rank < 0 || rank >= len(d.ranks) {
+		return fmt.Errorf("rank %d out of range [0, %d)", rank, len(d.ranks))
+	}
+	return nil
+}
+
+// RankLoad is one rank's row in a Snapshot.
+type RankLoad struct {
+	Rank       int    `json:"rank"`
+	Up         bool   `json:"up"`
+	DownReason string `json:"down_reason,omitempty"`
+	// HasReport is false until the first report; Reported is then zero.
+	HasReport bool `json:"has_report"`
+	Reported  Load `json:"reported"`
+	// Sent is every dispatch from this worker; Pending and PendingTokens are
+	// those the last report does not acknowledge yet.
+	Sent          uint64 `json:"sent"`
+	Pending       uint64 `json:"pending"`
+	PendingTokens uint64 `json:"pending_tokens"`
+	// LastReportAgeSeconds is the time since the last accepted report (or
+	// since creation, MarkUp or Reset if later).
+	LastReportAgeSeconds float64 `json:"last_report_age_s"`
+}
+
+// Snapshot is the dispatcher state served by /get_load.
+type Snapshot struct {
+	Worker            int        `json:"worker"`
+	Workers           int        `json:"workers"`
+	Method            string     `json:"method"`
+	StaleAfterSeconds float64    `json:"stale_after_s"`
+	Ranks             []RankLoad `json:"ranks"`
+}
+
+// Snapshot returns a consistent copy of the load table and ledger.
+func (d *Dispatcher) Snapshot() Snapshot {
+	now := d.now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s := Snapshot{
+		Worker:            d.worker,
+		Workers:           d.workers,
+		Method:            d.method.String(),
+		StaleAfterSeconds: d.staleAfter.Seconds(),
+		Ranks:             make([]RankLoad, len(d.ranks)),
+	}
+	for r := range d.ranks {
+		rs := &d.ranks[r]
+		reason, down := d.downLocked(r, now)
+		s.Ranks[r] = RankLoad{
+			Rank:                 r,
+			Up:                   !down,
+			DownReason:           reason,
+			HasReport:            rs.hasReport,
+			Reported:             rs.load,
+			Sent:                 rs.sent,
+			Pending:              pending(rs.sent, rs.load.Received),
+			PendingTokens:        pending(rs.sentTokens, rs.load.ReceivedTokens),
+			LastReportAgeSeconds: now.Sub(rs.heardAt).Seconds(),
+		}
+	}
+	return s
+}

@@ -1,0 +1,328 @@
+package shard
+
+import (
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeClock is a settable clock for staleness tests.
+type fakeClock struct{ t time.Time }
+
+func (c *fakeClock) now() time.Time          { return c.t }
+func (c *fakeClock) advance(d time.Duration) { c.t = c.t.Add(d) }
+func newClock() *fakeClock                   { return &fakeClock{t: time.Unix(1000, 0)} }
+func mustPick(t *testing.T, d *Dispatcher, tokens, routed int) int {
+	t.Helper()
+	r, err := d.Pick(tokens, routed)
+	if err != nil {
+		t.Fatalf("Pick(%d, %d): %v", tokens, routed, err)
+	}
+	return r
+}
+
+func newTestDispatcher(t *testing.T, ranks int, m Method, worker int, opts ...Option) *Dispatcher {
+	t.Helper()
+	d, err := NewDispatcher(ranks, m, worker, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func TestParseMethod(t *testing.T) {
+	for _, name := range MethodNames() {
+		m, err := ParseMethod(name)
+		if err != nil || m.String() != name {
+			t.Errorf("ParseMethod(%q) = %v, %v", name, m, err)
+		}
+	}
+	if _, err := ParseMethod("random"); err == nil || !strings.Contains(err.Error(), "shortest_queue") {
+		t.Errorf("ParseMethod(random) error %v should list the valid methods", err)
+	}
+}
+
+func TestNewDispatcherRejectsBadConfig(t *testing.T) {
+	for _, tc := range []struct {
+		ranks, worker int
+		m             Method
+		opts          []Option
+	}{
+		{0, 0, RoundRobin, nil},
+		{2, -1, RoundRobin, nil},
+		{2, 0, Method(9), nil},
+		{2, 3, RoundRobin, []Option{WithWorkers(3)}},
+		{2, 0, RoundRobin, []Option{WithWorkers(-1)}},
+	} {
+		if _, err := NewDispatcher(tc.ranks, tc.m, tc.worker, tc.opts...); err == nil {
+			t.Errorf("NewDispatcher(%d, %v, %d) accepted", tc.ranks, tc.m, tc.worker)
+		}
+	}
+}
+
+func TestTiesRotateFromWorkerOffset(t *testing.T) {
+	for _, m := range []Method{RoundRobin, ShortestQueue, MinimumTokens} {
+		for worker := range 3 {
+			d := newTestDispatcher(t, 4, m, worker, WithWorkers(3))
+			for i := range 8 {
+				if r, want := mustPick(t, d, 100, -1), (worker+i)%4; r != want {
+					t.Fatalf("%v worker %d pick %d on idle ranks: rank %d, want %d", m, worker, i, r, want)
+				}
+			}
+		}
+	}
+}
+
+func TestLedgerCountsUnacknowledgedDispatches(t *testing.T) {
+	clock := newClock()
+	d := newTestDispatcher(t, 2, ShortestQueue, 0, WithClock(clock.now))
+	// Rank 0 reports 3 queued requests, none of them ours.
+	if ok, err := d.Report(0, Load{Seq: 1, Running: 3}); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	// Three picks land on rank 1 (0, 1, 2 pending vs 3), the fourth ties
+	// at 3 and rotation gives it to rank 0.
+	got := []int{mustPick(t, d, 10, -1), mustPick(t, d, 10, -1), mustPick(t, d, 10, -1), mustPick(t, d, 10, -1)}
+	if want := []int{1, 1, 1, 0}; !slices.Equal(got, want) {
+		t.Fatalf("picks %v, want %v", got, want)
+	}
+	// Rank 1 acknowledges two of its three and reports them queued.
+	if ok, err := d.Report(1, Load{Seq: 1, Running: 2, Received: 2, ReceivedTokens: 20}); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	s := d.Snapshot()
+	if r := s.Ranks[1]; r.Sent != 3 || r.Pending != 1 || r.PendingTokens != 10 {
+		t.Errorf("rank 1 ledger %+v, want sent 3 pending 1 (10 tokens)", r)
+	}
+	if r := s.Ranks[0]; r.Sent != 1 || r.Pending != 1 || r.Reported.Running != 3 {
+		t.Errorf("rank 0 %+v, want sent 1 pending 1 running 3", r)
+	}
+	// Effective loads are now 3+1 and 2+1: rank 1 is next.
+	if r := mustPick(t, d, 10, -1); r != 1 {
+		t.Errorf("pick went to rank %d, want 1", r)
+	}
+}
+
+func TestStaleSeqIgnored(t *testing.T) {
+	d := newTestDispatcher(t, 1, ShortestQueue, 0)
+	// The first report is accepted whatever its Seq, even 0.
+	for _, tc := range []struct {
+		seq     uint64
+		running int
+		want    bool
+	}{{0, 1, true}, {0, 9, false}, {5, 5, true}, {3, 9, false}, {5, 9, false}, {6, 6, true}} {
+		ok, err := d.Report(0, Load{Seq: tc.seq, Running: tc.running})
+		if err != nil || ok != tc.want {
+			t.Errorf("Report(seq %d) = %v, %v; want %v", tc.seq, ok, err, tc.want)
+		}
+	}
+	if l := d.Snapshot().Ranks[0].Reported; l.Seq != 6 || l.Running != 6 {
+		t.Errorf("kept report %+v, want seq 6 running 6", l)
+	}
+}
+
+func TestReportRejectsGarbage(t *testing.T) {
+	d := newTestDispatcher(t, 2, ShortestQueue, 0)
+	if _, err := d.Report(2, Load{Seq: 1}); err == nil {
+		t.Error("report from rank 2 of 2 accepted")
+	}
+	if _, err := d.Report(0, Load{Seq: 1, Waiting: -1}); err == nil {
+		t.Error("negative waiting accepted")
+	}
+	if _, err := d.Pick(-5, -1); err == nil {
+		t.Error("negative prompt length accepted")
+	}
+}
+
+func TestRoutedRankOverridesPolicy(t *testing.T) {
+	d := newTestDispatcher(t, 3, ShortestQueue, 0)
+	if _, err := d.Report(2, Load{Seq: 1, Running: 100}); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if r := mustPick(t, d, 7, 2); r != 2 {
+			t.Fatalf("routed to 2, got %d", r)
+		}
+	}
+	if s := d.Snapshot().Ranks[2]; s.Sent != 3 || s.PendingTokens != 21 {
+		t.Errorf("routed dispatches not in the ledger: %+v", s)
+	}
+	for _, bad := range []int{3, -2} {
+		if _, err := d.Pick(1, bad); err == nil {
+			t.Errorf("routed rank %d accepted", bad)
+		}
+	}
+	if err := d.MarkDown(2, "draining"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Pick(1, 2); err == nil || !strings.Contains(err.Error(), "draining") {
+		t.Errorf("routing to a down rank: err %v, want the down reason", err)
+	}
+}
+
+func TestDownRanksSkippedAndRejoin(t *testing.T) {
+	for _, m := range []Method{RoundRobin, ShortestQueue, MinimumTokens} {
+		clock := newClock()
+		d := newTestDispatcher(t, 3, m, 0, WithClock(clock.now), WithStaleAfter(3*time.Second))
+		if err := d.MarkDown(1, "operator drain"); err != nil {
+			t.Fatal(err)
+		}
+		for range 10 {
+			if r := mustPick(t, d, 5, -1); r == 1 {
+				t.Fatalf("%v: picked rank 1 while marked down", m)
+			}
+		}
+		// A report does not undo a MarkDown; MarkUp does.
+		if _, err := d.Report(1, Load{Seq: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if d.Snapshot().Ranks[1].Up {
+			t.Fatalf("%v: a report brought back a rank marked down", m)
+		}
+		if err := d.MarkUp(1); err != nil {
+			t.Fatal(err)
+		}
+		seen := map[int]bool{}
+		for range 6 {
+			seen[mustPick(t, d, 5, -1)] = true
+		}
+		if !seen[1] {
+			t.Fatalf("%v: rank 1 never picked after MarkUp: %v", m, seen)
+		}
+
+		// Silence: only rank 2 keeps reporting; 0 and 1 go stale.
+		clock.advance(2 * time.Second)
+		if _, err := d.Report(2, Load{Seq: 1}); err != nil {
+			t.Fatal(err)
+		}
+		clock.advance(1500 * time.Millisecond)
+		for range 5 {
+			if r := mustPick(t, d, 5, -1); r != 2 {
+				t.Fatalf("%v: picked stale rank %d", m, r)
+			}
+		}
+		snap := d.Snapshot()
+		if snap.Ranks[0].Up || !strings.Contains(snap.Ranks[0].DownReason, "never reported") ||
+			snap.Ranks[1].Up || !strings.Contains(snap.Ranks[1].DownReason, "no load report") {
+			t.Fatalf("%v: snapshot %+v", m, snap.Ranks)
+		}
+		// A fresh report brings rank 0 back; a stale one (rank 1 resending
+		// Seq 1) does not bring rank 1 back.
+		if ok, _ := d.Report(1, Load{Seq: 1}); ok {
+			t.Fatalf("%v: stale report accepted", m)
+		}
+		if _, err := d.Report(0, Load{Seq: 1}); err != nil {
+			t.Fatal(err)
+		}
+		seen = map[int]bool{}
+		for range 6 {
+			seen[mustPick(t, d, 5, -1)] = true
+		}
+		if !seen[0] || seen[1] {
+			t.Fatalf("%v: after fresh report from 0 only, picked %v", m, seen)
+		}
+
+		// Everything silent: Pick fails with ErrNoRankUp and every reason.
+		clock.advance(time.Minute)
+		_, err := d.Pick(5, -1)
+		if !errors.Is(err, ErrNoRankUp) || !strings.Contains(err.Error(), "stale after") {
+			t.Fatalf("%v: all down: err %v", m, err)
+		}
+	}
+}
+
+func TestStalenessCheckCanBeDisabled(t *testing.T) {
+	clock := newClock()
+	d := newTestDispatcher(t, 2, ShortestQueue, 0, WithClock(clock.now), WithStaleAfter(0))
+	clock.advance(time.Hour)
+	mustPick(t, d, 1, -1)
+}
+
+func TestResetForgetsRestartedRank(t *testing.T) {
+	d := newTestDispatcher(t, 2, ShortestQueue, 0)
+	mustPick(t, d, 3, 0)
+	if _, err := d.Report(0, Load{Seq: 40, Running: 1, Received: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Reset(0); err != nil {
+		t.Fatal(err)
+	}
+	// The restarted rank counts its reports from 1 again.
+	if ok, err := d.Report(0, Load{Seq: 1}); !ok || err != nil {
+		t.Fatalf("report after reset: %v %v", ok, err)
+	}
+	if r := d.Snapshot().Ranks[0]; r.Sent != 0 || r.Reported.Seq != 1 {
+		t.Errorf("after reset %+v", r)
+	}
+}
+
+func TestMinimumTokensRelativeToCapacity(t *testing.T) {
+	d := newTestDispatcher(t, 2, MinimumTokens, 0)
+	// Rank 0 has fewer tokens but is half full; rank 1 is a quarter full.
+	if _, err := d.Report(0, Load{Seq: 1, KVTokensUsed: 500, KVTokensCapacity: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Report(1, Load{Seq: 1, KVTokensUsed: 1000, KVTokensCapacity: 4000}); err != nil {
+		t.Fatal(err)
+	}
+	if r := mustPick(t, d, 100, -1); r != 1 {
+		t.Errorf("picked rank %d, want the emptier rank 1", r)
+	}
+	// Queued prompts count even though they hold no KV yet.
+	if _, err := d.Report(1, Load{Seq: 2, KVTokensUsed: 1000, KVTokensCapacity: 4000, WaitingTokens: 2000, Received: 1, ReceivedTokens: 100}); err != nil {
+		t.Fatal(err)
+	}
+	if r := mustPick(t, d, 100, -1); r != 0 {
+		t.Errorf("picked rank %d, want rank 0 (rank 1 has 3000/4000 with its queue)", r)
+	}
+}
+
+// Concurrent picks from one worker's handlers with no report at all: the
+// ledger alone spreads them exactly.
+func TestConcurrentPicksSpreadExactly(t *testing.T) {
+	d := newTestDispatcher(t, 4, ShortestQueue, 0)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 50 {
+				if _, err := d.Pick(10, -1); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for range 20 {
+			_ = d.Snapshot()
+		}
+	})
+	wg.Wait()
+	for _, r := range d.Snapshot().Ranks {
+		if r.Sent != 100 {
+			t.Errorf("rank %d got %d of 400, want 100", r.Rank, r.Sent)
+		}
+	}
+}
+
+func TestSnapshotJSON(t *testing.T) {
+	clock := newClock()
+	d := newTestDispatcher(t, 2, MinimumTokens, 1, WithWorkers(2), WithClock(clock.now))
+	if _, err := d.Report(1, Load{Seq: 3, Running: 2, KVTokensUsed: 64}); err != nil {
+		t.Fatal(err)
+	}
+	clock.advance(1500 * time.Millisecond)
+	b, err := json.Marshal(d.Snapshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"method":"minimum_tokens"`, `"worker":1`, `"workers":2`, `"seq":3`, `"kv_tokens_used":64`, `"last_report_age_s":1.5`, `"up":true`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("snapshot JSON %s lacks %s", b, want)
+		}
+	}
+}
