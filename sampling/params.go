@@ -1,0 +1,74 @@
+// Package sampling turns one row of next-token logits into a token id for one request, applying
+// that request's penalties, grammar mask, temperature, top-k, top-p and min-p, with a per-request
+// random stream so a seeded request is reproducible.
+package sampling
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Params are one request's sampling settings, with OpenAI / SGLang meanings. The zero value is
+// not valid (top_p and repetition_penalty would be 0); start from DefaultParams.
+type Params struct {
+	// Temperature divides the logits; 0 means greedy (argmax).
+	Temperature float32
+	// TopP keeps the smallest set of most likely tokens whose probability reaches TopP.
+	TopP float32
+	// TopK keeps the TopK most likely tokens; -1 or 0 disables it.
+	TopK int
+	// MinP drops tokens whose probability is below MinP times the most likely token's.
+	MinP float32
+	// RepetitionPenalty divides positive (multiplies negative) logits of every token seen in the
+	// prompt or the output so far, as in Hugging Face and vLLM; 1 disables it.
+	RepetitionPenalty float32
+	// FrequencyPenalty is subtracted from a token's logit once per time it was generated.
+	FrequencyPenalty float32
+	// PresencePenalty is subtracted from the logit of every token generated at least once.
+	PresencePenalty float32
+	// Seed makes the random stream reproducible; nil draws a fresh seed.
+	Seed *uint64
+}
+
+// DefaultParams returns the OpenAI / SGLang defaults: temperature 1, top_p 1, top_k disabled,
+// min_p 0, no penalties, no seed.
+func DefaultParams() Params {
+	return Params{Temperature: 1, TopP: 1, TopK: -1, RepetitionPenalty: 1}
+}
+
+// Validate reports every setting that is out of range, each with the accepted range. NaN fails
+// every check.
+func (p Params) Validate() error {
+	var errs []error
+	if !(p.Temperature >= 0) {
+		errs = append(errs, fmt.Errorf("temperature must be >= 0 (0 means greedy), got %v", p.Temperature))
+	}
+	if !(p.TopP > 0 && p.TopP <= 1) {
+		errs = append(errs, fmt.Errorf("top_p must be in (0, 1], got %v", p.TopP))
+	}
+	if p.TopK < -1 {
+		errs = append(errs, fmt.Errorf("top_k must be -1 or 0 (disabled) or >= 1, got %d", p.TopK))
+	}
+	if !(p.MinP >= 0 && p.MinP <= 1) {
+		errs = append(errs, fmt.Errorf("min_p must be in [0, 1], got %v", p.MinP))
+	}
+	if !(p.RepetitionPenalty > 0) {
+		errs = append(errs, fmt.Errorf("repetition_penalty must be > 0 (1 disables it), got %v", p.RepetitionPenalty))
+	}
+	if !(p.FrequencyPenalty >= -2 && p.FrequencyPenalty <= 2) {
+		errs = append(errs, fmt.Errorf("frequency_penalty must be in [-2, 2], got %v", p.FrequencyPenalty))
+	}
+	if !(p.PresencePenalty >= -2 && p.PresencePenalty <= 2) {
+		errs = append(errs, fmt.Errorf("presence_penalty must be in [-2, 2], got %v", p.PresencePenalty))
+	}
+	return errors.Join(errs...)
+}
+
+// greedyEpsilon is the temperature below which sampling is treated as greedy: dividing by a
+// smaller one only overflows toward the same argmax.
+const greedyEpsilon = 1e-6
+
+// IsGreedy reports whether these settings always pick the most likely allowed token.
+func (p Params) IsGreedy() bool {
+	return p.Temperature < greedyEpsilon || p.TopK == 1
+}

@@ -1,0 +1,397 @@
+package sampling
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+)
+
+// Sampler picks the next token of one request. It is not safe for concurrent use; a request's
+// steps are sequential.
+type Sampler struct {
+	params Params
+	rng    *rand.Rand
+
+	// penalized lists, once each, the tokens seen in the prompt or output (repetition penalty);
+	// seenBits marks them for O(1) membership.
+	penalized []int32
+	seenBits  []uint64
+	// generated lists, once each, the tokens generated so far; genCount counts each.
+	generated []int32
+	genCount  map[int32]int32
+
+	// Scratch space reused across steps: the candidates' ids and unnormalized probabilities
+	// (parallel slices, so the exponential runs over a contiguous array), a heap or sort buffer,
+	// and the nucleus histogram.
+	ids     []int32
+	weights []float32
+	heap    []scored
+	binMass []float64
+}
+
+// New returns the sampler for one request. prompt counts for the repetition penalty (as in
+// Hugging Face and vLLM); frequency and presence penalties count generated tokens only (as in
+// OpenAI). p should already have passed Validate.
+func New(p Params, prompt []int32) *Sampler {
+	var seed1, seed2 uint64
+	if p.Seed != nil {
+		seed1, seed2 = *p.Seed, *p.Seed^0x9e3779b97f4a7c15
+	} else {
+		// The global math/rand/v2 source is seeded from the OS at start-up, so unseeded requests
+		// get independent streams without a system call each.
+		seed1, seed2 = rand.Uint64(), rand.Uint64()
+	}
+	s := &Sampler{params: p, rng: rand.New(rand.NewPCG(seed1, seed2))}
+	if p.RepetitionPenalty != 1 {
+		for _, tok := range prompt {
+			s.markSeen(tok)
+		}
+	}
+	return s
+}
+
+// Params returns the settings the sampler was created with.
+func (s *Sampler) Params() Params { return s.params }
+
+// Accept records a generated token for the penalties.
+func (s *Sampler) Accept(tok int32) {
+	if tok < 0 {
+		return
+	}
+	if s.params.RepetitionPenalty != 1 {
+		s.markSeen(tok)
+	}
+	if s.params.FrequencyPenalty != 0 || s.params.PresencePenalty != 0 {
+		if s.genCount == nil {
+			s.genCount = make(map[int32]int32)
+		}
+		if s.genCount[tok] == 0 {
+			s.generated = append(s.generated, tok)
+		}
+		s.genCount[tok]++
+	}
+}
+
+func (s *Sampler) markSeen(tok int32) {
+	if tok < 0 {
+		return
+	}
+	w := int(tok) / 64
+	if w >= len(s.seenBits) {
+		s.seenBits = append(s.seenBits, make([]uint64, w+1-len(s.seenBits))...)
+	}
+	bit := uint64(1) << (uint(tok) % 64)
+	if s.seenBits[w]&bit == 0 {
+		s.seenBits[w] |= bit
+		s.penalized = append(s.penalized, tok)
+	}
+}
+
+// Sample returns the next token id for one row of logits (one float per vocabulary entry).
+//
+// allowed, when not nil, is a bitmask over token ids: bit i%64 of allowed[i/64] set means token i
+// may be chosen. Tokens beyond the mask are not allowed, and a disallowed token is never
+// returned. Sample returns -1 only when the mask allows no token of the row.
+//
+// Sample overwrites logits in place (penalties, mask, temperature); compute logprobs of the raw
+// logits (LogSoftmaxAt, TopLogprobs) before calling it.
+//
+// The steps run in this order: penalties, mask, greedy shortcut, temperature, top-k, softmax,
+// top-p, min-p, draw.
+func (s *Sampler) Sample(logits []float32, allowed []uint64) int32 {
+	s.applyPenalties(logits)
+	if allowed != nil {
+		applyMask(logits, allowed)
+	}
+	best, bestLogit := argmax(logits)
+	if best < 0 {
+		// Every allowed logit is -Inf or NaN: nothing ranks the allowed tokens, so take the first.
+		return firstAllowed(len(logits), allowed)
+	}
+	if s.params.IsGreedy() || math.IsInf(float64(bestLogit), 1) {
+		return best
+	}
+	invT := 1 / s.params.Temperature
+	s.candidates(logits, bestLogit, invT)
+	return s.draw()
+}
+
+// applyPenalties adjusts the logits of seen tokens; ids outside the row are ignored.
+func (s *Sampler) applyPenalties(logits []float32) {
+	if rp := s.params.RepetitionPenalty; rp != 1 {
+		for _, tok := range s.penalized {
+			if int(tok) >= len(logits) {
+				continue
+			}
+			if l := logits[tok]; l > 0 {
+				logits[tok] = l / rp
+			} else {
+				logits[tok] = l * rp
+			}
+		}
+	}
+	freq, pres := s.params.FrequencyPenalty, s.params.PresencePenalty
+	if freq == 0 && pres == 0 {
+		return
+	}
+	for _, tok := range s.generated {
+		if int(tok) < len(logits) {
+			logits[tok] -= freq*float32(s.genCount[tok]) + pres
+		}
+	}
+}
+
+// applyMask sets the logits of disallowed tokens to -Inf.
+func applyMask(logits []float32, allowed []uint64) {
+	negInf := float32(math.Inf(-1))
+	for w := 0; w*64 < len(logits); w++ {
+		var bits uint64
+		if w < len(allowed) {
+			bits = allowed[w]
+		}
+		if bits == math.MaxUint64 {
+			continue
+		}
+		row := logits[w*64 : min(len(logits), w*64+64)]
+		for b := range row {
+			if bits&(1<<uint(b)) == 0 {
+				row[b] = negInf
+			}
+		}
+	}
+}
+
+func firstAllowed(vocab int, allowed []uint64) int32 {
+	if allowed == nil {
+		if vocab == 0 {
+			return -1
+		}
+		return 0
+	}
+	for w, bits := range allowed {
+		if bits == 0 {
+			continue
+		}
+		for b := range 64 {
+			if id := w*64 + b; bits&(1<<uint(b)) != 0 && id < vocab {
+				return int32(id)
+			}
+		}
+	}
+	return -1
+}
+
+// argmax returns the first index holding the largest logit, ignoring -Inf and NaN; -1 if none.
+func argmax(logits []float32) (int32, float32) {
+	best, bestLogit := int32(-1), float32(math.Inf(-1))
+	for i, l := range logits {
+		if l > bestLogit {
+			best, bestLogit = int32(i), l
+		}
+	}
+	return best, bestLogit
+}
+
+// pruneBelow is how far below the best token, in temperature-scaled logits, a token may sit
+// before dropping it changes no probability noticeably: ln(1e7·V) leaves weights under 1e-7/V.
+func pruneBelow(vocab int) float32 {
+	return float32(math.Log(float64(max(vocab, 1))) + math.Log(1e7))
+}
+
+// candidates fills s.ids and s.weights with the tokens that top-k keeps, each weighted
+// exp((logit - maxLogit)·invT), dropping tokens whose weight is negligible (see pruneBelow).
+// The token at maxLogit has weight exactly 1.
+func (s *Sampler) candidates(logits []float32, maxLogit, invT float32) {
+	floor := maxLogit - pruneBelow(len(logits))/invT
+	ids, weights := s.ids[:0], s.weights[:0]
+	if k := s.params.TopK; k > 0 && k < len(logits) {
+		s.heap = topK(s.heap[:0], logits, k, floor)
+		for _, c := range s.heap {
+			ids = append(ids, c.id)
+			weights = append(weights, (c.logit-maxLogit)*invT)
+		}
+	} else {
+		for i, l := range logits {
+			if l >= floor {
+				ids = append(ids, int32(i))
+				weights = append(weights, (l-maxLogit)*invT)
+			}
+		}
+	}
+	expInPlace(weights)
+	s.ids, s.weights = ids, weights
+}
+
+// scored is a token with its logit, for top-k selection.
+type scored struct {
+	id    int32
+	logit float32
+}
+
+// ranksBelow orders by logit, ties going to the lower id.
+func ranksBelow(a, b scored) bool {
+	return a.logit < b.logit || (a.logit == b.logit && a.id > b.id)
+}
+
+// topK appends the k highest logits at or above floor to dst, ties going to the lower id. It
+// keeps a min-heap of the best k so far, so a typical token costs one comparison with its root.
+func topK(dst []scored, logits []float32, k int, floor float32) []scored {
+	h := dst[:0]
+	for i, l := range logits {
+		if !(l >= floor) {
+			continue
+		}
+		c := scored{id: int32(i), logit: l}
+		if len(h) < k {
+			h = append(h, c)
+			for j := len(h) - 1; j > 0; {
+				parent := (j - 1) / 2
+				if !ranksBelow(h[j], h[parent]) {
+					break
+				}
+				h[j], h[parent] = h[parent], h[j]
+				j = parent
+			}
+			continue
+		}
+		if !ranksBelow(h[0], c) {
+			continue
+		}
+		h[0] = c
+		for j := 0; ; {
+			child := 2*j + 1
+			if child >= len(h) {
+				break
+			}
+			if r := child + 1; r < len(h) && ranksBelow(h[r], h[child]) {
+				child = r
+			}
+			if !ranksBelow(h[child], h[j]) {
+				break
+			}
+			h[j], h[child] = h[child], h[j]
+			j = child
+		}
+	}
+	return h
+}
+
+// draw applies top-p and min-p to the weighted candidates in s.ids and s.weights and draws one.
+func (s *Sampler) draw() int32 {
+	ids, weights := s.ids, s.weights
+	topP, minP := s.params.TopP, s.params.MinP
+	switch {
+	case topP < 1:
+		ids, weights = s.nucleus(topP, minP)
+	case minP > 0:
+		// The best token has weight 1, so min-p compares weights with minP directly.
+		n := 0
+		for i, w := range weights {
+			if w >= minP {
+				ids[n], weights[n] = ids[i], w
+				n++
+			}
+		}
+		ids, weights = ids[:n], weights[:n]
+	}
+	var total float64
+	for _, w := range weights {
+		total += float64(w)
+	}
+	u := s.rng.Float64() * total
+	for i, w := range weights {
+		u -= float64(w)
+		if u < 0 {
+			return ids[i]
+		}
+	}
+	// Rounding can leave u a hair above zero after the last weight.
+	return ids[len(ids)-1]
+}
+
+// binShift sets the resolution of the nucleus histogram: weights are binned by their float32
+// bits shifted right by binShift, which is monotonic in the weight and gives 2^(23-binShift)
+// bins per power of two.
+const binShift = 17
+
+// nucleus returns the smallest set of most likely candidates whose probability reaches topP
+// (ties going to the lower id), less any whose weight is below minP times the best's.
+//
+// Instead of sorting, it histograms the weights into fine logarithmic bins, finds the bin where
+// the running mass from the top crosses topP, takes every token above it and sorts only that
+// one bin: O(n) plus a small sort.
+func (s *Sampler) nucleus(topP, minP float32) ([]int32, []float32) {
+	ids, weights := s.ids, s.weights
+	var total float64
+	for _, w := range weights {
+		total += float64(w)
+	}
+	target := float64(topP) * total
+	// Tokens min-p drops can never be chosen; they still count in total above, because top-p is
+	// measured on the distribution before min-p.
+	if minP > 0 {
+		n := 0
+		for i, w := range weights {
+			if w >= minP {
+				ids[n], weights[n] = ids[i], w
+				n++
+			}
+		}
+		ids, weights = ids[:n], weights[:n]
+	}
+	const oneBits = 0x3f800000 // float32 1.0, the largest weight
+	bin := func(w float32) int {
+		return max(0, int(oneBits-int64(math.Float32bits(w)))>>binShift)
+	}
+	// Every weight is at least e^-pruneBelow, or 0 after underflow; clamp into the last bin.
+	nBins := bin(float32(math.SmallestNonzeroFloat32)) + 1
+	if cap(s.binMass) < nBins {
+		s.binMass = make([]float64, nBins)
+	}
+	mass := s.binMass[:nBins]
+	clear(mass)
+	for _, w := range weights {
+		mass[min(bin(w), nBins-1)] += float64(w)
+	}
+	var cum float64
+	boundary := nBins - 1
+	for b, m := range mass {
+		if cum+m >= target {
+			boundary = b
+			break
+		}
+		cum += m
+	}
+	// Everything above the boundary bin is in; the boundary bin is sorted and taken as far as
+	// the target needs. Kept tokens are compacted to the front of ids and weights.
+	n := 0
+	edge := s.heap[:0]
+	for i, w := range weights {
+		switch b := min(bin(w), nBins-1); {
+		case b < boundary:
+			ids[n], weights[n] = ids[i], w
+			n++
+		case b == boundary:
+			edge = append(edge, scored{id: ids[i], logit: w})
+		}
+	}
+	slices.SortFunc(edge, func(a, b scored) int {
+		if ranksBelow(b, a) {
+			return -1
+		}
+		if ranksBelow(a, b) {
+			return 1
+		}
+		return 0
+	})
+	for _, c := range edge {
+		if cum >= target && n > 0 {
+			break
+		}
+		ids[n], weights[n] = c.id, c.logit
+		cum += float64(c.logit)
+		n++
+	}
+	s.heap = edge
+	return ids[:n], weights[:n]
+}
