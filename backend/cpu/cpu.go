@@ -1,0 +1,405 @@
+// Package cpu runs a model's forward pass on the CPU in float32: the whole batch's tokens go
+// through every projection as one matrix product (gemm), and attention reads past keys and values
+// from a paged KV cache addressed through each sequence's block table.
+package cpu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/llmserve/llmserve/backend"
+	"github.com/llmserve/llmserve/backend/cpu/gemm"
+	"github.com/llmserve/llmserve/model"
+)
+
+// DefaultBlockSize is the number of token positions per KV block when Options.BlockSize is 0.
+const DefaultBlockSize = 16
+
+// gemmAttentionMinTokens is the chunk length from which a sequence's attention runs as matrix
+// products over a gathered copy of its keys and values; shorter chunks (decode) use direct dot
+// products over the blocks, where a matrix product would not amortise its setup.
+const gemmAttentionMinTokens = 8
+
+// Options configures a Backend.
+type Options struct {
+	// NumBlocks is the size of the KV pool. When 0, it is derived from KVCacheBytes.
+	NumBlocks int
+	// KVCacheBytes is the memory budget for keys and values of all layers, used when NumBlocks
+	// is 0.
+	KVCacheBytes int64
+	// BlockSize is the number of positions per block (DefaultBlockSize when 0).
+	BlockSize int
+	// Threads bounds the goroutines used for attention and element-wise work (GOMAXPROCS when
+	// 0). The matrix products parallelise on their own (OpenBLAS threads or gemm's workers).
+	Threads int
+}
+
+// Stats counts work done by Forward since the backend was made or ResetStats was called.
+type Stats struct {
+	Forwards int
+	Tokens   int
+	// GEMMFlops and GEMMTime cover the weight projections (q/k/v, o, gate/up, down, lm_head),
+	// which are the bulk of the arithmetic; GEMMFlops / GEMMTime is the rate gemm reached.
+	GEMMFlops float64
+	GEMMTime  time.Duration
+	// ForwardTime is the wall time spent in Forward.
+	ForwardTime time.Duration
+}
+
+// Backend is the CPU implementation of backend.Backend. Forward must not be called concurrently.
+type Backend struct {
+	m         *model.Model
+	cfg       model.Config
+	numBlocks int
+	blockSize int
+	threads   int
+	// attnGEMMMin is gemmAttentionMinTokens and attnTile is attnTileTokens, fields so tests can
+	// force either attention path and small tiles.
+	attnGEMMMin, attnTile int
+	// simd enables the AVX2 attention kernels (haveSIMD, a field so tests can compare paths).
+	simd bool
+
+	// kCache and vCache hold, per layer, [block][kv head][position in block][head dim].
+	kCache, vCache [][]float32
+	rope           *ropeTable
+
+	// Scratch, grown to the largest batch seen.
+	x, xn, qkv, attn, gu []float32
+	sel, logits          []float32
+	rowPos               []int
+	rowSeq               []int
+	workers              []attnScratch
+
+	stats  Stats
+	closed bool
+}
+
+var _ backend.Backend = (*Backend)(nil)
+
+// attnScratch is one attention worker's private buffers.
+type attnScratch struct {
+	scores, keys, values, queries, out []float32
+}
+
+// New allocates the KV cache for m and returns a backend ready to run it.
+func New(m *model.Model, opts Options) (*Backend, error) {
+	if m == nil {
+		return nil, errors.New("cpu backend: nil model")
+	}
+	cfg := m.Config
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("cpu backend: %w", err)
+	}
+	if opts.BlockSize < 0 || opts.NumBlocks < 0 || opts.KVCacheBytes < 0 || opts.Threads < 0 {
+		return nil, fmt.Errorf("cpu backend: negative option in %+v", opts)
+	}
+	bs := opts.BlockSize
+	if bs == 0 {
+		bs = DefaultBlockSize
+	}
+	perBlock := cfg.NumKVHeads * bs * cfg.HeadDim // floats per block per layer for K (and for V)
+	numBlocks := opts.NumBlocks
+	if numBlocks == 0 {
+		bytesPerBlock := int64(2*cfg.NumLayers*perBlock) * 4
+		numBlocks = int(opts.KVCacheBytes / bytesPerBlock)
+		if numBlocks == 0 {
+			return nil, fmt.Errorf("cpu backend: KV budget of %d bytes holds no block of %d bytes; set NumBlocks or KVCacheBytes",
+				opts.KVCacheBytes, bytesPerBlock)
+		}
+	}
+	if numBlocks > math.MaxInt32 || int64(numBlocks)*int64(perBlock) > math.MaxInt/2 {
+		return nil, fmt.Errorf("cpu backend: %d blocks is too many", numBlocks)
+	}
+	threads := opts.Threads
+	if threads == 0 {
+		threads = runtime.GOMAXPROCS(0)
+	}
+	b := &Backend{
+		m: m, cfg: cfg, numBlocks: numBlocks, blockSize: bs, threads: threads,
+		attnGEMMMin: gemmAttentionMinTokens, attnTile: attnTileTokens, simd: haveSIMD,
+		kCache:  make([][]float32, cfg.NumLayers),
+		vCache:  make([][]float32, cfg.NumLayers),
+		rope:    newRopeTable(cfg),
+		workers: make([]attnScratch, threads),
+	}
+	for l := range cfg.NumLayers {
+		b.kCache[l] = make([]float32, numBlocks*perBlock)
+		b.vCache[l] = make([]float32, numBlocks*perBlock)
+	}
+	b.prefault()
+	return b, nil
+}
+
+// prefault touches every page of the KV cache so the memory is committed now: a forward step
+// then never stalls on the kernel zeroing fresh pages, and a cache too large for the machine
+// shows at start-up rather than mid-request.
+func (b *Backend) prefault() {
+	const pageFloats = 1024 // 4 KiB
+	b.parallelRows(2*len(b.kCache), 1<<15, func(i int) {
+		buf := b.kCache[i/2]
+		if i%2 == 1 {
+			buf = b.vCache[i/2]
+		}
+		for j := 0; j < len(buf); j += pageFloats {
+			buf[j] = 0
+		}
+	})
+}
+
+// NumBlocks is the number of KV blocks in the pool.
+func (b *Backend) NumBlocks() int { return b.numBlocks }
+
+// BlockSize is the number of positions per block.
+func (b *Backend) BlockSize() int { return b.blockSize }
+
+// VocabSize is the length of a logits row.
+func (b *Backend) VocabSize() int { return b.cfg.VocabSize }
+
+// Stats returns the work counters.
+func (b *Backend) Stats() Stats { return b.stats }
+
+// ResetStats zeroes the work counters.
+func (b *Backend) ResetStats() { b.stats = Stats{} }
+
+// Close releases the KV cache and scratch memory. Forward fails afterwards.
+func (b *Backend) Close() error {
+	b.closed = true
+	b.kCache, b.vCache = nil, nil
+	b.x, b.xn, b.qkv, b.attn, b.gu, b.sel, b.logits = nil, nil, nil, nil, nil, nil, nil
+	b.workers = nil
+	return nil
+}
+
+// seqSpan is where one sequence's tokens sit in the batch's activation rows.
+type seqSpan struct {
+	seq   *backend.Seq
+	start int // first row
+	n     int // rows (tokens)
+}
+
+// plan validates the batch and lays its sequences out as consecutive activation rows.
+func (b *Backend) plan(batch *backend.Batch) ([]seqSpan, int, int, error) {
+	spans := make([]seqSpan, len(batch.Seqs))
+	rows, maxCtx := 0, 0
+	for i := range batch.Seqs {
+		s := &batch.Seqs[i]
+		if len(s.Tokens) == 0 {
+			return nil, 0, 0, fmt.Errorf("seq %d: no tokens", i)
+		}
+		if s.Pos < 0 {
+			return nil, 0, 0, fmt.Errorf("seq %d: negative position %d", i, s.Pos)
+		}
+		for _, t := range s.Tokens {
+			if t < 0 || int(t) >= b.cfg.VocabSize {
+				return nil, 0, 0, fmt.Errorf("seq %d: token id %d outside vocabulary of %d", i, t, b.cfg.VocabSize)
+			}
+		}
+		end := s.Pos + len(s.Tokens)
+		need := (end + b.blockSize - 1) / b.blockSize
+		if len(s.BlockTable) < need {
+			return nil, 0, 0, fmt.Errorf("seq %d: positions [0,%d) need %d blocks of %d, block table has %d",
+				i, end, need, b.blockSize, len(s.BlockTable))
+		}
+		for j, blk := range s.BlockTable[:need] {
+			if blk < 0 || int(blk) >= b.numBlocks {
+				return nil, 0, 0, fmt.Errorf("seq %d: block table entry %d is %d, pool has %d blocks", i, j, blk, b.numBlocks)
+			}
+		}
+		spans[i] = seqSpan{seq: s, start: rows, n: len(s.Tokens)}
+		rows += len(s.Tokens)
+		maxCtx = max(maxCtx, end)
+	}
+	return spans, rows, maxCtx, nil
+}
+
+// Forward runs one step for every sequence of batch. See backend.Backend.
+func (b *Backend) Forward(ctx context.Context, batch *backend.Batch) ([][]float32, error) {
+	if b.closed {
+		return nil, errors.New("cpu forward: backend is closed")
+	}
+	if batch == nil || len(batch.Seqs) == 0 {
+		return nil, nil
+	}
+	start := time.Now()
+	spans, rows, maxCtx, err := b.plan(batch)
+	if err != nil {
+		return nil, fmt.Errorf("cpu forward: %w", err)
+	}
+	cfg := b.cfg
+	h, qDim, kvDim, inter := cfg.HiddenSize, cfg.QDim(), cfg.KVDim(), cfg.IntermediateSize
+	qkvDim := qDim + 2*kvDim
+
+	b.x = grow(b.x, rows*h)
+	b.xn = grow(b.xn, rows*h)
+	b.qkv = grow(b.qkv, rows*qkvDim)
+	b.attn = grow(b.attn, rows*qDim)
+	b.gu = grow(b.gu, rows*2*inter)
+	b.rowPos = growInts(b.rowPos, rows)
+	b.rowSeq = growInts(b.rowSeq, rows)
+	b.rope.ensure(maxCtx)
+	for si, sp := range spans {
+		for i, tok := range sp.seq.Tokens {
+			r := sp.start + i
+			b.rowPos[r] = sp.seq.Pos + i
+			b.rowSeq[r] = si
+			copy(b.x[r*h:(r+1)*h], b.m.Embed[int(tok)*h:(int(tok)+1)*h])
+		}
+	}
+
+	for l := range b.m.Layers {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("cpu forward: %w", err)
+		}
+		b.layer(l, spans, rows)
+	}
+
+	out := b.finish(spans)
+	b.stats.Forwards++
+	b.stats.Tokens += rows
+	b.stats.ForwardTime += time.Since(start)
+	return out, nil
+}
+
+// layer runs decoder layer l over all rows, updating b.x in place.
+func (b *Backend) layer(l int, spans []seqSpan, rows int) {
+	cfg := b.cfg
+	w := &b.m.Layers[l]
+	h, qDim, kvDim, inter, hd := cfg.HiddenSize, cfg.QDim(), cfg.KVDim(), cfg.IntermediateSize, cfg.HeadDim
+	qkvDim := qDim + 2*kvDim
+	eps := cfg.RMSNormEps
+
+	b.parallelRows(rows, h, func(r int) {
+		rmsNorm(b.xn[r*h:(r+1)*h], b.x[r*h:(r+1)*h], w.InputNorm, eps)
+	})
+	b.matMulNT(rows, qkvDim, h, b.xn, h, w.QKV, h, b.qkv, qkvDim, false)
+
+	// Per row: bias, per-head norm, rotation, then the row's K and V go into its cache slot.
+	kc, vc := b.kCache[l], b.vCache[l]
+	bs, nkv := b.blockSize, cfg.NumKVHeads
+	b.parallelRows(rows, qkvDim, func(r int) {
+		row := b.qkv[r*qkvDim : (r+1)*qkvDim]
+		if w.QKVBias != nil {
+			for i, v := range w.QKVBias {
+				row[i] += v
+			}
+		}
+		pos := b.rowPos[r]
+		for hh := range cfg.NumHeads + nkv {
+			head := row[hh*hd : (hh+1)*hd]
+			if w.QNorm != nil {
+				if hh < cfg.NumHeads {
+					rmsNorm(head, head, w.QNorm, eps)
+				} else {
+					rmsNorm(head, head, w.KNorm, eps)
+				}
+			}
+			b.rope.apply(head, pos)
+		}
+		blk := int(spans[b.rowSeq[r]].seq.BlockTable[pos/bs])
+		off := pos % bs
+		for kh := range nkv {
+			dst := ((blk*nkv+kh)*bs + off) * hd
+			copy(kc[dst:dst+hd], row[qDim+kh*hd:qDim+(kh+1)*hd])
+			copy(vc[dst:dst+hd], row[qDim+kvDim+kh*hd:qDim+kvDim+(kh+1)*hd])
+		}
+	})
+
+	b.attention(l, spans)
+
+	b.matMulNT(rows, h, qDim, b.attn, qDim, w.O, qDim, b.x, h, true)
+	if w.OBias != nil {
+		addBias(b.x, rows, h, w.OBias)
+	}
+	b.parallelRows(rows, h, func(r int) {
+		rmsNorm(b.xn[r*h:(r+1)*h], b.x[r*h:(r+1)*h], w.PostAttnNorm, eps)
+	})
+	b.matMulNT(rows, 2*inter, h, b.xn, h, w.GateUp, h, b.gu, 2*inter, false)
+	b.parallelRows(rows, inter, func(r int) {
+		row := b.gu[r*2*inter : (r+1)*2*inter]
+		swiGLU(row[:inter], row[inter:])
+	})
+	b.matMulNT(rows, h, inter, b.gu, 2*inter, w.Down, inter, b.x, h, true)
+}
+
+// finish applies the final norm and the LM head to the last row of every sequence that asked
+// for logits.
+func (b *Backend) finish(spans []seqSpan) [][]float32 {
+	h, vocab := b.cfg.HiddenSize, b.cfg.VocabSize
+	var want []int
+	for i, sp := range spans {
+		if sp.seq.Logits {
+			want = append(want, i)
+		}
+	}
+	out := make([][]float32, len(spans))
+	if len(want) == 0 {
+		return out
+	}
+	b.sel = grow(b.sel, len(want)*h)
+	b.logits = grow(b.logits, len(want)*vocab)
+	for j, i := range want {
+		r := spans[i].start + spans[i].n - 1
+		rmsNorm(b.sel[j*h:(j+1)*h], b.x[r*h:(r+1)*h], b.m.Norm, b.cfg.RMSNormEps)
+	}
+	b.matMulNT(len(want), vocab, h, b.sel, h, b.m.LMHead, h, b.logits, vocab, false)
+	for j, i := range want {
+		out[i] = b.logits[j*vocab : (j+1)*vocab : (j+1)*vocab]
+	}
+	return out
+}
+
+// matMulNT is gemm.MatMulNT with the projection counters.
+func (b *Backend) matMulNT(m, n, k int, a []float32, lda int, w []float32, ldw int, c []float32, ldc int, accumulate bool) {
+	t := time.Now()
+	gemm.MatMulNT(m, n, k, a, lda, w, ldw, c, ldc, accumulate)
+	b.stats.GEMMTime += time.Since(t)
+	b.stats.GEMMFlops += 2 * float64(m) * float64(n) * float64(k)
+}
+
+// parallelRows calls fn for every row in [0, rows), spread over the worker goroutines when the
+// work (rows × cost floats) is large enough to pay for them.
+func (b *Backend) parallelRows(rows, cost int, fn func(r int)) {
+	workers := min(b.threads, rows)
+	if workers <= 1 || rows*cost < 1<<15 {
+		for r := range rows {
+			fn(r)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				r := int(next.Add(1) - 1)
+				if r >= rows {
+					return
+				}
+				fn(r)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// grow returns buf resliced to n elements, reallocating when it is too small. Contents are
+// not preserved.
+func grow(buf []float32, n int) []float32 {
+	if cap(buf) < n {
+		return make([]float32, n)
+	}
+	return buf[:n]
+}
+
+func growInts(buf []int, n int) []int {
+	if cap(buf) < n {
+		return make([]int, n)
+	}
+	return buf[:n]
+}
