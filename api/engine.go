@@ -1,0 +1,84 @@
+// Package api serves a tokenizer worker's HTTP API: the OpenAI-compatible endpoints
+// (/v1/completions, /v1/chat/completions, /v1/models), the SGLang-style native ones (/generate,
+// /tokenize, /detokenize, /get_load) and the operator's (/health, /metrics). It validates input,
+// tokenizes and renders chat templates, and streams each request's Stream as SSE; everything
+// behind the Engine interface (sockets, dispatch, detokenization) belongs to the worker.
+package api
+
+import (
+	"context"
+	"errors"
+
+	"github.com/llmserve/llmserve/sampling"
+	"github.com/llmserve/llmserve/tokenizer"
+)
+
+// GrammarKind selects a structured-output constraint.
+type GrammarKind uint8
+
+// Grammar kinds.
+const (
+	GrammarNone GrammarKind = iota
+	GrammarJSONSchema
+	GrammarJSONObject
+	GrammarRegex
+)
+
+// Request is one validated generation request, ready to dispatch.
+type Request struct {
+	RID               string
+	InputIDs          []int32
+	Sampling          sampling.Params
+	MaxNewTokens      int
+	MinNewTokens      int
+	StopStrings       []string
+	StopTokenIDs      []int32
+	IgnoreEOS         bool
+	SkipSpecialTokens bool
+	Stream            bool
+	StreamInterval    int
+	Logprobs          bool
+	GrammarKind       GrammarKind
+	GrammarSpec       string
+	// RoutedRank pins the request to one data-parallel rank; -1 lets the dispatcher choose.
+	RoutedRank int
+	// NoText asks for token ids only (no detokenization).
+	NoText bool
+}
+
+// Engine is what the API needs from the worker behind it.
+type Engine interface {
+	// Submit dispatches req and returns its output mailbox. ErrOverloaded means the queue is
+	// full; a *BadRequestError means req was refused for a reason the client can fix.
+	Submit(ctx context.Context, req *Request) (*Stream, error)
+	// Abort stops a request and frees its resources; unknown rids are ignored.
+	Abort(rid string)
+	// Tokenizer is nil when the engine runs with --skip-tokenizer-init.
+	Tokenizer() *tokenizer.Tokenizer
+	// CheckGrammar compiles a constraint (cached) so a bad schema or regex is refused up front.
+	CheckGrammar(kind GrammarKind, spec string) error
+	// Health is nil when every rank (and detokd, if used) answers.
+	Health() error
+	// Load is the per-rank and total load shown by /get_load.
+	Load() any
+	// NewRID returns a fresh request id owned by this worker.
+	NewRID() string
+}
+
+// ErrOverloaded is returned by Submit when the request queue is full (HTTP 503, Retry-After).
+var ErrOverloaded = errors.New("server overloaded: request queue is full")
+
+// BadRequestError is a client error (HTTP 400) with the reason.
+type BadRequestError struct {
+	Param string
+	Msg   string
+}
+
+func (e *BadRequestError) Error() string {
+	if e.Param != "" {
+		return e.Param + ": " + e.Msg
+	}
+	return e.Msg
+}
+
+func badRequest(param, msg string) error { return &BadRequestError{Param: param, Msg: msg} }

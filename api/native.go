@@ -1,0 +1,294 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// nativeSampling is SGLang's sampling_params object.
+type nativeSampling struct {
+	MaxNewTokens      *int            `json:"max_new_tokens"`
+	MinNewTokens      *int            `json:"min_new_tokens"`
+	Temperature       *float64        `json:"temperature"`
+	TopP              *float64        `json:"top_p"`
+	TopK              *int            `json:"top_k"`
+	MinP              *float64        `json:"min_p"`
+	RepetitionPenalty *float64        `json:"repetition_penalty"`
+	FrequencyPenalty  *float64        `json:"frequency_penalty"`
+	PresencePenalty   *float64        `json:"presence_penalty"`
+	Seed              *int64          `json:"seed"`
+	SamplingSeed      *int64          `json:"sampling_seed"`
+	Stop              json.RawMessage `json:"stop"`
+	StopTokenIDs      []int32         `json:"stop_token_ids"`
+	IgnoreEOS         bool            `json:"ignore_eos"`
+	SkipSpecialTokens *bool           `json:"skip_special_tokens"`
+	StreamInterval    *int            `json:"stream_interval"`
+	N                 *int            `json:"n"`
+	Regex             *string         `json:"regex"`
+	JSONSchema        *string         `json:"json_schema"`
+}
+
+type generateRequest struct {
+	Text           json.RawMessage `json:"text"`
+	InputIDs       []int32         `json:"input_ids"`
+	SamplingParams *nativeSampling `json:"sampling_params"`
+	Stream         bool            `json:"stream"`
+	RID            string          `json:"rid"`
+	ReturnLogprob  bool            `json:"return_logprob"`
+	RoutedDPRank   *int            `json:"routed_dp_rank"`
+}
+
+func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	s.mRequests["/generate"].Inc()
+	var body generateRequest
+	if err := s.decodeBody(w, r, &body); err != nil {
+		s.writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	req, err := s.buildGenerate(&body)
+	if err != nil {
+		s.writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	ctx := r.Context()
+	st, stop, err := s.run(ctx, req)
+	if err != nil {
+		s.submitError(w, err)
+		return
+	}
+	defer stop()
+	f := &nativeFormat{rid: req.RID, text: !req.NoText, logprobs: req.Logprobs}
+	if req.Stream {
+		s.streamSSE(ctx, w, st, req.StreamInterval, f, start)
+		return
+	}
+	d, err := s.collect(ctx, st)
+	if err != nil {
+		return
+	}
+	s.observe(&d, start)
+	if d.Err != nil {
+		s.writeError(w, http.StatusInternalServerError, fmt.Errorf("generation failed after %d tokens: %w", len(d.IDs), d.Err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	out := f.object(nil, &d)
+	_, _ = w.Write(append(out, '\n'))
+}
+
+func (s *Server) buildGenerate(body *generateRequest) (*Request, error) {
+	sp := body.SamplingParams
+	if sp == nil {
+		sp = &nativeSampling{}
+	}
+	req := &Request{RID: body.RID, Stream: body.Stream, Logprobs: body.ReturnLogprob, NoText: s.cfg.SkipTokenizerInit}
+	if req.RID == "" {
+		req.RID = s.engine.NewRID()
+	}
+	hasText := len(body.Text) > 0 && string(body.Text) != "null"
+	switch {
+	case hasText && body.InputIDs != nil:
+		return nil, badRequest("text", "give either text or input_ids, not both")
+	case hasText:
+		var text string
+		if err := json.Unmarshal(body.Text, &text); err != nil {
+			var texts []string
+			if json.Unmarshal(body.Text, &texts) != nil || len(texts) != 1 {
+				return nil, badRequest("text", "must be a string (batched requests are not supported)")
+			}
+			text = texts[0]
+		}
+		ids, err := s.encode(text)
+		if err != nil {
+			return nil, err
+		}
+		req.InputIDs = ids
+	case body.InputIDs != nil:
+		if err := s.checkIDs(body.InputIDs); err != nil {
+			return nil, err
+		}
+		req.InputIDs = body.InputIDs
+	default:
+		return nil, badRequest("text", "one of text or input_ids is required")
+	}
+	seed := sp.Seed
+	if seed == nil {
+		seed = sp.SamplingSeed
+	}
+	common := samplingFields{
+		Temperature: sp.Temperature, TopP: sp.TopP, TopK: sp.TopK, MinP: sp.MinP,
+		RepetitionPenalty: sp.RepetitionPenalty, FrequencyPenalty: sp.FrequencyPenalty,
+		PresencePenalty: sp.PresencePenalty, Seed: seed, Stop: sp.Stop, StopTokenIDs: sp.StopTokenIDs,
+		IgnoreEOS: sp.IgnoreEOS, MinTokens: sp.MinNewTokens, SkipSpecialTokens: sp.SkipSpecialTokens,
+		StreamInterval: sp.StreamInterval, N: sp.N, Regex: sp.Regex, JSONSchema: sp.JSONSchema,
+		RoutedDPRank: body.RoutedDPRank,
+	}
+	if err := s.fillCommon(req, &common); err != nil {
+		return nil, err
+	}
+	return req, s.checkLength(req, sp.MaxNewTokens, "max_new_tokens", s.cfg.DefaultMaxNewTokens)
+}
+
+// nativeFormat writes /generate objects: {text, output_ids, meta_info}.
+type nativeFormat struct {
+	rid      string
+	text     bool
+	logprobs bool
+}
+
+func (f *nativeFormat) object(dst []byte, d *Delta) []byte {
+	dst = append(dst, '{')
+	if f.text {
+		dst = append(dst, `"text":`...)
+		dst = appendJSONString(dst, d.Text)
+		dst = append(dst, ',')
+	}
+	dst = append(dst, `"output_ids":`...)
+	dst = appendIDs(dst, d.IDs)
+	dst = append(dst, `,"meta_info":{"id":`...)
+	dst = appendJSONString(dst, f.rid)
+	dst = append(dst, `,"finish_reason":`...)
+	switch {
+	case !d.Finished:
+		dst = append(dst, "null"...)
+	case d.FinishReason == FinishLength:
+		dst = append(dst, `{"type":"length","length":`...)
+		dst = strconv.AppendInt(dst, int64(d.CompletionTokens), 10)
+		dst = append(dst, '}')
+	case d.FinishReason == FinishStop:
+		dst = append(dst, `{"type":"stop","matched":`...)
+		switch m := d.MatchedStop.(type) {
+		case string:
+			dst = appendJSONString(dst, m)
+		case int32:
+			dst = strconv.AppendInt(dst, int64(m), 10)
+		default:
+			dst = append(dst, "null"...)
+		}
+		dst = append(dst, '}')
+	default:
+		dst = append(dst, `{"type":`...)
+		dst = appendJSONString(dst, string(d.FinishReason))
+		if d.Err != nil {
+			dst = append(dst, `,"message":`...)
+			dst = appendJSONString(dst, d.Err.Error())
+		}
+		dst = append(dst, '}')
+	}
+	if d.Finished {
+		dst = append(dst, `,"prompt_tokens":`...)
+		dst = strconv.AppendInt(dst, int64(d.PromptTokens), 10)
+		dst = append(dst, `,"completion_tokens":`...)
+		dst = strconv.AppendInt(dst, int64(d.CompletionTokens), 10)
+		dst = append(dst, `,"cached_tokens":`...)
+		dst = strconv.AppendInt(dst, int64(d.CachedTokens), 10)
+	}
+	if f.logprobs {
+		dst = append(dst, `,"output_token_logprobs":[`...)
+		for i, lp := range d.Logprobs {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, '[')
+			dst = appendFloat(dst, lp)
+			dst = append(dst, ',')
+			dst = strconv.AppendInt(dst, int64(d.IDs[i]), 10)
+			dst = append(dst, ",null]"...)
+		}
+		dst = append(dst, ']')
+	}
+	return append(dst, "}}"...)
+}
+
+func (f *nativeFormat) chunk(dst []byte, d *Delta, first bool) []byte {
+	if len(d.IDs) > 0 || d.Text != "" || (d.Finished && d.Err == nil) {
+		fin := *d
+		if d.Err != nil {
+			fin.Finished = false
+		}
+		dst = append(dst, "data: "...)
+		dst = f.object(dst, &fin)
+		dst = append(dst, "\n\n"...)
+	}
+	if d.Err != nil {
+		dst = appendErrorEvent(dst, d.Err)
+	}
+	return dst
+}
+
+type tokenizeRequest struct {
+	Text             *string          `json:"text"`
+	Prompt           *string          `json:"prompt"`
+	Messages         []map[string]any `json:"messages"`
+	AddSpecialTokens *bool            `json:"add_special_tokens"`
+	Model            string           `json:"model"`
+}
+
+func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
+	s.mRequests["/tokenize"].Inc()
+	var body tokenizeRequest
+	if err := s.decodeBody(w, r, &body); err != nil {
+		s.writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	if err := s.needTokenizer("/tokenize"); err != nil {
+		s.writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	tok := s.engine.Tokenizer()
+	addSpecial := true
+	if body.AddSpecialTokens != nil {
+		addSpecial = *body.AddSpecialTokens
+	}
+	var text string
+	switch {
+	case body.Messages != nil:
+		if s.tmpl == nil {
+			s.writeError(w, http.StatusBadRequest, badRequest("messages", "the model has no chat template"))
+			return
+		}
+		p, err := s.tmpl.Apply(body.Messages, chatOptions(tok, true))
+		if err != nil {
+			s.writeError(w, http.StatusBadRequest, badRequest("messages", "chat template: "+err.Error()))
+			return
+		}
+		text, addSpecial = p, false
+	case body.Text != nil:
+		text = *body.Text
+	case body.Prompt != nil:
+		text = *body.Prompt
+	default:
+		s.writeError(w, http.StatusBadRequest, badRequest("text", "one of text, prompt or messages is required"))
+		return
+	}
+	ids := tok.Encode(text, addSpecial)
+	writeJSON(w, http.StatusOK, map[string]any{"tokens": ids, "count": len(ids), "max_model_len": s.cfg.ContextLength})
+}
+
+type detokenizeRequest struct {
+	Tokens            []int32 `json:"tokens"`
+	SkipSpecialTokens bool    `json:"skip_special_tokens"`
+	Model             string  `json:"model"`
+}
+
+func (s *Server) handleDetokenize(w http.ResponseWriter, r *http.Request) {
+	s.mRequests["/detokenize"].Inc()
+	var body detokenizeRequest
+	if err := s.decodeBody(w, r, &body); err != nil {
+		s.writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	if err := s.needTokenizer("/detokenize"); err != nil {
+		s.writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	if err := s.checkIDs(body.Tokens); err != nil {
+		s.writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"text": s.engine.Tokenizer().Decode(body.Tokens, body.SkipSpecialTokens)})
+}

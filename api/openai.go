@@ -1,0 +1,367 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/llmserve/llmserve/tokenizer/chat"
+)
+
+type streamOptions struct {
+	IncludeUsage         bool `json:"include_usage"`
+	ContinuousUsageStats bool `json:"continuous_usage_stats"`
+}
+
+type completionRequest struct {
+	Model         string          `json:"model"`
+	Prompt        json.RawMessage `json:"prompt"`
+	MaxTokens     *int            `json:"max_tokens"`
+	Stream        bool            `json:"stream"`
+	StreamOptions *streamOptions  `json:"stream_options"`
+	Logprobs      *int            `json:"logprobs"`
+	Echo          bool            `json:"echo"`
+	BestOf        *int            `json:"best_of"`
+	Suffix        *string         `json:"suffix"`
+	samplingFields
+}
+
+type chatRequest struct {
+	Model               string           `json:"model"`
+	Messages            []map[string]any `json:"messages"`
+	MaxTokens           *int             `json:"max_tokens"`
+	MaxCompletionTokens *int             `json:"max_completion_tokens"`
+	Stream              bool             `json:"stream"`
+	StreamOptions       *streamOptions   `json:"stream_options"`
+	Logprobs            bool             `json:"logprobs"`
+	TopLogprobs         *int             `json:"top_logprobs"`
+	Tools               []map[string]any `json:"tools"`
+	ToolChoice          json.RawMessage  `json:"tool_choice"`
+	ParallelToolCalls   *bool            `json:"parallel_tool_calls"`
+	ChatTemplateKwargs  map[string]any   `json:"chat_template_kwargs"`
+	samplingFields
+}
+
+func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	s.mRequests["/v1/completions"].Inc()
+	var body completionRequest
+	if err := s.decodeBody(w, r, &body); err != nil {
+		s.writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	if err := s.checkModel(body.Model); err != nil {
+		s.writeError(w, http.StatusNotFound, err)
+		return
+	}
+	req, err := s.buildCompletion(&body)
+	if err != nil {
+		s.writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	includeUsage := body.StreamOptions != nil && body.StreamOptions.IncludeUsage
+	s.serveOpenAI(w, r, req, &openAIFormat{s: s, chat: false, id: "cmpl-" + req.RID, created: start.Unix(),
+		includeUsage: includeUsage, tokenIDs: body.ReturnTokenIDs}, start)
+}
+
+func (s *Server) buildCompletion(body *completionRequest) (*Request, error) {
+	if body.Echo {
+		return nil, badRequest("echo", "echo is not supported")
+	}
+	if body.BestOf != nil && *body.BestOf > 1 {
+		return nil, badRequest("best_of", "only best_of=1 is supported")
+	}
+	if body.Suffix != nil && *body.Suffix != "" {
+		return nil, badRequest("suffix", "suffix is not supported")
+	}
+	req := &Request{RID: s.engine.NewRID(), Stream: body.Stream}
+	var err error
+	if req.InputIDs, err = s.parsePromptIDs(body.Prompt); err != nil {
+		return nil, err
+	}
+	if err := s.fillCommon(req, &body.samplingFields); err != nil {
+		return nil, err
+	}
+	if body.Logprobs != nil {
+		if *body.Logprobs < 0 || *body.Logprobs > 1 {
+			return nil, badRequest("logprobs", "only the sampled token's logprob is returned: use 0 or 1")
+		}
+		req.Logprobs = true
+	}
+	req.NoText = s.cfg.SkipTokenizerInit
+	return req, s.checkLength(req, body.MaxTokens, "max_tokens", 16)
+}
+
+func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	s.mRequests["/v1/chat/completions"].Inc()
+	var body chatRequest
+	if err := s.decodeBody(w, r, &body); err != nil {
+		s.writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	if err := s.checkModel(body.Model); err != nil {
+		s.writeError(w, http.StatusNotFound, err)
+		return
+	}
+	req, err := s.buildChat(&body)
+	if err != nil {
+		s.writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	includeUsage := body.StreamOptions != nil && body.StreamOptions.IncludeUsage
+	s.serveOpenAI(w, r, req, &openAIFormat{s: s, chat: true, id: "chatcmpl-" + req.RID, created: start.Unix(),
+		includeUsage: includeUsage, tokenIDs: body.ReturnTokenIDs}, start)
+}
+
+func (s *Server) buildChat(body *chatRequest) (*Request, error) {
+	if err := s.needTokenizer("chat completions (chat template)"); err != nil {
+		return nil, err
+	}
+	if s.tmpl == nil {
+		return nil, badRequest("messages", "the model has no chat template")
+	}
+	if len(body.Messages) == 0 {
+		return nil, badRequest("messages", "must be a non-empty array")
+	}
+	for i, m := range body.Messages {
+		role, _ := m["role"].(string)
+		switch role {
+		case "system", "developer", "user", "assistant", "tool":
+		default:
+			return nil, badRequest(fmt.Sprintf("messages[%d].role", i), fmt.Sprintf("unknown role %q", role))
+		}
+	}
+	if len(body.ToolChoice) > 0 && string(body.ToolChoice) != `"none"` && string(body.ToolChoice) != "null" {
+		return nil, badRequest("tool_choice", "tool calling is not supported")
+	}
+	if body.TopLogprobs != nil && *body.TopLogprobs > 0 {
+		return nil, badRequest("top_logprobs", "only the sampled token's logprob is returned: use 0")
+	}
+	tok := s.engine.Tokenizer()
+	prompt, err := s.tmpl.Apply(body.Messages, chat.Options{
+		AddGenerationPrompt: true,
+		Tools:               body.Tools,
+		Extra:               body.ChatTemplateKwargs,
+		Special:             tok.SpecialTokenStrings(),
+	})
+	if err != nil {
+		return nil, badRequest("messages", "chat template: "+err.Error())
+	}
+	req := &Request{RID: s.engine.NewRID(), Stream: body.Stream, Logprobs: body.Logprobs}
+	req.InputIDs = tok.Encode(prompt, false)
+	if err := s.fillCommon(req, &body.samplingFields); err != nil {
+		return nil, err
+	}
+	maxTokens := body.MaxCompletionTokens
+	param := "max_completion_tokens"
+	if maxTokens == nil {
+		maxTokens, param = body.MaxTokens, "max_tokens"
+	}
+	return req, s.checkLength(req, maxTokens, param, 0)
+}
+
+// serveOpenAI runs req and answers as one JSON object or as an SSE stream.
+func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request, req *Request, f *openAIFormat, start time.Time) {
+	ctx := r.Context()
+	st, stop, err := s.run(ctx, req)
+	if err != nil {
+		s.submitError(w, err)
+		return
+	}
+	defer stop()
+	if req.Stream {
+		s.streamSSE(ctx, w, st, req.StreamInterval, f, start)
+		return
+	}
+	d, err := s.collect(ctx, st)
+	if err != nil {
+		return
+	}
+	s.observe(&d, start)
+	if d.Err != nil {
+		s.writeError(w, http.StatusInternalServerError, fmt.Errorf("generation failed after %d tokens: %w", len(d.IDs), d.Err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(f.whole(nil, &d))
+}
+
+// openAIFormat writes completion and chat.completion objects and chunks.
+type openAIFormat struct {
+	s            *Server
+	chat         bool
+	id           string
+	created      int64
+	includeUsage bool
+	tokenIDs     bool
+}
+
+func (f *openAIFormat) head(dst []byte, chunk bool) []byte {
+	dst = append(dst, `{"id":`...)
+	dst = appendJSONString(dst, f.id)
+	switch {
+	case f.chat && chunk:
+		dst = append(dst, `,"object":"chat.completion.chunk"`...)
+	case f.chat:
+		dst = append(dst, `,"object":"chat.completion"`...)
+	default:
+		dst = append(dst, `,"object":"text_completion"`...)
+	}
+	dst = append(dst, `,"created":`...)
+	dst = strconv.AppendInt(dst, f.created, 10)
+	dst = append(dst, `,"model":`...)
+	return appendJSONString(dst, f.s.cfg.ModelName)
+}
+
+func finishJSON(d *Delta) string {
+	if !d.Finished {
+		return "null"
+	}
+	switch d.FinishReason {
+	case FinishLength:
+		return `"length"`
+	case FinishAbort:
+		return `"abort"`
+	case FinishError:
+		return `"error"`
+	}
+	return `"stop"`
+}
+
+func (f *openAIFormat) usage(dst []byte, d *Delta) []byte {
+	dst = append(dst, `{"prompt_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(d.PromptTokens), 10)
+	dst = append(dst, `,"completion_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(d.CompletionTokens), 10)
+	dst = append(dst, `,"total_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(d.PromptTokens+d.CompletionTokens), 10)
+	dst = append(dst, `,"prompt_tokens_details":{"cached_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(d.CachedTokens), 10)
+	return append(dst, `}}`...)
+}
+
+func (f *openAIFormat) logprobs(dst []byte, d *Delta) []byte {
+	if len(d.Logprobs) == 0 {
+		return append(dst, "null"...)
+	}
+	tok := f.s.engine.Tokenizer()
+	text := func(id int32) string {
+		if tok == nil {
+			return ""
+		}
+		return tok.Decode([]int32{id}, false)
+	}
+	if f.chat {
+		dst = append(dst, `{"content":[`...)
+		for i, lp := range d.Logprobs {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, `{"token":`...)
+			dst = appendJSONString(dst, text(d.IDs[i]))
+			dst = append(dst, `,"logprob":`...)
+			dst = appendFloat(dst, lp)
+			dst = append(dst, `,"top_logprobs":[]}`...)
+		}
+		return append(dst, `]}`...)
+	}
+	dst = append(dst, `{"tokens":[`...)
+	for i := range d.Logprobs {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendJSONString(dst, text(d.IDs[i]))
+	}
+	dst = append(dst, `],"token_logprobs":[`...)
+	for i, lp := range d.Logprobs {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendFloat(dst, lp)
+	}
+	return append(dst, `],"top_logprobs":null}`...)
+}
+
+// choice appends one choice: the text (as delta content for chat chunks, message for chat).
+func (f *openAIFormat) choice(dst []byte, d *Delta, chunk, first bool) []byte {
+	dst = append(dst, `{"index":0,`...)
+	switch {
+	case f.chat && chunk:
+		dst = append(dst, `"delta":{`...)
+		if first {
+			dst = append(dst, `"role":"assistant",`...)
+		}
+		dst = append(dst, `"content":`...)
+		dst = appendJSONString(dst, d.Text)
+		dst = append(dst, '}')
+	case f.chat:
+		dst = append(dst, `"message":{"role":"assistant","content":`...)
+		dst = appendJSONString(dst, d.Text)
+		dst = append(dst, '}')
+	default:
+		dst = append(dst, `"text":`...)
+		dst = appendJSONString(dst, d.Text)
+	}
+	if f.tokenIDs || f.s.cfg.SkipTokenizerInit {
+		dst = append(dst, `,"token_ids":`...)
+		dst = appendIDs(dst, d.IDs)
+	}
+	dst = append(dst, `,"logprobs":`...)
+	dst = f.logprobs(dst, d)
+	dst = append(dst, `,"finish_reason":`...)
+	dst = append(dst, finishJSON(d)...)
+	if d.Finished && d.MatchedStop != nil {
+		dst = append(dst, `,"matched_stop":`...)
+		switch m := d.MatchedStop.(type) {
+		case string:
+			dst = appendJSONString(dst, m)
+		case int32:
+			dst = strconv.AppendInt(dst, int64(m), 10)
+		}
+	}
+	return append(dst, '}')
+}
+
+// chunk appends the SSE events for one delta of a streamed completion.
+func (f *openAIFormat) chunk(dst []byte, d *Delta, first bool) []byte {
+	content := len(d.IDs) > 0 || d.Text != "" || first
+	if content || (d.Finished && d.Err == nil) {
+		dst = append(dst, "data: "...)
+		dst = f.head(dst, true)
+		dst = append(dst, `,"choices":[`...)
+		fin := *d
+		if d.Err != nil {
+			fin.Finished = false // the error event below ends the stream
+		}
+		dst = f.choice(dst, &fin, true, first)
+		dst = append(dst, "]}\n\n"...)
+	}
+	if d.Err != nil {
+		dst = appendErrorEvent(dst, d.Err)
+	}
+	if d.Finished && f.includeUsage {
+		dst = append(dst, "data: "...)
+		dst = f.head(dst, true)
+		dst = append(dst, `,"choices":[],"usage":`...)
+		dst = f.usage(dst, d)
+		dst = append(dst, "}\n\n"...)
+	}
+	return dst
+}
+
+// whole appends the non-streamed response object.
+func (f *openAIFormat) whole(dst []byte, d *Delta) []byte {
+	dst = f.head(dst, false)
+	dst = append(dst, `,"choices":[`...)
+	dst = f.choice(dst, d, false, false)
+	dst = append(dst, `],"usage":`...)
+	dst = f.usage(dst, d)
+	return append(dst, "}\n"...)
+}
+
+func chatOptions(tok interface{ SpecialTokenStrings() map[string]string }, addGen bool) chat.Options {
+	return chat.Options{AddGenerationPrompt: addGen, Special: tok.SpecialTokenStrings()}
+}

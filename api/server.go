@@ -1,0 +1,253 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/llmserve/llmserve/metrics"
+	"github.com/llmserve/llmserve/sampling"
+	"github.com/llmserve/llmserve/tokenizer/chat"
+)
+
+// Config is how a worker's API behaves.
+type Config struct {
+	// ModelName is the id served by /v1/models; requests naming another model get a 404.
+	ModelName string
+	// ContextLength bounds prompt + generated tokens.
+	ContextLength int
+	// DefaultSampling comes from the model's generation_config.json.
+	DefaultSampling sampling.Params
+	// DefaultMaxNewTokens applies to /generate when max_new_tokens is absent.
+	DefaultMaxNewTokens int
+	// StreamInterval is the server default: tokens per streamed chunk after the first.
+	StreamInterval int
+	// SkipTokenizerInit: ids only; text, chat, stop strings and grammars are refused.
+	SkipTokenizerInit bool
+	// MaxBodyBytes bounds a request body.
+	MaxBodyBytes int64
+	// Worker is this worker's index, shown in logs and metrics.
+	Worker int
+}
+
+// Server is the HTTP API of one tokenizer worker.
+type Server struct {
+	cfg     Config
+	engine  Engine
+	tmpl    *chat.Template // nil when the tokenizer has no chat template
+	tmplErr error
+	log     *slog.Logger
+	created int64
+
+	reg          *metrics.Registry
+	mRequests    map[string]*metrics.Counter
+	mErrors      *metrics.Counter
+	mPrompt      *metrics.Counter
+	mGenerated   *metrics.Counter
+	mTTFT        *metrics.Histogram
+	mITL         *metrics.Histogram
+	mE2E         *metrics.Histogram
+	mDisconnects *metrics.Counter
+}
+
+// NewServer wires the handlers. reg receives the API's metrics and is what /metrics writes
+// (the worker registers its own gauges there too).
+func NewServer(cfg Config, engine Engine, reg *metrics.Registry, log *slog.Logger) (*Server, error) {
+	if cfg.StreamInterval < 1 {
+		return nil, fmt.Errorf("stream interval must be an integer >= 1, got %d", cfg.StreamInterval)
+	}
+	if cfg.DefaultMaxNewTokens <= 0 {
+		cfg.DefaultMaxNewTokens = 128
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 64 << 20
+	}
+	s := &Server{cfg: cfg, engine: engine, log: log, created: time.Now().Unix(), reg: reg,
+		mRequests: map[string]*metrics.Counter{}}
+	if tok := engine.Tokenizer(); tok != nil && tok.ChatTemplate() != "" {
+		s.tmpl, s.tmplErr = chat.Compile(tok.ChatTemplate())
+		if s.tmplErr != nil {
+			return nil, fmt.Errorf("compile chat template: %w", s.tmplErr)
+		}
+	}
+	w := metrics.Labels{{"worker", fmt.Sprint(cfg.Worker)}}
+	for _, ep := range []string{"/v1/completions", "/v1/chat/completions", "/generate", "/tokenize", "/detokenize"} {
+		s.mRequests[ep] = reg.NewCounter("llm_requests_total", "Requests received, by endpoint.",
+			append(metrics.Labels{{"endpoint", ep}}, w...))
+	}
+	s.mErrors = reg.NewCounter("llm_request_errors_total", "Requests answered with an error.", w)
+	s.mPrompt = reg.NewCounter("llm_prompt_tokens_total", "Prompt tokens of finished requests.", w)
+	s.mGenerated = reg.NewCounter("llm_generation_tokens_total", "Tokens generated for finished requests.", w)
+	s.mDisconnects = reg.NewCounter("llm_client_disconnects_total", "Requests aborted because the client went away.", w)
+	s.mTTFT = reg.NewHistogram("llm_time_to_first_token_seconds", "Time to first token.", w, metrics.LatencyBuckets)
+	s.mITL = reg.NewHistogram("llm_inter_token_latency_seconds", "Time between streamed chunks, per token.", w, metrics.LatencyBuckets)
+	s.mE2E = reg.NewHistogram("llm_e2e_request_latency_seconds", "Request latency, arrival to finish.", w, metrics.LatencyBuckets)
+	return s, nil
+}
+
+// Handler returns the HTTP routes.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/completions", s.handleCompletions)
+	mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
+	mux.HandleFunc("GET /v1/models", s.handleModels)
+	mux.HandleFunc("POST /generate", s.handleGenerate)
+	mux.HandleFunc("POST /tokenize", s.handleTokenize)
+	mux.HandleFunc("POST /detokenize", s.handleDetokenize)
+	mux.HandleFunc("GET /health", s.handleHealth)
+	mux.HandleFunc("GET /health_generate", s.handleHealth)
+	mux.HandleFunc("GET /get_load", s.handleLoad)
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		s.reg.WriteText(w)
+	})
+	return mux
+}
+
+// apiError is the OpenAI error body.
+type apiError struct {
+	Message string `json:"message"`
+	Type    string `json:"type"`
+	Param   string `json:"param,omitempty"`
+	Code    int    `json:"code"`
+}
+
+func (s *Server) writeError(w http.ResponseWriter, status int, err error) {
+	s.mErrors.Inc()
+	e := apiError{Message: err.Error(), Code: status, Type: "invalid_request_error"}
+	var bre *BadRequestError
+	if errors.As(err, &bre) {
+		e.Param = bre.Param
+	}
+	switch {
+	case status == http.StatusNotFound:
+		e.Type = "not_found_error"
+	case status == http.StatusServiceUnavailable:
+		e.Type = "service_unavailable"
+		w.Header().Set("Retry-After", "1")
+	case status >= 500:
+		e.Type = "internal_server_error"
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]apiError{"error": e})
+}
+
+// submitError maps an Engine.Submit error to its HTTP status.
+func (s *Server) submitError(w http.ResponseWriter, err error) {
+	var bre *BadRequestError
+	switch {
+	case errors.As(err, &bre):
+		s.writeError(w, http.StatusBadRequest, err)
+	case errors.Is(err, ErrOverloaded):
+		s.writeError(w, http.StatusServiceUnavailable, err)
+	default:
+		s.writeError(w, http.StatusServiceUnavailable, err)
+	}
+}
+
+// decodeBody reads a JSON body into v, refusing unknown fields and trailing data.
+func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
+	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return badRequest("", fmt.Sprintf("request body larger than %d bytes", mbe.Limit))
+		}
+		if errors.Is(err, io.EOF) {
+			return badRequest("", "empty request body")
+		}
+		return badRequest("", "invalid JSON body: "+strings.TrimPrefix(err.Error(), "json: "))
+	}
+	if dec.More() {
+		return badRequest("", "invalid JSON body: trailing data after the object")
+	}
+	return nil
+}
+
+func (s *Server) checkModel(model string) error {
+	if model != "" && model != s.cfg.ModelName {
+		return fmt.Errorf("model %q does not exist; this server serves %q", model, s.cfg.ModelName)
+	}
+	return nil
+}
+
+func (s *Server) needTokenizer(what string) error {
+	if s.cfg.SkipTokenizerInit || s.engine.Tokenizer() == nil {
+		return badRequest("", what+" needs a tokenizer, and the server runs with --skip-tokenizer-init: send input_ids / token arrays instead")
+	}
+	return nil
+}
+
+func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{
+		"object": "list",
+		"data": []map[string]any{{
+			"id": s.cfg.ModelName, "object": "model", "created": s.created, "owned_by": "llmserve",
+			"root": s.cfg.ModelName, "max_model_len": s.cfg.ContextLength,
+		}},
+	})
+}
+
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	if err := s.engine.Health(); err != nil {
+		s.writeError(w, http.StatusServiceUnavailable, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) handleLoad(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.engine.Load())
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// run submits req and returns its stream, aborting it when the client goes away.
+func (s *Server) run(ctx context.Context, req *Request) (*Stream, func(), error) {
+	st, err := s.engine.Submit(ctx, req)
+	if err != nil {
+		return nil, nil, err
+	}
+	stop := context.AfterFunc(ctx, func() {
+		if !st.Done() {
+			s.mDisconnects.Inc()
+			s.engine.Abort(req.RID)
+		}
+	})
+	return st, func() { stop() }, nil
+}
+
+// collect waits for the whole output of a non-streaming request.
+func (s *Server) collect(ctx context.Context, st *Stream) (Delta, error) {
+	var all Delta
+	for {
+		d, err := st.Next(ctx, 1<<30)
+		if err != nil {
+			return all, err
+		}
+		all.Merge(&d)
+		if d.Finished {
+			return all, nil
+		}
+	}
+}
+
+// observe records a finished request's usage and latency.
+func (s *Server) observe(d *Delta, start time.Time) {
+	s.mPrompt.Add(float64(d.PromptTokens))
+	s.mGenerated.Add(float64(d.CompletionTokens))
+	s.mE2E.Observe(time.Since(start).Seconds())
+}

@@ -1,0 +1,137 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// chunkWriter formats one SSE event per delta for an endpoint.
+type chunkWriter interface {
+	// chunk appends the events for d (content, then error and finish events as d says).
+	chunk(dst []byte, d *Delta, first bool) []byte
+}
+
+// streamSSE writes st to the client as server-sent events: the first tokens at once, then every
+// interval tokens, then the rest on finish; a delta that carries an error still carries every
+// token produced before it, so nothing is lost.
+func (s *Server) streamSSE(ctx context.Context, w http.ResponseWriter, st *Stream, interval int, cw chunkWriter, start time.Time) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("Connection", "keep-alive")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	var buf []byte
+	first := true
+	last := start
+	for {
+		want := interval
+		if first {
+			want = 1
+		}
+		d, err := st.Next(ctx, want)
+		if err != nil {
+			return // client gone: the abort was sent by run's AfterFunc
+		}
+		now := time.Now()
+		if len(d.IDs) > 0 {
+			if first {
+				s.mTTFT.Observe(now.Sub(start).Seconds())
+			} else {
+				s.mITL.Observe(now.Sub(last).Seconds() / float64(len(d.IDs)))
+			}
+			last = now
+		}
+		buf = cw.chunk(buf[:0], &d, first)
+		first = false
+		if d.Finished {
+			buf = append(buf, "data: [DONE]\n\n"...)
+			s.observe(&d, start)
+		}
+		if _, err := w.Write(buf); err != nil {
+			return
+		}
+		if err := rc.Flush(); err != nil {
+			return
+		}
+		if d.Finished {
+			return
+		}
+	}
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString appends s as a JSON string literal (invalid UTF-8 becomes U+FFFD).
+func appendJSONString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i++
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+func appendIDs(dst []byte, ids []int32) []byte {
+	dst = append(dst, '[')
+	for i, id := range ids {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = strconv.AppendInt(dst, int64(id), 10)
+	}
+	return append(dst, ']')
+}
+
+func appendFloat(dst []byte, f float32) []byte {
+	return strconv.AppendFloat(dst, float64(f), 'g', -1, 32)
+}
+
+func appendErrorEvent(dst []byte, err error) []byte {
+	dst = append(dst, `data: {"error":{"message":`...)
+	dst = appendJSONString(dst, err.Error())
+	return append(dst, `,"type":"server_error","code":500}}`+"\n\n"...)
+}
