@@ -1,0 +1,58 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/llmserve/llmserve/backend"
+	"github.com/llmserve/llmserve/backend/cpu"
+	"github.com/llmserve/llmserve/backend/cpu/gemm"
+	"github.com/llmserve/llmserve/model"
+)
+
+// openBackend loads the model at path onto device ("cpu" now; "cuda:K" once that backend lands).
+func openBackend(path, device string, kvBytes int64, log *slog.Logger) (backend.Backend, model.Config, error) {
+	switch {
+	case device == "cpu":
+	case strings.HasPrefix(device, "cuda"):
+		return nil, model.Config{}, fmt.Errorf("device %q: the CUDA backend is not part of this build; use --device cpu", device)
+	default:
+		return nil, model.Config{}, fmt.Errorf("device %q: want cpu or cuda:K", device)
+	}
+	start := time.Now()
+	log.Info("loading model", "path", path, "device", device)
+	m, err := model.Load(path)
+	if err != nil {
+		return nil, model.Config{}, err
+	}
+	b, err := cpu.New(m, cpu.Options{KVCacheBytes: kvBytes})
+	if err != nil {
+		return nil, model.Config{}, fmt.Errorf("cpu backend for %s: %w", path, err)
+	}
+	log.Info("model loaded", "path", path, "seconds", time.Since(start).Seconds(), "arch", m.Config.Architecture,
+		"layers", m.Config.NumLayers, "kv_blocks", b.NumBlocks(), "block_size", b.BlockSize(), "gemm", gemm.Impl())
+	return b, m.Config, nil
+}
+
+// parseIDs reads "5,7,9".
+func parseIDs(s string) ([]int32, error) {
+	var ids []int32
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		v, err := strconv.ParseInt(f, 10, 32)
+		if err != nil || v < 0 {
+			return nil, fmt.Errorf("--input-ids: %q is not a token id", f)
+		}
+		ids = append(ids, int32(v))
+	}
+	if len(ids) == 0 {
+		return nil, fmt.Errorf("--input-ids is empty")
+	}
+	return ids, nil
+}

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"testing"
+
+	"github.com/llmserve/llmserve/sampling"
+)
+
+// generate reproduces transformers' logits and greedy ids for the fixture models.
+func TestGenerateMatchesTransformers(t *testing.T) {
+	for _, name := range []string{"llama", "qwen2", "qwen3"} {
+		dir := "../../testdata/models/" + name
+		raw, err := os.ReadFile(dir + "/expected.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var fx struct {
+			Prompts []struct {
+				InputIDs     []int32   `json:"input_ids"`
+				LastLogits   []float32 `json:"last_logits"`
+				GreedyNewIDs []int32   `json:"greedy_new_ids"`
+				MinTop2Gap   float64   `json:"min_top2_gap"`
+			} `json:"prompts"`
+		}
+		if err := json.Unmarshal(raw, &fx); err != nil {
+			t.Fatal(err)
+		}
+		for i, p := range fx.Prompts {
+			greedy := sampling.DefaultParams()
+			greedy.Temperature = 0
+			res, err := generate(context.Background(), dir, "cpu", p.InputIDs, len(p.GreedyNewIDs), greedy, true, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var maxAbs, maxDiff float64
+			for j, v := range p.LastLogits {
+				maxAbs = math.Max(maxAbs, math.Abs(float64(v)))
+				maxDiff = math.Max(maxDiff, math.Abs(float64(v-res.LastLogits[j])))
+			}
+			if maxDiff > 1e-4*maxAbs {
+				t.Errorf("%s prompt %d: last_logits differ by %g (max |logit| %g)", name, i, maxDiff, maxAbs)
+			}
+			if p.MinTop2Gap > 1e-3 {
+				for j := range p.GreedyNewIDs {
+					if res.OutputIDs[j] != p.GreedyNewIDs[j] {
+						t.Fatalf("%s prompt %d: greedy %v, want %v", name, i, res.OutputIDs, p.GreedyNewIDs)
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestGeneratePico(t *testing.T) {
+	greedy := sampling.DefaultParams()
+	greedy.Temperature = 0
+	res, err := generate(context.Background(), "../../models/pico", "cpu", []int32{328, 287, 576, 265, 1349, 2768, 618, 330}, 16, greedy, true, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.OutputIDs) != 16 || res.LastLogits != nil {
+		t.Fatalf("pico: %+v", res)
+	}
+}
+
+func TestParseIDs(t *testing.T) {
+	if ids, err := parseIDs("5, 7,9"); err != nil || len(ids) != 3 || ids[2] != 9 {
+		t.Fatalf("%v %v", ids, err)
+	}
+	for _, bad := range []string{"", "a", "-1", "5,,x"} {
+		if _, err := parseIDs(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}

@@ -1,0 +1,24 @@
+// Command schedulerd runs one data-parallel rank on one device: `serve` is the engine process
+// (continuous batching, KV cache, model forward, sampling); `generate` runs a model directly on
+// given token ids, for smoke tests and scripts.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/urfave/cli/v3"
+)
+
+func main() {
+	cmd := &cli.Command{
+		Name:     "schedulerd",
+		Usage:    "one data-parallel rank of the llmserve engine",
+		Commands: []*cli.Command{generateCommand()},
+	}
+	if err := cmd.Run(context.Background(), os.Args); err != nil {
+		fmt.Fprintln(os.Stderr, "schedulerd:", err)
+		os.Exit(1)
+	}
+}
