@@ -1,0 +1,627 @@
+package ipc
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// Layout: every frame is [WireVersion][MsgType][body]. Fixed-width fields are little-endian;
+// slices and strings are a uint32 count followed by their elements; bools are packed into
+// flag bytes whose unused bits must be zero. The encoding is canonical: a frame that decodes
+// re-encodes to the same bytes.
+
+// ErrMalformed wraps every decoding failure.
+var ErrMalformed = errors.New("ipc: malformed frame")
+
+const headerLen = 2
+
+// Encode returns m's frame in a new buffer.
+func Encode(m Message) []byte { return m.Append(nil) }
+
+// PeekType checks the frame header and returns its message type.
+func PeekType(frame []byte) (MsgType, error) {
+	if len(frame) < headerLen {
+		return 0, fmt.Errorf("%w: %d-byte frame has no header", ErrMalformed, len(frame))
+	}
+	if frame[0] != WireVersion {
+		return 0, fmt.Errorf("%w: wire version %d, want %d", ErrMalformed, frame[0], WireVersion)
+	}
+	t := MsgType(frame[1])
+	switch t {
+	case MsgGenerateRequest, MsgAbort, MsgTokenBatch, MsgTextBatch:
+		return t, nil
+	}
+	return 0, fmt.Errorf("%w: unknown message type %d", ErrMalformed, frame[1])
+}
+
+// Decode decodes any frame into a newly allocated message: *GenerateRequest, *Abort,
+// *TokenBatch or *TextBatch. Hot loops should call the typed Decode methods on reused values.
+func Decode(frame []byte) (Message, error) {
+	t, err := PeekType(frame)
+	if err != nil {
+		return nil, err
+	}
+	var m Message
+	switch t {
+	case MsgGenerateRequest:
+		m = new(GenerateRequest)
+	case MsgAbort:
+		m = new(Abort)
+	case MsgTokenBatch:
+		m = new(TokenBatch)
+	case MsgTextBatch:
+		m = new(TextBatch)
+	}
+	if err := m.Decode(frame); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// ---- sizes (so Append grows dst once) ----
+
+func sizeStr(s string) int     { return 4 + len(s) }
+func sizeI32s(s []int32) int   { return 4 + 4*len(s) }
+func sizeF32s(s []float32) int { return 4 + 4*len(s) }
+func sizeLoad(l *Load) int     { return 4*8 + 4 + 8*len(l.Received) }
+
+func sizeStrs(s []string) int {
+	n := 4
+	for _, x := range s {
+		n += sizeStr(x)
+	}
+	return n
+}
+
+func sizeTokenItem(it *TokenItem) int {
+	return sizeStr(it.RID) + 4 + sizeI32s(it.NewIDs) + sizeF32s(it.Logprobs) + 3*4 + 2 + 4 +
+		sizeStr(it.MatchedStop) + sizeStr(it.Error) + sizeStrs(it.StopStrings)
+}
+
+// minTokenItemLen is the encoded size of an empty TokenItem; it bounds item counts.
+const minTokenItemLen = 4 + 4 + 4 + 4 + 3*4 + 2 + 4 + 4 + 4 + 4
+
+// ---- encoding primitives ----
+
+func appendLen(dst []byte, n int) []byte {
+	if uint64(n) > math.MaxUint32 {
+		panic(fmt.Sprintf("ipc: length %d does not fit the wire format", n))
+	}
+	return binary.LittleEndian.AppendUint32(dst, uint32(n))
+}
+
+func appendU32(dst []byte, v uint32) []byte  { return binary.LittleEndian.AppendUint32(dst, v) }
+func appendI32(dst []byte, v int32) []byte   { return binary.LittleEndian.AppendUint32(dst, uint32(v)) }
+func appendU64(dst []byte, v uint64) []byte  { return binary.LittleEndian.AppendUint64(dst, v) }
+func appendI64(dst []byte, v int64) []byte   { return binary.LittleEndian.AppendUint64(dst, uint64(v)) }
+func appendF32(dst []byte, v float32) []byte { return appendU32(dst, math.Float32bits(v)) }
+
+func appendStr(dst []byte, s string) []byte {
+	return append(appendLen(dst, len(s)), s...)
+}
+
+func appendI32s(dst []byte, s []int32) []byte {
+	dst = appendLen(dst, len(s))
+	off := len(dst)
+	dst = slices.Grow(dst, 4*len(s))[:off+4*len(s)]
+	b := dst[off:]
+	for i, v := range s {
+		binary.LittleEndian.PutUint32(b[4*i:], uint32(v))
+	}
+	return dst
+}
+
+func appendF32s(dst []byte, s []float32) []byte {
+	dst = appendLen(dst, len(s))
+	off := len(dst)
+	dst = slices.Grow(dst, 4*len(s))[:off+4*len(s)]
+	b := dst[off:]
+	for i, v := range s {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
+	}
+	return dst
+}
+
+func appendU64s(dst []byte, s []uint64) []byte {
+	dst = appendLen(dst, len(s))
+	for _, v := range s {
+		dst = appendU64(dst, v)
+	}
+	return dst
+}
+
+func appendStrs(dst []byte, s []string) []byte {
+	dst = appendLen(dst, len(s))
+	for _, x := range s {
+		dst = appendStr(dst, x)
+	}
+	return dst
+}
+
+func flag(b bool, bit uint8) uint8 {
+	if b {
+		return bit
+	}
+	return 0
+}
+
+// ---- decoding primitives ----
+
+// reader is a bounds-checked cursor over a frame. The first failure sticks: it moves the
+// cursor to the end so later reads fail their bounds checks and return zero values, and the
+// caller checks err once at the end.
+type reader struct {
+	b   []byte
+	off int
+	err error
+}
+
+func (r *reader) fail(what string) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: truncated or oversized %s at byte %d of %d", ErrMalformed, what, r.off, len(r.b))
+	}
+	r.off = len(r.b)
+}
+
+// bad records a semantic error (a bad enum or flag value) like fail does.
+func (r *reader) bad(err error) {
+	if r.err == nil {
+		r.err = err
+	}
+	r.off = len(r.b)
+}
+
+func (r *reader) remaining() int { return len(r.b) - r.off }
+
+func (r *reader) take(n int, what string) []byte {
+	if r.err != nil {
+		return nil
+	}
+	if n < 0 || n > r.remaining() {
+		r.fail(what)
+		return nil
+	}
+	s := r.b[r.off : r.off+n : r.off+n]
+	r.off += n
+	return s
+}
+
+// The fixed-width reads are written to inline: one bounds check on the fast path.
+
+func (r *reader) u8(what string) uint8 {
+	if r.off < len(r.b) {
+		v := r.b[r.off]
+		r.off++
+		return v
+	}
+	r.fail(what)
+	return 0
+}
+
+func (r *reader) u32(what string) uint32 {
+	if r.off <= len(r.b)-4 {
+		v := binary.LittleEndian.Uint32(r.b[r.off:])
+		r.off += 4
+		return v
+	}
+	r.fail(what)
+	return 0
+}
+
+func (r *reader) i32(what string) int32   { return int32(r.u32(what)) }
+func (r *reader) f32(what string) float32 { return math.Float32frombits(r.u32(what)) }
+
+func (r *reader) u64(what string) uint64 {
+	if r.off <= len(r.b)-8 {
+		v := binary.LittleEndian.Uint64(r.b[r.off:])
+		r.off += 8
+		return v
+	}
+	r.fail(what)
+	return 0
+}
+
+func (r *reader) i64(what string) int64 { return int64(r.u64(what)) }
+
+// count reads an element count and checks that count elements of at least elemLen bytes each
+// fit in what is left of the frame, so a lying prefix cannot cause a huge allocation.
+func (r *reader) count(elemLen int, what string) int {
+	n := r.u32(what)
+	if r.err != nil {
+		return 0
+	}
+	if uint64(n)*uint64(elemLen) > uint64(r.remaining()) {
+		r.fail(what)
+		return 0
+	}
+	return int(n)
+}
+
+// str reads a string, returning old unchanged (no allocation) when the bytes are equal:
+// decoding into a reused batch keeps the rids of requests that are still running.
+func (r *reader) str(old string, what string) string {
+	n := r.count(1, what)
+	b := r.take(n, what)
+	if len(b) == 0 || string(b) == old {
+		if len(b) == 0 {
+			return ""
+		}
+		return old
+	}
+	return string(b)
+}
+
+func (r *reader) i32s(dst []int32, what string) []int32 {
+	n := r.count(4, what)
+	b := r.take(4*n, what)
+	dst = slices.Grow(dst[:0], n)[:n]
+	if b == nil {
+		return dst[:0]
+	}
+	for i := range dst {
+		dst[i] = int32(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return dst
+}
+
+func (r *reader) f32s(dst []float32, what string) []float32 {
+	n := r.count(4, what)
+	b := r.take(4*n, what)
+	dst = slices.Grow(dst[:0], n)[:n]
+	if b == nil {
+		return dst[:0]
+	}
+	for i := range dst {
+		dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return dst
+}
+
+func (r *reader) u64s(dst []uint64, what string) []uint64 {
+	n := r.count(8, what)
+	b := r.take(8*n, what)
+	dst = slices.Grow(dst[:0], n)[:n]
+	if b == nil {
+		return dst[:0]
+	}
+	for i := range dst {
+		dst[i] = binary.LittleEndian.Uint64(b[8*i:])
+	}
+	return dst
+}
+
+// strs reads a string list into dst, keeping equal strings already in place.
+func (r *reader) strs(dst []string, what string) []string {
+	n := r.count(4, what)
+	old := dst[:cap(dst)]
+	dst = slices.Grow(dst[:0], n)[:n]
+	for i := range dst {
+		prev := ""
+		if i < len(old) {
+			prev = old[i]
+		}
+		dst[i] = r.str(prev, what)
+	}
+	return dst
+}
+
+func (r *reader) flags(allowed uint8, what string) uint8 {
+	f := r.u8(what)
+	if r.err == nil && f&^allowed != 0 {
+		r.bad(fmt.Errorf("%w: %s has unknown bits %#x", ErrMalformed, what, f&^allowed))
+	}
+	return f
+}
+
+// header checks the version and type bytes.
+func (r *reader) header(want MsgType) {
+	t, err := PeekType(r.b)
+	if err != nil {
+		r.bad(err)
+		return
+	}
+	if t != want {
+		r.bad(fmt.Errorf("%w: frame holds a %v, want %v", ErrMalformed, t, want))
+		return
+	}
+	r.off = headerLen
+}
+
+// done reports the sticky error, or trailing bytes.
+func (r *reader) done(what MsgType) error {
+	if r.err == nil && r.off != len(r.b) {
+		r.err = fmt.Errorf("%w: %d trailing bytes", ErrMalformed, len(r.b)-r.off)
+	}
+	if r.err != nil {
+		return fmt.Errorf("decode %v: %w", what, r.err)
+	}
+	return nil
+}
+
+// ---- GenerateRequest ----
+
+const (
+	genHasSeed uint8 = 1 << iota
+	genIgnoreEOS
+	genSkipSpecialTokens
+	genStream
+	genNoDetokenize
+	genLogprobs
+	genAllFlags = genHasSeed | genIgnoreEOS | genSkipSpecialTokens | genStream | genNoDetokenize | genLogprobs
+)
+
+// Append implements Message.
+func (m *GenerateRequest) Append(dst []byte) []byte {
+	n := headerLen + sizeStr(m.RID) + 4 + sizeI32s(m.InputIDs) + 6*4 + 4 + 8 + 2*4 +
+		sizeI32s(m.StopTokenIDs) + sizeStrs(m.StopStrings) + 1 + 4 + 1 + sizeStr(m.Grammar.Spec) + 4 + 8
+	dst = slices.Grow(dst, n)
+	dst = append(dst, WireVersion, byte(MsgGenerateRequest))
+	dst = appendStr(dst, m.RID)
+	dst = appendU32(dst, m.Owner)
+	dst = appendI32s(dst, m.InputIDs)
+	dst = appendF32(dst, m.Temperature)
+	dst = appendF32(dst, m.TopP)
+	dst = appendF32(dst, m.MinP)
+	dst = appendF32(dst, m.RepetitionPenalty)
+	dst = appendF32(dst, m.FrequencyPenalty)
+	dst = appendF32(dst, m.PresencePenalty)
+	dst = appendI32(dst, m.TopK)
+	dst = appendU64(dst, m.Seed)
+	dst = appendI32(dst, m.MaxNewTokens)
+	dst = appendI32(dst, m.MinNewTokens)
+	dst = appendI32s(dst, m.StopTokenIDs)
+	dst = appendStrs(dst, m.StopStrings)
+	dst = append(dst, flag(m.HasSeed, genHasSeed)|flag(m.IgnoreEOS, genIgnoreEOS)|
+		flag(m.SkipSpecialTokens, genSkipSpecialTokens)|flag(m.Stream, genStream)|
+		flag(m.NoDetokenize, genNoDetokenize)|flag(m.Logprobs, genLogprobs))
+	dst = appendI32(dst, m.StreamInterval)
+	dst = append(dst, byte(m.Grammar.Kind))
+	dst = appendStr(dst, m.Grammar.Spec)
+	dst = appendI32(dst, m.RoutedRank)
+	dst = appendI64(dst, m.ArrivalUnixNano)
+	return dst
+}
+
+// Decode implements Message.
+func (m *GenerateRequest) Decode(frame []byte) error {
+	r := reader{b: frame}
+	r.header(MsgGenerateRequest)
+	m.RID = r.str(m.RID, "rid")
+	m.Owner = r.u32("owner")
+	m.InputIDs = r.i32s(m.InputIDs, "input_ids")
+	m.Temperature = r.f32("temperature")
+	m.TopP = r.f32("top_p")
+	m.MinP = r.f32("min_p")
+	m.RepetitionPenalty = r.f32("repetition_penalty")
+	m.FrequencyPenalty = r.f32("frequency_penalty")
+	m.PresencePenalty = r.f32("presence_penalty")
+	m.TopK = r.i32("top_k")
+	m.Seed = r.u64("seed")
+	m.MaxNewTokens = r.i32("max_new_tokens")
+	m.MinNewTokens = r.i32("min_new_tokens")
+	m.StopTokenIDs = r.i32s(m.StopTokenIDs, "stop_token_ids")
+	m.StopStrings = r.strs(m.StopStrings, "stop_strings")
+	f := r.flags(genAllFlags, "request flags")
+	m.HasSeed = f&genHasSeed != 0
+	m.IgnoreEOS = f&genIgnoreEOS != 0
+	m.SkipSpecialTokens = f&genSkipSpecialTokens != 0
+	m.Stream = f&genStream != 0
+	m.NoDetokenize = f&genNoDetokenize != 0
+	m.Logprobs = f&genLogprobs != 0
+	m.StreamInterval = r.i32("stream_interval")
+	m.Grammar.Kind = GrammarKind(r.u8("grammar kind"))
+	if r.err == nil && m.Grammar.Kind > maxGrammarKind {
+		r.bad(fmt.Errorf("%w: unknown grammar kind %d", ErrMalformed, m.Grammar.Kind))
+	}
+	m.Grammar.Spec = r.str(m.Grammar.Spec, "grammar spec")
+	m.RoutedRank = r.i32("routed_rank")
+	m.ArrivalUnixNano = r.i64("arrival")
+	return r.done(MsgGenerateRequest)
+}
+
+// ---- Abort ----
+
+// Append implements Message.
+func (m *Abort) Append(dst []byte) []byte {
+	dst = slices.Grow(dst, headerLen+sizeStr(m.RID)+4+sizeStr(m.Reason))
+	dst = append(dst, WireVersion, byte(MsgAbort))
+	dst = appendStr(dst, m.RID)
+	dst = appendU32(dst, m.Owner)
+	return appendStr(dst, m.Reason)
+}
+
+// Decode implements Message.
+func (m *Abort) Decode(frame []byte) error {
+	r := reader{b: frame}
+	r.header(MsgAbort)
+	m.RID = r.str(m.RID, "rid")
+	m.Owner = r.u32("owner")
+	m.Reason = r.str(m.Reason, "reason")
+	return r.done(MsgAbort)
+}
+
+// ---- Load and items ----
+
+func appendLoad(dst []byte, l *Load) []byte {
+	dst = appendI64(dst, l.Running)
+	dst = appendI64(dst, l.Waiting)
+	dst = appendI64(dst, l.KVTokensUsed)
+	dst = appendI64(dst, l.KVTokensCapacity)
+	return appendU64s(dst, l.Received)
+}
+
+func (r *reader) load(l *Load) {
+	l.Running = r.i64("load.running")
+	l.Waiting = r.i64("load.waiting")
+	l.KVTokensUsed = r.i64("load.kv_used")
+	l.KVTokensCapacity = r.i64("load.kv_capacity")
+	l.Received = r.u64s(l.Received, "load.received")
+}
+
+const (
+	itemFinished uint8 = 1 << iota
+	itemNoDetokenize
+	itemSkipSpecialTokens
+	itemAllFlags = itemFinished | itemNoDetokenize | itemSkipSpecialTokens
+)
+
+func appendTokenItem(dst []byte, it *TokenItem) []byte {
+	dst = appendStr(dst, it.RID)
+	dst = appendU32(dst, it.Owner)
+	dst = appendI32s(dst, it.NewIDs)
+	dst = appendF32s(dst, it.Logprobs)
+	dst = appendI32(dst, it.PromptTokens)
+	dst = appendI32(dst, it.CachedTokens)
+	dst = appendI32(dst, it.CompletionTokens)
+	dst = append(dst, flag(it.Finished, itemFinished)|flag(it.NoDetokenize, itemNoDetokenize)|
+		flag(it.SkipSpecialTokens, itemSkipSpecialTokens), byte(it.FinishReason))
+	dst = appendI32(dst, it.MatchedStopToken)
+	dst = appendStr(dst, it.MatchedStop)
+	dst = appendStr(dst, it.Error)
+	return appendStrs(dst, it.StopStrings)
+}
+
+func (r *reader) tokenItem(it *TokenItem) {
+	it.RID = r.str(it.RID, "item.rid")
+	it.Owner = r.u32("item.owner")
+	it.NewIDs = r.i32s(it.NewIDs, "item.new_ids")
+	it.Logprobs = r.f32s(it.Logprobs, "item.logprobs")
+	// The fixed-size middle of an item is read as one block: one bounds check, not six.
+	b := r.take(18, "item counters")
+	if len(b) < 18 {
+		return
+	}
+	it.PromptTokens = int32(binary.LittleEndian.Uint32(b))
+	it.CachedTokens = int32(binary.LittleEndian.Uint32(b[4:]))
+	it.CompletionTokens = int32(binary.LittleEndian.Uint32(b[8:]))
+	f, reason := b[12], FinishReason(b[13])
+	if f&^itemAllFlags != 0 {
+		r.bad(fmt.Errorf("%w: item flags have unknown bits %#x", ErrMalformed, f&^itemAllFlags))
+	}
+	if reason > maxFinishReason {
+		r.bad(fmt.Errorf("%w: unknown finish reason %d", ErrMalformed, reason))
+	}
+	it.Finished = f&itemFinished != 0
+	it.NoDetokenize = f&itemNoDetokenize != 0
+	it.SkipSpecialTokens = f&itemSkipSpecialTokens != 0
+	it.FinishReason = reason
+	it.MatchedStopToken = int32(binary.LittleEndian.Uint32(b[14:]))
+	it.MatchedStop = r.str(it.MatchedStop, "item.matched_stop")
+	it.Error = r.str(it.Error, "item.error")
+	it.StopStrings = r.strs(it.StopStrings, "item.stop_strings")
+}
+
+// ---- TokenBatch ----
+
+// Append implements Message.
+func (m *TokenBatch) Append(dst []byte) []byte {
+	n := headerLen + 4 + 8 + sizeLoad(&m.Load) + 4
+	for i := range m.Items {
+		n += sizeTokenItem(&m.Items[i])
+	}
+	dst = slices.Grow(dst, n)
+	dst = append(dst, WireVersion, byte(MsgTokenBatch))
+	dst = appendU32(dst, m.Rank)
+	dst = appendU64(dst, m.Seq)
+	dst = appendLoad(dst, &m.Load)
+	dst = appendLen(dst, len(m.Items))
+	for i := range m.Items {
+		dst = appendTokenItem(dst, &m.Items[i])
+	}
+	return dst
+}
+
+// Decode implements Message. Items and their slices are reused; a rid equal to the one
+// already in the same position is kept without allocating.
+func (m *TokenBatch) Decode(frame []byte) error {
+	r := reader{b: frame}
+	r.header(MsgTokenBatch)
+	m.Rank = r.u32("rank")
+	m.Seq = r.u64("seq")
+	r.load(&m.Load)
+	n := r.count(minTokenItemLen, "items")
+	m.Items = growItems(m.Items, n)
+	for i := range m.Items {
+		r.tokenItem(&m.Items[i])
+		if r.err != nil {
+			m.Items = m.Items[:0]
+			break
+		}
+	}
+	return r.done(MsgTokenBatch)
+}
+
+// growItems resizes s to n elements, keeping the old elements (and their buffers) for reuse.
+func growItems[T any](s []T, n int) []T {
+	if n <= cap(s) {
+		return s[:n]
+	}
+	return append(s[:cap(s)], make([]T, n-cap(s))...)
+}
+
+// ---- TextBatch ----
+
+const minRankLoadLen = 4 + 8 + 4*8 + 4
+
+// Append implements Message.
+func (m *TextBatch) Append(dst []byte) []byte {
+	n := headerLen + 4 + 4
+	for i := range m.Loads {
+		n += 4 + 8 + sizeLoad(&m.Loads[i].Load)
+	}
+	for i := range m.Items {
+		n += sizeTokenItem(&m.Items[i].TokenItem) + sizeStr(m.Items[i].Text)
+	}
+	dst = slices.Grow(dst, n)
+	dst = append(dst, WireVersion, byte(MsgTextBatch))
+	dst = appendLen(dst, len(m.Loads))
+	for i := range m.Loads {
+		l := &m.Loads[i]
+		dst = appendU32(dst, l.Rank)
+		dst = appendU64(dst, l.Seq)
+		dst = appendLoad(dst, &l.Load)
+	}
+	dst = appendLen(dst, len(m.Items))
+	for i := range m.Items {
+		dst = appendTokenItem(dst, &m.Items[i].TokenItem)
+		dst = appendStr(dst, m.Items[i].Text)
+	}
+	return dst
+}
+
+// Decode implements Message, reusing slices like TokenBatch.Decode.
+func (m *TextBatch) Decode(frame []byte) error {
+	r := reader{b: frame}
+	r.header(MsgTextBatch)
+	nl := r.count(minRankLoadLen, "loads")
+	m.Loads = growItems(m.Loads, nl)
+	for i := range m.Loads {
+		l := &m.Loads[i]
+		l.Rank = r.u32("load.rank")
+		l.Seq = r.u64("load.seq")
+		r.load(&l.Load)
+	}
+	n := r.count(minTokenItemLen+4, "items")
+	m.Items = growItems(m.Items, n)
+	for i := range m.Items {
+		r.tokenItem(&m.Items[i].TokenItem)
+		m.Items[i].Text = r.str(m.Items[i].Text, "item.text")
+		if r.err != nil {
+			break
+		}
+	}
+	if r.err != nil {
+		m.Loads, m.Items = m.Loads[:0], m.Items[:0]
+	}
+	return r.done(MsgTextBatch)
+}
+
+var (
+	_ Message = (*GenerateRequest)(nil)
+	_ Message = (*Abort)(nil)
+	_ Message = (*TokenBatch)(nil)
+	_ Message = (*TextBatch)(nil)
+)

@@ -1,0 +1,361 @@
+package ipc
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"testing"
+)
+
+func sampleRequest() *GenerateRequest {
+	return &GenerateRequest{
+		RID: "req-7f3a", Owner: 3, InputIDs: []int32{1, 2, 3, -4, math.MaxInt32},
+		Temperature: 0.7, TopP: 0.95, MinP: 0.05, RepetitionPenalty: 1.1,
+		FrequencyPenalty: -0.5, PresencePenalty: 0.25, TopK: 40, Seed: 1 << 60, HasSeed: true,
+		MaxNewTokens: 128, MinNewTokens: 2, StopTokenIDs: []int32{151643, 151645},
+		StopStrings: []string{"\n\n", "</s>", ""}, IgnoreEOS: true, SkipSpecialTokens: true,
+		Stream: true, NoDetokenize: false, StreamInterval: 4, Logprobs: true,
+		Grammar:    Grammar{Kind: GrammarJSONSchema, Spec: `{"type":"object"}`},
+		RoutedRank: -1, ArrivalUnixNano: 1_700_000_000_123_456_789,
+	}
+}
+
+func sampleLoad(workers int) Load {
+	l := Load{Running: 12, Waiting: 3, KVTokensUsed: 40960, KVTokensCapacity: 1 << 20}
+	for w := range workers {
+		l.Received = append(l.Received, uint64(1000+w))
+	}
+	return l
+}
+
+func sampleItem(i int) TokenItem {
+	it := TokenItem{
+		RID: fmt.Sprintf("rid-%06d", i), Owner: uint32(i % 4), NewIDs: []int32{int32(i), int32(i + 1)},
+		PromptTokens: 100, CachedTokens: 64, CompletionTokens: int32(i%50 + 2), MatchedStopToken: -1,
+	}
+	if i%3 == 0 {
+		it.Logprobs = []float32{-0.25, float32(-i)}
+	}
+	if i%7 == 0 {
+		it.Finished, it.FinishReason = true, FinishStop
+		it.MatchedStop = "###"
+	}
+	if i%11 == 0 {
+		it.Finished, it.FinishReason, it.Error = true, FinishError, "kv cache exhausted"
+	}
+	if i%5 == 1 {
+		it.SkipSpecialTokens, it.StopStrings = true, []string{"</s>", "\n\nUser:"}
+	}
+	it.NoDetokenize = i%13 == 4
+	return it
+}
+
+func sampleTokenBatch(items int) *TokenBatch {
+	b := &TokenBatch{Rank: 2, Seq: 99, Load: sampleLoad(4)}
+	for i := range items {
+		b.Items = append(b.Items, sampleItem(i))
+	}
+	return b
+}
+
+func sampleTextBatch(items int) *TextBatch {
+	b := &TextBatch{Loads: []RankLoad{{Rank: 0, Seq: 5, Load: sampleLoad(2)}, {Rank: 1, Seq: 8, Load: sampleLoad(0)}}}
+	for i := range items {
+		b.Items = append(b.Items, TextItem{TokenItem: sampleItem(i), Text: fmt.Sprintf(" tok%d ✓", i)})
+	}
+	return b
+}
+
+func sampleMessages() []Message {
+	return []Message{
+		sampleRequest(),
+		&GenerateRequest{RoutedRank: -1},
+		&Abort{RID: "req-1", Owner: 1, Reason: "client disconnected"},
+		&Abort{},
+		sampleTokenBatch(0), // heartbeat
+		sampleTokenBatch(25),
+		&TokenBatch{},
+		sampleTextBatch(0),
+		sampleTextBatch(25),
+		&TextBatch{},
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	for _, m := range sampleMessages() {
+		frame := Encode(m)
+		if frame[0] != WireVersion || MsgType(frame[1]) != m.Type() {
+			t.Fatalf("%v: header % x", m.Type(), frame[:2])
+		}
+		got, err := Decode(frame)
+		if err != nil {
+			t.Fatalf("%v: decode: %v", m.Type(), err)
+		}
+		if !reflect.DeepEqual(got, m) {
+			t.Fatalf("%v: round trip mismatch\n got %+v\nwant %+v", m.Type(), got, m)
+		}
+		if again := Encode(got); !bytes.Equal(again, frame) {
+			t.Fatalf("%v: re-encoding differs", m.Type())
+		}
+	}
+}
+
+func TestAppendKeepsPrefix(t *testing.T) {
+	prefix := []byte("keep")
+	frame := sampleRequest().Append(prefix)
+	if !bytes.Equal(frame[:4], []byte("keep")) || !bytes.Equal(frame[4:], Encode(sampleRequest())) {
+		t.Fatal("Append did not append after the existing bytes")
+	}
+}
+
+// TestDecodeReuse decodes different batches into one value: the result must equal a fresh
+// decode each time (no stale fields leak), and steady-state decoding must not allocate.
+func TestDecodeReuse(t *testing.T) {
+	var b TokenBatch
+	for _, n := range []int{30, 5, 0, 40, 12} {
+		want := sampleTokenBatch(n)
+		if err := b.Decode(Encode(want)); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(Encode(&b), Encode(want)) {
+			t.Fatalf("reused decode of %d items differs from the original", n)
+		}
+	}
+	frame := Encode(sampleTokenBatch(64))
+	if err := b.Decode(frame); err != nil {
+		t.Fatal(err)
+	}
+	if allocs := testing.AllocsPerRun(20, func() { _ = b.Decode(frame) }); allocs != 0 {
+		t.Fatalf("steady-state TokenBatch.Decode allocates %.0f times, want 0", allocs)
+	}
+
+	var tb TextBatch
+	for _, n := range []int{7, 0, 9} {
+		want := sampleTextBatch(n)
+		if err := tb.Decode(Encode(want)); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(Encode(&tb), Encode(want)) {
+			t.Fatalf("reused TextBatch decode of %d items differs", n)
+		}
+	}
+	var r GenerateRequest
+	for _, m := range []*GenerateRequest{sampleRequest(), {RID: "x", StopStrings: []string{"a"}}, sampleRequest()} {
+		if err := r.Decode(Encode(m)); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(Encode(&r), Encode(m)) {
+			t.Fatal("reused GenerateRequest decode differs")
+		}
+	}
+}
+
+func TestDecodeRejects(t *testing.T) {
+	good := Encode(sampleTokenBatch(3))
+	withByte := func(i int, v byte) []byte {
+		b := bytes.Clone(good)
+		b[i] = v
+		return b
+	}
+	// A count of 2^32-1 items in the TokenBatch (after header, rank, seq, load).
+	lying := bytes.Clone(good)
+	itemsAt := headerLen + 4 + 8 + sizeLoad(&sampleTokenBatch(0).Load)
+	binary.LittleEndian.PutUint32(lying[itemsAt:], math.MaxUint32)
+
+	badReason := Encode(&TokenBatch{Items: []TokenItem{{FinishReason: maxFinishReason + 1}}})
+	badFlags := Encode(&TokenBatch{Items: []TokenItem{{}}})
+	badFlags[len(badFlags)-4-4-4-4-2] = 0x80 // the item flag byte
+	badGrammar := Encode(&GenerateRequest{Grammar: Grammar{Kind: maxGrammarKind + 1}})
+
+	cases := map[string][]byte{
+		"empty":           nil,
+		"one byte":        {WireVersion},
+		"bad version":     withByte(0, WireVersion+1),
+		"unknown type":    withByte(1, 200),
+		"zero type":       withByte(1, 0),
+		"truncated":       good[:len(good)-1],
+		"trailing":        append(bytes.Clone(good), 0),
+		"lying count":     lying,
+		"finish reason":   badReason,
+		"item flags":      badFlags,
+		"grammar kind":    badGrammar,
+		"wrong type used": Encode(&Abort{RID: "x"}),
+	}
+	for name, frame := range cases {
+		var b TokenBatch
+		err := b.Decode(frame)
+		if name == "grammar kind" {
+			err = new(GenerateRequest).Decode(frame)
+		}
+		if !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: err = %v, want ErrMalformed", name, err)
+		}
+	}
+	if _, err := Decode([]byte{WireVersion, 99}); !errors.Is(err, ErrMalformed) {
+		t.Errorf("Decode of unknown type: %v", err)
+	}
+}
+
+// checkCanonical is the fuzz property: a frame either fails to decode or re-encodes to itself,
+// and decoding into a value holding other data gives the same result.
+func checkCanonical(t *testing.T, frame []byte, fresh, reused Message) {
+	err := fresh.Decode(frame)
+	if err != nil {
+		if !errors.Is(err, ErrMalformed) {
+			t.Fatalf("decode error does not wrap ErrMalformed: %v", err)
+		}
+		return
+	}
+	if got := Encode(fresh); !bytes.Equal(got, frame) {
+		t.Fatalf("re-encoding differs:\n in % x\nout % x", frame, got)
+	}
+	if err := reused.Decode(frame); err != nil {
+		t.Fatalf("decode into a reused value failed: %v", err)
+	}
+	if got := Encode(reused); !bytes.Equal(got, frame) {
+		t.Fatalf("decode into a reused value differs")
+	}
+}
+
+func addSeeds(f *testing.F, want MsgType) {
+	for _, m := range sampleMessages() {
+		frame := Encode(m)
+		f.Add(frame)
+		if m.Type() == want {
+			f.Add(frame[:len(frame)/2])
+			f.Add(append(bytes.Clone(frame), 1))
+		}
+	}
+	f.Add([]byte{})
+	f.Add([]byte{WireVersion, byte(want), 0xff, 0xff, 0xff, 0xff})
+}
+
+func FuzzDecodeGenerateRequest(f *testing.F) {
+	addSeeds(f, MsgGenerateRequest)
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		checkCanonical(t, frame, new(GenerateRequest), sampleRequest())
+	})
+}
+
+func FuzzDecodeAbort(f *testing.F) {
+	addSeeds(f, MsgAbort)
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		checkCanonical(t, frame, new(Abort), &Abort{RID: "old", Owner: 9, Reason: "old"})
+	})
+}
+
+func FuzzDecodeTokenBatch(f *testing.F) {
+	addSeeds(f, MsgTokenBatch)
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		checkCanonical(t, frame, new(TokenBatch), sampleTokenBatch(9))
+	})
+}
+
+func FuzzDecodeTextBatch(f *testing.F) {
+	addSeeds(f, MsgTextBatch)
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		checkCanonical(t, frame, new(TextBatch), sampleTextBatch(9))
+	})
+}
+
+func FuzzDecode(f *testing.F) {
+	addSeeds(f, MsgTokenBatch)
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		m, err := Decode(frame)
+		if err != nil {
+			return
+		}
+		if got := Encode(m); !bytes.Equal(got, frame) {
+			t.Fatalf("re-encoding differs")
+		}
+	})
+}
+
+// benchBatch is a decode-step-sized batch: 4,096 running requests, one new token each.
+func benchBatch() *TokenBatch {
+	b := &TokenBatch{Rank: 1, Seq: 1234, Load: sampleLoad(8)}
+	for i := range 4096 {
+		b.Items = append(b.Items, TokenItem{
+			RID: fmt.Sprintf("chatcmpl-%016x", i*7919), Owner: uint32(i % 8), NewIDs: []int32{int32(i*31) % 151_000},
+			PromptTokens: 512, CachedTokens: 256, CompletionTokens: int32(i % 300), MatchedStopToken: -1,
+		})
+	}
+	return b
+}
+
+func BenchmarkTokenBatch4096(b *testing.B) {
+	src := benchBatch()
+	b.Run("codec", func(b *testing.B) {
+		var buf []byte
+		var dst TokenBatch
+		b.ReportAllocs()
+		for b.Loop() {
+			buf = src.Append(buf[:0])
+			if err := dst.Decode(buf); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(len(buf)), "frame-bytes")
+	})
+	b.Run("codec-encode", func(b *testing.B) {
+		var buf []byte
+		for b.Loop() {
+			buf = src.Append(buf[:0])
+		}
+	})
+	b.Run("codec-decode", func(b *testing.B) {
+		frame := Encode(src)
+		var dst TokenBatch
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := dst.Decode(frame); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("json", func(b *testing.B) {
+		var n int
+		b.ReportAllocs()
+		for b.Loop() {
+			buf, err := json.Marshal(src)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var dst TokenBatch
+			if err := json.Unmarshal(buf, &dst); err != nil {
+				b.Fatal(err)
+			}
+			n = len(buf)
+		}
+		b.ReportMetric(float64(n), "frame-bytes")
+	})
+}
+
+// TestWireGolden pins the byte layout: if this fails, the wire format changed and
+// WireVersion must be bumped.
+func TestWireGolden(t *testing.T) {
+	cases := []struct {
+		m    Message
+		want string
+	}{
+		{&Abort{RID: "r1", Owner: 2, Reason: "x"}, "0102" + "02000000" + "7231" + "02000000" + "01000000" + "78"},
+		{&TokenBatch{Rank: 1, Seq: 2, Load: Load{Running: 3, Received: []uint64{4}},
+			Items: []TokenItem{{RID: "a", NewIDs: []int32{-1}, Finished: true, FinishReason: FinishLength, MatchedStopToken: -1,
+				SkipSpecialTokens: true, StopStrings: []string{"z"}}}},
+			"0103" + "01000000" + "0200000000000000" +
+				"0300000000000000" + "0000000000000000" + "0000000000000000" + "0000000000000000" + "01000000" + "0400000000000000" +
+				"01000000" + // one item
+				"01000000" + "61" + "00000000" + "01000000" + "ffffffff" + "00000000" +
+				"00000000" + "00000000" + "00000000" + "05" + "02" + "ffffffff" + "00000000" + "00000000" +
+				"01000000" + "01000000" + "7a"},
+	}
+	for _, c := range cases {
+		if got := fmt.Sprintf("%x", Encode(c.m)); got != c.want {
+			t.Errorf("%v encodes as\n%s\nwant\n%s", c.m.Type(), got, c.want)
+		}
+	}
+}

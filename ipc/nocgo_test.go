@@ -1,0 +1,5 @@
+//go:build !cgo
+
+package ipc
+
+const cgoEnabled = false

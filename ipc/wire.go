@@ -1,0 +1,223 @@
+package ipc
+
+import "fmt"
+
+// WireVersion is the first byte of every frame. Bump it on any incompatible layout change;
+// decoders refuse frames of any other version.
+const WireVersion byte = 1
+
+// MsgType is the second byte of every frame.
+type MsgType uint8
+
+// The message types on the wire.
+const (
+	MsgGenerateRequest MsgType = 1 // tokenizerd -> schedulerd
+	MsgAbort           MsgType = 2 // tokenizerd -> schedulerd
+	MsgTokenBatch      MsgType = 3 // schedulerd -> detokd (or -> tokenizerd when detokd is skipped)
+	MsgTextBatch       MsgType = 4 // detokd -> tokenizerd
+)
+
+func (t MsgType) String() string {
+	switch t {
+	case MsgGenerateRequest:
+		return "GenerateRequest"
+	case MsgAbort:
+		return "Abort"
+	case MsgTokenBatch:
+		return "TokenBatch"
+	case MsgTextBatch:
+		return "TextBatch"
+	}
+	return fmt.Sprintf("MsgType(%d)", uint8(t))
+}
+
+// Message is implemented by every wire type.
+type Message interface {
+	// Type says which MsgType the encoding carries.
+	Type() MsgType
+	// Append appends the complete frame (version, type, body) to dst and returns it.
+	Append(dst []byte) []byte
+	// Decode replaces the receiver's content with the frame's, reusing its slices. On error
+	// the receiver holds partial content and must not be used.
+	Decode(frame []byte) error
+}
+
+// GrammarKind says how GenerateRequest.Grammar.Spec is to be read.
+type GrammarKind uint8
+
+// Grammar kinds.
+const (
+	GrammarNone       GrammarKind = 0
+	GrammarJSONSchema GrammarKind = 1 // Spec is a JSON Schema document
+	GrammarJSONObject GrammarKind = 2 // any JSON object; Spec is empty
+	GrammarRegex      GrammarKind = 3 // Spec is a regular expression
+)
+
+const maxGrammarKind = GrammarRegex
+
+func (k GrammarKind) String() string {
+	switch k {
+	case GrammarNone:
+		return "none"
+	case GrammarJSONSchema:
+		return "json_schema"
+	case GrammarJSONObject:
+		return "json_object"
+	case GrammarRegex:
+		return "regex"
+	}
+	return fmt.Sprintf("GrammarKind(%d)", uint8(k))
+}
+
+// Grammar constrains decoding; Kind GrammarNone means unconstrained.
+type Grammar struct {
+	Kind GrammarKind
+	Spec string
+}
+
+// FinishReason says why a request stopped.
+type FinishReason uint8
+
+// Finish reasons.
+const (
+	FinishNone   FinishReason = 0 // still running
+	FinishStop   FinishReason = 1 // EOS, stop token or stop string
+	FinishLength FinishReason = 2 // MaxNewTokens or context length reached
+	FinishAbort  FinishReason = 3 // client went away or Abort received
+	FinishError  FinishReason = 4 // see TokenItem.Error
+)
+
+const maxFinishReason = FinishError
+
+func (r FinishReason) String() string {
+	switch r {
+	case FinishNone:
+		return ""
+	case FinishStop:
+		return "stop"
+	case FinishLength:
+		return "length"
+	case FinishAbort:
+		return "abort"
+	case FinishError:
+		return "error"
+	}
+	return fmt.Sprintf("FinishReason(%d)", uint8(r))
+}
+
+// GenerateRequest is one tokenized request, sent by the tokenizer worker that owns it to the
+// scheduler of the rank it was dispatched to.
+type GenerateRequest struct {
+	RID      string
+	Owner    uint32 // index of the tokenizer worker that owns the request
+	InputIDs []int32
+
+	// Sampling.
+	Temperature       float32
+	TopP              float32
+	MinP              float32
+	RepetitionPenalty float32
+	FrequencyPenalty  float32
+	PresencePenalty   float32
+	TopK              int32
+	Seed              uint64
+	HasSeed           bool
+
+	MaxNewTokens int32
+	MinNewTokens int32
+	StopTokenIDs []int32
+	StopStrings  []string
+
+	IgnoreEOS         bool
+	SkipSpecialTokens bool
+	Stream            bool
+	NoDetokenize      bool  // the client wants ids only
+	StreamInterval    int32 // tokens between stream outputs (>= 1)
+	Logprobs          bool
+
+	Grammar         Grammar
+	RoutedRank      int32 // DP rank the request must run on; -1 = any
+	ArrivalUnixNano int64
+}
+
+// Abort cancels a request at the scheduler that runs it.
+type Abort struct {
+	RID    string
+	Owner  uint32
+	Reason string
+}
+
+// Load is a rank's load report, piggybacked on every output batch.
+type Load struct {
+	Running          int64 // requests in the running batch
+	Waiting          int64 // requests queued
+	KVTokensUsed     int64
+	KVTokensCapacity int64
+	// Received[w] counts the GenerateRequests this rank has received from tokenizer worker w
+	// so far, so a dispatcher can subtract what the rank has acknowledged from what it sent.
+	Received []uint64
+}
+
+// TokenItem is one request's new output in a batch.
+type TokenItem struct {
+	RID              string
+	Owner            uint32
+	NewIDs           []int32   // token ids generated since this request's previous item
+	Logprobs         []float32 // logprob of each NewIDs entry, when requested; else empty
+	PromptTokens     int32
+	CachedTokens     int32
+	CompletionTokens int32 // total generated so far, including NewIDs
+	Finished         bool
+	FinishReason     FinishReason
+	MatchedStopToken int32 // the stop token id that finished the request; -1 = none
+	MatchedStop      string
+	Error            string
+
+	// Detokenization settings, for detokd, which never sees the GenerateRequest. The flags ride
+	// on every item; StopStrings need only be sent with a request's first item, since detokd
+	// keeps them in its per-request state.
+	NoDetokenize      bool
+	SkipSpecialTokens bool
+	StopStrings       []string
+}
+
+// TokenBatch is what a scheduler sends after a step: the new token ids of every request that
+// produced output, and its load. A TokenBatch with no Items is a heartbeat.
+type TokenBatch struct {
+	Rank  uint32
+	Seq   uint64 // monotonic per rank
+	Load  Load
+	Items []TokenItem
+}
+
+// TextItem is a TokenItem with its text delta, as detokd forwards it.
+type TextItem struct {
+	TokenItem
+	Text string // text decoded since this request's previous item
+}
+
+// RankLoad is one rank's load report as forwarded by detokd.
+type RankLoad struct {
+	Rank uint32
+	Seq  uint64
+	Load Load
+}
+
+// TextBatch is what detokd sends to one tokenizer worker: the items that worker owns and the
+// loads of the ranks whose batches it processed (also when they carried no items for it).
+type TextBatch struct {
+	Loads []RankLoad
+	Items []TextItem
+}
+
+// Type implements Message.
+func (*GenerateRequest) Type() MsgType { return MsgGenerateRequest }
+
+// Type implements Message.
+func (*Abort) Type() MsgType { return MsgAbort }
+
+// Type implements Message.
+func (*TokenBatch) Type() MsgType { return MsgTokenBatch }
+
+// Type implements Message.
+func (*TextBatch) Type() MsgType { return MsgTextBatch }

@@ -1,0 +1,172 @@
+package scheduler
+
+import (
+	"slices"
+
+	"github.com/llmserve/llmserve/backend"
+)
+
+// schedule builds this step's batch into s.batch and s.inBatch.
+//
+// Running requests go first, in admission order: each decode takes one token, each partial
+// prefill a chunk of what the token budget leaves after the decodes. When a running request
+// needs a KV block and none is left, a prefill chunk first shrinks to the blocks there are; if
+// not even one token fits, the newest running request is preempted (its blocks freed, itself
+// requeued at the front of the waiting queue with its generated tokens kept, to be recomputed)
+// until the request fits or is itself the newest. The oldest request therefore always makes
+// progress. Waiting requests are then admitted in order while slots, budget and blocks last —
+// but not in a step that had to preempt, which would only thrash.
+func (s *Scheduler) schedule() {
+	s.batch.Seqs = s.batch.Seqs[:0]
+	s.inBatch = s.inBatch[:0]
+	decodes := 0
+	for _, st := range s.running {
+		if len(st.tokens)-st.computed == 1 {
+			decodes++
+		}
+	}
+	budget := max(0, s.cfg.TokenBudget-decodes) // for prefill chunks
+	preempted := false
+	for i := 0; i < len(s.running); i++ {
+		st := s.running[i]
+		left := len(st.tokens) - st.computed
+		n := 1
+		if left > 1 {
+			if n = min(left, s.chunk, budget); n == 0 {
+				continue
+			}
+		}
+		granted, fits := 0, false
+		for {
+			if granted, fits = s.grow(st, n, left > 1); fits {
+				break
+			}
+			victim := s.running[len(s.running)-1]
+			s.preempt(victim)
+			preempted = true
+			if victim == st {
+				break
+			}
+		}
+		if !fits {
+			break // st was the newest; everything before it is scheduled
+		}
+		if left > 1 {
+			budget -= granted
+		}
+		s.put(st, granted)
+	}
+	if preempted {
+		return
+	}
+	outstanding := 0 // blocks the running prefills need for the rest of their prompts
+	for _, st := range s.running {
+		if len(st.tokens)-st.computed > 1 {
+			outstanding += s.blocksFor(len(st.tokens)) - len(st.blocks)
+		}
+	}
+	s.admit(budget, outstanding)
+}
+
+// grow gives st the blocks for n more tokens. A prefill (shrink) takes fewer tokens when the
+// blocks run short. It returns the tokens granted and false when not even one fits.
+func (s *Scheduler) grow(st *seq, n int, shrink bool) (int, bool) {
+	avail := s.pool.available()
+	if need := s.blocksFor(st.computed+n) - len(st.blocks); need > avail {
+		if !shrink {
+			return 0, false
+		}
+		if n = (len(st.blocks)+avail)*s.bs - st.computed; n < 1 {
+			return 0, false
+		}
+	}
+	for len(st.blocks) < s.blocksFor(st.computed+n) {
+		b, _ := s.pool.alloc() // cannot fail: checked against available above
+		st.blocks = append(st.blocks, b)
+	}
+	return n, true
+}
+
+// preempt frees a running request's blocks and puts it at the front of the waiting queue.
+// Its tokens (prompt and generated), sampler and constraint state are kept: re-admission
+// recomputes the KV (cheaply, where its full blocks are still cached) and decoding resumes
+// where it stopped, so its stream neither restarts nor repeats.
+func (s *Scheduler) preempt(st *seq) {
+	s.running = slices.DeleteFunc(s.running, func(x *seq) bool { return x == st })
+	s.release(st)
+	st.running = false
+	s.waiting = slices.Insert(s.waiting, 0, st)
+	s.stats.Preemptions++
+}
+
+// admit moves waiting requests into the running batch in queue order (skipping those whose
+// constraint is still compiling) while there are slots, prefill budget and KV blocks for the
+// whole of each one's remaining prompt, after the blocks promised to running prefills and a
+// small reserve for decodes to grow into. It stops at the first request that does not fit, so
+// large prompts are not starved.
+func (s *Scheduler) admit(budget, promised int) {
+	for i := 0; i < len(s.waiting) && len(s.running) < s.cfg.MaxRunning && budget > 0; {
+		st := s.waiting[i]
+		if st.req.Ready != nil && !st.req.Ready() {
+			i++
+			continue
+		}
+		s.matchPrefix(st)
+		reserve := 0
+		if len(s.running) > 0 {
+			reserve = s.watermark
+		}
+		needAll := s.blocksFor(len(st.tokens)) - len(st.blocks)
+		if needAll+reserve+promised > s.pool.available() {
+			s.release(st)
+			return
+		}
+		n := min(len(st.tokens)-st.computed, s.chunk, budget)
+		n, _ = s.grow(st, n, false) // fits: needAll covers it
+		promised += needAll - (s.blocksFor(st.computed+n) - s.blocksFor(st.computed))
+		if !st.admitted {
+			st.admitted, st.cached = true, st.computed
+		}
+		s.stats.PrefixHitTokens += st.computed
+		s.waiting = slices.Delete(s.waiting, i, i+1)
+		st.running = true
+		s.running = append(s.running, st)
+		budget -= n
+		s.put(st, n)
+	}
+}
+
+// matchPrefix points st's first blocks at cached blocks holding the same prefix. At least one
+// token is left to compute, since sampling needs the logits of the last one.
+func (s *Scheduler) matchPrefix(st *seq) {
+	limit := (len(st.tokens) - 1) / s.bs
+	for len(st.blocks) < limit {
+		i := len(st.blocks)
+		var parent uint64
+		if i > 0 {
+			parent = st.hashes[i-1]
+		}
+		toks := st.tokens[i*s.bs : (i+1)*s.bs]
+		h := s.pool.blockHash(parent, toks)
+		b := s.pool.lookup(h, parent, toks)
+		if b < 0 {
+			break
+		}
+		s.pool.acquire(b)
+		st.blocks = append(st.blocks, b)
+		st.hashes = append(st.hashes, h)
+	}
+	st.computed = len(st.blocks) * s.bs
+}
+
+// put adds st's next n tokens to the batch.
+func (s *Scheduler) put(st *seq, n int) {
+	end := st.computed + n
+	s.batch.Seqs = append(s.batch.Seqs, backend.Seq{
+		Tokens:     st.tokens[st.computed:end],
+		Pos:        st.computed,
+		BlockTable: st.blocks[:s.blocksFor(end)],
+		Logits:     end == len(st.tokens),
+	})
+	s.inBatch = append(s.inBatch, st)
+}

@@ -1,0 +1,385 @@
+// Package scheduler is the step function of one device: it queues requests, builds each
+// forward batch (decodes first, then chunked prefills within a token budget), manages the paged
+// KV cache (block tables, reference counts, prefix reuse, preemption), applies grammar masks,
+// samples, checks stop conditions and returns each step's token-id deltas. It takes inputs and
+// returns outputs — no sockets, no tokenizer — so tests drive it directly.
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+
+	"github.com/llmserve/llmserve/backend"
+	"github.com/llmserve/llmserve/sampling"
+)
+
+// Config sizes one device's scheduler.
+type Config struct {
+	// MaxRunning bounds the requests admitted (holding KV blocks) at once.
+	MaxRunning int
+	// TokenBudget bounds the tokens of one step. Decodes of running requests come first, one
+	// token each, and are never starved (so a step carries at least one token per decoding
+	// request); prefill chunks share what is left.
+	TokenBudget int
+	// ChunkSize bounds the prefill chunk of one request in one step; 0 means TokenBudget.
+	ChunkSize int
+	// EOS are the model's end-of-sequence ids.
+	EOS []int32
+	// MaxModelLen is the context length: prompt plus generated tokens.
+	MaxModelLen int
+	// Rank is this device's data-parallel rank, named in errors.
+	Rank int
+}
+
+// seq is the scheduler's state of one live request.
+type seq struct {
+	req *Request
+	// tokens are the prompt followed by every generated token; KV is computed for the first
+	// computed of them, in the blocks of blocks. hashes[i] identifies full block i (prefix
+	// chain); len(hashes) == computed / block size.
+	tokens    []int32
+	promptLen int
+	computed  int
+	blocks    []int32
+	hashes    []uint64
+	running   bool
+	done      bool // finished or aborted
+	admitted  bool // has been admitted at least once (cached is then fixed)
+	cached    int
+	sampler   *sampling.Sampler
+	mutates   bool // sampling edits the row (penalties), so it samples from a copy
+	mask      []uint64
+	maskErr   error
+	scratch   []float32
+	pick      pick // this step's sample
+}
+
+func (s *seq) generated() int { return len(s.tokens) - s.promptLen }
+
+// Scheduler is one device's continuous-batching loop state. It is not safe for concurrent use:
+// Add, Abort, Step, FailAll and Load run on one goroutine (the rank's loop).
+type Scheduler struct {
+	b         backend.Backend
+	cfg       Config
+	vocab     int
+	bs        int
+	chunk     int
+	watermark int
+	pool      *blockPool
+	// parallelFloats is the logits a step must scan per sampling worker (a field so tests can
+	// force either path).
+	parallelFloats int
+
+	byRID   map[string]*seq
+	waiting []*seq // front first; preempted requests go back to the front
+	running []*seq // in admission order: the oldest has priority for KV blocks
+	pending []Item // finishes decided between steps (aborts, MaxNewTokens 0)
+
+	// Reused per step.
+	batch   backend.Batch
+	inBatch []*seq
+	items   []Item
+	ids     []int32
+	lps     []float32
+	picks   []pickJob
+	wg      sync.WaitGroup
+
+	stats Stats
+}
+
+// New returns a scheduler for the device behind b.
+func New(b backend.Backend, cfg Config) (*Scheduler, error) {
+	if b == nil {
+		return nil, errors.New("scheduler: nil backend")
+	}
+	if cfg.MaxRunning <= 0 || cfg.TokenBudget <= 0 || cfg.ChunkSize < 0 || cfg.MaxModelLen <= 0 {
+		return nil, fmt.Errorf("scheduler rank %d: MaxRunning, TokenBudget and MaxModelLen must be > 0 and ChunkSize >= 0, got %d, %d, %d, %d",
+			cfg.Rank, cfg.MaxRunning, cfg.TokenBudget, cfg.MaxModelLen, cfg.ChunkSize)
+	}
+	vocab, bs, nb := b.VocabSize(), b.BlockSize(), b.NumBlocks()
+	if vocab <= 0 || bs <= 0 || nb <= 0 || nb > math.MaxInt32 {
+		return nil, fmt.Errorf("scheduler rank %d: backend reports vocab %d, block size %d, %d blocks", cfg.Rank, vocab, bs, nb)
+	}
+	chunk := cfg.ChunkSize
+	if chunk == 0 || chunk > cfg.TokenBudget {
+		chunk = cfg.TokenBudget
+	}
+	cfg.EOS = slices.Clone(cfg.EOS)
+	return &Scheduler{
+		b: b, cfg: cfg, vocab: vocab, bs: bs, chunk: chunk,
+		// Keep ~1% of the cache free when admitting next to running requests, so their decodes
+		// can grow without preempting what was just admitted.
+		watermark:      max(1, nb/100),
+		pool:           newBlockPool(nb, bs),
+		parallelFloats: parallelSampleFloats,
+		byRID:          make(map[string]*seq),
+	}, nil
+}
+
+// Add validates req and queues it. A request with MaxNewTokens 0 finishes (FinishLength, no
+// tokens) in the next Step's output.
+func (s *Scheduler) Add(req *Request) error {
+	if err := s.validate(req); err != nil {
+		if req != nil {
+			return fmt.Errorf("request %q: %w", req.RID, err)
+		}
+		return err
+	}
+	st := &seq{
+		req: req,
+		// Room for typical outputs without regrowth, but not a context's worth per request when
+		// max_new_tokens defaults to the whole context.
+		tokens:    make([]int32, len(req.InputIDs), len(req.InputIDs)+min(req.MaxNewTokens, 512)),
+		promptLen: len(req.InputIDs),
+	}
+	copy(st.tokens, req.InputIDs)
+	if req.MaxNewTokens == 0 {
+		s.pending = append(s.pending, s.item(st, FinishLength))
+		return nil
+	}
+	p := req.Sampling
+	st.sampler = sampling.New(p, req.InputIDs)
+	st.mutates = p.RepetitionPenalty != 1 || p.FrequencyPenalty != 0 || p.PresencePenalty != 0
+	if req.Constraint != nil {
+		st.mask = make([]uint64, (s.vocab+63)/64)
+	}
+	s.byRID[req.RID] = st
+	s.waiting = append(s.waiting, st)
+	return nil
+}
+
+func (s *Scheduler) validate(req *Request) error {
+	if req == nil {
+		return errors.New("nil request")
+	}
+	if req.RID == "" {
+		return errors.New("empty request id")
+	}
+	if _, dup := s.byRID[req.RID]; dup {
+		return errors.New("a request with this id is already running")
+	}
+	if len(req.InputIDs) == 0 {
+		return errors.New("empty prompt")
+	}
+	for i, id := range req.InputIDs {
+		if id < 0 || int(id) >= s.vocab {
+			return fmt.Errorf("prompt token %d is %d, outside the vocabulary [0, %d)", i, id, s.vocab)
+		}
+	}
+	if req.MaxNewTokens < 0 || req.MinNewTokens < 0 {
+		return fmt.Errorf("max_new_tokens (%d) and min_new_tokens (%d) must be >= 0", req.MaxNewTokens, req.MinNewTokens)
+	}
+	if req.MinNewTokens > req.MaxNewTokens {
+		return fmt.Errorf("min_new_tokens (%d) exceeds max_new_tokens (%d)", req.MinNewTokens, req.MaxNewTokens)
+	}
+	if total := len(req.InputIDs) + req.MaxNewTokens; total > s.cfg.MaxModelLen {
+		return fmt.Errorf("prompt (%d tokens) + max_new_tokens (%d) = %d exceeds the context length %d",
+			len(req.InputIDs), req.MaxNewTokens, total, s.cfg.MaxModelLen)
+	}
+	// The last generated token's KV is never computed, so the request needs blocks for
+	// prompt + max_new_tokens - 1 positions; a request that alone exceeds the pool could never
+	// finish, and one that fits is always able to (it preempts everything newer).
+	if need := s.blocksFor(len(req.InputIDs) + req.MaxNewTokens - 1); need > s.pool.numBlocks() {
+		return fmt.Errorf("prompt (%d tokens) + max_new_tokens (%d) needs %d KV blocks, more than the cache's %d",
+			len(req.InputIDs), req.MaxNewTokens, need, s.pool.numBlocks())
+	}
+	if err := req.Sampling.Validate(); err != nil {
+		return fmt.Errorf("sampling: %w", err)
+	}
+	return nil
+}
+
+// Abort removes a live request and frees its KV blocks now; its finish (FinishAbort) is in the
+// next Step's output. It reports whether the request was live.
+func (s *Scheduler) Abort(rid string) bool {
+	st, ok := s.byRID[rid]
+	if !ok {
+		return false
+	}
+	if st.running {
+		s.running = slices.DeleteFunc(s.running, func(x *seq) bool { return x == st })
+	} else {
+		s.waiting = slices.DeleteFunc(s.waiting, func(x *seq) bool { return x == st })
+	}
+	s.finish(st)
+	s.pending = append(s.pending, s.item(st, FinishAbort))
+	return true
+}
+
+// FailAll finishes every live request with FinishError and err, frees their KV blocks, and
+// returns their items after any finishes still pending. The binary calls it when Step fails.
+func (s *Scheduler) FailAll(err error) Output {
+	msg := "scheduler failed"
+	if err != nil {
+		msg = err.Error()
+	}
+	items := append(s.items[:0], s.pending...)
+	s.pending = s.pending[:0]
+	for _, q := range [][]*seq{s.running, s.waiting} {
+		for _, st := range q {
+			s.finish(st)
+			it := s.item(st, FinishError)
+			it.Err = msg
+			items = append(items, it)
+		}
+	}
+	s.running, s.waiting = s.running[:0], s.waiting[:0]
+	s.items = items
+	return Output{Items: items, Load: s.Load()}
+}
+
+// HasWork reports whether Step has anything to do: a batch to run or a finish to report.
+// Requests whose constraint is not Ready do not count; the caller polls at its idle interval.
+func (s *Scheduler) HasWork() bool {
+	if len(s.running) > 0 || len(s.pending) > 0 {
+		return true
+	}
+	for _, st := range s.waiting {
+		if st.req.Ready == nil || st.req.Ready() {
+			return true
+		}
+	}
+	return false
+}
+
+// Load returns the current load.
+func (s *Scheduler) Load() Load {
+	return Load{
+		Running: len(s.running), Waiting: len(s.waiting),
+		KVTokensUsed:     s.pool.inUse() * s.bs,
+		KVTokensCapacity: s.pool.numBlocks() * s.bs,
+	}
+}
+
+// Stats returns the event counters.
+func (s *Scheduler) Stats() Stats { return s.stats }
+
+// Step runs one scheduling step: it builds a batch, runs the forward pass (while constrained
+// requests compute their masks), samples a token for every request whose prompt is complete,
+// applies the stop conditions and frees the KV of finished requests. If Forward fails, Step
+// returns the error having generated no token and finished no request; the caller may retry or
+// call FailAll.
+func (s *Scheduler) Step(ctx context.Context) (Output, error) {
+	s.schedule()
+	var rows [][]float32
+	if len(s.batch.Seqs) > 0 {
+		// The masks for the tokens sampled after this forward depend only on what was accepted
+		// before it, so they are computed while the device runs.
+		for k, st := range s.inBatch {
+			if s.batch.Seqs[k].Logits && st.req.Constraint != nil {
+				s.wg.Add(1)
+				go s.fillMask(st)
+			}
+		}
+		var err error
+		rows, err = s.b.Forward(ctx, &s.batch)
+		s.wg.Wait()
+		if err != nil {
+			return Output{Load: s.Load()}, fmt.Errorf("scheduler rank %d: forward of %d seqs: %w", s.cfg.Rank, len(s.batch.Seqs), err)
+		}
+		if len(rows) != len(s.batch.Seqs) {
+			return Output{Load: s.Load()}, fmt.Errorf("scheduler rank %d: backend returned %d logits rows for %d seqs",
+				s.cfg.Rank, len(rows), len(s.batch.Seqs))
+		}
+		s.stats.Steps++
+	}
+	items := append(s.items[:0], s.pending...)
+	s.pending = s.pending[:0]
+	// One token per batch entry at most: sized up front, these never move, so the items can
+	// point into them.
+	if cap(s.ids) < len(s.inBatch) {
+		s.ids, s.lps = make([]int32, 0, len(s.inBatch)), make([]float32, 0, len(s.inBatch))
+	}
+	ids, lps := s.ids[:0], s.lps[:0]
+	s.sampleAll(rows)
+	finished := false
+	for k, st := range s.inBatch {
+		n := len(s.batch.Seqs[k].Tokens)
+		s.stats.BatchTokens += n
+		st.computed += n
+		s.registerFull(st)
+		if !s.batch.Seqs[k].Logits {
+			continue
+		}
+		it, done := s.record(st)
+		if st.pick.tok >= 0 {
+			ids = append(ids, st.pick.tok)
+			it.NewIDs = ids[len(ids)-1 : len(ids) : len(ids)] // capped: an append must not reach the next item's id
+			if st.req.Logprobs {
+				lps = append(lps, st.pick.logprob)
+				it.Logprobs = lps[len(lps)-1 : len(lps) : len(lps)]
+			}
+		}
+		if done {
+			s.finish(st)
+			finished = true
+		}
+		items = append(items, it)
+	}
+	if finished {
+		s.running = slices.DeleteFunc(s.running, func(x *seq) bool { return x.done })
+	}
+	s.items, s.ids, s.lps = items, ids, lps
+	return Output{Items: items, Load: s.Load()}, nil
+}
+
+// fillMask computes st's allowed tokens on its own goroutine; a panicking constraint fails only
+// its own request.
+func (s *Scheduler) fillMask(st *seq) {
+	defer s.wg.Done()
+	defer func() {
+		if r := recover(); r != nil {
+			st.maskErr = fmt.Errorf("constraint FillMask panicked: %v", r)
+		}
+	}()
+	clear(st.mask)
+	st.maskErr = nil
+	st.req.Constraint.FillMask(st.mask)
+}
+
+// item is st's output header with no tokens.
+func (s *Scheduler) item(st *seq, reason FinishReason) Item {
+	return Item{
+		RID: st.req.RID, Owner: st.req.Owner,
+		PromptTokens: st.promptLen, CachedTokens: st.cached, CompletionTokens: st.generated(),
+		Finished: reason != FinishNone, FinishReason: reason, MatchedStopToken: -1,
+	}
+}
+
+// finish forgets a request and releases its KV blocks (full ones stay cached for reuse). The
+// caller removes it from its queue.
+func (s *Scheduler) finish(st *seq) {
+	s.release(st)
+	st.running, st.done = false, true
+	delete(s.byRID, st.req.RID)
+}
+
+// release drops st's blocks, the last first, so that the LRU evicts a finished prompt from its
+// tail and keeps the shared head longest.
+func (s *Scheduler) release(st *seq) {
+	for i := len(st.blocks) - 1; i >= 0; i-- {
+		s.pool.release(st.blocks[i])
+	}
+	st.blocks, st.hashes, st.computed = st.blocks[:0], st.hashes[:0], 0
+}
+
+// registerFull hashes st's blocks that became full so later requests can share them.
+func (s *Scheduler) registerFull(st *seq) {
+	for full := st.computed / s.bs; len(st.hashes) < full; {
+		i := len(st.hashes)
+		var parent uint64
+		if i > 0 {
+			parent = st.hashes[i-1]
+		}
+		toks := st.tokens[i*s.bs : (i+1)*s.bs]
+		h := s.pool.blockHash(parent, toks)
+		s.pool.register(st.blocks[i], h, parent, toks)
+		st.hashes = append(st.hashes, h)
+	}
+}
+
+func (s *Scheduler) blocksFor(positions int) int { return (positions + s.bs - 1) / s.bs }

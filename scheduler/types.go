@@ -1,0 +1,142 @@
+package scheduler
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/llmserve/llmserve/sampling"
+)
+
+// FinishReason says why a request stopped. The values equal ipc.FinishReason's, so the binary
+// converts one into the other with a plain conversion.
+type FinishReason uint8
+
+// Finish reasons.
+const (
+	FinishNone   FinishReason = 0 // still running
+	FinishStop   FinishReason = 1 // EOS, stop token, stop string, or the constraint terminated
+	FinishLength FinishReason = 2 // MaxNewTokens or the context length reached
+	FinishAbort  FinishReason = 3 // Abort was called
+	FinishError  FinishReason = 4 // see Item.Err
+)
+
+func (r FinishReason) String() string {
+	switch r {
+	case FinishNone:
+		return "none"
+	case FinishStop:
+		return "stop"
+	case FinishLength:
+		return "length"
+	case FinishAbort:
+		return "abort"
+	case FinishError:
+		return "error"
+	}
+	return fmt.Sprintf("FinishReason(%d)", uint8(r))
+}
+
+// Constraint restricts which tokens a request may generate (a compiled grammar's matcher).
+// FillMask runs on its own goroutine while the forward step runs, so it must only read the
+// state that Accept changes; the scheduler never calls two methods of one Constraint at once.
+type Constraint interface {
+	// FillMask writes the tokens allowed next into dst (bit i%64 of dst[i/64] set = token i
+	// allowed); dst has one bit per vocabulary entry and arrives zeroed. The scheduler decides
+	// the EOS bits itself, from CanTerminate.
+	FillMask(dst []uint64)
+	// Accept advances past the generated token; an error means the token was not allowed.
+	Accept(tok int32) error
+	// CanTerminate reports whether the output so far is complete, so EOS may end it.
+	CanTerminate() bool
+	// IsTerminated reports whether nothing more can follow, so the request stops now.
+	IsTerminated() bool
+}
+
+// Request is one generation request as the scheduler sees it (the binary converts wire
+// messages into it). The scheduler keeps the pointer; the caller must not change the request
+// after Add.
+type Request struct {
+	// RID identifies the request; unique among live requests.
+	RID string
+	// Owner is the tokenizer worker that owns the request, copied into every Item.
+	Owner int
+	// InputIDs is the prompt (at least one token).
+	InputIDs []int32
+	// MaxNewTokens bounds the generated tokens; 0 finishes at once with FinishLength.
+	MaxNewTokens int
+	// MinNewTokens is how many tokens are generated before EOS, stop token ids or stop strings
+	// may end the request; EOS and stop ids are masked out until then.
+	MinNewTokens int
+	// StopTokenIDs end the request when generated (they are not subject to IgnoreEOS).
+	StopTokenIDs []int32
+	// IgnoreEOS keeps generating past the model's EOS ids.
+	IgnoreEOS bool
+	// Sampling must pass Validate.
+	Sampling sampling.Params
+	// Constraint, when set, masks the logits before every sample; nil is unconstrained.
+	Constraint Constraint
+	// Ready, when set, reports whether Constraint has finished compiling; the request waits
+	// (is not admitted into a batch) until it returns true.
+	Ready func() bool
+	// StopCheck, when set, is called with each step's new token ids (deltas, in order) and
+	// reports a matched stop string; the binary supplies it so the scheduler stays
+	// tokenizer-free.
+	StopCheck func(ids []int32) (matched string, ok bool)
+	// Logprobs asks for the log probability of every generated token under the raw logits.
+	Logprobs bool
+	// Arrival is when the request reached the engine, carried for metrics; the queue is served
+	// in the order of Add.
+	Arrival time.Time
+}
+
+// Item is one request's output of one step: the tokens it generated in that step (deltas), or
+// its finish.
+type Item struct {
+	RID   string
+	Owner int
+	// NewIDs are the ids generated in this step only.
+	NewIDs []int32
+	// Logprobs holds one log probability per NewIDs entry when the request asked for them.
+	Logprobs []float32
+	// PromptTokens is the prompt length; CachedTokens how much of it a prefix match supplied on
+	// first admission; CompletionTokens the ids generated so far, NewIDs included.
+	PromptTokens     int
+	CachedTokens     int
+	CompletionTokens int
+	Finished         bool
+	FinishReason     FinishReason
+	// MatchedStopToken is the EOS or stop token id that finished the request; -1 when none.
+	MatchedStopToken int32
+	// MatchedStop is the stop string that finished the request.
+	MatchedStop string
+	// Err says what went wrong when FinishReason is FinishError.
+	Err string
+}
+
+// Load is the rank's load, piggybacked on every output.
+type Load struct {
+	Running, Waiting int
+	// KVTokensUsed counts the positions of KV blocks referenced by live requests (cached
+	// prefixes that nothing references are reusable and not counted).
+	KVTokensUsed     int
+	KVTokensCapacity int
+}
+
+// Output is what one Step produced: an Item for every request that generated a token or
+// finished, and the load after the step. The slices are reused by the next Step: consume or copy
+// them before calling Step again.
+type Output struct {
+	Items []Item
+	Load  Load
+}
+
+// Stats counts scheduler events since New.
+type Stats struct {
+	// Steps counts forward steps run; BatchTokens the tokens they carried.
+	Steps, BatchTokens int
+	// Preemptions counts requests evicted from the running batch to free KV blocks.
+	Preemptions int
+	// PrefixHitTokens counts prompt positions supplied by prefix matches (re-admissions of
+	// preempted requests included).
+	PrefixHitTokens int
+}
