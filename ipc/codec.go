@@ -66,7 +66,7 @@ func Decode(frame []byte) (Message, error) {
 func sizeStr(s string) int     { return 4 + len(s) }
 func sizeI32s(s []int32) int   { return 4 + 4*len(s) }
 func sizeF32s(s []float32) int { return 4 + 4*len(s) }
-func sizeLoad(l *Load) int     { return 4*8 + 4 + 8*len(l.Received) }
+func sizeLoad(l *Load) int     { return 5*8 + 4 + 8*len(l.Received) + 4 + 8*len(l.ReceivedTokens) }
 
 func sizeStrs(s []string) int {
 	n := 4
@@ -450,7 +450,9 @@ func appendLoad(dst []byte, l *Load) []byte {
 	dst = appendI64(dst, l.Waiting)
 	dst = appendI64(dst, l.KVTokensUsed)
 	dst = appendI64(dst, l.KVTokensCapacity)
-	return appendU64s(dst, l.Received)
+	dst = appendI64(dst, l.WaitingTokens)
+	dst = appendU64s(dst, l.Received)
+	return appendU64s(dst, l.ReceivedTokens)
 }
 
 func (r *reader) load(l *Load) {
@@ -458,7 +460,9 @@ func (r *reader) load(l *Load) {
 	l.Waiting = r.i64("load.waiting")
 	l.KVTokensUsed = r.i64("load.kv_used")
 	l.KVTokensCapacity = r.i64("load.kv_capacity")
+	l.WaitingTokens = r.i64("load.waiting_tokens")
 	l.Received = r.u64s(l.Received, "load.received")
+	l.ReceivedTokens = r.u64s(l.ReceivedTokens, "load.received_tokens")
 }
 
 const (
@@ -564,7 +568,7 @@ func growItems[T any](s []T, n int) []T {
 
 // ---- TextBatch ----
 
-const minRankLoadLen = 4 + 8 + 4*8 + 4
+const minRankLoadLen = 4 + 8 + 5*8 + 4 + 4
 
 // Append implements Message.
 func (m *TextBatch) Append(dst []byte) []byte {

@@ -25,9 +25,10 @@ func sampleRequest() *GenerateRequest {
 }
 
 func sampleLoad(workers int) Load {
-	l := Load{Running: 12, Waiting: 3, KVTokensUsed: 40960, KVTokensCapacity: 1 << 20}
+	l := Load{Running: 12, Waiting: 3, KVTokensUsed: 40960, KVTokensCapacity: 1 << 20, WaitingTokens: 777}
 	for w := range workers {
 		l.Received = append(l.Received, uint64(1000+w))
+		l.ReceivedTokens = append(l.ReceivedTokens, uint64(90000+w))
 	}
 	return l
 }
@@ -342,12 +343,13 @@ func TestWireGolden(t *testing.T) {
 		m    Message
 		want string
 	}{
-		{&Abort{RID: "r1", Owner: 2, Reason: "x"}, "0102" + "02000000" + "7231" + "02000000" + "01000000" + "78"},
+		{&Abort{RID: "r1", Owner: 2, Reason: "x"}, "0202" + "02000000" + "7231" + "02000000" + "01000000" + "78"},
 		{&TokenBatch{Rank: 1, Seq: 2, Load: Load{Running: 3, Received: []uint64{4}},
 			Items: []TokenItem{{RID: "a", NewIDs: []int32{-1}, Finished: true, FinishReason: FinishLength, MatchedStopToken: -1,
 				SkipSpecialTokens: true, StopStrings: []string{"z"}}}},
-			"0103" + "01000000" + "0200000000000000" +
-				"0300000000000000" + "0000000000000000" + "0000000000000000" + "0000000000000000" + "01000000" + "0400000000000000" +
+			"0203" + "01000000" + "0200000000000000" +
+				"0300000000000000" + "0000000000000000" + "0000000000000000" + "0000000000000000" + "0000000000000000" +
+				"01000000" + "0400000000000000" + "00000000" +
 				"01000000" + // one item
 				"01000000" + "61" + "00000000" + "01000000" + "ffffffff" + "00000000" +
 				"00000000" + "00000000" + "00000000" + "05" + "02" + "ffffffff" + "00000000" + "00000000" +

@@ -4,7 +4,7 @@ import "fmt"
 
 // WireVersion is the first byte of every frame. Bump it on any incompatible layout change;
 // decoders refuse frames of any other version.
-const WireVersion byte = 1
+const WireVersion byte = 2
 
 // MsgType is the second byte of every frame.
 type MsgType uint8
@@ -156,6 +156,11 @@ type Load struct {
 	// Received[w] counts the GenerateRequests this rank has received from tokenizer worker w
 	// so far, so a dispatcher can subtract what the rank has acknowledged from what it sent.
 	Received []uint64
+	// WaitingTokens is the prompt tokens of queued requests, which hold no KV yet.
+	WaitingTokens int64
+	// ReceivedTokens[w] is the prompt tokens of those requests, so token-weighted dispatch
+	// can subtract them too.
+	ReceivedTokens []uint64
 }
 
 // TokenItem is one request's new output in a batch.

@@ -248,11 +248,15 @@ func (s *Scheduler) HasWork() bool {
 
 // Load returns the current load.
 func (s *Scheduler) Load() Load {
-	return Load{
+	l := Load{
 		Running: len(s.running), Waiting: len(s.waiting),
 		KVTokensUsed:     s.pool.inUse() * s.bs,
 		KVTokensCapacity: s.pool.numBlocks() * s.bs,
 	}
+	for _, st := range s.waiting {
+		l.WaitingTokens += len(st.tokens) - st.computed
+	}
+	return l
 }
 
 // Stats returns the event counters.

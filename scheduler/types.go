@@ -120,6 +120,8 @@ type Load struct {
 	// prefixes that nothing references are reusable and not counted).
 	KVTokensUsed     int
 	KVTokensCapacity int
+	// WaitingTokens is the positions queued requests still need computed (they hold no KV).
+	WaitingTokens int
 }
 
 // Output is what one Step produced: an Item for every request that generated a token or

@@ -15,7 +15,7 @@ func main() {
 	cmd := &cli.Command{
 		Name:     "schedulerd",
 		Usage:    "one data-parallel rank of the llmserve engine",
-		Commands: []*cli.Command{generateCommand()},
+		Commands: []*cli.Command{serveCommand(), generateCommand()},
 	}
 	if err := cmd.Run(context.Background(), os.Args); err != nil {
 		fmt.Fprintln(os.Stderr, "schedulerd:", err)

@@ -15,7 +15,7 @@ func main() {
 	cmd := &cli.Command{
 		Name:     "tokenizerd",
 		Usage:    "HTTP API and tokenizer workers of the llmserve engine",
-		Commands: []*cli.Command{tokenizeCommand()},
+		Commands: []*cli.Command{serveCommand(), tokenizeCommand()},
 	}
 	if err := cmd.Run(context.Background(), os.Args); err != nil {
 		fmt.Fprintln(os.Stderr, "tokenizerd:", err)

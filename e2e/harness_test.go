@@ -1,0 +1,324 @@
+// Package e2e starts the real engine binaries on real ZMQ sockets with the committed pico model
+// and talks to them over HTTP, as users and operators do.
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var binDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "llmserve-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	build := exec.Command("go", "build", "-o", dir+"/", "./cmd/tokenizerd", "./cmd/schedulerd", "./cmd/detokd")
+	build.Dir = ".."
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build binaries:", err)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// modelPath is the committed default model.
+var modelPath, _ = filepath.Abs("../models/pico")
+
+type engineOpts struct {
+	workers       int
+	dpSize        int
+	skipDetok     bool
+	skipTokInit   bool
+	schedArgs     []string
+	tokArgs       []string
+	lbMethod      string
+	rankTimeout   time.Duration
+	noWaitHealthy bool
+}
+
+type proc struct {
+	name string
+	args []string
+	cmd  *exec.Cmd
+	log  *syncBuffer
+}
+
+// engine is one running engine: its processes, run directory and HTTP address.
+type engine struct {
+	t      *testing.T
+	opts   engineOpts
+	runDir string
+	port   int
+	base   string
+	mu     sync.Mutex
+	procs  map[string]*proc
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func freePort(t *testing.T) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// startEngine starts schedulerd (one per rank), detokd (default mode) and tokenizerd, and waits
+// until /health says every rank answers.
+func startEngine(t *testing.T, o engineOpts) *engine {
+	t.Helper()
+	if o.workers == 0 {
+		o.workers = 1
+	}
+	if o.dpSize == 0 {
+		o.dpSize = 1
+	}
+	runDir, err := os.MkdirTemp("", "llmse2e-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &engine{t: t, opts: o, runDir: runDir, port: freePort(t), procs: map[string]*proc{}}
+	e.base = "http://127.0.0.1:" + strconv.Itoa(e.port)
+	t.Cleanup(func() {
+		e.stopAll()
+		if t.Failed() {
+			for name, p := range e.procs {
+				t.Logf("---- %s log ----\n%s", name, tail(p.log.String(), 4000))
+			}
+		}
+		os.RemoveAll(runDir)
+	})
+	for r := 0; r < o.dpSize; r++ {
+		e.start(fmt.Sprintf("schedulerd%d", r), "schedulerd", "serve", append([]string{"--dp-rank", strconv.Itoa(r)}, o.schedArgs...)...)
+	}
+	if !o.skipDetok && !o.skipTokInit {
+		e.start("detokd", "detokd", "")
+	}
+	var args []string
+	if o.lbMethod != "" {
+		args = append(args, "--load-balance-method", o.lbMethod)
+	}
+	if o.rankTimeout > 0 {
+		args = append(args, "--rank-timeout", o.rankTimeout.String())
+	}
+	e.start("tokenizerd", "tokenizerd", "serve", append(args, o.tokArgs...)...)
+	if !o.noWaitHealthy {
+		e.waitHealthy(60 * time.Second)
+	}
+	return e
+}
+
+// commonArgs are the flags every process shares.
+func (e *engine) commonArgs() []string {
+	a := []string{"--model-path", modelPath, "--run-dir", e.runDir, "--port", strconv.Itoa(e.port),
+		"--tokenizer-worker-num", strconv.Itoa(e.opts.workers), "--dp-size", strconv.Itoa(e.opts.dpSize), "--log-level", "debug"}
+	if e.opts.skipDetok {
+		a = append(a, "--skip-detokenization")
+	}
+	if e.opts.skipTokInit {
+		a = append(a, "--skip-tokenizer-init")
+	}
+	return a
+}
+
+func (e *engine) start(name, bin, sub string, extra ...string) {
+	e.t.Helper()
+	var full []string
+	if sub != "" {
+		full = append(full, sub)
+	}
+	full = append(append(full, e.commonArgs()...), extra...)
+	p := &proc{name: name, args: full, log: &syncBuffer{}}
+	e.mu.Lock()
+	e.procs[name] = p
+	e.mu.Unlock()
+	e.launch(p, bin)
+}
+
+func (e *engine) launch(p *proc, bin string) {
+	e.t.Helper()
+	p.cmd = exec.Command(filepath.Join(binDir, bin), p.args...)
+	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
+	p.cmd.Env = append(os.Environ(), "OPENBLAS_NUM_THREADS=1")
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := p.cmd.Start(); err != nil {
+		e.t.Fatalf("start %s: %v", p.name, err)
+	}
+}
+
+// kill stops one process (its whole process group) with SIGKILL, as a crash would.
+func (e *engine) kill(name string) {
+	e.mu.Lock()
+	p := e.procs[name]
+	e.mu.Unlock()
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	_ = p.cmd.Wait()
+}
+
+// restart starts a killed process again with the same arguments.
+func (e *engine) restart(name string) {
+	e.mu.Lock()
+	p := e.procs[name]
+	e.mu.Unlock()
+	e.launch(p, strings.TrimRight(name, "0123456789"))
+}
+
+func (e *engine) stopAll() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, p := range e.procs {
+		if p.cmd.ProcessState != nil {
+			continue
+		}
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for _, p := range e.procs {
+		if p.cmd.ProcessState != nil {
+			continue
+		}
+		done := make(chan struct{})
+		go func() { _ = p.cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(time.Until(deadline)):
+			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+	}
+}
+
+func (e *engine) waitHealthy(timeout time.Duration) {
+	e.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(e.base + "/health")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	e.t.Fatalf("engine not healthy after %v", timeout)
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "..." + s[len(s)-n:]
+	}
+	return s
+}
+
+// post sends a JSON body and returns the status and body.
+func (e *engine) post(path string, body any) (int, []byte) {
+	e.t.Helper()
+	b, _ := json.Marshal(body)
+	resp, err := http.Post(e.base+path, "application/json", bytes.NewReader(b))
+	if err != nil {
+		e.t.Fatalf("POST %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, out
+}
+
+func (e *engine) postRaw(path, body string) (int, []byte) {
+	e.t.Helper()
+	resp, err := http.Post(e.base+path, "application/json", strings.NewReader(body))
+	if err != nil {
+		e.t.Fatalf("POST %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, out
+}
+
+func (e *engine) getJSON(path string, v any) int {
+	e.t.Helper()
+	resp, err := http.Get(e.base + path)
+	if err != nil {
+		e.t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	if v != nil {
+		_ = json.NewDecoder(resp.Body).Decode(v)
+	}
+	return resp.StatusCode
+}
+
+// sseEvents posts body and returns the data payloads of the SSE stream, [DONE] included.
+func (e *engine) sseEvents(ctx context.Context, path string, body any) ([]string, error) {
+	b, _ := json.Marshal(body)
+	req, _ := http.NewRequestWithContext(ctx, "POST", e.base+path, bytes.NewReader(b))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		msg, _ := io.ReadAll(resp.Body)
+		return nil, fmt.Errorf("status %d: %s", resp.StatusCode, msg)
+	}
+	var events []string
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if data, ok := strings.CutPrefix(line, "data: "); ok {
+			events = append(events, data)
+		}
+	}
+	return events, sc.Err()
+}
+
+func httpGet(url string) (string, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}

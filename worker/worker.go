@@ -1,0 +1,472 @@
+// Package worker is one tokenizer worker's runtime, the Engine behind its HTTP API: it owns the
+// requests the worker accepted, dispatches each to a data-parallel rank (shard), sends it over
+// ZMQ, and routes every output item back to its request's stream, detokenizing it itself when
+// the engine runs without detokd. It also watches that every rank keeps reporting: a silent rank
+// (its schedulerd, or detokd, is gone) fails its in-flight requests instead of leaving them hung.
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/llmserve/llmserve/api"
+	"github.com/llmserve/llmserve/detok"
+	"github.com/llmserve/llmserve/ipc"
+	"github.com/llmserve/llmserve/shard"
+	"github.com/llmserve/llmserve/tokenizer"
+)
+
+// Mode is how the engine's processes share detokenization.
+type Mode uint8
+
+// Modes, as in DESIGN.md.
+const (
+	// ModeDefault: detokd turns ids into text and forwards them.
+	ModeDefault Mode = iota
+	// ModeSkipDetokenization: schedulers send ids straight to the workers, which detokenize.
+	ModeSkipDetokenization
+	// ModeSkipTokenizerInit: no tokenizer anywhere; ids only.
+	ModeSkipTokenizerInit
+)
+
+func (m Mode) String() string {
+	switch m {
+	case ModeSkipDetokenization:
+		return "skip-detokenization"
+	case ModeSkipTokenizerInit:
+		return "skip-tokenizer-init"
+	}
+	return "default"
+}
+
+// Config configures one worker.
+type Config struct {
+	Index      int
+	NumWorkers int
+	DPSize     int
+	RunDir     string
+	Transport  ipc.Transport
+	Mode       Mode
+	Method     shard.Method
+	// Tokenizer is nil under ModeSkipTokenizerInit.
+	Tokenizer *tokenizer.Tokenizer
+	// MaxRequests bounds the requests this worker has in flight; more get ErrOverloaded.
+	MaxRequests int
+	// RankTimeout is how long a rank may stay silent (no output, no heartbeat) before it is
+	// marked down and its in-flight requests fail.
+	RankTimeout time.Duration
+	// CheckGrammar compiles a constraint to refuse bad ones up front; nil accepts all.
+	CheckGrammar func(kind api.GrammarKind, spec string) error
+	Log          *slog.Logger
+}
+
+// Worker implements api.Engine.
+type Worker struct {
+	cfg   Config
+	disp  *shard.Dispatcher
+	push  []ipc.Sender
+	pull  ipc.Receiver
+	log   *slog.Logger
+	start time.Time
+
+	mu   sync.Mutex
+	reqs map[string]*entry
+
+	lastSeen []atomic.Int64 // per rank: unix nanos of the last batch or heartbeat
+	down     []atomic.Bool
+
+	framePool sync.Pool
+	closed    chan struct{}
+	wg        sync.WaitGroup
+}
+
+type entry struct {
+	st   *api.Stream
+	rank int
+	// text is this worker's own detokenizer under ModeSkipDetokenization; nil otherwise.
+	text *detok.Stream
+}
+
+// New opens the worker's sockets: its output socket (bound) and one request socket per rank.
+func New(cfg Config) (*Worker, error) {
+	if cfg.DPSize < 1 || cfg.NumWorkers < 1 || cfg.Index < 0 || cfg.Index >= cfg.NumWorkers {
+		return nil, fmt.Errorf("worker %d of %d with %d ranks: bad configuration", cfg.Index, cfg.NumWorkers, cfg.DPSize)
+	}
+	if cfg.MaxRequests <= 0 {
+		cfg.MaxRequests = 65536
+	}
+	if cfg.RankTimeout <= 0 {
+		cfg.RankTimeout = time.Second
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	disp, err := shard.NewDispatcher(cfg.DPSize, cfg.Method, cfg.Index,
+		shard.WithWorkers(cfg.NumWorkers), shard.WithStaleAfter(0))
+	if err != nil {
+		return nil, err
+	}
+	w := &Worker{cfg: cfg, disp: disp, log: cfg.Log.With("worker", cfg.Index), start: time.Now(),
+		reqs: map[string]*entry{}, lastSeen: make([]atomic.Int64, cfg.DPSize),
+		down: make([]atomic.Bool, cfg.DPSize), closed: make(chan struct{})}
+	w.framePool.New = func() any { b := make([]byte, 0, 4096); return &b }
+	// Until a rank reports, give it one timeout's grace from our start.
+	now := time.Now().UnixNano()
+	for r := range w.lastSeen {
+		w.lastSeen[r].Store(now)
+	}
+	w.pull, err = cfg.Transport.Pull(ipc.WorkerEndpoint(cfg.RunDir, cfg.Index), true, ipc.WithRecvHWM(100000))
+	if err != nil {
+		return nil, fmt.Errorf("worker %d: bind output socket: %w", cfg.Index, err)
+	}
+	for r := 0; r < cfg.DPSize; r++ {
+		s, err := cfg.Transport.Push(ipc.SchedulerEndpoint(cfg.RunDir, r), false,
+			ipc.WithSendHWM(100000), ipc.WithSendTimeout(500*time.Millisecond))
+		if err != nil {
+			w.Close()
+			return nil, fmt.Errorf("worker %d: connect to rank %d: %w", cfg.Index, r, err)
+		}
+		w.push = append(w.push, s)
+	}
+	w.wg.Add(1)
+	go w.receiveLoop()
+	return w, nil
+}
+
+// Close stops the receive loop and closes the sockets; in-flight requests fail.
+func (w *Worker) Close() {
+	select {
+	case <-w.closed:
+		return
+	default:
+	}
+	close(w.closed)
+	if w.pull != nil {
+		w.pull.Close()
+	}
+	w.wg.Wait()
+	for _, s := range w.push {
+		s.Close()
+	}
+	w.failAll(-1, errors.New("worker shutting down"))
+}
+
+// Tokenizer implements api.Engine.
+func (w *Worker) Tokenizer() *tokenizer.Tokenizer { return w.cfg.Tokenizer }
+
+// NewRID implements api.Engine.
+func (w *Worker) NewRID() string { return shard.NewRID(w.cfg.Index) }
+
+// CheckGrammar implements api.Engine.
+func (w *Worker) CheckGrammar(kind api.GrammarKind, spec string) error {
+	if w.cfg.CheckGrammar == nil {
+		return nil
+	}
+	return w.cfg.CheckGrammar(kind, spec)
+}
+
+// InFlight is the number of requests this worker owns that have not finished.
+func (w *Worker) InFlight() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.reqs)
+}
+
+// Submit implements api.Engine: pick a rank, register the stream, send the request.
+func (w *Worker) Submit(ctx context.Context, req *api.Request) (*api.Stream, error) {
+	if req.RoutedRank >= w.cfg.DPSize {
+		return nil, &api.BadRequestError{Param: "routed_dp_rank", Msg: fmt.Sprintf("rank %d does not exist (dp size %d)", req.RoutedRank, w.cfg.DPSize)}
+	}
+	w.mu.Lock()
+	if len(w.reqs) >= w.cfg.MaxRequests {
+		w.mu.Unlock()
+		return nil, api.ErrOverloaded
+	}
+	if _, dup := w.reqs[req.RID]; dup {
+		w.mu.Unlock()
+		return nil, &api.BadRequestError{Param: "rid", Msg: fmt.Sprintf("request id %q is already in flight", req.RID)}
+	}
+	rank, err := w.disp.Pick(len(req.InputIDs), req.RoutedRank)
+	if err != nil {
+		w.mu.Unlock()
+		return nil, fmt.Errorf("no rank can take the request: %w", err)
+	}
+	e := &entry{st: api.NewStream(req.RID), rank: rank}
+	if w.cfg.Mode == ModeSkipDetokenization && !req.NoText {
+		e.text = detok.NewStream(w.cfg.Tokenizer.NewDecoder(req.SkipSpecialTokens), req.StopStrings)
+	}
+	w.reqs[req.RID] = e
+	w.mu.Unlock()
+
+	msg := ipc.GenerateRequest{
+		RID: req.RID, Owner: uint32(w.cfg.Index), InputIDs: req.InputIDs,
+		Temperature: req.Sampling.Temperature, TopP: req.Sampling.TopP, MinP: req.Sampling.MinP,
+		RepetitionPenalty: req.Sampling.RepetitionPenalty, FrequencyPenalty: req.Sampling.FrequencyPenalty,
+		PresencePenalty: req.Sampling.PresencePenalty, TopK: int32(req.Sampling.TopK),
+		MaxNewTokens: int32(req.MaxNewTokens), MinNewTokens: int32(req.MinNewTokens),
+		StopTokenIDs: req.StopTokenIDs, StopStrings: req.StopStrings, IgnoreEOS: req.IgnoreEOS,
+		SkipSpecialTokens: req.SkipSpecialTokens, Stream: req.Stream, NoDetokenize: req.NoText,
+		StreamInterval: int32(req.StreamInterval), Logprobs: req.Logprobs,
+		Grammar:    ipc.Grammar{Kind: ipc.GrammarKind(req.GrammarKind), Spec: req.GrammarSpec},
+		RoutedRank: int32(req.RoutedRank), ArrivalUnixNano: time.Now().UnixNano(),
+	}
+	if req.Sampling.Seed != nil {
+		msg.Seed, msg.HasSeed = *req.Sampling.Seed, true
+	}
+	if !req.Stream {
+		// Non-streaming requests are sent whole at the end, not flushed every step.
+		msg.StreamInterval = int32(req.MaxNewTokens)
+	}
+	bp := w.framePool.Get().(*[]byte)
+	frame := msg.Append((*bp)[:0])
+	err = w.push[rank].Send(frame)
+	*bp = frame
+	w.framePool.Put(bp)
+	if err != nil {
+		w.remove(req.RID)
+		return nil, fmt.Errorf("send to rank %d: %w", rank, err)
+	}
+	return e.st, nil
+}
+
+// Abort implements api.Engine: tell the request's rank to stop it; the rank answers with a
+// finished item (reason abort), which frees the entry here.
+func (w *Worker) Abort(rid string) {
+	w.mu.Lock()
+	e, ok := w.reqs[rid]
+	w.mu.Unlock()
+	if !ok {
+		return
+	}
+	msg := ipc.Abort{RID: rid, Owner: uint32(w.cfg.Index), Reason: "client disconnected"}
+	if err := w.push[e.rank].Send(msg.Append(nil)); err != nil {
+		w.log.Warn("abort not delivered", "rid", rid, "rank", e.rank, "err", err)
+	}
+}
+
+func (w *Worker) remove(rid string) {
+	w.mu.Lock()
+	delete(w.reqs, rid)
+	w.mu.Unlock()
+}
+
+// receiveLoop reads output batches until Close, and checks rank liveness between them.
+func (w *Worker) receiveLoop() {
+	defer w.wg.Done()
+	var tb ipc.TokenBatch
+	var xb ipc.TextBatch
+	lastCheck := time.Now()
+	for {
+		frame, err := w.pull.Recv(100 * time.Millisecond)
+		if time.Since(lastCheck) >= 100*time.Millisecond {
+			w.checkRanks()
+			lastCheck = time.Now()
+		}
+		if errors.Is(err, ipc.ErrTimeout) {
+			continue
+		}
+		if err != nil {
+			return // closed
+		}
+		typ, err := ipc.PeekType(frame)
+		if err != nil {
+			w.log.Warn("dropped bad frame", "err", err)
+			continue
+		}
+		switch typ {
+		case ipc.MsgTextBatch:
+			if err := xb.Decode(frame); err != nil {
+				w.log.Warn("dropped bad text batch", "err", err)
+				continue
+			}
+			for i := range xb.Loads {
+				w.report(int(xb.Loads[i].Rank), xb.Loads[i].Seq, &xb.Loads[i].Load)
+			}
+			for i := range xb.Items {
+				w.deliver(&xb.Items[i].TokenItem, xb.Items[i].Text, true)
+			}
+		case ipc.MsgTokenBatch:
+			if err := tb.Decode(frame); err != nil {
+				w.log.Warn("dropped bad token batch", "err", err)
+				continue
+			}
+			w.report(int(tb.Rank), tb.Seq, &tb.Load)
+			for i := range tb.Items {
+				w.deliver(&tb.Items[i], "", false)
+			}
+		default:
+			w.log.Warn("dropped unexpected message", "type", typ)
+		}
+	}
+}
+
+// report records a rank's load and that it is alive.
+func (w *Worker) report(rank int, seq uint64, l *ipc.Load) {
+	if rank < 0 || rank >= w.cfg.DPSize {
+		w.log.Warn("report from unknown rank", "rank", rank)
+		return
+	}
+	w.lastSeen[rank].Store(time.Now().UnixNano())
+	if w.down[rank].Load() {
+		// The rank (or detokd) is back, possibly restarted: forget its old sequence and ledger.
+		_ = w.disp.Reset(rank)
+		_ = w.disp.MarkUp(rank)
+		w.down[rank].Store(false)
+		w.log.Info("rank is up", "rank", rank)
+	}
+	var recv, recvTokens uint64
+	if w.cfg.Index < len(l.Received) {
+		recv = l.Received[w.cfg.Index]
+	}
+	if w.cfg.Index < len(l.ReceivedTokens) {
+		recvTokens = l.ReceivedTokens[w.cfg.Index]
+	}
+	_, _ = w.disp.Report(rank, shard.Load{Seq: seq, Running: int(l.Running), Waiting: int(l.Waiting),
+		KVTokensUsed: l.KVTokensUsed, KVTokensCapacity: l.KVTokensCapacity, WaitingTokens: l.WaitingTokens,
+		Received: recv, ReceivedTokens: recvTokens})
+}
+
+// deliver turns one output item into a Delta on its request's stream.
+func (w *Worker) deliver(it *ipc.TokenItem, text string, hasText bool) {
+	w.mu.Lock()
+	e, ok := w.reqs[it.RID]
+	if ok && it.Finished {
+		delete(w.reqs, it.RID)
+	}
+	w.mu.Unlock()
+	if !ok {
+		return // aborted or failed already
+	}
+	d := api.Delta{
+		IDs: append([]int32(nil), it.NewIDs...), Text: text,
+		PromptTokens: int(it.PromptTokens), CachedTokens: int(it.CachedTokens), CompletionTokens: int(it.CompletionTokens),
+		Finished: it.Finished, FinishReason: finishReason(it.FinishReason),
+	}
+	if len(it.Logprobs) > 0 {
+		d.Logprobs = append([]float32(nil), it.Logprobs...)
+	}
+	if e.text != nil && !hasText {
+		d.Text, _, _ = e.text.Push(it.NewIDs, it.Finished)
+	}
+	if it.Finished {
+		switch {
+		case it.MatchedStop != "":
+			d.MatchedStop = it.MatchedStop
+		case it.MatchedStopToken >= 0 && it.FinishReason == ipc.FinishStop:
+			d.MatchedStop = it.MatchedStopToken
+		}
+		if it.FinishReason == ipc.FinishError {
+			d.Err = errors.New(it.Error)
+		}
+	}
+	e.st.Push(&d)
+}
+
+func finishReason(r ipc.FinishReason) api.FinishReason {
+	switch r {
+	case ipc.FinishStop:
+		return api.FinishStop
+	case ipc.FinishLength:
+		return api.FinishLength
+	case ipc.FinishAbort:
+		return api.FinishAbort
+	case ipc.FinishError:
+		return api.FinishError
+	}
+	return api.FinishNone
+}
+
+// checkRanks marks silent ranks down and fails their in-flight requests.
+func (w *Worker) checkRanks() {
+	now := time.Now().UnixNano()
+	for r := range w.lastSeen {
+		if w.down[r].Load() || time.Duration(now-w.lastSeen[r].Load()) < w.cfg.RankTimeout {
+			continue
+		}
+		w.down[r].Store(true)
+		reason := fmt.Sprintf("no output or heartbeat from rank %d for %v (schedulerd%s stopped?)", r, w.cfg.RankTimeout, w.detokHint())
+		_ = w.disp.MarkDown(r, reason)
+		w.log.Error("rank is down", "rank", r, "reason", reason)
+		w.failAll(r, errors.New(reason))
+	}
+}
+
+func (w *Worker) detokHint() string {
+	if w.cfg.Mode == ModeDefault {
+		return " or detokd"
+	}
+	return ""
+}
+
+// failAll ends every in-flight request on rank (all ranks when rank < 0) with err. The tokens
+// already delivered stay delivered; the error event follows them.
+func (w *Worker) failAll(rank int, err error) {
+	w.mu.Lock()
+	var failed []*entry
+	for rid, e := range w.reqs {
+		if rank < 0 || e.rank == rank {
+			failed = append(failed, e)
+			delete(w.reqs, rid)
+		}
+	}
+	w.mu.Unlock()
+	for _, e := range failed {
+		e.st.Push(&api.Delta{Finished: true, FinishReason: api.FinishError, Err: err})
+	}
+}
+
+// Health implements api.Engine: every rank must be reporting.
+func (w *Worker) Health() error {
+	var errs []error
+	for r := range w.down {
+		if w.down[r].Load() {
+			errs = append(errs, fmt.Errorf("rank %d is down", r))
+		} else if time.Duration(time.Now().UnixNano()-w.lastSeen[r].Load()) >= w.cfg.RankTimeout {
+			errs = append(errs, fmt.Errorf("rank %d has not reported yet", r))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Ready reports whether every rank has reported at least once since this worker started.
+func (w *Worker) Ready() bool {
+	for _, r := range w.disp.Snapshot().Ranks {
+		if !r.HasReport {
+			return false
+		}
+	}
+	return w.Health() == nil
+}
+
+// LoadReport is what /get_load shows.
+type LoadReport struct {
+	Worker   int            `json:"worker"`
+	InFlight int            `json:"in_flight"`
+	Dispatch shard.Snapshot `json:"dispatch"`
+	Totals   struct {
+		Running          int   `json:"running"`
+		Waiting          int   `json:"waiting"`
+		KVTokensUsed     int64 `json:"kv_tokens_used"`
+		KVTokensCapacity int64 `json:"kv_tokens_capacity"`
+	} `json:"totals"`
+}
+
+// Load implements api.Engine.
+func (w *Worker) Load() any {
+	rep := LoadReport{Worker: w.cfg.Index, InFlight: w.InFlight(), Dispatch: w.disp.Snapshot()}
+	for _, r := range rep.Dispatch.Ranks {
+		rep.Totals.Running += r.Reported.Running
+		rep.Totals.Waiting += r.Reported.Waiting
+		rep.Totals.KVTokensUsed += r.Reported.KVTokensUsed
+		rep.Totals.KVTokensCapacity += r.Reported.KVTokensCapacity
+	}
+	return rep
+}
+
+// Snapshot is the dispatcher's view of every rank.
+func (w *Worker) Snapshot() shard.Snapshot { return w.disp.Snapshot() }
