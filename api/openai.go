@@ -197,6 +197,7 @@ type openAIFormat struct {
 	created      int64
 	includeUsage bool
 	tokenIDs     bool
+	chunkHead    []byte // head(nil, true), built once per stream
 }
 
 func (f *openAIFormat) head(dst []byte, chunk bool) []byte {
@@ -214,6 +215,14 @@ func (f *openAIFormat) head(dst []byte, chunk bool) []byte {
 	dst = strconv.AppendInt(dst, f.created, 10)
 	dst = append(dst, `,"model":`...)
 	return appendJSONString(dst, f.s.cfg.ModelName)
+}
+
+// appendChunkHead appends the head every chunk of the stream shares, formatted once.
+func (f *openAIFormat) appendChunkHead(dst []byte) []byte {
+	if f.chunkHead == nil {
+		f.chunkHead = f.head(nil, true)
+	}
+	return append(dst, f.chunkHead...)
 }
 
 func finishJSON(d *Delta) string {
@@ -330,7 +339,7 @@ func (f *openAIFormat) chunk(dst []byte, d *Delta, first bool) []byte {
 	content := len(d.IDs) > 0 || d.Text != "" || first
 	if content || (d.Finished && d.Err == nil) {
 		dst = append(dst, "data: "...)
-		dst = f.head(dst, true)
+		dst = f.appendChunkHead(dst)
 		dst = append(dst, `,"choices":[`...)
 		fin := *d
 		if d.Err != nil {
@@ -344,7 +353,7 @@ func (f *openAIFormat) chunk(dst []byte, d *Delta, first bool) []byte {
 	}
 	if d.Finished && f.includeUsage {
 		dst = append(dst, "data: "...)
-		dst = f.head(dst, true)
+		dst = f.appendChunkHead(dst)
 		dst = append(dst, `,"choices":[],"usage":`...)
 		dst = f.usage(dst, d)
 		dst = append(dst, "}\n\n"...)

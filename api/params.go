@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"strings"
 
 	"github.com/llmserve/llmserve/sampling"
 )
@@ -278,12 +277,4 @@ func (s *Server) checkIDs(ids []int32) error {
 		}
 	}
 	return nil
-}
-
-func joinQuoted(xs []string) string {
-	q := make([]string, len(xs))
-	for i, x := range xs {
-		q[i] = fmt.Sprintf("%q", x)
-	}
-	return strings.Join(q, ", ")
 }

@@ -26,6 +26,7 @@ func (s *Server) streamSSE(ctx context.Context, w http.ResponseWriter, st *Strea
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	var buf []byte
+	var d Delta // recycled: Take hands its buffers back to the stream
 	first := true
 	last := start
 	for {
@@ -33,8 +34,7 @@ func (s *Server) streamSSE(ctx context.Context, w http.ResponseWriter, st *Strea
 		if first {
 			want = 1
 		}
-		d, err := st.Next(ctx, want)
-		if err != nil {
+		if err := st.Take(ctx, want, &d); err != nil {
 			return // client gone: the abort was sent by run's AfterFunc
 		}
 		now := time.Now()

@@ -65,15 +65,21 @@ func (d *Delta) Merge(later *Delta) {
 
 // Stream is the output mailbox of one request: the worker's receive loop pushes deltas without
 // ever blocking, and the HTTP handler takes everything pending at once. Backpressure therefore
-// makes chunks bigger, never lossy.
+// makes chunks bigger, never lossy. Pending ids, text and logprobs are appended to buffers that
+// are handed to the consumer and recycled (Take), so a consumer that falls behind costs time
+// linear in what it receives, and a steady stream allocates nothing but its text.
 type Stream struct {
 	RID string
 
-	mu      sync.Mutex
-	pending Delta
-	has     bool // pending holds something not yet taken
-	done    bool // a finished delta has been pushed
-	notify  chan struct{}
+	mu       sync.Mutex
+	ids      []int32
+	text     []byte
+	logprobs []float32
+	meta     Delta // finish, error and usage of what is pending; its slices stay empty
+	has      bool  // something is pending that has not been taken
+	done     bool  // a finished delta has been pushed
+	waiting  bool  // the consumer is parked on notify
+	notify   chan struct{}
 }
 
 // NewStream returns an empty mailbox for rid.
@@ -81,26 +87,50 @@ func NewStream(rid string) *Stream {
 	return &Stream{RID: rid, notify: make(chan struct{}, 1)}
 }
 
-// Push merges d into what is pending. Pushes after the finishing delta are ignored.
+// Push appends d to what is pending (ids and logprobs appended, text concatenated, finish and
+// latest usage carried). It copies d's contents, so the caller may reuse d's slices at once.
+// Pushes after the finishing delta are ignored.
 func (s *Stream) Push(d *Delta) {
 	s.mu.Lock()
 	if s.done {
 		s.mu.Unlock()
 		return
 	}
-	s.pending.Merge(d)
+	s.ids = append(s.ids, d.IDs...)
+	s.text = append(s.text, d.Text...)
+	s.logprobs = append(s.logprobs, d.Logprobs...)
+	m := &s.meta
+	if d.Finished {
+		m.Finished, m.FinishReason, m.MatchedStop = true, d.FinishReason, d.MatchedStop
+	}
+	if d.Err != nil && m.Err == nil {
+		m.Err = d.Err
+	}
+	if d.PromptTokens > 0 {
+		m.PromptTokens = d.PromptTokens
+	}
+	if d.CachedTokens > 0 {
+		m.CachedTokens = d.CachedTokens
+	}
+	if d.CompletionTokens > 0 {
+		m.CompletionTokens = d.CompletionTokens
+	}
 	s.has = true
 	if d.Finished || d.Err != nil {
 		s.done = true
-		s.pending.Finished = true
-		if s.pending.FinishReason == FinishNone {
-			s.pending.FinishReason = FinishError
+		m.Finished = true
+		if m.FinishReason == FinishNone {
+			m.FinishReason = FinishError
 		}
 	}
+	wake := s.waiting
+	s.waiting = false
 	s.mu.Unlock()
-	select {
-	case s.notify <- struct{}{}:
-	default:
+	if wake {
+		select {
+		case s.notify <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -108,20 +138,39 @@ func (s *Stream) Push(d *Delta) {
 // takes everything pending as one delta. minIDs <= 1 returns as soon as anything is pending.
 // It returns ctx.Err() when ctx ends first; what was pending stays pending.
 func (s *Stream) Next(ctx context.Context, minIDs int) (Delta, error) {
+	var d Delta
+	err := s.Take(ctx, minIDs, &d)
+	return d, err
+}
+
+// Take is Next into d, recycling d's id and logprob buffers: the stream keeps them for what is
+// pushed next, so d's previous contents must not be used after Take is called again with d.
+func (s *Stream) Take(ctx context.Context, minIDs int, d *Delta) error {
 	for {
 		s.mu.Lock()
-		if s.has && (s.done || len(s.pending.IDs) >= minIDs || (minIDs <= 1 && s.pending.Text != "")) {
-			d := s.pending
-			s.pending = Delta{}
+		if s.has && (s.done || len(s.ids) >= minIDs || (minIDs <= 1 && len(s.text) > 0)) {
+			ids, lps := d.IDs[:0], d.Logprobs[:0]
+			*d = s.meta
+			d.IDs, s.ids = s.ids, ids
+			d.Logprobs, s.logprobs = s.logprobs, lps
+			if len(s.text) > 0 {
+				d.Text = string(s.text)
+				s.text = s.text[:0]
+			}
+			s.meta = Delta{}
 			s.has = false
 			s.mu.Unlock()
-			return d, nil
+			return nil
 		}
+		s.waiting = true
 		s.mu.Unlock()
 		select {
 		case <-s.notify:
 		case <-ctx.Done():
-			return Delta{}, ctx.Err()
+			s.mu.Lock()
+			s.waiting = false
+			s.mu.Unlock()
+			return ctx.Err()
 		}
 	}
 }

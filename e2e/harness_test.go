@@ -229,16 +229,23 @@ func (e *engine) stopAll() {
 
 func (e *engine) waitHealthy(timeout time.Duration) {
 	e.t.Helper()
+	// Fresh connections, so SO_REUSEPORT spreads the probes over the tokenizer workers; each
+	// worker is healthy once it has heard from every rank, so ask until several in a row agree.
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}
 	deadline := time.Now().Add(timeout)
+	inRow := 0
 	for time.Now().Before(deadline) {
-		resp, err := http.Get(e.base + "/health")
+		resp, err := client.Get(e.base + "/health")
+		ok := err == nil && resp.StatusCode == 200
 		if err == nil {
 			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return
-			}
 		}
-		time.Sleep(100 * time.Millisecond)
+		if !ok {
+			inRow = 0
+		} else if inRow++; inRow >= 4*e.opts.workers {
+			return
+		}
+		time.Sleep(25 * time.Millisecond)
 	}
 	e.t.Fatalf("engine not healthy after %v", timeout)
 }

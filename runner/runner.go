@@ -30,6 +30,8 @@ type Config struct {
 	Direct bool
 	// Tokenizer checks stop strings; nil under --skip-tokenizer-init.
 	Tokenizer *tokenizer.Tokenizer
+	// Grammars compiles structured-output constraints; nil refuses them.
+	Grammars *Grammars
 	// Heartbeat is the longest the rank stays silent towards its readers.
 	Heartbeat time.Duration
 	Log       *slog.Logger
@@ -43,26 +45,44 @@ type Runner struct {
 	out   []ipc.Sender
 	log   *slog.Logger
 
-	seq            atomic.Uint64
-	received       []uint64 // per worker: GenerateRequests received (owned by the loop)
-	receivedTokens []uint64 // per worker: their prompt tokens
+	seq   atomic.Uint64
+	inbox chan inMsg // decoded by receive, consumed by the step loop
+
+	// Guarded by loadMu: what the next load report says. received* count what the receive
+	// goroutine has read, per worker; queued* what it has read that the step loop has not yet
+	// handed to the scheduler (reported as waiting); schedLoad the scheduler's own last load.
+	received       []uint64
+	receivedTokens []uint64
+	queued         int
+	queuedTokens   int
+	schedLoad      scheduler.Load
+	hbMu           sync.Mutex // serializes heartbeats and acks
+	hb             ipc.TokenBatch
 
 	loadMu   sync.Mutex
-	lastLoad ipc.Load
 	lastSend atomic.Int64 // unix nanos of the last batch sent
 
-	gates map[string]*gate
-	batch ipc.TokenBatch
-	frame []byte
+	gates   map[string]*gate
+	flushed []*gate // gates whose buffers the batch being sent points into
+	batch   ipc.TokenBatch
+	frame   []byte
+	one     ipc.TokenBatch // direct mode: one worker's share of batch
 }
 
 // gate buffers a request's output between stream flushes: the first tokens go out at once, then
-// every interval tokens, and everything left (and the finish) at the end.
+// every interval tokens, and everything left (and the finish, abort or error) at the end. It
+// also holds the detokenization settings that ride on the request's items, because detokd never
+// sees the request itself.
 type gate struct {
 	interval int
+	whole    bool // not streamed: everything goes out once, at the end
 	sentAny  bool
-	ids      []int32
+	ids      []int32 // buffered since the last flush; reused after each flush
 	logprobs []float32
+
+	noDetok     bool
+	skipSpecial bool
+	stops       []string // sent with the first item only: detokd keeps them per request
 }
 
 // New binds the rank's request socket and connects its output sockets.
@@ -74,7 +94,8 @@ func New(cfg Config, sched *scheduler.Scheduler) (*Runner, error) {
 		cfg.Log = slog.Default()
 	}
 	r := &Runner{cfg: cfg, sched: sched, log: cfg.Log.With("rank", cfg.Rank),
-		received: make([]uint64, cfg.NumWorkers), receivedTokens: make([]uint64, cfg.NumWorkers), gates: map[string]*gate{}}
+		received: make([]uint64, cfg.NumWorkers), receivedTokens: make([]uint64, cfg.NumWorkers), gates: map[string]*gate{},
+		inbox: make(chan inMsg, inboxSize)}
 	var err error
 	r.in, err = cfg.Transport.Pull(ipc.SchedulerEndpoint(cfg.RunDir, cfg.Rank), true, ipc.WithRecvHWM(100000))
 	if err != nil {
@@ -111,6 +132,7 @@ func (r *Runner) Close() {
 // Run loops until ctx ends: drain the inbox, step, send.
 func (r *Runner) Run(ctx context.Context) error {
 	go r.heartbeats(ctx)
+	go r.receive(ctx)
 	r.publishLoad(r.sched.Load())
 	for ctx.Err() == nil {
 		idle := !r.sched.HasWork()
@@ -140,48 +162,57 @@ func (r *Runner) Run(ctx context.Context) error {
 	return nil
 }
 
-// drain handles every message waiting in the inbox, waiting up to wait for the first.
+// drain hands every decoded message waiting in the inbox to the scheduler, waiting up to wait
+// for the first.
 func (r *Runner) drain(wait time.Duration) error {
-	var gr ipc.GenerateRequest
-	var ab ipc.Abort
 	var failed []scheduler.Item
+	var timer <-chan time.Time
+	if wait > 0 {
+		timer = time.After(wait)
+	}
+	added, addedTokens := 0, 0
+loop:
 	for {
-		frame, err := r.in.Recv(wait)
-		wait = 0
-		if errors.Is(err, ipc.ErrTimeout) {
-			break
+		var m inMsg
+		var ok bool
+		if timer != nil {
+			select {
+			case m, ok = <-r.inbox:
+			case <-timer:
+				break loop
+			}
+			timer = nil
+		} else {
+			select {
+			case m, ok = <-r.inbox:
+			default:
+				break loop
+			}
 		}
-		if err != nil {
-			return err
+		if !ok {
+			return ipc.ErrClosed
 		}
-		typ, err := ipc.PeekType(frame)
-		if err != nil {
-			r.log.Warn("dropped bad frame", "err", err)
+		if m.abort != nil {
+			r.sched.Abort(m.abort.RID)
 			continue
 		}
-		switch typ {
-		case ipc.MsgGenerateRequest:
-			if err := gr.Decode(frame); err != nil {
-				r.log.Warn("dropped bad request", "err", err)
-				continue
-			}
-			if int(gr.Owner) < len(r.received) {
-				r.received[gr.Owner]++
-				r.receivedTokens[gr.Owner] += uint64(len(gr.InputIDs))
-			}
-			if err := r.add(&gr); err != nil {
-				failed = append(failed, scheduler.Item{RID: gr.RID, Owner: int(gr.Owner), PromptTokens: len(gr.InputIDs),
-					Finished: true, FinishReason: scheduler.FinishError, MatchedStopToken: -1, Err: err.Error()})
-			}
-		case ipc.MsgAbort:
-			if err := ab.Decode(frame); err != nil {
-				r.log.Warn("dropped bad abort", "err", err)
-				continue
-			}
-			r.sched.Abort(ab.RID)
-		default:
-			r.log.Warn("dropped unexpected message", "type", typ)
+		gr := m.req
+		added++
+		addedTokens += len(gr.InputIDs)
+		if err := r.add(gr); err != nil {
+			failed = append(failed, scheduler.Item{RID: gr.RID, Owner: int(gr.Owner), PromptTokens: len(gr.InputIDs),
+				Finished: true, FinishReason: scheduler.FinishError, MatchedStopToken: -1, Err: err.Error()})
 		}
+	}
+	if added > 0 {
+		// Move the requests from "queued here" to the scheduler's own count in one step, so a
+		// report in between never misses them.
+		l := r.sched.Load()
+		r.loadMu.Lock()
+		r.queued -= added
+		r.queuedTokens -= addedTokens
+		r.schedLoad = l
+		r.loadMu.Unlock()
 	}
 	if len(failed) > 0 {
 		r.send(&scheduler.Output{Items: failed, Load: r.sched.Load()})
@@ -214,55 +245,90 @@ func (r *Runner) add(m *ipc.GenerateRequest) error {
 		}
 	}
 	if m.Grammar.Kind != ipc.GrammarNone {
-		return errors.New("structured output is not available in this build yet")
+		if r.cfg.Grammars == nil {
+			return errors.New("structured output needs a tokenizer (the engine runs with --skip-tokenizer-init)")
+		}
+		c := r.cfg.Grammars.start(m.Grammar)
+		req.Constraint, req.Ready = c, c.Ready
 	}
 	if err := r.sched.Add(req); err != nil {
 		return err
 	}
-	interval := max(int(m.StreamInterval), 1)
-	r.gates[m.RID] = &gate{interval: interval}
+	// m is decoded into again for the next request: keep copies of what the gate holds.
+	r.gates[m.RID] = &gate{interval: max(int(m.StreamInterval), 1), whole: !m.Stream, noDetok: m.NoDetokenize,
+		skipSpecial: m.SkipSpecialTokens, stops: append([]string(nil), m.StopStrings...)}
 	return nil
 }
 
-// send applies the stream gates and sends one batch (or one per worker when direct).
+// send applies the stream gates and sends one batch (or one per worker when direct). A request
+// whose output goes out this step with nothing buffered is sent straight from the scheduler's
+// slices, which stay valid until the next Step; only a gated request copies its ids.
 func (r *Runner) send(out *scheduler.Output) {
 	b := &r.batch
 	b.Items = b.Items[:0]
+	var none gate // requests that failed before add registered a gate
 	for i := range out.Items {
 		it := &out.Items[i]
 		g := r.gates[it.RID]
 		if g == nil {
-			g = &gate{interval: 1}
+			none = gate{interval: 1}
+			g = &none
 		}
-		g.ids = append(g.ids, it.NewIDs...)
-		g.logprobs = append(g.logprobs, it.Logprobs...)
-		if !it.Finished && (len(g.ids) == 0 || (g.sentAny && len(g.ids) < g.interval)) {
+		ids, lps := it.NewIDs, it.Logprobs
+		if len(g.ids) > 0 {
+			g.ids = append(g.ids, it.NewIDs...)
+			g.logprobs = append(g.logprobs, it.Logprobs...)
+			ids, lps = g.ids, g.logprobs
+		}
+		if !it.Finished && (g.whole || len(ids) == 0 || (g.sentAny && len(ids) < g.interval)) {
+			if len(g.ids) == 0 {
+				g.ids = append(g.ids, it.NewIDs...)
+				g.logprobs = append(g.logprobs, it.Logprobs...)
+			}
 			continue
 		}
-		g.sentAny = true
-		b.Items = append(b.Items, ipc.TokenItem{
-			RID: it.RID, Owner: uint32(it.Owner), NewIDs: g.ids, Logprobs: g.logprobs,
+		ti := ipc.TokenItem{
+			RID: it.RID, Owner: uint32(it.Owner), NewIDs: ids, Logprobs: lps,
 			PromptTokens: int32(it.PromptTokens), CachedTokens: int32(it.CachedTokens), CompletionTokens: int32(it.CompletionTokens),
 			Finished: it.Finished, FinishReason: ipc.FinishReason(it.FinishReason),
 			MatchedStopToken: it.MatchedStopToken, MatchedStop: it.MatchedStop, Error: it.Err,
-		})
+			NoDetokenize: g.noDetok, SkipSpecialTokens: g.skipSpecial,
+		}
+		if !g.sentAny {
+			ti.StopStrings = g.stops
+		}
+		b.Items = append(b.Items, ti)
+		g.sentAny = true
 		if it.Finished {
 			delete(r.gates, it.RID)
-		} else {
-			// The batch holds these slices until it is encoded below; start fresh ones.
-			g.ids, g.logprobs = nil, nil
+		} else if len(g.ids) > 0 {
+			r.flushed = append(r.flushed, g)
 		}
 	}
 	r.publishLoad(out.Load)
 	r.emit(b)
+	// The batch is encoded: the flushed gates may refill their buffers.
+	for _, g := range r.flushed {
+		g.ids, g.logprobs = g.ids[:0], g.logprobs[:0]
+	}
+	clear(r.flushed)
+	r.flushed = r.flushed[:0]
 }
 
 func (r *Runner) publishLoad(l scheduler.Load) {
 	r.loadMu.Lock()
-	r.lastLoad = ipc.Load{Running: int64(l.Running), Waiting: int64(l.Waiting),
-		KVTokensUsed: int64(l.KVTokensUsed), KVTokensCapacity: int64(l.KVTokensCapacity), WaitingTokens: int64(l.WaitingTokens),
-		Received: append(r.lastLoad.Received[:0], r.received...), ReceivedTokens: append(r.lastLoad.ReceivedTokens[:0], r.receivedTokens...)}
+	r.schedLoad = l
 	r.loadMu.Unlock()
+}
+
+// loadLocked is the report to send now: the scheduler's last load plus what the receive
+// goroutine has read since. The caller holds loadMu; the slices are l's own.
+func (r *Runner) loadLocked(l *ipc.Load) {
+	sl := &r.schedLoad
+	*l = ipc.Load{Running: int64(sl.Running), Waiting: int64(sl.Waiting + r.queued),
+		KVTokensUsed: int64(sl.KVTokensUsed), KVTokensCapacity: int64(sl.KVTokensCapacity),
+		WaitingTokens: int64(sl.WaitingTokens + r.queuedTokens),
+		Received:      append(l.Received[:0], r.received...), ReceivedTokens: append(l.ReceivedTokens[:0], r.receivedTokens...)}
 }
 
 // emit stamps the batch with a sequence number and the current load and sends it.
@@ -270,9 +336,7 @@ func (r *Runner) emit(b *ipc.TokenBatch) {
 	r.loadMu.Lock()
 	b.Rank = uint32(r.cfg.Rank)
 	b.Seq = r.seq.Add(1)
-	b.Load = r.lastLoad
-	b.Load.Received = append([]uint64(nil), r.lastLoad.Received...)
-	b.Load.ReceivedTokens = append([]uint64(nil), r.lastLoad.ReceivedTokens...)
+	r.loadLocked(&b.Load)
 	if !r.cfg.Direct {
 		r.frame = b.Append(r.frame[:0])
 		r.loadMu.Unlock()
@@ -285,19 +349,26 @@ func (r *Runner) emit(b *ipc.TokenBatch) {
 	r.loadMu.Unlock()
 	// Without detokd each worker gets its own items and everyone gets the load.
 	all := b.Items
-	var one ipc.TokenBatch
+	one := &r.one
 	one.Rank, one.Seq, one.Load = b.Rank, b.Seq, b.Load
 	for w := range r.out {
-		one.Items = one.Items[:0]
-		for i := range all {
-			if int(all[i].Owner) == w {
-				one.Items = append(one.Items, all[i])
+		if len(r.out) == 1 {
+			one.Items = all // the one worker owns every item
+		} else {
+			one.Items = one.Items[:0]
+			for i := range all {
+				if int(all[i].Owner) == w {
+					one.Items = append(one.Items, all[i])
+				}
 			}
 		}
-		frame := one.Append(nil)
-		if err := r.out[w].Send(frame); err != nil {
+		r.frame = one.Append(r.frame[:0])
+		if err := r.out[w].Send(r.frame); err != nil {
 			r.log.Warn("worker not reachable", "worker", w, "items", len(one.Items), "err", err)
 		}
+	}
+	if len(r.out) == 1 {
+		one.Items = nil // do not alias the batch's items
 	}
 	r.lastSend.Store(time.Now().UnixNano())
 }
@@ -307,8 +378,6 @@ func (r *Runner) emit(b *ipc.TokenBatch) {
 func (r *Runner) heartbeats(ctx context.Context) {
 	t := time.NewTicker(r.cfg.Heartbeat / 2)
 	defer t.Stop()
-	var hb ipc.TokenBatch
-	var mu sync.Mutex
 	for {
 		select {
 		case <-ctx.Done():
@@ -318,9 +387,9 @@ func (r *Runner) heartbeats(ctx context.Context) {
 		if time.Since(time.Unix(0, r.lastSend.Load())) < r.cfg.Heartbeat {
 			continue
 		}
-		mu.Lock()
-		r.emitHeartbeat(&hb)
-		mu.Unlock()
+		r.hbMu.Lock()
+		r.emitHeartbeat(&r.hb)
+		r.hbMu.Unlock()
 	}
 }
 
@@ -328,7 +397,7 @@ func (r *Runner) emitHeartbeat(hb *ipc.TokenBatch) {
 	r.loadMu.Lock()
 	hb.Rank = uint32(r.cfg.Rank)
 	hb.Seq = r.seq.Add(1)
-	hb.Load = r.lastLoad
+	r.loadLocked(&hb.Load)
 	frame := hb.Append(nil)
 	r.loadMu.Unlock()
 	for _, s := range r.out {

@@ -342,6 +342,12 @@ func (s *Scheduler) fillMask(st *seq) {
 	}()
 	clear(st.mask)
 	st.maskErr = nil
+	// A constraint that failed to compile fails its request with the reason.
+	if e, ok := st.req.Constraint.(interface{ Err() error }); ok {
+		if st.maskErr = e.Err(); st.maskErr != nil {
+			return
+		}
+	}
 	st.req.Constraint.FillMask(st.mask)
 }
 

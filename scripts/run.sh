@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 export MODEL_PATH=${MODEL_PATH:-models/pico}
 export HOST=${HOST:-127.0.0.1}
 export PORT=${PORT:-30000}
+# goreman gives every process its own PORT; the engine reads LLMSERVE_PORT first.
+export LLMSERVE_PORT=$PORT
 export TOKENIZER_WORKERS=${TOKENIZER_WORKERS:-1}
 export DEVICE=${DEVICE:-cpu}
 export DP_SIZE=${DP_SIZE:-1}

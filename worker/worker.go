@@ -79,6 +79,7 @@ type Worker struct {
 
 	lastSeen []atomic.Int64 // per rank: unix nanos of the last batch or heartbeat
 	down     []atomic.Bool
+	everUp   []atomic.Bool // the rank has reported at least once
 
 	framePool sync.Pool
 	closed    chan struct{}
@@ -111,14 +112,15 @@ func New(cfg Config) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &Worker{cfg: cfg, disp: disp, log: cfg.Log.With("worker", cfg.Index), start: time.Now(),
+	w := &Worker{cfg: cfg, disp: disp, log: cfg.Log, start: time.Now(),
 		reqs: map[string]*entry{}, lastSeen: make([]atomic.Int64, cfg.DPSize),
-		down: make([]atomic.Bool, cfg.DPSize), closed: make(chan struct{})}
+		down: make([]atomic.Bool, cfg.DPSize), everUp: make([]atomic.Bool, cfg.DPSize), closed: make(chan struct{})}
 	w.framePool.New = func() any { b := make([]byte, 0, 4096); return &b }
-	// Until a rank reports, give it one timeout's grace from our start.
-	now := time.Now().UnixNano()
-	for r := range w.lastSeen {
-		w.lastSeen[r].Store(now)
+	// A rank takes no requests until it first reports: it may still be loading its model, and a
+	// request sent now would sit unanswered (clients get 503 + Retry-After instead).
+	for r := range w.down {
+		w.down[r].Store(true)
+		_ = w.disp.MarkDown(r, fmt.Sprintf("rank %d has not reported yet (schedulerd loading or not started)", r))
 	}
 	w.pull, err = cfg.Transport.Pull(ipc.WorkerEndpoint(cfg.RunDir, cfg.Index), true, ipc.WithRecvHWM(100000))
 	if err != nil {
@@ -260,6 +262,7 @@ func (w *Worker) receiveLoop() {
 	defer w.wg.Done()
 	var tb ipc.TokenBatch
 	var xb ipc.TextBatch
+	var ents []*entry
 	lastCheck := time.Now()
 	for {
 		frame, err := w.pull.Recv(100 * time.Millisecond)
@@ -287,8 +290,11 @@ func (w *Worker) receiveLoop() {
 			for i := range xb.Loads {
 				w.report(int(xb.Loads[i].Rank), xb.Loads[i].Seq, &xb.Loads[i].Load)
 			}
-			for i := range xb.Items {
-				w.deliver(&xb.Items[i].TokenItem, xb.Items[i].Text, true)
+			ents = w.lookup(ents[:0], len(xb.Items), func(i int) *ipc.TokenItem { return &xb.Items[i].TokenItem })
+			for i, e := range ents {
+				if e != nil {
+					w.deliver(e, &xb.Items[i].TokenItem, xb.Items[i].Text, true)
+				}
 			}
 		case ipc.MsgTokenBatch:
 			if err := tb.Decode(frame); err != nil {
@@ -296,8 +302,11 @@ func (w *Worker) receiveLoop() {
 				continue
 			}
 			w.report(int(tb.Rank), tb.Seq, &tb.Load)
-			for i := range tb.Items {
-				w.deliver(&tb.Items[i], "", false)
+			ents = w.lookup(ents[:0], len(tb.Items), func(i int) *ipc.TokenItem { return &tb.Items[i] })
+			for i, e := range ents {
+				if e != nil {
+					w.deliver(e, &tb.Items[i], "", false)
+				}
 			}
 		default:
 			w.log.Warn("dropped unexpected message", "type", typ)
@@ -312,6 +321,7 @@ func (w *Worker) report(rank int, seq uint64, l *ipc.Load) {
 		return
 	}
 	w.lastSeen[rank].Store(time.Now().UnixNano())
+	w.everUp[rank].Store(true)
 	if w.down[rank].Load() {
 		// The rank (or detokd) is back, possibly restarted: forget its old sequence and ledger.
 		_ = w.disp.Reset(rank)
@@ -331,24 +341,29 @@ func (w *Worker) report(rank int, seq uint64, l *ipc.Load) {
 		Received: recv, ReceivedTokens: recvTokens})
 }
 
-// deliver turns one output item into a Delta on its request's stream.
-func (w *Worker) deliver(it *ipc.TokenItem, text string, hasText bool) {
+// lookup finds the entries of a batch's n items under one lock (nil for requests already gone),
+// and forgets the ones that finish.
+func (w *Worker) lookup(dst []*entry, n int, item func(i int) *ipc.TokenItem) []*entry {
 	w.mu.Lock()
-	e, ok := w.reqs[it.RID]
-	if ok && it.Finished {
-		delete(w.reqs, it.RID)
+	for i := range n {
+		it := item(i)
+		e := w.reqs[it.RID]
+		if e != nil && it.Finished {
+			delete(w.reqs, it.RID)
+		}
+		dst = append(dst, e)
 	}
 	w.mu.Unlock()
-	if !ok {
-		return // aborted or failed already
-	}
+	return dst
+}
+
+// deliver turns one output item into a Delta on its request's stream. The stream copies what it
+// keeps, so the delta points into the decoded batch.
+func (w *Worker) deliver(e *entry, it *ipc.TokenItem, text string, hasText bool) {
 	d := api.Delta{
-		IDs: append([]int32(nil), it.NewIDs...), Text: text,
+		IDs: it.NewIDs, Text: text, Logprobs: it.Logprobs,
 		PromptTokens: int(it.PromptTokens), CachedTokens: int(it.CachedTokens), CompletionTokens: int(it.CompletionTokens),
 		Finished: it.Finished, FinishReason: finishReason(it.FinishReason),
-	}
-	if len(it.Logprobs) > 0 {
-		d.Logprobs = append([]float32(nil), it.Logprobs...)
 	}
 	if e.text != nil && !hasText {
 		d.Text, _, _ = e.text.Push(it.NewIDs, it.Finished)
@@ -424,7 +439,9 @@ func (w *Worker) failAll(rank int, err error) {
 func (w *Worker) Health() error {
 	var errs []error
 	for r := range w.down {
-		if w.down[r].Load() {
+		if !w.everUp[r].Load() {
+			errs = append(errs, fmt.Errorf("rank %d has not reported yet", r))
+		} else if w.down[r].Load() {
 			errs = append(errs, fmt.Errorf("rank %d is down", r))
 		} else if time.Duration(time.Now().UnixNano()-w.lastSeen[r].Load()) >= w.cfg.RankTimeout {
 			errs = append(errs, fmt.Errorf("rank %d has not reported yet", r))
@@ -460,6 +477,9 @@ type LoadReport struct {
 func (w *Worker) Load() any {
 	rep := LoadReport{Worker: w.cfg.Index, InFlight: w.InFlight(), Dispatch: w.disp.Snapshot()}
 	for _, r := range rep.Dispatch.Ranks {
+		if !r.Up {
+			continue // its requests were failed; its last report is history
+		}
 		rep.Totals.Running += r.Reported.Running
 		rep.Totals.Waiting += r.Reported.Waiting
 		rep.Totals.KVTokensUsed += r.Reported.KVTokensUsed

@@ -24,6 +24,9 @@ type Config struct {
 	Requests    int           // stop after this many requests (0 = no count limit)
 	Duration    time.Duration // stop starting requests after this long (0 = no time limit)
 	Rate        float64       // > 0: open loop with Poisson arrivals at this many requests/s
+	// Ramp spreads the closed loop's first requests evenly over this long, so that streams of
+	// equal length do not start, and so keep finishing and restarting, in one synchronized wave.
+	Ramp time.Duration
 
 	InputLen       int  // prompt length in tokens (words for text prompts)
 	OutputLen      int  // max_tokens
@@ -62,6 +65,7 @@ func parseFlags(args []string, stderr io.Writer) (cfg Config, opts cliOptions, e
 	fs.IntVar(&cfg.Requests, "requests", 0, "number of requests (default 4 x concurrency when -duration is not set)")
 	fs.DurationVar(&cfg.Duration, "duration", 0, "start requests for this long, then let the open ones finish")
 	fs.Float64Var(&cfg.Rate, "rate", 0, "open loop: Poisson arrivals at this many requests/s")
+	fs.DurationVar(&cfg.Ramp, "ramp", 0, "closed loop: start the streams evenly over this long instead of all at once")
 	fs.IntVar(&cfg.InputLen, "input-len", 128, "prompt length in tokens")
 	fs.IntVar(&cfg.OutputLen, "output-len", 256, "max_tokens")
 	fs.IntVar(&cfg.Vocab, "vocab", 8192, "prompt token ids are drawn below this")
@@ -114,6 +118,9 @@ func (cfg *Config) validate() error {
 	}
 	if cfg.Endpoint != "completions" && cfg.Endpoint != "chat" {
 		errs = append(errs, fmt.Errorf("-endpoint %q: want completions or chat", cfg.Endpoint))
+	}
+	if cfg.Ramp < 0 {
+		errs = append(errs, fmt.Errorf("-ramp %s is negative", cfg.Ramp))
 	}
 	if cfg.Rate < 0 {
 		errs = append(errs, fmt.Errorf("-rate %g is negative", cfg.Rate))

@@ -216,8 +216,17 @@ func firstModel(ctx context.Context, c *http.Client, base string) (string, error
 func (g *generator) closedLoop(ctx context.Context, start time.Time) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range g.cfg.Concurrency {
+	for k := range g.cfg.Concurrency {
 		wg.Go(func() {
+			if g.cfg.Ramp > 0 {
+				t := time.NewTimer(time.Duration(int64(g.cfg.Ramp) * int64(k) / int64(g.cfg.Concurrency)))
+				select {
+				case <-t.C:
+				case <-ctx.Done():
+					t.Stop()
+					return
+				}
+			}
 			for ctx.Err() == nil {
 				i := next.Add(1) - 1
 				if g.cfg.Requests > 0 && i >= int64(g.cfg.Requests) {

@@ -113,6 +113,26 @@ func TestOpenLoop(t *testing.T) {
 	}
 }
 
+// TestRampSpreadsStarts: with -ramp the streams start one by one over the ramp, so the last
+// one starts (and the run ends) no earlier than the ramp's last slot.
+func TestRampSpreadsStarts(t *testing.T) {
+	_, url := startBare(t, 0, nil)
+	cfg := baseConfig(url)
+	cfg.Concurrency, cfg.Requests, cfg.Ramp = 4, 4, 400*time.Millisecond
+	start := time.Now()
+	sum := runOK(t, cfg)
+	if took := time.Since(start); took < 300*time.Millisecond {
+		t.Errorf("4 streams ramped over 400ms finished after %s", took)
+	}
+	if sum.Completed != 4 {
+		t.Errorf("completed %d", sum.Completed)
+	}
+	cfg.Ramp = -time.Second
+	if err := cfg.validate(); err == nil {
+		t.Error("a negative ramp was accepted")
+	}
+}
+
 func TestDurationBound(t *testing.T) {
 	_, url := startBare(t, time.Millisecond, nil)
 	cfg := baseConfig(url)

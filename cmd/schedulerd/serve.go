@@ -14,6 +14,7 @@ import (
 	"github.com/llmserve/llmserve/backend"
 	"github.com/llmserve/llmserve/backend/replay"
 	"github.com/llmserve/llmserve/cmd/internal/runflags"
+	"github.com/llmserve/llmserve/grammar"
 	"github.com/llmserve/llmserve/model"
 	"github.com/llmserve/llmserve/runner"
 	"github.com/llmserve/llmserve/scheduler"
@@ -91,9 +92,17 @@ func serveCommand() *cli.Command {
 					return err
 				}
 			}
+			var grammars *runner.Grammars
+			if tok != nil {
+				gopts, err := runflags.GrammarOptions(cmd)
+				if err != nil {
+					return err
+				}
+				grammars = runner.NewGrammars(grammar.NewCompiler(tok, runflags.GrammarEOS(path, tok), gopts))
+			}
 			r, err := runner.New(runner.Config{
 				Rank: rank, NumWorkers: int(cmd.Int("tokenizer-worker-num")), RunDir: dir, Transport: tr,
-				Direct: cmd.Bool("skip-detokenization") || cmd.Bool("skip-tokenizer-init"), Tokenizer: tok,
+				Direct: cmd.Bool("skip-detokenization") || cmd.Bool("skip-tokenizer-init"), Tokenizer: tok, Grammars: grammars,
 				Heartbeat: cmd.Duration("heartbeat"), Log: log,
 			}, sched)
 			if err != nil {

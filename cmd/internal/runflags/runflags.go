@@ -7,9 +7,13 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 
+	"github.com/llmserve/llmserve/grammar"
 	"github.com/llmserve/llmserve/ipc"
+	"github.com/llmserve/llmserve/model"
+	"github.com/llmserve/llmserve/tokenizer"
 	"github.com/urfave/cli/v3"
 )
 
@@ -18,12 +22,15 @@ func Common() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "model-path", Value: "models/pico", Usage: "Hugging Face model directory", Sources: cli.EnvVars("MODEL_PATH")},
 		&cli.StringFlag{Name: "run-dir", Usage: "private directory (0700) holding the ipc sockets; default: $XDG_RUNTIME_DIR or /tmp, /llmserve-UID-PORT", Sources: cli.EnvVars("LLMSERVE_RUN_DIR")},
-		&cli.IntFlag{Name: "port", Value: 30000, Usage: "HTTP port (also names the default run dir)", Sources: cli.EnvVars("PORT")},
+		&cli.IntFlag{Name: "port", Value: 30000, Usage: "HTTP port (also names the default run dir)", Sources: cli.EnvVars("LLMSERVE_PORT", "PORT")},
 		&cli.IntFlag{Name: "tokenizer-worker-num", Value: 1, Usage: "tokenizer worker processes", Sources: cli.EnvVars("TOKENIZER_WORKERS")},
 		&cli.IntFlag{Name: "dp-size", Value: 1, Usage: "data-parallel ranks (schedulerd processes)", Sources: cli.EnvVars("DP_SIZE")},
 		&cli.BoolFlag{Name: "skip-detokenization", Usage: "no detokd: workers detokenize the requests they own", Sources: cli.EnvVars("SKIP_DETOKENIZATION")},
 		&cli.BoolFlag{Name: "skip-tokenizer-init", Usage: "no tokenizer anywhere: token ids in and out only", Sources: cli.EnvVars("SKIP_TOKENIZER_INIT")},
 		&cli.StringFlag{Name: "transport", Usage: "ZMQ implementation: libzmq (cgo builds) or gozmq; default: the best in this build", Sources: cli.EnvVars("LLMSERVE_TRANSPORT")},
+		&cli.IntFlag{Name: "grammar-max-schema-bytes", Value: 1 << 20, Usage: "largest JSON schema or regex accepted for structured output", Sources: cli.EnvVars("GRAMMAR_MAX_SCHEMA_BYTES")},
+		&cli.IntFlag{Name: "grammar-max-depth", Value: 64, Usage: "deepest schema nesting accepted for structured output", Sources: cli.EnvVars("GRAMMAR_MAX_DEPTH")},
+		&cli.StringFlag{Name: "grammar-whitespace", Value: "compact", Usage: "JSON whitespace structured output allows: compact or flexible", Sources: cli.EnvVars("GRAMMAR_WHITESPACE")},
 		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error", Sources: cli.EnvVars("LOG_LEVEL")},
 	}
 }
@@ -69,4 +76,40 @@ func Check(cmd *cli.Command) error {
 		return fmt.Errorf("--dp-size must be in [1, 256], got %d", n)
 	}
 	return nil
+}
+
+// GrammarOptions are the structured-output compiler's settings; every process that compiles
+// grammars (each worker checks them, each rank enforces them) uses the same ones.
+func GrammarOptions(cmd *cli.Command) (grammar.Options, error) {
+	o := grammar.Options{Limits: grammar.Limits{MaxSchemaBytes: int(cmd.Int("grammar-max-schema-bytes")), MaxDepth: int(cmd.Int("grammar-max-depth"))}}
+	switch ws := cmd.String("grammar-whitespace"); ws {
+	case "compact":
+		o.Whitespace = grammar.Compact
+	case "flexible":
+		o.Whitespace = grammar.Flexible
+	default:
+		return o, fmt.Errorf("--grammar-whitespace %q: want compact or flexible", ws)
+	}
+	if o.Limits.MaxSchemaBytes < 1 || o.Limits.MaxDepth < 1 {
+		return o, fmt.Errorf("--grammar-max-schema-bytes and --grammar-max-depth must be >= 1")
+	}
+	return o, nil
+}
+
+// GrammarEOS is the token ids that end a constrained output: the model's EOS ids from
+// generation_config.json (else config.json), and the tokenizer's.
+func GrammarEOS(modelPath string, tok *tokenizer.Tokenizer) []int32 {
+	var eos []int32
+	if gc, err := model.LoadGenerationConfig(modelPath); err == nil {
+		eos = append(eos, gc.EOSTokenIDs...)
+	}
+	if len(eos) == 0 {
+		if cfg, err := model.LoadConfig(modelPath); err == nil {
+			eos = append(eos, cfg.EOSTokenIDs...)
+		}
+	}
+	if id, ok := tok.EOS(); ok && !slices.Contains(eos, id) {
+		eos = append(eos, id)
+	}
+	return eos
 }

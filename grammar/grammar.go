@@ -1,0 +1,364 @@
+// Package grammar compiles JSON Schemas, free JSON objects and regular
+// expressions into byte-level automata and computes, for each decoding step,
+// the mask of vocabulary tokens that keep the output inside the language.
+package grammar
+
+import (
+	"container/list"
+	"fmt"
+	"sync"
+)
+
+// WhitespaceMode selects the whitespace JSON grammars allow between tokens.
+type WhitespaceMode int
+
+const (
+	// Compact allows no insignificant whitespace.
+	Compact WhitespaceMode = iota
+	// Flexible allows JSON whitespace between tokens.
+	Flexible
+)
+
+// Limits bound compile-time work; zero fields take defaults.
+type Limits struct {
+	MaxSchemaBytes int // longest schema or regex text accepted
+	MaxDepth       int // deepest value nesting a schema may describe (its JSON nests up to 2x+2)
+	MaxStates      int // largest automaton a compile may build
+}
+
+// Options configure a Compiler.
+type Options struct {
+	Whitespace WhitespaceMode
+	Limits     Limits
+	CacheSize  int
+}
+
+// Error is a compile error caused by the input (invalid schema, unsupported
+// keyword, bad regex, too large); callers report it as a client error.
+type Error struct{ Reason string }
+
+func (e *Error) Error() string { return "grammar: " + e.Reason }
+
+func errf(format string, a ...any) *Error { return &Error{Reason: fmt.Sprintf(format, a...)} }
+
+// Compiler compiles grammars over one vocabulary. It is safe for concurrent
+// use and caches compiled grammars (LRU).
+type Compiler struct {
+	vt   *vocabTables
+	opts Options
+
+	mu    sync.Mutex
+	lru   *list.List
+	cache map[string]*list.Element
+}
+
+type cacheEnt struct {
+	key string
+	g   *Grammar
+	err error
+}
+
+// NewCompiler precomputes the vocabulary tables shared by all grammars.
+func NewCompiler(v Vocab, eos []int32, opts Options) *Compiler {
+	if opts.Limits.MaxSchemaBytes <= 0 {
+		opts.Limits.MaxSchemaBytes = 1 << 20
+	}
+	if opts.Limits.MaxDepth <= 0 {
+		opts.Limits.MaxDepth = 64
+	}
+	if opts.Limits.MaxStates <= 0 {
+		opts.Limits.MaxStates = 1 << 20
+	}
+	if opts.CacheSize <= 0 {
+		opts.CacheSize = 256
+	}
+	return &Compiler{vt: newVocabTables(v, eos), opts: opts, lru: list.New(), cache: map[string]*list.Element{}}
+}
+
+func (c *Compiler) cached(key string, build func() (*Grammar, error)) (*Grammar, error) {
+	c.mu.Lock()
+	if el, ok := c.cache[key]; ok {
+		c.lru.MoveToFront(el)
+		e := el.Value.(*cacheEnt)
+		c.mu.Unlock()
+		return e.g, e.err
+	}
+	c.mu.Unlock()
+	g, err := build()
+	if err != nil {
+		if _, ok := err.(*Error); !ok {
+			err = &Error{Reason: err.Error()}
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.cache[key]; ok {
+		e := el.Value.(*cacheEnt)
+		return e.g, e.err
+	}
+	c.cache[key] = c.lru.PushFront(&cacheEnt{key: key, g: g, err: err})
+	for c.lru.Len() > c.opts.CacheSize {
+		el := c.lru.Back()
+		c.lru.Remove(el)
+		delete(c.cache, el.Value.(*cacheEnt).key)
+	}
+	return g, err
+}
+
+func (c *Compiler) newBuilder() *builder {
+	return &builder{g: &Grammar{vt: c.vt}, maxNodes: c.opts.Limits.MaxStates}
+}
+
+func (c *Compiler) finish(b *builder, root frag) (*Grammar, error) {
+	if b.over {
+		return nil, errf("grammar exceeds %d automaton nodes", c.opts.Limits.MaxStates)
+	}
+	g := b.g
+	g.nodes[root.out].final = true
+	g.rules[0] = root.in
+	g.initDFA(c.opts.Limits.MaxStates)
+	return g, nil
+}
+
+// JSONSchema compiles a JSON Schema document.
+func (c *Compiler) JSONSchema(schema string) (*Grammar, error) {
+	if len(schema) > c.opts.Limits.MaxSchemaBytes {
+		return nil, errf("schema is %d bytes, over the %d byte limit", len(schema), c.opts.Limits.MaxSchemaBytes)
+	}
+	return c.cached("s\x00"+schema, func() (*Grammar, error) { return c.compileSchema(schema) })
+}
+
+// JSONObject compiles a grammar for any JSON object.
+func (c *Compiler) JSONObject() (*Grammar, error) {
+	return c.cached("o\x00", func() (*Grammar, error) {
+		return c.compileSchema(`{"type":"object"}`)
+	})
+}
+
+// Regex compiles a grammar for strings fully matching pattern.
+func (c *Compiler) Regex(pattern string) (*Grammar, error) {
+	if len(pattern) > c.opts.Limits.MaxSchemaBytes {
+		return nil, errf("regex is %d bytes, over the %d byte limit", len(pattern), c.opts.Limits.MaxSchemaBytes)
+	}
+	return c.cached("r\x00"+pattern, func() (*Grammar, error) {
+		d, err := regexDFA(pattern, false)
+		if err != nil {
+			return nil, err
+		}
+		b := c.newBuilder()
+		b.g.rules = []int32{0}
+		return c.finish(b, b.rawChars(d))
+	})
+}
+
+// rawChars emits the UTF-8 bytes of strings accepted by d (no JSON quoting).
+func (b *builder) rawChars(d *cdfa) frag {
+	out := b.node()
+	ns := make([]int32, len(d.trans))
+	for i := range ns {
+		ns[i] = b.node()
+	}
+	for i, tr := range d.trans {
+		if d.acc[i] {
+			b.eps(ns[i], out)
+		}
+		for _, t := range tr {
+			to := ns[t.to]
+			utf8Seqs(t.lo, t.hi, func(seq [][2]byte) {
+				cur := ns[i]
+				for k, br := range seq {
+					nx := to
+					if k < len(seq)-1 {
+						nx = b.node()
+					}
+					b.edge(cur, br[0], br[1], nx)
+					cur = nx
+				}
+			})
+		}
+	}
+	return frag{ns[0], out}
+}
+
+// Matcher tracks one generation against a Grammar.
+type Matcher struct {
+	g    *Grammar
+	hist []int32 // DFA state after each accepted token; -1 = EOS accepted
+}
+
+// NewMatcher starts a generation at the grammar's start.
+func (g *Grammar) NewMatcher() *Matcher {
+	return &Matcher{g: g, hist: append(make([]int32, 0, 64), g.start)}
+}
+
+func (m *Matcher) cur() int32 { return m.hist[len(m.hist)-1] }
+
+// FillMask sets bit i of mask iff token i may come next.
+func (m *Matcher) FillMask(mask []uint64) {
+	g := m.g
+	words := g.vt.words
+	s := m.cur()
+	if s < 0 {
+		clear(mask[:words])
+		return
+	}
+	g.mu.Lock()
+	cm := g.maskOf(s)
+	acc := g.states[s].accept
+	g.mu.Unlock()
+	cm.fill(mask[:words])
+	if acc {
+		for _, e := range g.vt.eos {
+			if int(e) < g.vt.n {
+				mask[e>>6] |= 1 << (uint(e) & 63)
+			}
+		}
+	}
+}
+
+// Accept advances by tok; it returns false (and changes nothing) if tok is
+// not allowed. Accepting EOS terminates the matcher.
+func (m *Matcher) Accept(tok int32) bool {
+	g := m.g
+	s := m.cur()
+	if s < 0 || tok < 0 || int(tok) >= g.vt.n {
+		return false
+	}
+	if g.vt.eosSet[tok] {
+		g.mu.Lock()
+		acc := g.states[s].accept
+		g.mu.Unlock()
+		if !acc {
+			return false
+		}
+		m.hist = append(m.hist, -1)
+		return true
+	}
+	bs := g.vt.toks[tok]
+	if len(bs) == 0 {
+		return false
+	}
+	g.mu.Lock()
+	for _, c := range bs {
+		if s = g.step(s, c); s == 0 {
+			break
+		}
+	}
+	g.mu.Unlock()
+	if s == 0 {
+		return false
+	}
+	m.hist = append(m.hist, s)
+	return true
+}
+
+// AcceptBytes advances over raw bytes (used for forced bytes); it returns
+// false and changes nothing if they are not allowed.
+func (m *Matcher) AcceptBytes(bs []byte) bool {
+	s := m.cur()
+	if s < 0 {
+		return false
+	}
+	m.g.mu.Lock()
+	for _, c := range bs {
+		if s = m.g.step(s, c); s == 0 {
+			break
+		}
+	}
+	m.g.mu.Unlock()
+	if s == 0 {
+		return false
+	}
+	m.hist = append(m.hist, s)
+	return true
+}
+
+// CanEnd reports whether EOS is allowed now.
+func (m *Matcher) CanEnd() bool {
+	s := m.cur()
+	if s < 0 {
+		return false
+	}
+	m.g.mu.Lock()
+	defer m.g.mu.Unlock()
+	return m.g.states[s].accept
+}
+
+// Done reports whether the matcher terminated or only EOS can follow.
+func (m *Matcher) Done() bool {
+	s := m.cur()
+	if s < 0 {
+		return true
+	}
+	m.g.mu.Lock()
+	defer m.g.mu.Unlock()
+	ds := m.g.states[s]
+	return ds.accept && ds.next == [4]uint64{}
+}
+
+// Rollback undoes the last n accepted tokens (or AcceptBytes calls).
+func (m *Matcher) Rollback(n int) {
+	if n > len(m.hist)-1 {
+		n = len(m.hist) - 1
+	}
+	if n > 0 {
+		m.hist = m.hist[:len(m.hist)-n]
+	}
+}
+
+// ForcedBytes returns the bytes that must follow whatever comes next; it is
+// empty when there is a choice (or the grammar may end here).
+func (m *Matcher) ForcedBytes() []byte {
+	s := m.cur()
+	if s < 0 {
+		return nil
+	}
+	g := m.g
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []byte
+	for len(out) < 4096 {
+		ds := g.states[s]
+		if ds.accept {
+			break
+		}
+		b, ok := singleByte(&ds.next)
+		if !ok {
+			break
+		}
+		out = append(out, b)
+		if s = g.step(s, b); s == 0 {
+			return nil
+		}
+	}
+	return out
+}
+
+func singleByte(bs *[4]uint64) (byte, bool) {
+	found := -1
+	for w := 0; w < 4; w++ {
+		x := bs[w]
+		if x == 0 {
+			continue
+		}
+		if x&(x-1) != 0 || found >= 0 {
+			return 0, false
+		}
+		for k := 0; k < 64; k++ {
+			if x&(1<<uint(k)) != 0 {
+				found = w*64 + k
+			}
+		}
+	}
+	if found < 0 {
+		return 0, false
+	}
+	return byte(found), true
+}
+
+// States reports how many DFA states the grammar has built so far.
+func (g *Grammar) States() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.states)
+}

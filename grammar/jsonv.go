@@ -1,0 +1,211 @@
+package grammar
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/big"
+	"strconv"
+	"strings"
+)
+
+// jv is a parsed JSON value that keeps object member order: the schema's
+// "properties" order decides the order in which the grammar emits keys.
+type jv struct {
+	kind jkind
+	b    bool
+	num  string // raw number text
+	str  string
+	arr  []*jv
+	keys []string
+	vals []*jv
+	id   int32 // unique per document, used to key rule caches
+}
+
+type jkind uint8
+
+const (
+	jNull jkind = iota
+	jBool
+	jNum
+	jStr
+	jArr
+	jObj
+)
+
+func (v *jv) get(key string) *jv {
+	if v == nil || v.kind != jObj {
+		return nil
+	}
+	for i, k := range v.keys {
+		if k == key {
+			return v.vals[i]
+		}
+	}
+	return nil
+}
+
+// parseJV parses one JSON document preserving key order.
+func parseJV(data []byte, maxDepth int) (*jv, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var next int32
+	var parse func(depth int) (*jv, error)
+	parse = func(depth int) (*jv, error) {
+		if depth > maxDepth {
+			return nil, fmt.Errorf("nesting deeper than %d", maxDepth)
+		}
+		t, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		next++
+		v := &jv{id: next}
+		switch x := t.(type) {
+		case nil:
+			v.kind = jNull
+		case bool:
+			v.kind, v.b = jBool, x
+		case json.Number:
+			v.kind, v.num = jNum, string(x)
+		case string:
+			v.kind, v.str = jStr, x
+		case json.Delim:
+			switch x {
+			case '[':
+				v.kind = jArr
+				for dec.More() {
+					e, err := parse(depth + 1)
+					if err != nil {
+						return nil, err
+					}
+					v.arr = append(v.arr, e)
+				}
+				if _, err := dec.Token(); err != nil {
+					return nil, err
+				}
+			case '{':
+				v.kind = jObj
+				for dec.More() {
+					kt, err := dec.Token()
+					if err != nil {
+						return nil, err
+					}
+					k, ok := kt.(string)
+					if !ok {
+						return nil, fmt.Errorf("object key is not a string")
+					}
+					e, err := parse(depth + 1)
+					if err != nil {
+						return nil, err
+					}
+					dup := false
+					for i, ek := range v.keys {
+						if ek == k { // last one wins, as in encoding/json
+							v.vals[i] = e
+							dup = true
+						}
+					}
+					if !dup {
+						v.keys = append(v.keys, k)
+						v.vals = append(v.vals, e)
+					}
+				}
+				if _, err := dec.Token(); err != nil {
+					return nil, err
+				}
+			default:
+				return nil, fmt.Errorf("unexpected %v", x)
+			}
+		}
+		return v, nil
+	}
+	v, err := parse(0)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("trailing data after JSON value")
+	}
+	return v, nil
+}
+
+// appendCompact serializes v compactly, with the escaping the grammar
+// accepts canonically (so enum/const literals match what the matcher emits).
+func appendCompact(dst []byte, v *jv) []byte {
+	switch v.kind {
+	case jNull:
+		return append(dst, "null"...)
+	case jBool:
+		return strconv.AppendBool(dst, v.b)
+	case jNum:
+		return append(dst, v.num...)
+	case jStr:
+		return appendJSONString(dst, v.str)
+	case jArr:
+		dst = append(dst, '[')
+		for i, e := range v.arr {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendCompact(dst, e)
+		}
+		return append(dst, ']')
+	default:
+		dst = append(dst, '{')
+		for i, k := range v.keys {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendJSONString(dst, k)
+			dst = append(dst, ':')
+			dst = appendCompact(dst, v.vals[i])
+		}
+		return append(dst, '}')
+	}
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString writes s as a JSON string: only '"', '\\' and control
+// characters are escaped; everything else is raw UTF-8.
+func appendJSONString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"':
+			dst = append(dst, '\\', '"')
+		case c == '\\':
+			dst = append(dst, '\\', '\\')
+		case c == '\n':
+			dst = append(dst, '\\', 'n')
+		case c == '\r':
+			dst = append(dst, '\\', 'r')
+		case c == '\t':
+			dst = append(dst, '\\', 't')
+		case c == '\b':
+			dst = append(dst, '\\', 'b')
+		case c == '\f':
+			dst = append(dst, '\\', 'f')
+		case c < 0x20:
+			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&15])
+		default:
+			dst = append(dst, c)
+		}
+	}
+	return append(dst, '"')
+}
+
+// numRat parses a JSON number exactly.
+func numRat(s string) (*big.Rat, bool) {
+	r, ok := new(big.Rat).SetString(strings.TrimSpace(s))
+	return r, ok
+}
+
+// isIntegral reports whether the JSON number text denotes an integer value.
+func isIntegral(s string) bool {
+	r, ok := numRat(s)
+	return ok && r.IsInt()
+}

@@ -1,0 +1,189 @@
+package grammar
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+)
+
+type schemaCase struct {
+	name    string
+	schema  string
+	valid   []string
+	invalid []string
+}
+
+var schemaCases = []schemaCase{
+	{"object order and optional", `{"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string"},"c":{"type":"boolean"}},"required":["a","c"],"additionalProperties":false}`,
+		[]string{`{"a":1,"c":true}`, `{"a":-5,"b":"x","c":false}`},
+		[]string{`{"c":true,"a":1}`, `{"a":1}`, `{"a":1.5,"c":true}`, `{"a":1,"c":true,"d":1}`, `{"a":1,"b":2,"c":true}`}},
+	{"additional properties open", `{"type":"object","properties":{"a":{"type":"integer"}}}`,
+		[]string{`{"a":1,"zz":[1,{"q":null}]}`, `{"x":"y"}`, `{}`},
+		[]string{`{"a":"s"}`, `{"a":1,"a":"s"}`}},
+	{"additional properties schema", `{"type":"object","additionalProperties":{"type":"number"}}`,
+		[]string{`{"x":1.5,"y":-2e3}`, `{}`},
+		[]string{`{"x":"1"}`}},
+	{"type union", `{"type":["string","null"]}`, []string{`"hi"`, `null`}, []string{`1`, `true`}},
+	{"enum and const", `{"type":"object","properties":{"k":{"enum":["a","b",3,null]},"c":{"const":{"x":[1,2]}}},"required":["k","c"]}`,
+		[]string{`{"k":"a","c":{"x":[1,2]}}`, `{"k":3,"c":{"x":[1,2]}}`, `{"k":null,"c":{"x":[1,2]}}`},
+		[]string{`{"k":"c","c":{"x":[1,2]}}`, `{"k":"a","c":{"x":[1]}}`}},
+	{"arrays", `{"type":"array","items":{"type":"integer"},"minItems":2,"maxItems":3}`,
+		[]string{`[1,2]`, `[1,2,3]`}, []string{`[]`, `[1]`, `[1,2,3,4]`, `[1,"a"]`}},
+	{"prefixItems", `{"type":"array","prefixItems":[{"type":"string"},{"type":"boolean"}],"items":false}`,
+		[]string{`["a",true]`, `["a"]`, `[]`}, []string{`["a",true,1]`, `[true]`}},
+	{"tuple draft4", `{"$schema":"http://json-schema.org/draft-04/schema#","type":"array","items":[{"type":"integer"}],"additionalItems":{"type":"string"}}`,
+		[]string{`[1,"a","b"]`, `[1]`}, []string{`["a"]`, `[1,2]`}},
+	{"anyOf", `{"anyOf":[{"type":"integer","minimum":10},{"type":"string","maxLength":2}]}`,
+		[]string{`10`, `999`, `"ab"`}, []string{`9`, `"abc"`, `null`}},
+	{"oneOf disjoint", `{"oneOf":[{"type":"object","properties":{"kind":{"const":"a"},"x":{"type":"integer"}},"required":["kind"]},{"type":"object","properties":{"kind":{"const":"b"},"y":{"type":"string"}},"required":["kind"]}]}`,
+		[]string{`{"kind":"a","x":1}`, `{"kind":"b","y":"s"}`}, []string{`{"kind":"c"}`, `{"kind":"a","x":"s"}`}},
+	{"allOf merge", `{"allOf":[{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]},{"properties":{"b":{"type":"string"}},"required":["b"]}]}`,
+		[]string{`{"a":1,"b":"x"}`}, []string{`{"a":1}`, `{"b":"x"}`}},
+	{"ref recursion", `{"$defs":{"node":{"type":"object","properties":{"v":{"type":"integer"},"kids":{"type":"array","items":{"$ref":"#/$defs/node"}}},"required":["v"],"additionalProperties":false}},"$ref":"#/$defs/node"}`,
+		[]string{`{"v":1}`, `{"v":1,"kids":[{"v":2,"kids":[{"v":3}]},{"v":4}]}`}, []string{`{"v":1,"kids":[{}]}`, `{"v":1,"kids":[{"v":"x"}]}`}},
+	{"definitions draft7", `{"$schema":"http://json-schema.org/draft-07/schema#","definitions":{"s":{"type":"string","minLength":1}},"type":"object","properties":{"n":{"$ref":"#/definitions/s"}},"required":["n"]}`,
+		[]string{`{"n":"a"}`}, []string{`{"n":""}`}},
+	{"integer bounds", `{"type":"integer","minimum":-15,"exclusiveMaximum":120}`,
+		[]string{`-15`, `0`, `7`, `119`, `-3`}, []string{`-16`, `120`, `1000`, `1.5`, `007`}},
+	{"number bounds", `{"type":"number","minimum":0.5,"maximum":10}`,
+		[]string{`1`, `2.75`, `10`, `9.999`}, []string{`0`, `10.5`, `-1`, `11`}},
+	{"exclusive zero", `{"type":"number","exclusiveMinimum":0}`,
+		[]string{`0.001`, `3`}, []string{`0`, `0.0`, `-1`}},
+	{"multipleOf", `{"type":"integer","multipleOf":7,"minimum":0,"maximum":50}`,
+		[]string{`0`, `7`, `49`}, []string{`8`, `56`, `-7`}},
+	{"string length", `{"type":"string","minLength":2,"maxLength":4}`,
+		[]string{`"ab"`, `"abcd"`, `"é€x"`, `"a\n"`}, []string{`"a"`, `"abcde"`}},
+	{"pattern search", `{"type":"string","pattern":"[0-9]{3}"}`,
+		[]string{`"ab123cd"`, `"123"`}, []string{`"12a3"`}},
+	{"pattern anchored", `{"type":"string","pattern":"^[a-z]+(-[a-z]+)*$"}`,
+		[]string{`"abc"`, `"ab-cd-e"`}, []string{`"ab-"`, `"Ab"`, `"a b"`}},
+	{"format date-time", `{"type":"string","format":"date-time"}`,
+		[]string{`"2024-02-28T13:45:00Z"`, `"1999-12-31T23:59:59.123+05:30"`}, []string{`"2024-02-30T13:45:00Z"`, `"2024-01-01 10:00:00"`}},
+	{"format date", `{"type":"string","format":"date"}`, []string{`"2023-04-30"`}, []string{`"2023-04-31"`, `"2023-4-3"`}},
+	{"format uuid", `{"type":"string","format":"uuid"}`, []string{`"123e4567-e89b-12d3-a456-426614174000"`}, []string{`"123e4567e89b12d3a456426614174000"`}},
+	{"format email", `{"type":"string","format":"email"}`, []string{`"john.doe@example.com"`}, []string{`"john.doe"`, `"a@b"`}},
+	{"format ipv4", `{"type":"string","format":"ipv4"}`, []string{`"192.168.0.1"`}, []string{`"256.1.1.1"`, `"1.2.3"`}},
+	{"format ipv6", `{"type":"string","format":"ipv6"}`, []string{`"::1"`, `"2001:db8::8a2e:370:7334"`}, []string{`"2001:db8:::1"`, `"1.2.3.4"`}},
+	{"format uri", `{"type":"string","format":"uri"}`, []string{`"https://example.com/a/b?x=1#f"`}, []string{`"not a uri"`, `"/relative"`}},
+	{"patternProperties", `{"type":"object","patternProperties":{"^x-":{"type":"integer"}},"additionalProperties":false}`,
+		[]string{`{"x-a":1,"x-b":2}`, `{}`}, []string{`{"y":1}`, `{"x-a":"s"}`}},
+	{"propertyNames", `{"type":"object","propertyNames":{"pattern":"^[a-z]+$"},"additionalProperties":{"type":"integer"}}`,
+		[]string{`{"abc":1}`}, []string{`{"aBc":1}`, `{"abc":"s"}`}},
+	{"boolean schema", `true`, []string{`1`, `{"a":[]}`, `"s"`}, []string{`{"a":}`}},
+	{"escapes in free strings", `{"type":"string"}`, []string{`"a\"b\\c\u00e9\n"`, `"日本語"`}, []string{`"\x"`, `"a` + "\x01" + `"`}},
+}
+
+func TestSchemaFeatures(t *testing.T) {
+	for _, tok := range []string{"llama3", "qwen3"} {
+		e := env(t, tok)
+		for _, tc := range schemaCases {
+			g, err := e.comp.JSONSchema(tc.schema)
+			if err != nil {
+				t.Fatalf("%s/%s: compile: %v", tok, tc.name, err)
+			}
+			for _, d := range tc.valid {
+				if !acceptDoc(t, e, g, d) {
+					t.Errorf("%s/%s: valid %s rejected", tok, tc.name, d)
+				}
+				if !acceptBytes(g, d) {
+					t.Errorf("%s/%s: valid %s rejected bytewise", tok, tc.name, d)
+				}
+			}
+			for _, d := range tc.invalid {
+				if acceptDoc(t, e, g, d) || acceptBytes(g, d) {
+					t.Errorf("%s/%s: invalid %s accepted", tok, tc.name, d)
+				}
+			}
+		}
+	}
+}
+
+func TestFlexibleWhitespace(t *testing.T) {
+	e := env(t, "llama3")
+	g, err := e.flex.JSONSchema(`{"type":"object","properties":{"a":{"type":"array","items":{"type":"integer"}}},"required":["a"]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{`{"a":[1,2]}`, "{\n  \"a\": [ 1, 2 ]\n}"} {
+		if !acceptDoc(t, e, g, d) {
+			t.Errorf("flexible: %q rejected", d)
+		}
+	}
+	gc, _ := e.comp.JSONSchema(`{"type":"object","properties":{"a":{"type":"array","items":{"type":"integer"}}},"required":["a"]}`)
+	if acceptDoc(t, e, gc, "{ \"a\":[1]}") {
+		t.Error("compact grammar accepted whitespace")
+	}
+}
+
+func TestCompileErrors(t *testing.T) {
+	e := env(t, "llama3")
+	cases := map[string]string{
+		`{"type":"object","not":{"required":["a"]}}`:          "not",
+		`{"type":"array","uniqueItems":true}`:                 "uniqueItems",
+		`{"type":"string","pattern":"(?=a)b"}`:                "pattern",
+		`{"type":"string","pattern":"(a"}`:                    "pattern",
+		`{"$ref":"http://example.com/x.json"}`:                "",
+		`{"type":"strin"}`:                                    "",
+		`{"oneOf":[{"type":"integer"},{"type":"number"}]}`:    "oneOf",
+		`{"type":"object","if":{"required":["a"]},"then":{}}`: "if",
+		`not json`: "JSON",
+	}
+	for schema, want := range cases {
+		_, err := e.comp.JSONSchema(schema)
+		var ge *Error
+		if !errors.As(err, &ge) {
+			t.Errorf("%s: want *Error, got %v", schema, err)
+			continue
+		}
+		if !strings.Contains(ge.Reason, want) {
+			t.Errorf("%s: error %q does not mention %q", schema, ge.Reason, want)
+		}
+	}
+	small := NewCompiler(e.tok, []int32{e.eos}, Options{Limits: Limits{MaxSchemaBytes: 10}})
+	if _, err := small.JSONSchema(`{"type":"string"}`); err == nil {
+		t.Error("schema over MaxSchemaBytes compiled")
+	}
+}
+
+// invalidCase is one hand-written MaskBench-style negative instance.
+type invalidCase struct {
+	Schema json.RawMessage `json:"schema"`
+	Valid  []string        `json:"valid"`
+	Data   []string        `json:"invalid"`
+}
+
+func TestInvalidInstancesRejected(t *testing.T) {
+	raw, err := os.ReadFile("testdata/invalid.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cases []invalidCase
+	if err := json.Unmarshal(raw, &cases); err != nil {
+		t.Fatal(err)
+	}
+	e := env(t, "llama3")
+	n := 0
+	for i, c := range cases {
+		g, err := e.comp.JSONSchema(string(c.Schema))
+		if err != nil {
+			t.Errorf("case %d: compile: %v", i, err)
+			continue
+		}
+		for _, d := range c.Valid {
+			if !acceptDoc(t, e, g, d) {
+				t.Errorf("case %d: valid %s rejected", i, d)
+			}
+		}
+		for _, d := range c.Data {
+			n++
+			if acceptDoc(t, e, g, d) {
+				t.Errorf("case %d: invalid %s accepted", i, d)
+			}
+		}
+	}
+	if n < 30 {
+		t.Fatalf("only %d invalid instances in testdata", n)
+	}
+}

@@ -1,0 +1,254 @@
+package grammar
+
+import (
+	"bytes"
+	"sort"
+)
+
+// Vocab is what the matcher needs from a tokenizer; *tokenizer.Tokenizer satisfies it.
+type Vocab interface {
+	VocabSize() int
+	TokenBytes(id int32) []byte
+	IsSpecial(id int32) bool
+}
+
+// trie is a token trie flattened in preorder: node i has byte b[i] at depth
+// d[i] (root children have depth 0), its subtree ends before end[i], and tok[i]
+// is the token whose bytes end there (-1 if none). A walk that finds node i
+// dead skips straight to end[i], which is what makes masks cheap.
+type trie struct {
+	b    []byte
+	d    []uint16
+	end  []int32
+	tok  []int32
+	dups map[int32][]int32 // node -> further tokens with identical bytes
+	maxD int
+}
+
+func buildTrie(ids []int32, bytesOf func(int32) []byte) *trie {
+	sort.Slice(ids, func(i, j int) bool {
+		c := bytes.Compare(bytesOf(ids[i]), bytesOf(ids[j]))
+		if c != 0 {
+			return c < 0
+		}
+		return ids[i] < ids[j]
+	})
+	t := &trie{dups: map[int32][]int32{}}
+	var path []int32 // node index per depth on the current path
+	var prev []byte
+	for _, id := range ids {
+		bs := bytesOf(id)
+		if len(bs) == 0 {
+			continue
+		}
+		lcp := 0
+		for lcp < len(prev) && lcp < len(bs) && prev[lcp] == bs[lcp] {
+			lcp++
+		}
+		if lcp == len(bs) && lcp == len(prev) {
+			n := path[len(path)-1]
+			t.dups[n] = append(t.dups[n], id)
+			continue
+		}
+		for len(path) > lcp {
+			n := path[len(path)-1]
+			t.end[n] = int32(len(t.b))
+			path = path[:len(path)-1]
+		}
+		for k := lcp; k < len(bs); k++ {
+			t.b = append(t.b, bs[k])
+			t.d = append(t.d, uint16(k))
+			t.end = append(t.end, 0)
+			t.tok = append(t.tok, -1)
+			path = append(path, int32(len(t.b)-1))
+		}
+		t.tok[path[len(path)-1]] = id
+		if len(bs) > t.maxD {
+			t.maxD = len(bs)
+		}
+		prev = bs
+	}
+	for _, n := range path {
+		t.end[n] = int32(len(t.b))
+	}
+	return t
+}
+
+// Free JSON string body automaton (byte level, strict UTF-8). Substates:
+const (
+	sqNormal = iota
+	sqEsc
+	sqU4
+	sqU3
+	sqU2
+	sqU1
+	sqC1
+	sqC2
+	sqC3
+	sqE0
+	sqED
+	sqF0
+	sqF4
+	numSQ
+)
+
+const (
+	sqDead  = -1
+	sqClose = -2
+)
+
+func isHex(b byte) bool {
+	return b >= '0' && b <= '9' || b >= 'a' && b <= 'f' || b >= 'A' && b <= 'F'
+}
+
+// strStep is the reference transition of a free JSON string body.
+func strStep(q int, b byte) int {
+	switch q {
+	case sqNormal:
+		switch {
+		case b == '"':
+			return sqClose
+		case b == '\\':
+			return sqEsc
+		case b < 0x20:
+			return sqDead
+		case b < 0x80:
+			return sqNormal
+		case b < 0xC2:
+			return sqDead
+		case b < 0xE0:
+			return sqC1
+		case b == 0xE0:
+			return sqE0
+		case b == 0xED:
+			return sqED
+		case b < 0xF0:
+			return sqC2
+		case b == 0xF0:
+			return sqF0
+		case b < 0xF4:
+			return sqC3
+		case b == 0xF4:
+			return sqF4
+		}
+		return sqDead
+	case sqEsc:
+		switch b {
+		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			return sqNormal
+		case 'u':
+			return sqU4
+		}
+		return sqDead
+	case sqU4, sqU3, sqU2:
+		if isHex(b) {
+			return q + 1
+		}
+		return sqDead
+	case sqU1:
+		if isHex(b) {
+			return sqNormal
+		}
+		return sqDead
+	case sqC1:
+		if b >= 0x80 && b <= 0xBF {
+			return sqNormal
+		}
+	case sqC2:
+		if b >= 0x80 && b <= 0xBF {
+			return sqC1
+		}
+	case sqC3:
+		if b >= 0x80 && b <= 0xBF {
+			return sqC2
+		}
+	case sqE0:
+		if b >= 0xA0 && b <= 0xBF {
+			return sqC1
+		}
+	case sqED:
+		if b >= 0x80 && b <= 0x9F {
+			return sqC1
+		}
+	case sqF0:
+		if b >= 0x90 && b <= 0xBF {
+			return sqC2
+		}
+	case sqF4:
+		if b >= 0x80 && b <= 0x8F {
+			return sqC2
+		}
+	}
+	return sqDead
+}
+
+// strTables are the grammar-independent parts of masks for states inside a
+// free string: tokens that stay inside the string body, and a trie of the
+// tokens that close it (those are checked against what follows the string).
+type strTables struct {
+	in    []uint64
+	close *trie
+}
+
+// vocabTables are built once per Compiler and shared by all its grammars.
+type vocabTables struct {
+	n      int
+	words  int
+	toks   [][]byte
+	trie   *trie
+	eos    []int32
+	eosSet map[int32]bool
+	str    [numSQ]strTables
+}
+
+func newVocabTables(v Vocab, eos []int32) *vocabTables {
+	n := v.VocabSize()
+	vt := &vocabTables{n: n, words: (n + 63) / 64, toks: make([][]byte, n), eos: append([]int32(nil), eos...), eosSet: map[int32]bool{}}
+	for _, e := range eos {
+		vt.eosSet[e] = true
+	}
+	ids := make([]int32, 0, n)
+	for i := 0; i < n; i++ {
+		id := int32(i)
+		if v.IsSpecial(id) || vt.eosSet[id] {
+			continue
+		}
+		b := v.TokenBytes(id)
+		if len(b) == 0 {
+			continue
+		}
+		vt.toks[i] = b
+		ids = append(ids, id)
+	}
+	bytesOf := func(id int32) []byte { return vt.toks[id] }
+	vt.trie = buildTrie(ids, bytesOf)
+	for q := 0; q < numSQ; q++ {
+		in := make([]uint64, vt.words)
+		var closing []int32
+		for _, id := range ids {
+			s := q
+			ok := true
+			closed := false
+			for _, c := range vt.toks[id] {
+				s = strStep(s, c)
+				if s == sqDead {
+					ok = false
+					break
+				}
+				if s == sqClose {
+					closed = true
+					break
+				}
+			}
+			switch {
+			case !ok:
+			case closed:
+				closing = append(closing, id)
+			default:
+				in[id>>6] |= 1 << (uint(id) & 63)
+			}
+		}
+		vt.str[q] = strTables{in: in, close: buildTrie(closing, bytesOf)}
+	}
+	return vt
+}

@@ -1,0 +1,107 @@
+package runner
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/llmserve/llmserve/grammar"
+	"github.com/llmserve/llmserve/ipc"
+)
+
+// Grammars compiles structured-output constraints for one rank off the step loop: a request
+// waits (scheduler.Request.Ready) until its grammar is compiled, the batch does not. Equal
+// specs compile once; the Compiler caches the results.
+type Grammars struct {
+	c        *grammar.Compiler
+	mu       sync.Mutex
+	inflight map[string]*compileJob
+}
+
+type compileJob struct {
+	done chan struct{}
+	g    *grammar.Grammar
+	err  error
+}
+
+// NewGrammars wraps a compiler over the model's vocabulary.
+func NewGrammars(c *grammar.Compiler) *Grammars {
+	return &Grammars{c: c, inflight: map[string]*compileJob{}}
+}
+
+// Compile compiles one constraint synchronously (cached).
+func Compile(c *grammar.Compiler, kind ipc.GrammarKind, spec string) (*grammar.Grammar, error) {
+	switch kind {
+	case ipc.GrammarJSONSchema:
+		return c.JSONSchema(spec)
+	case ipc.GrammarJSONObject:
+		return c.JSONObject()
+	case ipc.GrammarRegex:
+		return c.Regex(spec)
+	}
+	return nil, fmt.Errorf("unknown grammar kind %d", kind)
+}
+
+// start returns a constraint whose matcher appears once the grammar is compiled.
+func (gs *Grammars) start(g ipc.Grammar) *constraint {
+	key := fmt.Sprintf("%d\x00%s", g.Kind, g.Spec)
+	gs.mu.Lock()
+	job, ok := gs.inflight[key]
+	if !ok {
+		job = &compileJob{done: make(chan struct{})}
+		gs.inflight[key] = job
+		go func() {
+			job.g, job.err = Compile(gs.c, g.Kind, g.Spec)
+			close(job.done)
+			gs.mu.Lock()
+			delete(gs.inflight, key)
+			gs.mu.Unlock()
+		}()
+	}
+	gs.mu.Unlock()
+	c := &constraint{}
+	go func() {
+		<-job.done
+		if job.err != nil {
+			c.err = fmt.Errorf("compile %s constraint: %w", g.Kind, job.err)
+		} else {
+			c.m = job.g.NewMatcher()
+		}
+		c.ready.Store(true)
+	}()
+	return c
+}
+
+// constraint adapts a grammar matcher to scheduler.Constraint. The scheduler reads it only
+// after Ready reports true, which publishes m and err.
+type constraint struct {
+	ready atomic.Bool
+	m     *grammar.Matcher
+	err   error
+}
+
+// Ready reports whether compilation has finished (successfully or not).
+func (c *constraint) Ready() bool { return c.ready.Load() }
+
+// Err is the compile error, which fails the request.
+func (c *constraint) Err() error { return c.err }
+
+func (c *constraint) FillMask(dst []uint64) {
+	if c.m != nil {
+		c.m.FillMask(dst)
+	}
+}
+
+func (c *constraint) Accept(tok int32) error {
+	if c.err != nil {
+		return c.err
+	}
+	if !c.m.Accept(tok) {
+		return fmt.Errorf("token %d is not allowed by the grammar here", tok)
+	}
+	return nil
+}
+
+func (c *constraint) CanTerminate() bool { return c.m != nil && c.m.CanEnd() }
+
+func (c *constraint) IsTerminated() bool { return c.m != nil && c.m.Done() }

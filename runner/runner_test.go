@@ -1,0 +1,282 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/llmserve/llmserve/backend"
+	"github.com/llmserve/llmserve/backend/replay"
+	"github.com/llmserve/llmserve/ipc"
+	"github.com/llmserve/llmserve/sampling"
+	"github.com/llmserve/llmserve/scheduler"
+	"github.com/llmserve/llmserve/tokenizer"
+)
+
+const vocab = 8192
+
+var prompt = []int32{400, 1234, 87, 2011, 305, 77, 1024, 9}
+
+// faultyBackend is the replay runner with a device fault injected: Forward call number failAt
+// (1-based) and every later one fail. Every other call is the real replay runner's.
+type faultyBackend struct {
+	backend.Backend
+	failAt int64
+	calls  atomic.Int64
+}
+
+func (f *faultyBackend) Forward(ctx context.Context, b *backend.Batch) ([][]float32, error) {
+	if n := f.calls.Add(1); f.failAt > 0 && n >= f.failAt {
+		return nil, errors.New("injected device fault")
+	}
+	return f.Backend.Forward(ctx, b)
+}
+
+func newReplay(t testing.TB, stepTime time.Duration) backend.Backend {
+	t.Helper()
+	r, err := replay.New(replay.Options{VocabSize: vocab, NumBlocks: 4096, BlockSize: 16, StepTime: stepTime})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+func newScheduler(t testing.TB, b backend.Backend) *scheduler.Scheduler {
+	t.Helper()
+	s, err := scheduler.New(b, scheduler.Config{MaxRunning: 64, TokenBudget: 4096, ChunkSize: 512, MaxModelLen: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// reference is what the replay runner generates for prompt, stepped directly with no sockets.
+func reference(t *testing.T, n int) []int32 {
+	t.Helper()
+	s := newScheduler(t, newReplay(t, 0))
+	p := sampling.DefaultParams()
+	p.Temperature = 0
+	if err := s.Add(&scheduler.Request{RID: "ref", InputIDs: prompt, MaxNewTokens: n, IgnoreEOS: true, Sampling: p}); err != nil {
+		t.Fatal(err)
+	}
+	var ids []int32
+	for s.HasWork() {
+		out, err := s.Step(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range out.Items {
+			ids = append(ids, it.NewIDs...)
+		}
+	}
+	return ids
+}
+
+// rig is a runner on real sockets with the test standing in for the tokenizer worker (direct
+// mode) or for detokd.
+type rig struct {
+	t    *testing.T
+	in   ipc.Receiver // what the runner sends
+	out  ipc.Sender   // requests and aborts to the runner
+	stop func()
+}
+
+func startRunner(t *testing.T, b backend.Backend, direct bool, tok *tokenizer.Tokenizer) *rig {
+	t.Helper()
+	dir, err := ipc.TempRunDir("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	tr := ipc.Default()
+	ep := ipc.DetokEndpoint(dir)
+	if direct {
+		ep = ipc.WorkerEndpoint(dir, 0)
+	}
+	in, err := tr.Pull(ep, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := New(Config{RunDir: dir, NumWorkers: 1, Transport: tr, Direct: direct, Tokenizer: tok,
+		Heartbeat: time.Second, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, newScheduler(t, b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := tr.Push(ipc.SchedulerEndpoint(dir, 0), false, ipc.WithSendTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = r.Run(ctx); close(done) }()
+	g := &rig{t: t, in: in, out: out, stop: func() { cancel(); <-done; r.Close(); in.Close(); out.Close() }}
+	t.Cleanup(g.stop)
+	return g
+}
+
+func (g *rig) submit(m *ipc.GenerateRequest) {
+	g.t.Helper()
+	if m.TopP == 0 {
+		m.TopP, m.TopK, m.RepetitionPenalty = 1, -1, 1
+	}
+	if err := g.out.Send(m.Append(nil)); err != nil {
+		g.t.Fatal(err)
+	}
+}
+
+// items returns rid's items in order until its finishing one, calling each(item) as they come.
+func (g *rig) items(rid string, each func(it *ipc.TokenItem)) []ipc.TokenItem {
+	g.t.Helper()
+	var got []ipc.TokenItem
+	var tb ipc.TokenBatch
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		frame, err := g.in.Recv(100 * time.Millisecond)
+		if errors.Is(err, ipc.ErrTimeout) {
+			continue
+		}
+		if err != nil {
+			g.t.Fatal(err)
+		}
+		if err := tb.Decode(frame); err != nil {
+			g.t.Fatal(err)
+		}
+		for i := range tb.Items {
+			it := tb.Items[i]
+			if it.RID != rid {
+				continue
+			}
+			it.NewIDs = slices.Clone(it.NewIDs)
+			it.StopStrings = slices.Clone(it.StopStrings)
+			got = append(got, it)
+			if each != nil {
+				each(&it)
+			}
+			if it.Finished {
+				return got
+			}
+		}
+	}
+	g.t.Fatalf("%s did not finish; %d items so far", rid, len(got))
+	return nil
+}
+
+func sizesAndIDs(items []ipc.TokenItem) (sizes []int, ids []int32) {
+	for _, it := range items {
+		sizes = append(sizes, len(it.NewIDs))
+		ids = append(ids, it.NewIDs...)
+	}
+	return sizes, ids
+}
+
+// TestStreamIntervalShape: the first token goes out alone, then exactly K per item, then the
+// rest with the finish; a non-streamed request goes out once, whole.
+func TestStreamIntervalShape(t *testing.T) {
+	const n = 50
+	want := reference(t, n)
+	// A slow step, so each step's output is sent before the next request's arrives.
+	g := startRunner(t, newReplay(t, 200*time.Microsecond), true, nil)
+	for _, k := range []int{1, 3, 16, 1000} {
+		rid := fmt.Sprintf("k%d", k)
+		g.submit(&ipc.GenerateRequest{RID: rid, InputIDs: prompt, MaxNewTokens: n, IgnoreEOS: true, Stream: true, StreamInterval: int32(k)})
+		sizes, ids := sizesAndIDs(g.items(rid, nil))
+		q := (n - 2) / k
+		wantSizes := append([]int{1}, slices.Repeat([]int{k}, q)...)
+		wantSizes = append(wantSizes, n-1-q*k)
+		if !slices.Equal(sizes, wantSizes) {
+			t.Errorf("interval %d: item sizes %v, want %v", k, sizes, wantSizes)
+		}
+		if !slices.Equal(ids, want) {
+			t.Errorf("interval %d: ids %v, want %v", k, ids, want)
+		}
+	}
+	g.submit(&ipc.GenerateRequest{RID: "whole", InputIDs: prompt, MaxNewTokens: n, IgnoreEOS: true, Stream: false, StreamInterval: n})
+	items := g.items("whole", nil)
+	if sizes, ids := sizesAndIDs(items); len(items) != 1 || !slices.Equal(ids, want) {
+		t.Errorf("non-streamed request: item sizes %v, want one item of %d", sizes, n)
+	}
+}
+
+// TestErrorFlushesBufferedTokens injects a device fault mid-stream with interval 16: the error
+// item carries every token generated before the fault that had not gone out yet.
+func TestErrorFlushesBufferedTokens(t *testing.T) {
+	const generated = 40 // Forward calls that succeed: the prefill, then 39 decode steps
+	want := reference(t, generated)
+	g := startRunner(t, &faultyBackend{Backend: newReplay(t, 0), failAt: generated + 1}, true, nil)
+	g.submit(&ipc.GenerateRequest{RID: "r", InputIDs: prompt, MaxNewTokens: 1000, IgnoreEOS: true, Stream: true, StreamInterval: 16})
+	items := g.items("r", nil)
+	sizes, ids := sizesAndIDs(items)
+	last := items[len(items)-1]
+	if last.FinishReason != ipc.FinishError || last.Error == "" {
+		t.Fatalf("last item: finish %v error %q, want the injected error", last.FinishReason, last.Error)
+	}
+	if !slices.Equal(ids, want) {
+		t.Fatalf("received %d ids %v, want the %d generated: %v", len(ids), ids, generated, want)
+	}
+	if !slices.Equal(sizes, []int{1, 16, 16, 7}) {
+		t.Errorf("item sizes %v, want [1 16 16 7]: the 7 buffered tokens go out with the error", sizes)
+	}
+	if int(last.CompletionTokens) != generated {
+		t.Errorf("completion tokens %d, want %d", last.CompletionTokens, generated)
+	}
+}
+
+// TestAbortFlushesBufferedTokens aborts a request with interval 16 mid-stream: its last item
+// carries the buffered tokens, so the ids received add up to the completion count.
+func TestAbortFlushesBufferedTokens(t *testing.T) {
+	want := reference(t, 1000)
+	g := startRunner(t, newReplay(t, time.Millisecond), true, nil)
+	g.submit(&ipc.GenerateRequest{RID: "r", InputIDs: prompt, MaxNewTokens: 1000, IgnoreEOS: true, Stream: true, StreamInterval: 16})
+	seen := 0
+	items := g.items("r", func(it *ipc.TokenItem) {
+		if seen++; seen == 2 {
+			if err := g.out.Send((&ipc.Abort{RID: "r", Reason: "test"}).Append(nil)); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	_, ids := sizesAndIDs(items)
+	last := items[len(items)-1]
+	if last.FinishReason != ipc.FinishAbort {
+		t.Fatalf("finish %v, want abort", last.FinishReason)
+	}
+	if len(ids) != int(last.CompletionTokens) || !slices.Equal(ids, want[:len(ids)]) {
+		t.Fatalf("received %d ids, completion tokens %d (ids match the sequence: %v)", len(ids), last.CompletionTokens, slices.Equal(ids, want[:min(len(ids), len(want))]))
+	}
+	if len(ids) >= 1000 {
+		t.Fatalf("the abort did not stop the request (%d ids)", len(ids))
+	}
+}
+
+// TestDetokSettingsRideOnItems: detokd never sees the request, so its stop strings go with the
+// first item and the skip-special-tokens flag with every item.
+func TestDetokSettingsRideOnItems(t *testing.T) {
+	tok, err := tokenizer.Load("../models/pico")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := startRunner(t, newReplay(t, 0), false, tok)
+	g.submit(&ipc.GenerateRequest{RID: "r", InputIDs: prompt, MaxNewTokens: 20, IgnoreEOS: true, Stream: true, StreamInterval: 4,
+		StopStrings: []string{"\x00never"}, SkipSpecialTokens: true})
+	items := g.items("r", nil)
+	for i, it := range items {
+		if !it.SkipSpecialTokens {
+			t.Errorf("item %d lost skip_special_tokens", i)
+		}
+		wantStops := []string(nil)
+		if i == 0 {
+			wantStops = []string{"\x00never"}
+		}
+		if !slices.Equal(it.StopStrings, wantStops) {
+			t.Errorf("item %d stop strings %q, want %q", i, it.StopStrings, wantStops)
+		}
+	}
+}

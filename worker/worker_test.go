@@ -1,0 +1,169 @@
+package worker
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/llmserve/llmserve/api"
+	"github.com/llmserve/llmserve/ipc"
+	"github.com/llmserve/llmserve/shard"
+)
+
+// rankSide is the test standing in for rank 0 and detokd: it reads what the worker dispatches
+// and sends text batches back on the real sockets.
+type rankSide struct {
+	t    *testing.T
+	reqs ipc.Receiver
+	out  ipc.Sender
+	seq  uint64
+}
+
+func startWorker(t *testing.T, rankTimeout time.Duration) (*Worker, *rankSide) {
+	t.Helper()
+	dir, err := ipc.TempRunDir("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	tr := ipc.Default()
+	reqs, err := tr.Pull(ipc.SchedulerEndpoint(dir, 0), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := New(Config{NumWorkers: 1, DPSize: 1, RunDir: dir, Transport: tr, Mode: ModeDefault, Method: shard.RoundRobin,
+		RankTimeout: rankTimeout, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := tr.Push(ipc.WorkerEndpoint(dir, 0), false, ipc.WithSendTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close(); out.Close(); reqs.Close() })
+	r := &rankSide{t: t, reqs: reqs, out: out}
+	r.send() // a first load report: the rank is up
+	deadline := time.Now().Add(5 * time.Second)
+	for !w.Ready() && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	return w, r
+}
+
+func (r *rankSide) send(items ...ipc.TextItem) {
+	r.t.Helper()
+	r.seq++
+	b := ipc.TextBatch{Loads: []ipc.RankLoad{{Rank: 0, Seq: r.seq, Load: ipc.Load{Received: []uint64{0}, ReceivedTokens: []uint64{0}}}}, Items: items}
+	if err := r.out.Send(b.Append(nil)); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// dispatched returns the next request the worker sent to the rank.
+func (r *rankSide) dispatched() *ipc.GenerateRequest {
+	r.t.Helper()
+	frame, err := r.reqs.Recv(5 * time.Second)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	var m ipc.GenerateRequest
+	if err := m.Decode(frame); err != nil {
+		r.t.Fatal(err)
+	}
+	return &m
+}
+
+func item(rid string, id int32, text string, done bool) ipc.TextItem {
+	it := ipc.TextItem{TokenItem: ipc.TokenItem{RID: rid, NewIDs: []int32{id}, PromptTokens: 3, CompletionTokens: id + 1, MatchedStopToken: -1}, Text: text}
+	if done {
+		it.Finished, it.FinishReason = true, ipc.FinishLength
+	}
+	return it
+}
+
+// TestDeliverMergesForAStalledConsumer: outputs that arrive while nobody takes from the stream
+// merge, in order, into one delta; the finished request leaves the worker.
+func TestDeliverMergesForAStalledConsumer(t *testing.T) {
+	w, rank := startWorker(t, 5*time.Second)
+	st, err := w.Submit(context.Background(), &api.Request{RID: "r1", InputIDs: []int32{1, 2, 3}, MaxNewTokens: 100, Stream: true, StreamInterval: 1, RoutedRank: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := rank.dispatched(); m.RID != "r1" || m.StreamInterval != 1 || !m.Stream {
+		t.Fatalf("dispatched %+v", m)
+	}
+	const n = 100
+	var want []int32
+	for i := range n {
+		rank.send(item("r1", int32(i), "ab", i == n-1))
+		want = append(want, int32(i))
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for w.InFlight() > 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if w.InFlight() != 0 {
+		t.Fatal("the finished request is still in flight")
+	}
+	var d api.Delta
+	if err := st.Take(context.Background(), 1, &d); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(d.IDs, want) || d.Text != strings.Repeat("ab", n) || !d.Finished || d.CompletionTokens != n || d.FinishReason != api.FinishLength {
+		t.Fatalf("merged delta: %d ids, %d text bytes, finished %v, completion %d", len(d.IDs), len(d.Text), d.Finished, d.CompletionTokens)
+	}
+}
+
+// TestNonStreamedRequestIsGatedWhole: a non-streamed request asks the rank for one output at
+// the end (its interval is its whole length).
+func TestNonStreamedRequestIsGatedWhole(t *testing.T) {
+	w, rank := startWorker(t, 5*time.Second)
+	if _, err := w.Submit(context.Background(), &api.Request{RID: "r1", InputIDs: []int32{1}, MaxNewTokens: 77, StreamInterval: 1, RoutedRank: -1}); err != nil {
+		t.Fatal(err)
+	}
+	if m := rank.dispatched(); m.Stream || m.StreamInterval != 77 {
+		t.Fatalf("non-streamed request dispatched with stream=%v interval %d", m.Stream, m.StreamInterval)
+	}
+}
+
+// TestSilentRankFailsAfterDeliveredTokens: when the rank goes silent the request fails, and the
+// tokens it delivered before come out ahead of the error.
+func TestSilentRankFailsAfterDeliveredTokens(t *testing.T) {
+	w, rank := startWorker(t, 300*time.Millisecond)
+	st, err := w.Submit(context.Background(), &api.Request{RID: "r1", InputIDs: []int32{1, 2, 3}, MaxNewTokens: 100, Stream: true, StreamInterval: 1, RoutedRank: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rank.dispatched()
+	for i := range 5 {
+		rank.send(item("r1", int32(i), "x", false))
+	}
+	// The rank now says nothing more.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var ids []int32
+	var d api.Delta
+	for !d.Finished {
+		if err := st.Take(ctx, 1, &d); err != nil {
+			t.Fatalf("no error after the rank went silent: %v (%d ids)", err, len(ids))
+		}
+		ids = append(ids, d.IDs...)
+	}
+	if !slices.Equal(ids, []int32{0, 1, 2, 3, 4}) {
+		t.Fatalf("delivered ids %v, want 0..4", ids)
+	}
+	if d.Err == nil || !strings.Contains(d.Err.Error(), "rank 0") || d.FinishReason != api.FinishError {
+		t.Fatalf("error %v reason %q", d.Err, d.FinishReason)
+	}
+	if w.InFlight() != 0 {
+		t.Fatal("the failed request is still in flight")
+	}
+	if w.Health() == nil {
+		t.Fatal("health does not report the silent rank")
+	}
+}
