@@ -158,7 +158,7 @@ func (e *engine) constrained(c constrainedCall, seed int) (string, string, error
 			var r struct {
 				Choices []struct {
 					Message      struct{ Content string } `json:"message"`
-					FinishReason string                    `json:"finish_reason"`
+					FinishReason string                   `json:"finish_reason"`
 				} `json:"choices"`
 			}
 			if err := json.Unmarshal(resp, &r); err != nil || len(r.Choices) != 1 {
