@@ -38,6 +38,11 @@ type Load struct {
 	// They acknowledge entries of that worker's dispatch ledger.
 	Received       uint64 `json:"received"`
 	ReceivedTokens uint64 `json:"received_tokens"`
+	// ReceivedAll and ReceivedTokensAll are the same counters for every
+	// worker (index = worker). With a shared Ledger they acknowledge the
+	// other workers' dispatches too. Report copies them.
+	ReceivedAll       []uint64 `json:"-"`
+	ReceivedTokensAll []uint64 `json:"-"`
 }
 
 // Option configures a Dispatcher.
@@ -60,6 +65,12 @@ func WithStaleAfter(d time.Duration) Option { return func(x *Dispatcher) { x.sta
 // charged for the dispatches the other workers probably sent it meanwhile.
 func WithWorkers(n int) Option { return func(x *Dispatcher) { x.workers = n } }
 
+// WithLedger makes the dispatcher record its dispatches in, and count
+// pending load from, the ledger all workers share (see Ledger). Each rank's
+// pending load is then exact for every worker's dispatches, and the
+// WithWorkers estimate is not needed.
+func WithLedger(l *Ledger) Option { return func(x *Dispatcher) { x.ledger = l } }
+
 // WithClock replaces time.Now (tests drive staleness deterministically).
 func WithClock(now func() time.Time) Option { return func(x *Dispatcher) { x.now = now } }
 
@@ -80,6 +91,7 @@ type Dispatcher struct {
 	workers    int // tokenizer workers sharing the ranks; weight of own pending
 	staleAfter time.Duration
 	now        func() time.Time
+	ledger     *Ledger // shared with the other workers; nil: this worker's view only
 
 	mu    sync.Mutex
 	ranks []rankState
@@ -136,9 +148,18 @@ func NewDispatcher(numRanks int, method Method, worker int, opts ...Option) (*Di
 	case d.workers < 0 || worker >= d.workers:
 		return nil, fmt.Errorf("new dispatcher: worker %d of %d workers", worker, d.workers)
 	}
+	if d.ledger != nil && (d.ledger.workers != d.workers || d.ledger.ranks != numRanks) {
+		return nil, fmt.Errorf("new dispatcher: shared ledger is for %d workers x %d ranks, want %d x %d",
+			d.ledger.workers, d.ledger.ranks, d.workers, numRanks)
+	}
 	now := d.now()
 	for i := range d.ranks {
 		d.ranks[i].heardAt = now
+		if d.ledger != nil {
+			// A restarted worker goes on from what it sent before: the ranks'
+			// acknowledgements of it are cumulative too.
+			d.ranks[i].sent, d.ranks[i].sentTokens = d.ledger.Sent(worker, i)
+		}
 	}
 	return d, nil
 }
@@ -188,6 +209,32 @@ func (d *Dispatcher) Pick(promptTokens int, routed int) (int, error) {
 func (d *Dispatcher) recordLocked(r, promptTokens int) {
 	d.ranks[r].sent++
 	d.ranks[r].sentTokens += uint64(promptTokens)
+	if d.ledger != nil {
+		d.ledger.Add(d.worker, r, uint64(promptTokens))
+	}
+}
+
+// pendingLocked is what was dispatched to rank r and its last report does
+// not acknowledge: this worker's dispatches, or every worker's with a shared
+// ledger.
+func (d *Dispatcher) pendingLocked(r int) (requests, promptTokens uint64) {
+	rs := &d.ranks[r]
+	if d.ledger == nil {
+		return pending(rs.sent, rs.load.Received), pending(rs.sentTokens, rs.load.ReceivedTokens)
+	}
+	for w := range d.workers {
+		sent, sentTokens := d.ledger.Sent(w, r)
+		var acked, ackedTokens uint64
+		switch {
+		case w == d.worker:
+			acked, ackedTokens = rs.load.Received, rs.load.ReceivedTokens
+		case w < len(rs.load.ReceivedAll) && w < len(rs.load.ReceivedTokensAll):
+			acked, ackedTokens = rs.load.ReceivedAll[w], rs.load.ReceivedTokensAll[w]
+		}
+		requests += pending(sent, acked)
+		promptTokens += pending(sentTokens, ackedTokens)
+	}
+	return requests, promptTokens
 }
 
 func (d *Dispatcher) pickRoundRobinLocked(now time.Time) int {
@@ -230,28 +277,33 @@ func (d *Dispatcher) pickLeastLoadedLocked(now time.Time) int {
 	if !anyUp {
 		return -1
 	}
-	weight := float64(d.workers)
+	// Without a shared ledger, this worker's unacknowledged dispatches stand
+	// in for everyone's (see WithWorkers); with one, pending load is exact.
+	weight, slack := float64(d.workers), float64(d.workers-1)
+	if d.ledger != nil {
+		weight, slack = 1, 0
+	}
 	for r := range d.ranks {
 		if !d.up[r] {
 			continue
 		}
 		rs := &d.ranks[r]
+		pendingReqs, pendingTokens := d.pendingLocked(r)
 		var score float64
 		if tokens {
 			score = float64(rs.load.KVTokensUsed) + float64(rs.load.WaitingTokens) +
-				weight*float64(pending(rs.sentTokens, rs.load.ReceivedTokens))
+				weight*float64(pendingTokens)
 			if relative {
 				score /= float64(rs.load.KVTokensCapacity)
 			}
 		} else {
-			score = float64(rs.load.Running) + float64(rs.load.Waiting) + weight*float64(pending(rs.sent, rs.load.Received))
+			score = float64(rs.load.Running) + float64(rs.load.Waiting) + weight*float64(pendingReqs)
 		}
 		d.score[r] = score
 		if score < minScore {
 			minScore, argmin = score, r
 		}
 	}
-	slack := float64(d.workers - 1)
 	n := len(d.ranks)
 	for i := range n {
 		r := (d.next + i) % n
@@ -326,6 +378,10 @@ func (d *Dispatcher) Report(rank int, load Load) (accepted bool, err error) {
 	if rs.hasReport && load.Seq <= rs.load.Seq {
 		return false, nil
 	}
+	// Copy the per-worker acknowledgements: the caller's slices belong to its
+	// decode buffers.
+	load.ReceivedAll = append(rs.load.ReceivedAll[:0], load.ReceivedAll...)
+	load.ReceivedTokensAll = append(rs.load.ReceivedTokensAll[:0], load.ReceivedTokensAll...)
 	rs.load, rs.hasReport, rs.heardAt = load, true, now
 	return true, nil
 }
@@ -372,6 +428,9 @@ func (d *Dispatcher) Reset(rank int) error {
 	defer d.mu.Unlock()
 	rs := &d.ranks[rank]
 	*rs = rankState{heardAt: now, manualDown: rs.manualDown, downReason: rs.downReason}
+	if d.ledger != nil {
+		d.ledger.Reset(d.worker, rank)
+	}
 	return nil
 }
 
@@ -391,7 +450,8 @@ type RankLoad struct {
 	HasReport bool `json:"has_report"`
 	Reported  Load `json:"reported"`
 	// Sent is every dispatch from this worker; Pending and PendingTokens are
-	// those the last report does not acknowledge yet.
+	// the dispatches (of every worker, with a shared ledger) that the last
+	// report does not acknowledge yet.
 	Sent          uint64 `json:"sent"`
 	Pending       uint64 `json:"pending"`
 	PendingTokens uint64 `json:"pending_tokens"`
@@ -424,15 +484,18 @@ func (d *Dispatcher) Snapshot() Snapshot {
 	for r := range d.ranks {
 		rs := &d.ranks[r]
 		reason, down := d.downLocked(r, now)
+		pendingReqs, pendingTokens := d.pendingLocked(r)
+		reported := rs.load
+		reported.ReceivedAll, reported.ReceivedTokensAll = nil, nil // d.mu guards them
 		s.Ranks[r] = RankLoad{
 			Rank:                 r,
 			Up:                   !down,
 			DownReason:           reason,
 			HasReport:            rs.hasReport,
-			Reported:             rs.load,
+			Reported:             reported,
 			Sent:                 rs.sent,
-			Pending:              pending(rs.sent, rs.load.Received),
-			PendingTokens:        pending(rs.sentTokens, rs.load.ReceivedTokens),
+			Pending:              pendingReqs,
+			PendingTokens:        pendingTokens,
 			LastReportAgeSeconds: now.Sub(rs.heardAt).Seconds(),
 		}
 	}

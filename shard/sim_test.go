@@ -2,6 +2,7 @@ package shard
 
 import (
 	"math/rand/v2"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -46,6 +47,8 @@ type simConfig struct {
 	reportLag bool
 	// alone: every dispatcher believes it is the only worker (no WithWorkers).
 	alone bool
+	// ledger: the workers share a dispatch Ledger (what tokenizerd does).
+	ledger bool
 }
 
 type simResult struct {
@@ -61,11 +64,26 @@ func runSim(t *testing.T, cfg simConfig, seed uint64) simResult {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	clock := time.Unix(1000, 0)
 	disp := make([]*Dispatcher, cfg.workers)
+	var ledger *Ledger
+	if cfg.ledger {
+		path := filepath.Join(t.TempDir(), "ledger")
+		if err := CreateLedger(path, cfg.workers, cfg.ranks); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		if ledger, err = OpenLedger(path, cfg.workers, cfg.ranks); err != nil {
+			t.Fatal(err)
+		}
+		defer ledger.Close()
+	}
 	for w := range disp {
 		var err error
 		opts := []Option{WithClock(func() time.Time { return clock })}
 		if !cfg.alone {
 			opts = append(opts, WithWorkers(cfg.workers))
+		}
+		if ledger != nil {
+			opts = append(opts, WithLedger(ledger))
 		}
 		disp[w], err = NewDispatcher(cfg.ranks, cfg.method, w, opts...)
 		if err != nil {
@@ -131,6 +149,7 @@ func runSim(t *testing.T, cfg simConfig, seed uint64) simResult {
 			for w := range inbox {
 				l := load
 				l.Received, l.ReceivedTokens = rk.recv[w], rk.recvTok[w]
+				l.ReceivedAll, l.ReceivedTokensAll = slices.Clone(rk.recv), slices.Clone(rk.recvTok)
 				inbox[w] = append(inbox[w], simReport{rank: r, load: l})
 			}
 		}
@@ -178,6 +197,8 @@ var reportEvery = []int{1, 2, 4, 8, 16, 50, 1000}
 // reports: no rank gets more than 26 (one worker without lag: exactly 25
 // each). With both lags at once the other workers' unacknowledged
 // dispatches are only estimated, and one seed in 140 puts 27 on a rank.
+// With the shared ledger every worker sees every dispatch: 26 at most always,
+// and exactly 25 each wherever reports are not late.
 func TestShortestQueueBurstBalanced(t *testing.T) {
 	for _, lag := range []struct {
 		recv, report bool
@@ -191,6 +212,11 @@ func TestShortestQueueBurstBalanced(t *testing.T) {
 					res := runSim(t, cfg, seed)
 					if m := slices.Max(res.count); m > lag.limit {
 						t.Errorf("%+v workers=%d report every %d seed %d: counts %v, max %d > %d", lag, workers, every, seed, res.count, m, lag.limit)
+					}
+					cfg.ledger = true
+					shared := runSim(t, cfg, seed)
+					if m := slices.Max(shared.count); m > 26 || (!lag.report && m != 25) {
+						t.Errorf("shared ledger %+v workers=%d report every %d seed %d: counts %v", lag, workers, every, seed, shared.count)
 					}
 					if workers == 1 && !lag.recv && !lag.report && slices.Min(res.count) != 25 {
 						t.Errorf("one worker, report every %d seed %d: counts %v, want 25 each", every, seed, res.count)
@@ -281,6 +307,11 @@ func TestMinimumTokensBalancesMixedPrompts(t *testing.T) {
 					} else {
 						worstMT = max(worstMT, s)
 					}
+					cfg.ledger = true
+					if s := overMean(runSim(t, cfg, seed).tokens); s > 0.10 {
+						t.Errorf("shared ledger lag=%v workers=%d every=%d seed=%d: %.1f%% over mean", lag, workers, every, seed, 100*s)
+					}
+					cfg.ledger = false
 					cfg.method = RoundRobin
 					worstRR = max(worstRR, overMean(runSim(t, cfg, seed).tokens))
 				}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,8 +63,15 @@ type Config struct {
 	RankTimeout time.Duration
 	// CheckGrammar compiles a constraint to refuse bad ones up front; nil accepts all.
 	CheckGrammar func(kind api.GrammarKind, spec string) error
-	Log          *slog.Logger
+	// Ledger is the dispatch ledger shared by all workers (see shard.Ledger); nil: each worker
+	// estimates the others' dispatches from its own.
+	Ledger *shard.Ledger
+	Log    *slog.Logger
 }
+
+// LedgerPath is where the tokenizer workers of the engine using runDir share their dispatch
+// ledger.
+func LedgerPath(runDir string) string { return filepath.Join(runDir, "dispatch-ledger") }
 
 // Worker implements api.Engine.
 type Worker struct {
@@ -107,8 +115,11 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	disp, err := shard.NewDispatcher(cfg.DPSize, cfg.Method, cfg.Index,
-		shard.WithWorkers(cfg.NumWorkers), shard.WithStaleAfter(0))
+	opts := []shard.Option{shard.WithWorkers(cfg.NumWorkers), shard.WithStaleAfter(0)}
+	if cfg.Ledger != nil {
+		opts = append(opts, shard.WithLedger(cfg.Ledger))
+	}
+	disp, err := shard.NewDispatcher(cfg.DPSize, cfg.Method, cfg.Index, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -338,7 +349,7 @@ func (w *Worker) report(rank int, seq uint64, l *ipc.Load) {
 	}
 	_, _ = w.disp.Report(rank, shard.Load{Seq: seq, Running: int(l.Running), Waiting: int(l.Waiting),
 		KVTokensUsed: l.KVTokensUsed, KVTokensCapacity: l.KVTokensCapacity, WaitingTokens: l.WaitingTokens,
-		Received: recv, ReceivedTokens: recvTokens})
+		Received: recv, ReceivedTokens: recvTokens, ReceivedAll: l.Received, ReceivedTokensAll: l.ReceivedTokens})
 }
 
 // lookup finds the entries of a batch's n items under one lock (nil for requests already gone),

@@ -77,6 +77,13 @@ func supervise(ctx context.Context, cmd *cli.Command) error {
 		return fmt.Errorf("find own executable: %w", err)
 	}
 	n := int(cmd.Int("tokenizer-worker-num"))
+	dir, err := runflags.RunDir(cmd)
+	if err != nil {
+		return err
+	}
+	if err := shard.CreateLedger(worker.LedgerPath(dir), n, int(cmd.Int("dp-size"))); err != nil {
+		return err
+	}
 	log.Info("starting tokenizer workers", "workers", n, "addr", net.JoinHostPort(cmd.String("host"), strconv.Itoa(int(cmd.Int("port")))))
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
@@ -168,11 +175,16 @@ func runWorker(ctx context.Context, cmd *cli.Command, index int) error {
 		}
 	}
 	method, _ := shard.ParseMethod(cmd.String("load-balance-method"))
+	ledger, err := shard.OpenLedger(worker.LedgerPath(dir), int(cmd.Int("tokenizer-worker-num")), int(cmd.Int("dp-size")))
+	if err != nil {
+		return fmt.Errorf("%w (the tokenizerd supervisor creates it; start workers through it)", err)
+	}
+	defer ledger.Close()
 	w, err := worker.New(worker.Config{
 		Index: index, NumWorkers: int(cmd.Int("tokenizer-worker-num")), DPSize: int(cmd.Int("dp-size")),
 		RunDir: dir, Transport: tr, Mode: mode, Method: method, Tokenizer: tok,
 		MaxRequests: int(cmd.Int("max-queued-requests")), RankTimeout: cmd.Duration("rank-timeout"), Log: log,
-		CheckGrammar: checkGrammar,
+		CheckGrammar: checkGrammar, Ledger: ledger,
 	})
 	if err != nil {
 		return err
