@@ -28,6 +28,10 @@ var constrainedSchemas = map[string]string{
 		"ok":{"type":["boolean","null"]}},"required":["v","ok"],"additionalProperties":false}`,
 	"formats": `{"type":"object","properties":{"d":{"type":"string","format":"date"},"id":{"type":"string","format":"uuid"},
 		"ip":{"type":"string","format":"ipv4"}},"required":["d","id","ip"],"additionalProperties":false}`,
+	// Silent on additionalProperties: the engine's default --grammar-strict allows only the
+	// listed keys (checked below), as users of OpenAI's strict mode expect.
+	"implicit": `{"type":"object","properties":{"id":{"type":"integer","minimum":0,"maximum":999},"ok":{"type":"boolean"}},
+		"required":["id","ok"]}`,
 }
 
 const constrainedRegex = `[0-9]{3}-[a-z]{2,4}`
@@ -109,6 +113,9 @@ func TestStructuredOutput(t *testing.T) {
 					}
 					if err := compiled[c.schema].Validate(doc); err != nil {
 						errs <- fmt.Errorf("%v: output %q does not validate: %w", c, text, err)
+					}
+					if obj, ok := doc.(map[string]any); ok && c.schema == "implicit" && len(obj) != 2 {
+						errs <- fmt.Errorf("%v: output %q has keys beyond the listed properties", c, text)
 					}
 				}()
 			}

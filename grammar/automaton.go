@@ -480,13 +480,13 @@ func (b *builder) charRange(a int32, lo, hi rune, c int32, memo map[string]int32
 		b.edge(a, seq[0][0], seq[0][1], b.suffix(c, seq[1:], memo))
 	}
 	if lo == 0 && hi >= 0x1F {
-		// all control chars: short escapes and \u00XX with any hex case
+		// all control chars: short escapes and \u00XX (four hex digits) with any hex case
 		for _, e := range []string{`\n`, `\r`, `\t`, `\b`, `\f`} {
 			path(e)
 		}
-		b.edge(a, '\\', '\\', b.suffix(c, [][2]byte{{'u', 'u'}, {'0', '0'}, {'0', '1'}, {'0', '9'}}, memo))
-		b.edge(a, '\\', '\\', b.suffix(c, [][2]byte{{'u', 'u'}, {'0', '0'}, {'0', '1'}, {'a', 'f'}}, memo))
-		b.edge(a, '\\', '\\', b.suffix(c, [][2]byte{{'u', 'u'}, {'0', '0'}, {'0', '1'}, {'A', 'F'}}, memo))
+		b.edge(a, '\\', '\\', b.suffix(c, [][2]byte{{'u', 'u'}, {'0', '0'}, {'0', '0'}, {'0', '1'}, {'0', '9'}}, memo))
+		b.edge(a, '\\', '\\', b.suffix(c, [][2]byte{{'u', 'u'}, {'0', '0'}, {'0', '0'}, {'0', '1'}, {'a', 'f'}}, memo))
+		b.edge(a, '\\', '\\', b.suffix(c, [][2]byte{{'u', 'u'}, {'0', '0'}, {'0', '0'}, {'0', '1'}, {'A', 'F'}}, memo))
 	} else {
 		for r := lo; r <= hi && r < 0x20; r++ {
 			switch r {

@@ -31,6 +31,13 @@ type Options struct {
 	Whitespace WhitespaceMode
 	Limits     Limits
 	CacheSize  int
+	// Strict closes what a schema leaves open by default: an object schema that lists
+	// properties and says nothing about additionalProperties/patternProperties allows no other
+	// keys, and a tuple (prefixItems, or an items array) without a tail allows no more items.
+	// This is what users of OpenAI's strict mode and XGrammar's default expect, and it only
+	// narrows the documents generated (each still validates). Off, JSON Schema's permissive
+	// defaults hold (what MaskBench measures).
+	Strict bool
 }
 
 // Error is a compile error caused by the input (invalid schema, unsupported

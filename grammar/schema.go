@@ -696,7 +696,32 @@ func (sc *schemaCompiler) parseKeywords(j *jv) (*sch, [][]*jv, [][]*jv, error) {
 			s.mults = append(s.mults, r)
 		}
 	}
+	if sc.c.opts.Strict {
+		sc.closeImplicit(j, s)
+	}
 	return s, groups, oneOfs, nil
+}
+
+// closeImplicit applies Options.Strict to one schema object: listed properties without a word
+// about other keys allow no other keys, and a tuple without a tail schema allows no more items.
+// A required name outside properties keeps the object open (closing it would leave no valid
+// document).
+func (sc *schemaCompiler) closeImplicit(j *jv, s *sch) {
+	if j.get("properties") != nil && j.get("additionalProperties") == nil && j.get("patternProperties") == nil {
+		listed := true
+		if props := j.get("properties"); props.kind == jObj {
+			for _, r := range s.required {
+				listed = listed && props.get(r) != nil
+			}
+		}
+		if listed {
+			s.addlNone = true
+		}
+	}
+	if items := j.get("items"); (j.get("prefixItems") != nil && items == nil) ||
+		(items != nil && items.kind == jArr && j.get("additionalItems") == nil) {
+		s.itemNone = true
+	}
 }
 
 func (s *sch) setLo(r *big.Rat, ex bool) {

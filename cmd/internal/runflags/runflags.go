@@ -31,6 +31,7 @@ func Common() []cli.Flag {
 		&cli.IntFlag{Name: "grammar-max-schema-bytes", Value: 1 << 20, Usage: "largest JSON schema or regex accepted for structured output", Sources: cli.EnvVars("GRAMMAR_MAX_SCHEMA_BYTES")},
 		&cli.IntFlag{Name: "grammar-max-depth", Value: 64, Usage: "deepest schema nesting accepted for structured output", Sources: cli.EnvVars("GRAMMAR_MAX_DEPTH")},
 		&cli.StringFlag{Name: "grammar-whitespace", Value: "compact", Usage: "JSON whitespace structured output allows: compact or flexible", Sources: cli.EnvVars("GRAMMAR_WHITESPACE")},
+		&cli.BoolFlag{Name: "grammar-strict", Value: true, Usage: "schemas that list properties allow no other keys unless additionalProperties says so (and tuples no extra items), as in OpenAI's strict mode; false: JSON Schema's permissive defaults", Sources: cli.EnvVars("GRAMMAR_STRICT")},
 		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error", Sources: cli.EnvVars("LOG_LEVEL")},
 	}
 }
@@ -81,7 +82,8 @@ func Check(cmd *cli.Command) error {
 // GrammarOptions are the structured-output compiler's settings; every process that compiles
 // grammars (each worker checks them, each rank enforces them) uses the same ones.
 func GrammarOptions(cmd *cli.Command) (grammar.Options, error) {
-	o := grammar.Options{Limits: grammar.Limits{MaxSchemaBytes: int(cmd.Int("grammar-max-schema-bytes")), MaxDepth: int(cmd.Int("grammar-max-depth"))}}
+	o := grammar.Options{Limits: grammar.Limits{MaxSchemaBytes: int(cmd.Int("grammar-max-schema-bytes")), MaxDepth: int(cmd.Int("grammar-max-depth"))},
+		Strict: cmd.Bool("grammar-strict")}
 	switch ws := cmd.String("grammar-whitespace"); ws {
 	case "compact":
 		o.Whitespace = grammar.Compact
