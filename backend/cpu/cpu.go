@@ -9,8 +9,6 @@ import (
 	"fmt"
 	"math"
 	"runtime"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/llmserve/llmserve/backend"
@@ -365,27 +363,11 @@ func (b *Backend) matMulNT(m, n, k int, a []float32, lda int, w []float32, ldw i
 // parallelRows calls fn for every row in [0, rows), spread over the worker goroutines when the
 // work (rows × cost floats) is large enough to pay for them.
 func (b *Backend) parallelRows(rows, cost int, fn func(r int)) {
-	workers := min(b.threads, rows)
-	if workers <= 1 || rows*cost < 1<<15 {
-		for r := range rows {
-			fn(r)
-		}
-		return
+	workers := b.threads
+	if rows*cost < 1<<15 {
+		workers = 1
 	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for {
-				r := int(next.Add(1) - 1)
-				if r >= rows {
-					return
-				}
-				fn(r)
-			}
-		})
-	}
-	wg.Wait()
+	gemm.ParallelFor(rows, workers, fn)
 }
 
 // grow returns buf resliced to n elements, reallocating when it is too small. Contents are

@@ -64,26 +64,7 @@ func forEachTile(m, n, k, colAlign int, fn func(i0, i1, j0, j1 int)) {
 		i0, j0 := ti*t.rows, tj*t.cols
 		fn(i0, min(i0+t.rows, m), j0, min(j0+t.cols, n))
 	}
-	if workers <= 1 {
-		for idx := range total {
-			run(idx)
-		}
-		return
-	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for {
-				idx := int(next.Add(1) - 1)
-				if idx >= total {
-					return
-				}
-				run(idx)
-			}
-		})
-	}
-	wg.Wait()
+	ParallelFor(total, workers, run)
 }
 
 // matMulNTGo is the pure-Go C (+)= A·Bᵀ. Shapes are validated by the caller and non-empty.
@@ -330,4 +311,30 @@ func axpy(c []float32, alpha float32, x []float32) {
 	for j := range c {
 		c[j] += alpha * x[j]
 	}
+}
+
+// ParallelFor calls fn(i) for every i in [0, n) on up to workers goroutines that take the next
+// index from a shared counter (so uneven items balance themselves); workers <= 1 runs inline.
+func ParallelFor(n, workers int, fn func(i int)) {
+	workers = min(workers, n)
+	if workers <= 1 {
+		for i := range n {
+			fn(i)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				fn(i)
+			}
+		})
+	}
+	wg.Wait()
 }
