@@ -33,9 +33,24 @@ type stackEnt struct {
 type dstate struct {
 	cfg    []uint64
 	accept bool
+	popped bool // a hole frame (see holeStack) ended: what follows depends on the caller
 	strq   int8
 	next   [4]uint64 // bytes with an outgoing edge
 	mask   *cmask
+	local  *localMask // for hole-rooted states: the context-independent part of the mask
+}
+
+// localMask is the mask of a hole-rooted state: tokens accepted without
+// leaving the frame (valid under any caller), and the trie subtrees whose
+// tokens may leave it, which are walked again from each real state.
+type localMask struct {
+	acc []int32
+	unc []uncRoot
+}
+
+type uncRoot struct {
+	node   int32  // trie node whose subtree is context-dependent
+	prefix []byte // bytes of its ancestors
 }
 
 // cmask is a cached token mask: base (shared, may be nil) plus add tokens,
@@ -73,6 +88,7 @@ type Grammar struct {
 	mu        sync.Mutex
 	stacks    []stackEnt
 	stackIdx  map[[2]int32]int32
+	holes     map[int32]int32 // stack depth -> hole stack of that depth
 	states    []*dstate
 	stateIdx  map[string]int32
 	trans     []int32 // state*256+byte -> state, -1 unknown, 0 dead
@@ -93,6 +109,7 @@ func pack(n, s int32) uint64 { return uint64(uint32(n))<<32 | uint64(uint32(s)) 
 func (g *Grammar) initDFA(maxStates int) {
 	g.stacks = []stackEnt{{ret: -1, parent: -1}}
 	g.stackIdx = map[[2]int32]int32{}
+	g.holes = map[int32]int32{}
 	g.stateIdx = map[string]int32{}
 	g.seen = map[uint64]struct{}{}
 	g.maxStates = maxStates
@@ -118,7 +135,7 @@ func (g *Grammar) closure(seeds []uint64) int32 {
 	out := g.out[:0]
 	clear(g.seen)
 	work := append(g.work[:0], seeds...)
-	accept := false
+	accept, popped := false, false
 	for len(work) > 0 {
 		c := work[len(work)-1]
 		work = work[:len(work)-1]
@@ -138,9 +155,12 @@ func (g *Grammar) closure(seeds []uint64) int32 {
 			work = append(work, pack(g.rules[n.call], g.push(n.ret, st)))
 		}
 		if n.final {
-			if st == 0 {
+			switch {
+			case st == 0:
 				accept = true
-			} else {
+			case g.stacks[st].ret == holeRet:
+				popped = true
+			default:
 				se := g.stacks[st]
 				work = append(work, pack(se.ret, se.parent))
 			}
@@ -148,16 +168,19 @@ func (g *Grammar) closure(seeds []uint64) int32 {
 	}
 	g.work = work
 	g.out = out
-	if len(out) == 0 && !accept {
+	if len(out) == 0 && !accept && !popped {
 		return 0
 	}
 	slices.Sort(out)
 	key := g.key[:0]
+	var flags byte
 	if accept {
-		key = append(key, 1)
-	} else {
-		key = append(key, 0)
+		flags |= 1
 	}
+	if popped {
+		flags |= 2
+	}
+	key = append(key, flags)
 	for _, c := range out {
 		key = binary.LittleEndian.AppendUint64(key, c)
 	}
@@ -168,7 +191,7 @@ func (g *Grammar) closure(seeds []uint64) int32 {
 	if len(g.states) >= g.maxStates {
 		return 0 // over budget: refuse rather than accept too much
 	}
-	ds := &dstate{cfg: slices.Clone(out), accept: accept, strq: -2}
+	ds := &dstate{cfg: slices.Clone(out), accept: accept, popped: popped, strq: -2}
 	for _, c := range out {
 		n := &g.nodes[int32(c>>32)]
 		for _, e := range n.edges {
@@ -245,6 +268,114 @@ func (g *Grammar) walk(tr *trie, s int32) {
 	}
 }
 
+// walkSub adds to g.toks every token in the subtree of trie node root
+// accepted from state s, where s is the state after root's ancestors.
+func (g *Grammar) walkSub(tr *trie, root int32, s int32) {
+	if cap(g.walkS) < tr.maxD+1 {
+		g.walkS = make([]int32, tr.maxD+1)
+	}
+	st := g.walkS[:tr.maxD+1]
+	st[tr.d[root]] = s
+	for i, n := root, tr.end[root]; i < n; {
+		d := tr.d[i]
+		t := g.step(st[d], tr.b[i])
+		if t == 0 {
+			i = tr.end[i]
+			continue
+		}
+		if id := tr.tok[i]; id >= 0 {
+			g.toks = append(g.toks, id)
+			if ds, ok := tr.dups[i]; ok {
+				g.toks = append(g.toks, ds...)
+			}
+		}
+		st[d+1] = t
+		i++
+	}
+}
+
+// holeRet marks a hole stack: it stands for whatever caller frames a real
+// state has below its innermost frame.
+const holeRet = -2
+
+// Every configuration of a state inside a called rule usually shares one
+// stack, and many states differ only in that stack (the same string inside
+// the 1st, 2nd, ... array item). Such a state's mask is computed from the
+// hole-rooted state with the same nodes: its tokens that never leave the
+// frame are accepted whatever the stack (cached once for all stacks), and
+// only the trie subtrees that may leave it are walked from the real state.
+
+// localOf returns the hole-rooted twin of s, or -1 when s does not qualify.
+func (g *Grammar) localOf(s int32) int32 {
+	ds := g.states[s]
+	if len(ds.cfg) == 0 || len(g.states)+4096 > g.maxStates {
+		return -1
+	}
+	st := int32(uint32(ds.cfg[0]))
+	if st == 0 || g.stacks[st].ret == holeRet {
+		return -1
+	}
+	for _, c := range ds.cfg[1:] {
+		if int32(uint32(c)) != st {
+			return -1
+		}
+	}
+	depth := g.stacks[st].depth
+	h, ok := g.holes[depth]
+	if !ok {
+		h = int32(len(g.stacks))
+		g.stacks = append(g.stacks, stackEnt{ret: holeRet, parent: -1, depth: depth})
+		g.holes[depth] = h
+	}
+	seeds := make([]uint64, len(ds.cfg))
+	for i, c := range ds.cfg {
+		seeds[i] = pack(int32(c>>32), h)
+	}
+	l := g.closure(seeds)
+	if l == 0 || g.states[l].popped {
+		return -1
+	}
+	return l
+}
+
+// localMaskOf walks the vocabulary from hole-rooted state l, stopping at
+// the first byte after which the frame may have ended.
+func (g *Grammar) localMaskOf(l int32) *localMask {
+	ls := g.states[l]
+	if ls.local != nil {
+		return ls.local
+	}
+	tr := g.vt.trie
+	lm := &localMask{}
+	st := make([]int32, tr.maxD+1)
+	path := make([]byte, tr.maxD+1)
+	st[0] = l
+	for i, n := int32(0), int32(len(tr.b)); i < n; {
+		d := tr.d[i]
+		t := g.step(st[d], tr.b[i])
+		if t == 0 {
+			i = tr.end[i]
+			continue
+		}
+		if g.states[t].popped {
+			lm.unc = append(lm.unc, uncRoot{node: i, prefix: slices.Clone(path[:d])})
+			i = tr.end[i]
+			continue
+		}
+		if id := tr.tok[i]; id >= 0 {
+			lm.acc = append(lm.acc, id)
+			if ds, ok := tr.dups[i]; ok {
+				lm.acc = append(lm.acc, ds...)
+			}
+		}
+		st[d+1] = t
+		path[d] = tr.b[i]
+		i++
+	}
+	ls.local = lm
+	return lm
+}
+
 const sparseMax = 2048
 
 func (g *Grammar) maskOf(s int32) *cmask {
@@ -258,6 +389,20 @@ func (g *Grammar) maskOf(s int32) *cmask {
 		st := &g.vt.str[ds.strq]
 		g.walk(st.close, s)
 		m.base = st.in
+	} else if l := g.localOf(s); l >= 0 {
+		lm := g.localMaskOf(l)
+		g.toks = append(g.toks, lm.acc...)
+		for _, u := range lm.unc {
+			rs := s
+			for _, c := range u.prefix {
+				if rs = g.step(rs, c); rs == 0 {
+					break
+				}
+			}
+			if rs != 0 {
+				g.walkSub(g.vt.trie, u.node, rs)
+			}
+		}
 	} else {
 		g.walk(g.vt.trie, s)
 	}

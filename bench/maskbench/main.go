@@ -1,7 +1,10 @@
 // Command maskbench runs the MaskBench JSON-schema constrained-decoding
 // benchmark (guidance-ai/jsonschemabench maskbench data) against package
-// grammar: compile time to first mask, per-token mask time, and whether
-// valid instances pass and invalid ones are rejected.
+// grammar, and optionally against the XGrammar peer on the same schemas:
+// time to first mask (TTFM), time between masks (TBM), and whether valid
+// instances pass and invalid ones are rejected.
+//
+//	maskbench [flags] DIR        (DIR: the unpacked data/ folder)
 package main
 
 import (
@@ -11,10 +14,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -34,38 +39,95 @@ type schemaFile struct {
 	Tests  []testCase      `json:"tests"`
 }
 
+// result is one schema's outcome for one engine.
 type result struct {
 	compileErr string
-	ttfm       time.Duration
-	tbm        []time.Duration
-	validErr   int // valid instance rejected
-	invalidErr int // invalid instance accepted
+	ttfm       float64   // microseconds
+	tbm        []float64 // microseconds, valid instances only
+	validErr   int       // valid instance rejected
+	invalidErr int       // invalid instance accepted
 	crash      string
 	timeout    bool
 	detail     string
 }
 
-func main() {
-	data := flag.String("data", "", "MaskBench data/ directory (unpacked data.tar.gz)")
-	tokDir := flag.String("tokenizer", "testdata/tokenizer-files/llama3", "tokenizer directory")
-	limit := flag.Int("limit", 0, "run only the first N schemas (sorted by name); 0 = all")
-	timeout := flag.Duration("timeout", 10*time.Second, "per-schema time limit")
-	peer := flag.Bool("xgrammar-peer", false, "print how to run the XGrammar peer comparison and exit")
-	flexible := flag.Bool("flexible", false, "compile with flexible whitespace")
-	verbose := flag.Bool("v", false, "print each failing schema")
-	slow := flag.Duration("slow", time.Second, "report schemas taking longer than this")
-	match := flag.String("match", "", "only schemas whose file name contains this")
-	flag.Parse()
-	if *peer {
-		fmt.Println(peerHelp)
-		return
+// stats accumulates results over the schemas of one run.
+type stats struct {
+	name                                                  string
+	schemas                                               int
+	tbm, ttfm                                             []float64
+	pass, compileErrs, validErrs, invalidErrs             int
+	crashes, timeouts, schemasValidFail, schemasInvalFail int
+	compileReasons                                        map[string]int
+}
+
+func newStats(name string) *stats { return &stats{name: name, compileReasons: map[string]int{}} }
+
+// add records r; a schema passes when it compiles and every instance is
+// handled correctly.
+func (s *stats) add(r result) {
+	s.schemas++
+	switch {
+	case r.timeout:
+		s.timeouts++
+	case r.crash != "":
+		s.crashes++
+	case r.compileErr != "":
+		s.compileErrs++
+		s.compileReasons[reasonKey(r.compileErr)]++
+	default:
+		s.ttfm = append(s.ttfm, r.ttfm)
+		s.tbm = append(s.tbm, r.tbm...)
+		s.validErrs += r.validErr
+		s.invalidErrs += r.invalidErr
+		if r.validErr > 0 {
+			s.schemasValidFail++
+		}
+		if r.invalidErr > 0 {
+			s.schemasInvalFail++
+		}
+		if r.validErr == 0 && r.invalidErr == 0 {
+			s.pass++
+		}
 	}
-	if *data == "" {
-		fmt.Fprintln(os.Stderr, "usage: maskbench -data DIR [-tokenizer DIR] [-limit N] [-timeout 10s]")
+}
+
+func (s *stats) progress() string {
+	return fmt.Sprintf("pass %d compile-err %d valid-err %d invalid-err %d crash %d timeout %d",
+		s.pass, s.compileErrs, s.validErrs, s.invalidErrs, s.crashes, s.timeouts)
+}
+
+func main() {
+	tokDir := flag.String("tokenizer", "../shared/fixtures/tokenizer-files/llama3", "tokenizer directory (tokenizer.json + tokenizer_config.json)")
+	limit := flag.Int("limit", 0, "run only the first N schemas (sorted by file name); 0 = all")
+	sample := flag.Int("sample", 0, "run a random sample of N schemas (see -seed); 0 = all")
+	seed := flag.Uint64("seed", 1, "seed of the -sample draw")
+	match := flag.String("match", "", "only schemas whose file name contains this")
+	timeout := flag.Duration("timeout", 10*time.Second, "per-schema time limit (compile and all instances)")
+	xgr := flag.Bool("xgrammar", false, "also run the XGrammar peer (WebAssembly build, node+npm) on the same schemas and print its figures side by side")
+	xgrDir := flag.String("xgrammar-dir", filepath.Join(os.TempDir(), "llmserve-maskbench-xgrammar"), "where the XGrammar npm package is installed (reused between runs)")
+	xgrTimeout := flag.Duration("xgrammar-timeout", 0, "per-schema time limit for the peer; 0 = -timeout")
+	flexible := flag.Bool("flexible", false, "compile with flexible whitespace")
+	verbose := flag.Bool("v", false, "print each failing schema on stderr")
+	slow := flag.Duration("slow", time.Second, "report schemas taking longer than this on stderr")
+	dataFlag := flag.String("data", "", "MaskBench data directory (same as the DIR argument)")
+	flag.Usage = func() {
+		fmt.Fprintf(os.Stderr, "usage: maskbench [flags] DIR\n\nDIR is MaskBench's data/ folder (tar xzf ../shared/maskbench/data.tar.gz).\n\n")
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	dir := *dataFlag
+	if flag.NArg() > 0 {
+		dir = flag.Arg(0)
+	}
+	if dir == "" || flag.NArg() > 1 {
+		flag.Usage()
 		os.Exit(2)
 	}
+	// Single-threaded, like the published figures.
 	runtime.GOMAXPROCS(1)
 	runtime.LockOSThread()
+
 	tok, err := tokenizer.Load(*tokDir)
 	if err != nil {
 		slog.Error("load tokenizer", "dir", *tokDir, "err", err)
@@ -75,121 +137,182 @@ func main() {
 	if e, ok := tok.EOS(); ok {
 		eos = append(eos, e)
 	}
+	files, err := selectFiles(dir, *match, *limit, *sample, *seed)
+	if err != nil {
+		slog.Error("select schemas", "dir", dir, "err", err)
+		os.Exit(1)
+	}
 	opts := grammar.Options{}
 	if *flexible {
 		opts.Whitespace = grammar.Flexible
 	}
 	t0 := time.Now()
 	comp := grammar.NewCompiler(tok, eos, opts)
-	slog.Info("compiler ready", "vocab", tok.VocabSize(), "took", time.Since(t0))
+	slog.Info("compiler ready", "vocab", tok.VocabSize(), "schemas", len(files), "took", time.Since(t0))
 
-	files, err := filepath.Glob(filepath.Join(*data, "*.json"))
-	if err != nil || len(files) == 0 {
-		slog.Error("no schema files", "dir", *data, "err", err)
-		os.Exit(1)
-	}
-	sort.Strings(files)
-	if *match != "" {
-		var f2 []string
-		for _, f := range files {
-			if strings.Contains(filepath.Base(f), *match) {
-				f2 = append(f2, f)
-			}
-		}
-		files = f2
-	}
-	if *limit > 0 && *limit < len(files) {
-		files = files[:*limit]
-	}
-	var (
-		tbm, ttfm                                  []time.Duration
-		pass, compileErrs, validErrs, invalidErrs  int
-		crashes, timeouts, schemasWithValidFailure int
-		compileReasons                             = map[string]int{}
-	)
+	ours := newStats("llmserve grammar")
 	start := time.Now()
+	lastProgress := start
 	for i, f := range files {
-		raw, err := os.ReadFile(f)
+		sf, err := loadSchema(f)
 		if err != nil {
-			slog.Error("read", "file", f, "err", err)
+			slog.Error("load schema", "file", f, "err", err)
 			os.Exit(1)
-		}
-		var sf schemaFile
-		if err := json.Unmarshal(raw, &sf); err != nil {
-			slog.Error("parse", "file", f, "err", err)
-			os.Exit(1)
-		}
-		t1 := time.Now()
-		r := runOne(comp, tok, eos, &sf, *timeout)
-		if el := time.Since(t1); el > *slow {
-			fmt.Fprintf(os.Stderr, "SLOW %s %.2fs\n", filepath.Base(f), el.Seconds())
 		}
 		name := filepath.Base(f)
+		t1 := time.Now()
+		r := runOne(comp, tok, eos, sf, *timeout)
+		if el := time.Since(t1); el > *slow {
+			fmt.Fprintf(os.Stderr, "SLOW %s %.2fs\n", name, el.Seconds())
+		}
+		ours.add(r)
 		switch {
 		case r.timeout:
-			timeouts++
 			fmt.Fprintf(os.Stderr, "TIMEOUT %s\n", name)
 		case r.crash != "":
-			crashes++
 			fmt.Fprintf(os.Stderr, "CRASH %s: %s\n", name, r.crash)
 		case r.compileErr != "":
-			compileErrs++
-			compileReasons[reasonKey(r.compileErr)]++
 			if *verbose {
 				fmt.Fprintf(os.Stderr, "compile %s: %s\n", name, r.compileErr)
 			}
-		default:
-			ttfm = append(ttfm, r.ttfm)
-			tbm = append(tbm, r.tbm...)
-			validErrs += r.validErr
-			invalidErrs += r.invalidErr
-			if r.invalidErr > 0 {
-				fmt.Fprintf(os.Stderr, "INVALIDATION %s: %s\n", name, r.detail)
-			}
-			if r.validErr > 0 {
-				schemasWithValidFailure++
-				if *verbose {
-					fmt.Fprintf(os.Stderr, "validation %s: %s\n", name, r.detail)
-				}
-			}
-			if r.validErr == 0 && r.invalidErr == 0 {
-				pass++
-			}
+		case r.invalidErr > 0:
+			fmt.Fprintf(os.Stderr, "INVALIDATION %s: %s\n", name, r.detail)
+		case r.validErr > 0 && *verbose:
+			fmt.Fprintf(os.Stderr, "validation %s: %s\n", name, r.detail)
 		}
-		if (i+1)%100 == 0 || i+1 == len(files) {
-			fmt.Fprintf(os.Stderr, "\r[%d/%d] pass %d compile-err %d valid-err %d invalid-err %d crash %d timeout %d (%.0fs)",
-				i+1, len(files), pass, compileErrs, validErrs, invalidErrs, crashes, timeouts, time.Since(start).Seconds())
+		if i+1 == len(files) || time.Since(lastProgress) > 10*time.Second {
+			lastProgress = time.Now()
+			fmt.Fprintf(os.Stderr, "[%d/%d] %s (%.0fs)\n", i+1, len(files), ours.progress(), time.Since(start).Seconds())
 		}
 	}
-	fmt.Fprintln(os.Stderr)
-	us := func(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d.Nanoseconds())/1e3) }
-	fmt.Printf("MaskBench (%d schemas, tokenizer %s, GOMAXPROCS=1)\n\n", len(files), *tokDir)
-	fmt.Printf("| metric | llmserve grammar |\n|---|---:|\n")
-	fmt.Printf("| TBM p50 (us) | %s |\n| TBM p99 (us) | %s |\n", us(pct(tbm, 0.50)), us(pct(tbm, 0.99)))
-	fmt.Printf("| TTFM p50 (us) | %s |\n| TTFM p99 (us) | %s |\n", us(pct(ttfm, 0.50)), us(pct(ttfm, 0.99)))
-	fmt.Printf("| schemas passing (of %d) | %d |\n", len(files), pass)
-	fmt.Printf("| compile errors | %d |\n", compileErrs)
-	fmt.Printf("| validation errors (valid instance rejected) | %d |\n", validErrs)
-	fmt.Printf("| invalidation errors (invalid instance accepted) | %d |\n", invalidErrs)
-	fmt.Printf("| crashes (recovered panics) | %d |\n", crashes)
-	fmt.Printf("| timeouts (> %s) | %d |\n", *timeout, timeouts)
-	fmt.Printf("| masks measured | %d |\n", len(tbm))
-	type kv struct {
-		k string
-		n int
-	}
-	var reasons []kv
-	for k, n := range compileReasons {
-		reasons = append(reasons, kv{k, n})
-	}
-	sort.Slice(reasons, func(i, j int) bool { return reasons[i].n > reasons[j].n })
-	fmt.Printf("\nTop compile-error reasons:\n")
-	for i, r := range reasons {
-		if i == 25 {
-			break
+	all := []*stats{ours}
+	if *xgr {
+		pt := *xgrTimeout
+		if pt <= 0 {
+			pt = *timeout
 		}
-		fmt.Printf("%6d  %s\n", r.n, r.k)
+		ps, err := runPeer(*xgrDir, *tokDir, tok, eos, files, pt, *verbose)
+		if err != nil {
+			slog.Error("XGrammar peer", "err", err)
+			os.Exit(1)
+		}
+		all = append(all, ps)
 	}
+	printTable(os.Stdout, all, len(files), *tokDir, *timeout)
+}
+
+// selectFiles lists DIR's schema files sorted by name, then applies -match,
+// -sample and -limit in that order.
+func selectFiles(dir, match string, limit, sample int, seed uint64) ([]string, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("no *.json files in %s", dir)
+	}
+	sort.Strings(files)
+	if match != "" {
+		files = slices.DeleteFunc(files, func(f string) bool { return !strings.Contains(filepath.Base(f), match) })
+	}
+	if sample > 0 && sample < len(files) {
+		r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+		r.Shuffle(len(files), func(i, j int) { files[i], files[j] = files[j], files[i] })
+		files = files[:sample]
+		sort.Strings(files)
+	}
+	if limit > 0 && limit < len(files) {
+		files = files[:limit]
+	}
+	return files, nil
+}
+
+func loadSchema(path string) (*schemaFile, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var sf schemaFile
+	if err := json.Unmarshal(raw, &sf); err != nil {
+		return nil, fmt.Errorf("parse %s: %w", path, err)
+	}
+	return &sf, nil
+}
+
+func printTable(w io.Writer, all []*stats, n int, tokDir string, timeout time.Duration) {
+	fmt.Fprintf(w, "MaskBench: %d schemas, tokenizer %s, single-threaded (GOMAXPROCS=1), times in microseconds\n\n", n, tokDir)
+	fmt.Fprintf(w, "| metric |")
+	for _, s := range all {
+		fmt.Fprintf(w, " %s |", s.name)
+	}
+	fmt.Fprintf(w, "\n|---|")
+	for range all {
+		fmt.Fprintf(w, "---:|")
+	}
+	fmt.Fprintln(w)
+	row := func(label string, f func(s *stats) string) {
+		fmt.Fprintf(w, "| %s |", label)
+		for _, s := range all {
+			fmt.Fprintf(w, " %s |", f(s))
+		}
+		fmt.Fprintln(w)
+	}
+	for _, q := range []struct {
+		label string
+		p     float64
+	}{{"p25", 0.25}, {"p50", 0.50}, {"p75", 0.75}, {"p90", 0.90}, {"p99", 0.99}, {"p100", 1}} {
+		row("TBM "+q.label, func(s *stats) string { return usStr(pct(s.tbm, q.p)) })
+	}
+	for _, q := range []struct {
+		label string
+		p     float64
+	}{{"p25", 0.25}, {"p50", 0.50}, {"p75", 0.75}, {"p90", 0.90}, {"p99", 0.99}, {"p100", 1}} {
+		row("TTFM "+q.label, func(s *stats) string { return usStr(pct(s.ttfm, q.p)) })
+	}
+	row(fmt.Sprintf("schemas passing (of %d)", n), func(s *stats) string { return fmt.Sprint(s.pass) })
+	row("compile errors", func(s *stats) string { return fmt.Sprint(s.compileErrs) })
+	row("validation errors (valid instance rejected)", func(s *stats) string {
+		return fmt.Sprintf("%d (%d schemas)", s.validErrs, s.schemasValidFail)
+	})
+	row("invalidation errors (invalid instance accepted)", func(s *stats) string {
+		return fmt.Sprintf("%d (%d schemas)", s.invalidErrs, s.schemasInvalFail)
+	})
+	row("crashes", func(s *stats) string { return fmt.Sprint(s.crashes) })
+	row(fmt.Sprintf("timeouts (> %s)", timeout), func(s *stats) string { return fmt.Sprint(s.timeouts) })
+	row("masks measured", func(s *stats) string { return fmt.Sprint(len(s.tbm)) })
+	for _, s := range all {
+		type kv struct {
+			k string
+			n int
+		}
+		var reasons []kv
+		for k, c := range s.compileReasons {
+			reasons = append(reasons, kv{k, c})
+		}
+		if len(reasons) == 0 {
+			continue
+		}
+		sort.Slice(reasons, func(i, j int) bool {
+			if reasons[i].n != reasons[j].n {
+				return reasons[i].n > reasons[j].n
+			}
+			return reasons[i].k < reasons[j].k
+		})
+		fmt.Fprintf(w, "\nTop compile-error reasons, %s:\n", s.name)
+		for i, r := range reasons {
+			if i == 25 {
+				break
+			}
+			fmt.Fprintf(w, "%6d  %s\n", r.n, r.k)
+		}
+	}
+}
+
+func usStr(us float64) string {
+	if us >= 1000 {
+		return fmt.Sprintf("%.0f", us)
+	}
+	return fmt.Sprintf("%.1f", us)
 }
 
 // reasonKey groups compile errors by their message without specifics.
@@ -209,16 +332,17 @@ func reasonKey(s string) string {
 	return s
 }
 
-func pct(ds []time.Duration, p float64) time.Duration {
-	if len(ds) == 0 {
+// pct is the nearest-rank percentile p (0..1) of xs.
+func pct(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
 		return 0
 	}
-	s := append([]time.Duration(nil), ds...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	s := slices.Clone(xs)
+	slices.Sort(s)
 	return s[int(p*float64(len(s)-1))]
 }
 
-func runOne(comp *grammar.Compiler, tok *tokenizer.Tokenizer, eos []int32, sf *schemaFile, timeout time.Duration) (res result) {
+func runOne(comp *grammar.Compiler, tok *tokenizer.Tokenizer, eos []int32, sf *schemaFile, timeout time.Duration) result {
 	done := make(chan result, 1)
 	var cancel atomic.Bool
 	go func() {
@@ -235,10 +359,13 @@ func runOne(comp *grammar.Compiler, tok *tokenizer.Tokenizer, eos []int32, sf *s
 	case r := <-done:
 		return r
 	case <-time.After(timeout):
+		// Go cannot stop the goroutine; it notices cancel between instances.
 		cancel.Store(true)
 		return result{timeout: true}
 	}
 }
+
+func usSince(t time.Time) float64 { return float64(time.Since(t).Nanoseconds()) / 1e3 }
 
 func evaluate(comp *grammar.Compiler, tok *tokenizer.Tokenizer, eos []int32, sf *schemaFile, cancel *atomic.Bool) result {
 	var r result
@@ -252,7 +379,7 @@ func evaluate(comp *grammar.Compiler, tok *tokenizer.Tokenizer, eos []int32, sf 
 	}
 	m := g.NewMatcher()
 	m.FillMask(mask)
-	r.ttfm = time.Since(t0)
+	r.ttfm = usSince(t0)
 	for _, tc := range sf.Tests {
 		if cancel.Load() {
 			return r
@@ -265,9 +392,12 @@ func evaluate(comp *grammar.Compiler, tok *tokenizer.Tokenizer, eos []int32, sf 
 		m := g.NewMatcher()
 		ok := true
 		for i, id := range ids {
+			if cancel.Load() {
+				return r
+			}
 			s := time.Now()
 			m.FillMask(mask)
-			d := time.Since(s)
+			d := usSince(s)
 			if tc.Valid {
 				r.tbm = append(r.tbm, d)
 			}
@@ -288,7 +418,7 @@ func evaluate(comp *grammar.Compiler, tok *tokenizer.Tokenizer, eos []int32, sf 
 			s := time.Now()
 			m.FillMask(mask)
 			if tc.Valid {
-				r.tbm = append(r.tbm, time.Since(s))
+				r.tbm = append(r.tbm, usSince(s))
 			}
 			endOK := len(eos) > 0 && mask[eos[0]>>6]&(1<<(uint(eos[0])&63)) != 0
 			if endOK != m.CanEnd() {
@@ -406,14 +536,3 @@ func appendString(dst []byte, s string) []byte {
 	}
 	return append(dst, '"')
 }
-
-const peerHelp = `XGrammar peer (WebAssembly build, Qwen3 vocabulary, one schema, needs node+npm and network):
-
-  bash ../shared/peers/xgrammar/run.sh
-
-It prints "vocab N, tokenizer-info+compiler X ms, compile Y ms, doc tokens T, mask us p50 .. p99 ..".
-For the same document and schema here, run the grammar benchmarks with the Qwen3 tokenizer:
-
-  go test ./grammar/ -run '^$' -bench 'FillMask|Compile' -benchtime 2000x
-
-and compare the per-mask times measured in the same session (ratios, not absolutes).`
