@@ -181,17 +181,6 @@ func firstAllowed(vocab int, allowed []uint64) int32 {
 	return -1
 }
 
-// argmax returns the first index holding the largest logit, ignoring -Inf and NaN; -1 if none.
-func argmax(logits []float32) (int32, float32) {
-	best, bestLogit := int32(-1), float32(math.Inf(-1))
-	for i, l := range logits {
-		if l > bestLogit {
-			best, bestLogit = int32(i), l
-		}
-	}
-	return best, bestLogit
-}
-
 // pruneBelow is how far below the best token, in temperature-scaled logits, a token may sit
 // before dropping it changes no probability noticeably: ln(1e7·V) leaves weights under 1e-7/V.
 func pruneBelow(vocab int) float32 {

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Runs one cell of the issue-5 streaming matrix on this host and prints loadgen's one-line JSON
+# summary, prefixed by the cell's settings: it starts the engine from built binaries (schedulerd
+# with the token-replay BENCHMARK backend at step time 0, detokd unless SKIP_DETOK=1, tokenizerd
+# with $WORKERS workers) or, with TARGET=baresse, the bare SSE server, runs loadgen against it with
+# ignore_eos, and stops what it started (by pid).
+#
+#   go build -o /tmp/bin5/ ./cmd/... ./bench/loadgen ./bench/baresse
+#   C=512 INTERVAL=1 WORKERS=1 bench/streambench/cell.sh /tmp/bin5
+#
+# Environment: TARGET (engine | baresse), C (512), REQUESTS (2*C), INTERVAL (1), WORKERS (1),
+# SKIP_DETOK (0), INPUT_LEN (16), OUTPUT_LEN (256), RAMP (0s), PORT (33500), DISCONNECT (0),
+# PROFILE (seconds of `perf record -a -g` taken 5 s into the run, written to $PROFILE_OUT),
+# EXTRA (more loadgen flags), SCHED_EXTRA (more schedulerd flags, e.g. --max-prefill-tokens),
+# TOK_GOMAXPROCS (GOMAXPROCS of every tokenizerd process; empty = Go's default).
+set -euo pipefail
+BIN=${1:?usage: cell.sh BINDIR}
+TARGET=${TARGET:-engine}
+C=${C:-512}
+REQUESTS=${REQUESTS:-$((2 * C))}
+INTERVAL=${INTERVAL:-1}
+WORKERS=${WORKERS:-1}
+SKIP_DETOK=${SKIP_DETOK:-0}
+INPUT_LEN=${INPUT_LEN:-16}
+OUTPUT_LEN=${OUTPUT_LEN:-256}
+RAMP=${RAMP:-0s}
+PORT=${PORT:-33500}
+DISCONNECT=${DISCONNECT:-0}
+PROFILE=${PROFILE:-0}
+PROFILE_OUT=${PROFILE_OUT:-/tmp/streambench-perf.data}
+EXTRA=${EXTRA:-}
+SCHED_EXTRA=${SCHED_EXTRA:-}
+TOK_GOMAXPROCS=${TOK_GOMAXPROCS:-}
+MODEL_PATH=${MODEL_PATH:-$(cd "$(dirname "$0")/../.." && pwd)/models/pico}
+LOGS=${LOGS:-$(mktemp -d /tmp/streambench-logs-XXXXXX)}
+
+pids=()
+stop_all() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+	pids=()
+}
+trap stop_all EXIT
+
+if [ "$TARGET" = baresse ]; then
+	"$BIN/baresse" -addr "127.0.0.1:$PORT" -vocab 8192 >"$LOGS/baresse.log" 2>&1 &
+	pids+=($!)
+else
+	run=$(mktemp -d /tmp/streambench-run-XXXXXX)
+	chmod 700 "$run"
+	common=(--run-dir "$run" --port "$PORT" --tokenizer-worker-num "$WORKERS" --model-path "$MODEL_PATH")
+	if [ "$SKIP_DETOK" = 1 ]; then common+=(--skip-detokenization); fi
+	# shellcheck disable=SC2086
+	"$BIN/schedulerd" serve "${common[@]}" --load-format replay --replay-step-time 0 \
+		--max-running-requests "$C" $SCHED_EXTRA >"$LOGS/sched.log" 2>&1 &
+	pids+=($!)
+	if [ "$SKIP_DETOK" != 1 ]; then
+		"$BIN/detokd" "${common[@]}" >"$LOGS/detok.log" 2>&1 &
+		pids+=($!)
+	fi
+	tokenv=()
+	if [ -n "$TOK_GOMAXPROCS" ]; then tokenv=(GOMAXPROCS="$TOK_GOMAXPROCS"); fi
+	env "${tokenv[@]}" "$BIN/tokenizerd" serve "${common[@]}" --stream-interval "$INTERVAL" >"$LOGS/tok.log" 2>&1 &
+	pids+=($!)
+fi
+# Ready once every worker answers: /health (a rank has reported) several times in a row, since
+# SO_REUSEPORT spreads the probes over the workers.
+probe=/health
+if [ "$TARGET" = baresse ]; then probe=/v1/models; fi
+ok=0
+for _ in $(seq 1 300); do
+	if curl -sf "127.0.0.1:$PORT$probe" >/dev/null 2>&1; then ok=$((ok + 1)); else ok=0; fi
+	if [ "$ok" -ge 8 ]; then break; fi
+	sleep 0.05
+done
+
+if [ "$PROFILE" != 0 ]; then
+	(sleep 5 && perf record -a -g -o "$PROFILE_OUT" -- sleep "$PROFILE" >/dev/null 2>&1) &
+	perfpid=$!
+fi
+drain=()
+if [ "$TARGET" = engine ]; then drain=(-check-drained -drain-timeout 30s); fi
+set +e
+# shellcheck disable=SC2086
+"$BIN/loadgen" -url "http://127.0.0.1:$PORT" -concurrency "$C" -requests "$REQUESTS" \
+	-input-len "$INPUT_LEN" -output-len "$OUTPUT_LEN" -ramp "$RAMP" -disconnect-frac "$DISCONNECT" \
+	-progress 0 -json "${drain[@]}" $EXTRA >"$LOGS/loadgen.out" 2>"$LOGS/loadgen.err"
+rc=$?
+set -e
+if [ "$PROFILE" != 0 ]; then wait "$perfpid" || true; fi
+printf '{"target":"%s","c":%d,"interval":%d,"workers":%d,"skip_detok":%d,"sched_extra":"%s","tok_gomaxprocs":"%s","rc":%d,"logs":"%s","summary":%s}\n' \
+	"$TARGET" "$C" "$INTERVAL" "$WORKERS" "$SKIP_DETOK" "$SCHED_EXTRA" "$TOK_GOMAXPROCS" "$rc" "$LOGS" "$(tail -n 1 "$LOGS/loadgen.out" | grep '^{' || echo null)"
