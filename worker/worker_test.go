@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"os"
@@ -165,5 +166,77 @@ func TestSilentRankFailsAfterDeliveredTokens(t *testing.T) {
 	}
 	if w.Health() == nil {
 		t.Fatal("health does not report the silent rank")
+	}
+}
+
+// TestRankTakesNothingUntilItReports: a rank that has not reported yet (still loading its
+// model) gets no requests; they are refused at once (a 503 upstream), /health says why, and the
+// first report makes the rank usable without any request having been lost in between.
+func TestRankTakesNothingUntilItReports(t *testing.T) {
+	dir, err := ipc.TempRunDir("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	tr := ipc.Default()
+	reqs, err := tr.Pull(ipc.SchedulerEndpoint(dir, 0), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A short rank timeout: the never-heard rank must not be marked "down" (and logged as
+	// dead) when it expires; it stays "not reported yet".
+	w, err := New(Config{NumWorkers: 1, DPSize: 1, RunDir: dir, Transport: tr, Mode: ModeDefault, Method: shard.RoundRobin,
+		RankTimeout: 50 * time.Millisecond, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := tr.Push(ipc.WorkerEndpoint(dir, 0), false, ipc.WithSendTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close(); out.Close(); reqs.Close() })
+	time.Sleep(200 * time.Millisecond)
+	req := func() *api.Request {
+		return &api.Request{RID: w.NewRID(), InputIDs: []int32{1, 2, 3}, MaxNewTokens: 4, Stream: true, StreamInterval: 1, RoutedRank: -1}
+	}
+	if _, err := w.Submit(context.Background(), req()); !errors.Is(err, shard.ErrNoRankUp) || !strings.Contains(err.Error(), "has not reported yet") {
+		t.Fatalf("submit before the rank reported: %v", err)
+	}
+	if err := w.Health(); err == nil || !strings.Contains(err.Error(), "not reported yet") {
+		t.Fatalf("health before the rank reported: %v", err)
+	}
+	if _, err := reqs.Recv(50 * time.Millisecond); err == nil {
+		t.Fatal("a request reached the rank before it reported")
+	}
+	// The rank comes up and keeps reporting (the timeout is short).
+	stop := make(chan struct{})
+	beats := make(chan struct{})
+	go func() {
+		defer close(beats)
+		for seq := uint64(1); ; seq++ {
+			b := ipc.TextBatch{Loads: []ipc.RankLoad{{Rank: 0, Seq: seq, Load: ipc.Load{Received: []uint64{0}, ReceivedTokens: []uint64{0}}}}}
+			_ = out.Send(b.Append(nil))
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}()
+	defer func() { close(stop); <-beats }()
+	rank := &rankSide{t: t, reqs: reqs, out: out}
+	deadline := time.Now().Add(5 * time.Second)
+	for w.Health() != nil && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := w.Health(); err != nil {
+		t.Fatalf("health after the first report: %v", err)
+	}
+	r := req()
+	if _, err := w.Submit(context.Background(), r); err != nil {
+		t.Fatalf("submit after the first report: %v", err)
+	}
+	if got := rank.dispatched(); got.RID != r.RID {
+		t.Fatalf("rank got %q, want %q", got.RID, r.RID)
 	}
 }
