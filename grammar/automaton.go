@@ -2,6 +2,7 @@ package grammar
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"slices"
 	"sync"
 )
@@ -24,7 +25,15 @@ type node struct {
 	ret   int32
 	final bool // end of its rule
 	strq  int8 // free-string body substate, or -1
+	// crem >= 0: a char boundary of a length-only string that may still
+	// take crem chars (unboundedRem: any number); see vocabTables.cnt
+	crem int32
+	// loop >= 0: index into Grammar.classes of the printable ASCII chars
+	// (each one literal byte) on which this char-string node loops
+	loop int16
 }
+
+const unboundedRem = 1 << 30
 
 type stackEnt struct {
 	ret, parent, depth int32
@@ -35,6 +44,7 @@ type dstate struct {
 	accept bool
 	popped bool // a hole frame (see holeStack) ended: what follows depends on the caller
 	strq   int8
+	loop   int16     // single configuration on a node looping on an ASCII class (node.loop), or -1
 	next   [4]uint64 // bytes with an outgoing edge
 	mask   *cmask
 	local  *localMask // for hole-rooted states: the context-independent part of the mask
@@ -44,12 +54,14 @@ type dstate struct {
 // leaving the frame (valid under any caller), and the trie subtrees whose
 // tokens may leave it, which are walked again from each real state.
 type localMask struct {
-	acc []int32
-	unc []uncRoot
+	acc  []int32
+	bits []uint64 // acc as a bitset when it is large (then acc is nil)
+	unc  []uncRoot
 }
 
 type uncRoot struct {
-	node   int32  // trie node whose subtree is context-dependent
+	tr     *trie
+	node   int32  // node of tr whose subtree is context-dependent
 	prefix []byte // bytes of its ancestors
 }
 
@@ -81,9 +93,13 @@ const maxStackDepth = 200
 // matchers. Its language is fixed at compile time; the lazily built DFA and
 // mask caches behind it are guarded by mu.
 type Grammar struct {
-	vt    *vocabTables
-	nodes []node
-	rules []int32 // rule start nodes; rule 0 is the root
+	vt      *vocabTables
+	nodes   []node
+	rules   []int32     // rule start nodes; rule 0 is the root
+	classes [][2]uint64 // byte classes of node.loop
+	// classSub[k]: trie nodes below which every byte is in classes[k]
+	// (from vocabTables.classSubtrees, fetched on first use)
+	classSub [][]uint64
 
 	mu        sync.Mutex
 	stacks    []stackEnt
@@ -91,7 +107,7 @@ type Grammar struct {
 	holes     map[int32]int32 // stack depth -> hole stack of that depth
 	states    []*dstate
 	stateIdx  map[string]int32
-	trans     []int32 // state*256+byte -> state, -1 unknown, 0 dead
+	trans     [][]int32 // pages of transPage states: [state%transPage*256+byte] -> state, -1 unknown, 0 dead
 	maxStates int
 	start     int32
 
@@ -101,8 +117,13 @@ type Grammar struct {
 	seen  map[uint64]struct{}
 	key   []byte
 	walkS []int32
+	walkP []byte
 	toks  []int32
 }
+
+// transPage is how many states share one page of the transition table (a
+// single growing slice would be copied over and over as states are added).
+const transPage = 16
 
 func pack(n, s int32) uint64 { return uint64(uint32(n))<<32 | uint64(uint32(s)) }
 
@@ -115,7 +136,8 @@ func (g *Grammar) initDFA(maxStates int) {
 	g.maxStates = maxStates
 	dead := &dstate{strq: -1, mask: &cmask{}}
 	g.states = []*dstate{dead}
-	g.trans = make([]int32, 256)
+	g.trans = nil
+	g.addTransRow()
 	g.start = g.closure([]uint64{pack(g.rules[0], 0)})
 }
 
@@ -133,7 +155,12 @@ func (g *Grammar) push(ret, parent int32) int32 {
 // closure returns the DFA state for the epsilon closure of seeds.
 func (g *Grammar) closure(seeds []uint64) int32 {
 	out := g.out[:0]
-	clear(g.seen)
+	if len(g.seen) > 256 {
+		// clearing costs the map's capacity, not its size: drop a grown one
+		g.seen = make(map[uint64]struct{}, 64)
+	} else {
+		clear(g.seen)
+	}
 	work := append(g.work[:0], seeds...)
 	accept, popped := false, false
 	for len(work) > 0 {
@@ -191,7 +218,10 @@ func (g *Grammar) closure(seeds []uint64) int32 {
 	if len(g.states) >= g.maxStates {
 		return 0 // over budget: refuse rather than accept too much
 	}
-	ds := &dstate{cfg: slices.Clone(out), accept: accept, popped: popped, strq: -2}
+	ds := &dstate{cfg: slices.Clone(out), accept: accept, popped: popped, strq: -2, loop: -1}
+	if len(out) == 1 {
+		ds.loop = g.nodes[int32(out[0]>>32)].loop
+	}
 	for _, c := range out {
 		n := &g.nodes[int32(c>>32)]
 		for _, e := range n.edges {
@@ -211,21 +241,32 @@ func (g *Grammar) closure(seeds []uint64) int32 {
 	i := int32(len(g.states))
 	g.states = append(g.states, ds)
 	g.stateIdx[string(key)] = i
-	for k := 0; k < 256; k++ {
-		g.trans = append(g.trans, -1)
-	}
+	g.addTransRow()
 	return i
+}
+
+// addTransRow makes room for the transitions of state len(g.states)-1.
+func (g *Grammar) addTransRow() {
+	i := len(g.states) - 1
+	if i%transPage == 0 {
+		pg := make([]int32, transPage*256)
+		for k := range pg {
+			pg[k] = -1
+		}
+		g.trans = append(g.trans, pg)
+	}
 }
 
 // step is the DFA transition on byte b.
 func (g *Grammar) step(s int32, b byte) int32 {
-	t := g.trans[int(s)<<8|int(b)]
+	row := g.trans[s/transPage][int(s%transPage)<<8:]
+	t := row[b]
 	if t >= 0 {
 		return t
 	}
 	ds := g.states[s]
 	if ds.next[b>>6]&(1<<(b&63)) == 0 {
-		g.trans[int(s)<<8|int(b)] = 0
+		row[b] = 0
 		return 0
 	}
 	var seeds []uint64
@@ -238,7 +279,7 @@ func (g *Grammar) step(s int32, b byte) int32 {
 		}
 	}
 	t = g.closure(seeds)
-	g.trans[int(s)<<8|int(b)] = t
+	g.trans[s/transPage][int(s%transPage)<<8|int(b)] = t
 	return t
 }
 
@@ -345,35 +386,115 @@ func (g *Grammar) localMaskOf(l int32) *localMask {
 	if ls.local != nil {
 		return ls.local
 	}
-	tr := g.vt.trie
 	lm := &localMask{}
-	st := make([]int32, tr.maxD+1)
-	path := make([]byte, tr.maxD+1)
-	st[0] = l
-	for i, n := int32(0), int32(len(tr.b)); i < n; {
+	g.toks = g.toks[:0]
+	lm.bits = g.walkVocab(l, lm)
+	switch {
+	case lm.bits != nil:
+		for _, t := range g.toks {
+			lm.bits[t>>6] |= 1 << (uint(t) & 63)
+		}
+	case len(g.toks) > sparseMax:
+		lm.bits = make([]uint64, g.vt.words)
+		for _, t := range g.toks {
+			lm.bits[t>>6] |= 1 << (uint(t) & 63)
+		}
+	default:
+		lm.acc = slices.Clone(g.toks)
+	}
+	ls.local = lm
+	return lm
+}
+
+// freeMin is how many string-body tokens the free first bytes of a state
+// must cover before walkVocab takes them from the per-Compiler tables.
+const freeMin = 4096
+
+// walkVocab adds to g.toks the tokens accepted from s. With lm set (s is
+// hole-rooted), trie subtrees after which the frame may have ended go to
+// lm.unc instead. Inside strings most first bytes lead into the free string
+// body, whose tokens are known per Compiler: those are returned as a fresh
+// bitset (nil when not used) and only the other first bytes and the tokens
+// that close the string are walked.
+func (g *Grammar) walkVocab(s int32, lm *localMask) []uint64 {
+	vt := g.vt
+	var free [256]bool
+	nFree := 0
+	for c := 0; c < 256; c++ {
+		x := vt.firstQ[c]
+		if x < 0 || len(vt.inFirst[c]) == 0 {
+			continue
+		}
+		if t := g.step(s, byte(c)); t != 0 {
+			if ts := g.states[t]; !ts.popped && ts.strq == x {
+				free[c] = true
+				nFree += len(vt.inFirst[c])
+			}
+		}
+	}
+	tr := vt.trie
+	if nFree < freeMin {
+		g.walkRange(tr, 0, int32(len(tr.b)), s, lm)
+		return nil
+	}
+	bits := slices.Clone(vt.str[sqNormal].in)
+	ct := vt.str[sqNormal].close
+	for c := 0; c < 256; c++ {
+		if free[c] {
+			if k := vt.closeKid[c]; k >= 0 {
+				g.walkRange(ct, k, ct.end[k], s, lm)
+			}
+			continue
+		}
+		for _, id := range vt.inFirst[c] {
+			bits[id>>6] &^= 1 << (uint(id) & 63)
+		}
+		if k := vt.rootKid[c]; k >= 0 {
+			g.walkRange(tr, k, tr.end[k], s, lm)
+		}
+	}
+	return bits
+}
+
+// walkRange walks the trie nodes [lo, hi) of tr, a run of whole subtrees of
+// root children, from state s; see walkVocab for lm.
+func (g *Grammar) walkRange(tr *trie, lo, hi int32, s int32, lm *localMask) {
+	if cap(g.walkS) < tr.maxD+1 {
+		g.walkS = make([]int32, tr.maxD+1)
+		g.walkP = make([]byte, tr.maxD+1)
+	}
+	st, path := g.walkS[:tr.maxD+1], g.walkP[:tr.maxD+1]
+	st[0] = s
+	for i := lo; i < hi; {
 		d := tr.d[i]
 		t := g.step(st[d], tr.b[i])
 		if t == 0 {
 			i = tr.end[i]
 			continue
 		}
-		if g.states[t].popped {
-			lm.unc = append(lm.unc, uncRoot{node: i, prefix: slices.Clone(path[:d])})
+		ts := g.states[t]
+		if lm != nil && ts.popped {
+			lm.unc = append(lm.unc, uncRoot{tr: tr, node: i, prefix: slices.Clone(path[:d])})
+			i = tr.end[i]
+			continue
+		}
+		if ts.strq == sqNormal && tr.plain[i] || ts.loop >= 0 && tr == g.vt.trie && g.inClass(ts.loop, i) {
+			// inside a string, bytes that loop on this state keep it
+			// there: the whole subtree is accepted
+			g.toks = append(g.toks, tr.order[tr.pos[i]:tr.pos[tr.end[i]]]...)
 			i = tr.end[i]
 			continue
 		}
 		if id := tr.tok[i]; id >= 0 {
-			lm.acc = append(lm.acc, id)
+			g.toks = append(g.toks, id)
 			if ds, ok := tr.dups[i]; ok {
-				lm.acc = append(lm.acc, ds...)
+				g.toks = append(g.toks, ds...)
 			}
 		}
 		st[d+1] = t
 		path[d] = tr.b[i]
 		i++
 	}
-	ls.local = lm
-	return lm
 }
 
 const sparseMax = 2048
@@ -383,15 +504,32 @@ func (g *Grammar) maskOf(s int32) *cmask {
 	if ds.mask != nil {
 		return ds.mask
 	}
+	if parts := g.splitByStack(s); parts != nil {
+		// Every part's mask is computed (and cached) before merging:
+		// maskOf reuses g.toks as scratch.
+		subs := make([]*cmask, len(parts))
+		for i, p := range parts {
+			subs[i] = g.maskOf(p)
+		}
+		ds.mask = mergeMasks(subs, g.vt.words)
+		return ds.mask
+	}
 	g.toks = g.toks[:0]
 	m := &cmask{}
 	if ds.strq >= 0 {
 		st := &g.vt.str[ds.strq]
 		g.walk(st.close, s)
 		m.base = st.in
+	} else if rem := g.countRem(ds); rem >= 0 {
+		// inside a length-only string: tokens that stay inside depend only
+		// on how many chars they spell; those that close it are walked
+		cnt := g.vt.cnt
+		m.base = cnt[min(int(rem), len(cnt)-1)]
+		g.walk(g.vt.str[sqNormal].close, s)
 	} else if l := g.localOf(s); l >= 0 {
 		lm := g.localMaskOf(l)
-		g.toks = append(g.toks, lm.acc...)
+		g.toks = append(g.toks[:0], lm.acc...)
+		m.base = lm.bits
 		for _, u := range lm.unc {
 			rs := s
 			for _, c := range u.prefix {
@@ -400,13 +538,20 @@ func (g *Grammar) maskOf(s int32) *cmask {
 				}
 			}
 			if rs != 0 {
-				g.walkSub(g.vt.trie, u.node, rs)
+				g.walkSub(u.tr, u.node, rs)
 			}
 		}
 	} else {
-		g.walk(g.vt.trie, s)
+		g.toks = g.toks[:0]
+		if bits := g.walkVocab(s, nil); bits != nil {
+			m.dense = bits
+		}
 	}
-	if len(g.toks) > sparseMax && m.base == nil {
+	if m.dense != nil {
+		for _, t := range g.toks {
+			m.dense[t>>6] |= 1 << (uint(t) & 63)
+		}
+	} else if len(g.toks) > sparseMax && m.base == nil {
 		m.dense = make([]uint64, g.vt.words)
 		for _, t := range g.toks {
 			m.dense[t>>6] |= 1 << (uint(t) & 63)
@@ -418,6 +563,136 @@ func (g *Grammar) maskOf(s int32) *cmask {
 	return m
 }
 
+// inClass reports whether every byte below trie node i is in classes[k].
+func (g *Grammar) inClass(k int16, i int32) bool {
+	for len(g.classSub) < len(g.classes) {
+		g.classSub = append(g.classSub, nil)
+	}
+	sub := g.classSub[k]
+	if sub == nil {
+		sub = g.vt.classSubtrees(g.classes[k])
+		g.classSub[k] = sub
+	}
+	return sub[i>>6]&(1<<(uint(i)&63)) != 0
+}
+
+// countRem returns how many more chars the length-only string that ds sits
+// in (at a char boundary) may take, or -1 when ds is not such a state.
+func (g *Grammar) countRem(ds *dstate) int32 {
+	if len(ds.cfg) != 1 {
+		return -1
+	}
+	return g.nodes[int32(ds.cfg[0]>>32)].crem
+}
+
+// A token is accepted from a set of configurations iff it is accepted from
+// one of them, so a state's mask is the union of the masks of any cover of
+// its configurations. States mixing several call frames (the remaining
+// property names of an object next to the open-key rule it calls, or the
+// ends of nested values) are split by stack: each part is a state of its
+// own whose mask is cached and shared by every state containing it (the
+// open-key part is the same at every position of a 100-property object),
+// and single-frame parts take the stack-independent path of localOf.
+
+// splitByStack returns the states made of s's configurations grouped by
+// call stack, or nil when s has a single stack or cannot be split.
+func (g *Grammar) splitByStack(s int32) []int32 {
+	ds := g.states[s]
+	if len(ds.cfg) < 2 || len(g.states)+4096 > g.maxStates {
+		return nil
+	}
+	first := uint32(ds.cfg[0])
+	multi := false
+	for _, c := range ds.cfg[1:] {
+		if uint32(c) != first {
+			multi = true
+			break
+		}
+	}
+	if !multi {
+		return nil
+	}
+	byStack := slices.Clone(ds.cfg)
+	slices.SortFunc(byStack, func(a, b uint64) int {
+		if x, y := uint32(a), uint32(b); x != y {
+			if x < y {
+				return -1
+			}
+			return 1
+		}
+		if a < b {
+			return -1
+		}
+		if a > b {
+			return 1
+		}
+		return 0
+	})
+	var parts []int32
+	for i := 0; i < len(byStack); {
+		j := i + 1
+		for j < len(byStack) && uint32(byStack[j]) == uint32(byStack[i]) {
+			j++
+		}
+		p := g.closure(byStack[i:j])
+		if p == s || p == 0 {
+			// the part's closure reaches every configuration (or the
+			// budget is spent): no smaller cover exists this way
+			return nil
+		}
+		if !slices.Contains(parts, p) {
+			parts = append(parts, p)
+		}
+		i = j
+	}
+	return parts
+}
+
+// mergeMasks returns the union of subs.
+func mergeMasks(subs []*cmask, words int) *cmask {
+	var bases [][]uint64
+	n := 0
+	for _, c := range subs {
+		switch {
+		case c.dense != nil:
+			bases = append(bases, c.dense)
+		case c.base != nil:
+			bases = append(bases, c.base)
+		}
+		n += len(c.add)
+	}
+	m := &cmask{}
+	switch len(bases) {
+	case 0:
+	case 1:
+		m.base = bases[0] // shared, never written
+	default:
+		m.dense = make([]uint64, words)
+		for _, b := range bases {
+			for i, w := range b {
+				m.dense[i] |= w
+			}
+		}
+	}
+	adds := make([]int32, 0, n)
+	for _, c := range subs {
+		adds = append(adds, c.add...)
+	}
+	slices.Sort(adds)
+	adds = slices.Compact(adds)
+	if m.base == nil && m.dense == nil && len(adds) > sparseMax {
+		m.dense = make([]uint64, words)
+	}
+	if m.dense != nil {
+		for _, t := range adds {
+			m.dense[t>>6] |= 1 << (uint(t) & 63)
+		}
+		return m
+	}
+	m.add = adds
+	return m
+}
+
 // ---- construction ----
 
 type frag struct{ in, out int32 }
@@ -426,10 +701,11 @@ type builder struct {
 	g        *Grammar
 	maxNodes int
 	over     bool
+	freeQ    map[int32][numSQ]int32 // freeBody normal node -> its substate nodes
 }
 
 func (b *builder) node() int32 {
-	b.g.nodes = append(b.g.nodes, node{call: -1, strq: -1})
+	b.g.nodes = append(b.g.nodes, node{call: -1, strq: -1, crem: -1, loop: -1})
 	if len(b.g.nodes) > b.maxNodes {
 		b.over = true
 	}
@@ -530,6 +806,16 @@ func (b *builder) charString(d *cdfa) frag {
 			continue
 		}
 		ns[i] = b.node()
+		if cl := loopClass(d.trans[i], int32(i)); popcount2(cl) >= 8 {
+			b.g.nodes[ns[i]].loop = b.classID(cl)
+		}
+		if d.counted {
+			rem := int32(unboundedRem)
+			if d.maxLen >= 0 {
+				rem = int32(d.maxLen - i)
+			}
+			b.g.nodes[ns[i]].crem = rem
+		}
 	}
 	b.edge(in, '"', '"', ns[0])
 	memo := map[string]int32{}
@@ -540,11 +826,85 @@ func (b *builder) charString(d *cdfa) frag {
 		if d.acc[i] {
 			b.edge(ns[i], '"', '"', out)
 		}
+		to := nonASCIITo(tr)
 		for _, t := range tr {
+			if to >= 0 && free[to] && t.to == to && t.hi >= 0x80 {
+				if t.lo < 0x80 {
+					b.charRange(ns[i], t.lo, 0x7F, ns[t.to], memo)
+				}
+				continue
+			}
 			b.charRange(ns[i], t.lo, t.hi, ns[t.to], memo)
+		}
+		if to >= 0 && free[to] {
+			// Every non-ASCII char leads into a free body: enter it at the
+			// substate after the lead byte, so states inside the char are
+			// tagged and masks take the string-table path.
+			q := b.freeQ[ns[to]]
+			for c := 0xC2; c <= 0xF4; c++ {
+				b.edge(ns[i], byte(c), byte(c), q[strStep(sqNormal, byte(c))])
+			}
 		}
 	}
 	return frag{in, out}
+}
+
+// loopClass returns the printable ASCII chars other than '"' and '\\'
+// (emitted as one literal byte each) on which char-DFA state i loops.
+func loopClass(tr []ctr, i int32) [2]uint64 {
+	var cl [2]uint64
+	for _, t := range tr {
+		if t.to != i {
+			continue
+		}
+		for r := max(t.lo, 0x20); r <= min(t.hi, 0x7E); r++ {
+			if r != '"' && r != '\\' {
+				cl[r>>6] |= 1 << (uint(r) & 63)
+			}
+		}
+	}
+	return cl
+}
+
+func popcount2(cl [2]uint64) int { return bits.OnesCount64(cl[0]) + bits.OnesCount64(cl[1]) }
+
+// classID interns a loop class of the grammar.
+func (b *builder) classID(cl [2]uint64) int16 {
+	for k, c := range b.g.classes {
+		if c == cl {
+			return int16(k)
+		}
+	}
+	if len(b.g.classes) >= 1<<14 {
+		return -1
+	}
+	b.g.classes = append(b.g.classes, cl)
+	return int16(len(b.g.classes) - 1)
+}
+
+// nonASCIITo returns the state every non-ASCII char (U+0080..U+10FFFF, surrogates
+// aside) leads to in transitions tr, or -1 when they do not all lead to one.
+func nonASCIITo(tr []ctr) int32 {
+	to := int32(-1)
+	next := rune(0x80)
+	for _, t := range tr {
+		if t.hi < 0x80 {
+			continue
+		}
+		if to >= 0 && t.to != to {
+			return -1
+		}
+		lo := max(t.lo, 0x80)
+		if lo > next && !(next >= 0xD800 && lo <= 0xE000) {
+			return -1 // a gap
+		}
+		to = t.to
+		next = max(next, t.hi+1)
+	}
+	if next <= maxRune {
+		return -1
+	}
+	return to
 }
 
 func coversAllTo(tr []ctr, to int32) bool {
@@ -570,17 +930,36 @@ func (b *builder) freeBody(out int32) int32 {
 		q[i] = b.node()
 		b.g.nodes[q[i]].strq = int8(i)
 	}
+	if b.freeQ == nil {
+		b.freeQ = map[int32][numSQ]int32{}
+	}
+	b.freeQ[q[sqNormal]] = q
+	for _, e := range freeBodyEdges {
+		to := out
+		if e.to != sqClose {
+			to = q[e.to]
+		}
+		b.edge(q[e.from], e.lo, e.hi, to)
+	}
+	return q[sqNormal]
+}
+
+type bodyEdge struct {
+	from, to int
+	lo, hi   byte
+}
+
+// freeBodyEdges are the byte-range edges of the string body automaton
+// (strStep), computed once: every free string of every grammar has them.
+var freeBodyEdges = func() []bodyEdge {
+	var es []bodyEdge
 	for i := 0; i < numSQ; i++ {
 		lastT, start := -100, 0
 		flush := func(end int) {
 			if lastT == -100 || lastT == sqDead {
 				return
 			}
-			to := out
-			if lastT != sqClose {
-				to = q[lastT]
-			}
-			b.edge(q[i], byte(start), byte(end), to)
+			es = append(es, bodyEdge{from: i, to: lastT, lo: byte(start), hi: byte(end)})
 		}
 		for c := 0; c < 256; c++ {
 			t := strStep(i, byte(c))
@@ -591,8 +970,8 @@ func (b *builder) freeBody(out int32) int32 {
 		}
 		flush(255)
 	}
-	return q[sqNormal]
-}
+	return es
+}()
 
 // suffix returns a node from which the byte-range sequence seq leads to c;
 // nodes are shared per (c, seq) so wide char ranges stay small.

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -548,6 +549,10 @@ type ctr struct {
 type cdfa struct {
 	trans [][]ctr
 	acc   []bool
+	// counted: built by lengthDFA alone (state i = i chars read, any char
+	// allowed), up to maxLen chars (-1 unbounded)
+	counted bool
+	maxLen  int
 }
 
 func (n *cnfa) closure(set []int32) []int32 {
@@ -653,7 +658,46 @@ func dedupRunes(p []rune) []rune {
 }
 
 // regexDFA compiles a JSON Schema pattern (search semantics unless anchored).
+// regexCache memoizes regexDFA across compiles (format regexes and common
+// patterns recur in most schemas). The DFAs it hands out are shared, so
+// nothing may modify a cdfa after it is built.
+var regexCache struct {
+	sync.Mutex
+	m map[string]*cdfa
+}
+
+const regexCacheMax = 4096
+
+// regexDFA returns the DFA of pat: anchored, or matching anywhere in the
+// string when search is set (JSON Schema pattern semantics).
 func regexDFA(pat string, search bool) (*cdfa, error) {
+	key := "a" + pat
+	if search {
+		key = "s" + pat
+	}
+	regexCache.Lock()
+	d, ok := regexCache.m[key]
+	regexCache.Unlock()
+	if ok {
+		return d, nil
+	}
+	d, err := buildRegexDFA(pat, search)
+	if err != nil {
+		return nil, err
+	}
+	if len(d.trans) > 4096 {
+		return d, nil // too large to keep around
+	}
+	regexCache.Lock()
+	if regexCache.m == nil || len(regexCache.m) >= regexCacheMax {
+		regexCache.m = map[string]*cdfa{}
+	}
+	regexCache.m[key] = d
+	regexCache.Unlock()
+	return d, nil
+}
+
+func buildRegexDFA(pat string, search bool) (*cdfa, error) {
 	r, err := parseRegex(pat)
 	if err != nil {
 		return nil, err
@@ -751,7 +795,7 @@ func lengthDFA(minL, maxL int) *cdfa {
 	if maxL < 0 {
 		top = minL
 	}
-	d := &cdfa{trans: make([][]ctr, top+1), acc: make([]bool, top+1)}
+	d := &cdfa{trans: make([][]ctr, top+1), acc: make([]bool, top+1), counted: true, maxLen: maxL}
 	for i := 0; i <= top; i++ {
 		d.acc[i] = i >= minL
 		next := i + 1

@@ -1,8 +1,10 @@
 package grammar
 
 import (
+	"fmt"
 	"math/rand"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -81,6 +83,7 @@ func TestLocalMasksMatchFullWalk(t *testing.T) {
 	schemas := append(slices.Clone(propertySchemas),
 		`{"type":"object","properties":{"tags":{"type":"array","items":{"type":"object","properties":{"key":{"type":"string","pattern":"^[0-9a-zA-Z_-]{1,40}$"},"value":{"type":"string","minLength":1,"maxLength":30}},"additionalProperties":false},"maxItems":20}},"additionalProperties":false}`,
 		`{"type":"array","items":{"type":"array","items":{"type":"integer","minimum":-50,"maximum":50},"maxItems":5},"maxItems":6}`)
+	schemas = append(schemas, maskPathSchemas()...)
 	rng := rand.New(rand.NewSource(11))
 	mask := make([]uint64, e.comp.vt.words)
 	checked, local := 0, 0
@@ -98,21 +101,13 @@ func TestLocalMasksMatchFullWalk(t *testing.T) {
 				}
 				m.FillMask(mask)
 				g.mu.Lock()
+				// the reference is the plain walk of the whole vocabulary
 				g.toks = g.toks[:0]
-				if ds := g.states[s]; ds.strq >= 0 {
-					g.walk(g.vt.str[ds.strq].close, s)
-				} else {
-					g.walk(g.vt.trie, s)
-				}
+				g.walk(g.vt.trie, s)
 				want := slices.Clone(g.toks)
-				var base []uint64
-				if ds := g.states[s]; ds.strq >= 0 {
-					base = g.vt.str[ds.strq].in
-				}
 				acc := g.states[s].accept
 				g.mu.Unlock()
 				ref := make([]uint64, len(mask))
-				copy(ref, base)
 				for _, id := range want {
 					ref[id>>6] |= 1 << (uint(id) & 63)
 				}
@@ -141,4 +136,148 @@ func TestLocalMasksMatchFullWalk(t *testing.T) {
 		t.Fatalf("only %d masks checked, %d local masks built", checked, local)
 	}
 	t.Logf("%d masks checked, %d local masks", checked, local)
+}
+
+// maskPathSchemas exercise every way maskOf builds a mask: states split by
+// call stack (many optional properties next to open keys), first-byte
+// dispatch into free string bodies (key exclusions, minLength, patterns
+// with a free tail, non-ASCII chars entering a free body), length-only
+// strings (per-char-count tables) and the plain walk.
+func maskPathSchemas() []string {
+	var props []string
+	for i := 0; i < 40; i++ {
+		props = append(props, fmt.Sprintf(`"p%02d_%s":{"type":%q}`, i, strings.Repeat("k", i%5), []string{"integer", "string", "boolean"}[i%3]))
+	}
+	return []string{
+		`{"type":"object","properties":{` + strings.Join(props, ",") + `}}`,
+		`{"type":"object","properties":{` + strings.Join(props, ",") + `},"required":["p03_kkk","p20_"],"additionalProperties":{"type":"string","maxLength":4}}`,
+		`{"type":"object","properties":{"a":{"type":"string","maxLength":12},"b":{"type":"string","minLength":3,"maxLength":5},"c":{"type":"string","minLength":2},"d":{"type":"string","maxLength":0}},"required":["a","b","c","d"]}`,
+		`{"type":"array","items":{"type":"string","maxLength":3},"maxItems":8}`,
+		`{"type":"object","properties":{"é":{"type":"integer"},"ab":{"type":"string","pattern":"^x"},"abc":{"type":"string","pattern":"y$"}}}`,
+		`{"type":"object","propertyNames":{"maxLength":3},"additionalProperties":{"type":"integer"}}`,
+	}
+}
+
+// maskPathDocs are documents for maskPathSchemas (same order) that go
+// through escapes, multi-byte chars and exact length limits.
+var maskPathDocs = []string{
+	`{"p00_":1,"p01_k":"a\u001fb\"c","p05_":true,"p39_kkkk":7}`,
+	`{"x":"é😀","p03_kkk":2,"zz":"\n\t","p20_":true,"yy":"\\\/"}`,
+	`{"a":"héllo wörld","b":"\u0000\"😀","c":"\u001Fxx","d":""}`,
+	`["abc","\u001f\"é","","😀😀😀"]`,
+	`{"é":3,"ab":"xé\"","abc":"\u0001y"}`,
+	`{"abc":1,"é😀":2,"\n":3}`,
+}
+
+// TestMaskPathsMatchFullWalk feeds maskPathDocs token by token and checks
+// every mask on the way against the plain walk of the whole vocabulary.
+func TestMaskPathsMatchFullWalk(t *testing.T) {
+	for _, name := range []string{"llama3", "qwen3"} {
+		e := env(t, name)
+		mask := make([]uint64, e.comp.vt.words)
+		checked := 0
+		for i, schema := range maskPathSchemas() {
+			g, err := e.comp.JSONSchema(schema)
+			if err != nil {
+				t.Fatalf("%s: schema %d: %v", name, i, err)
+			}
+			doc := maskPathDocs[i]
+			m := g.NewMatcher()
+			for k, id := range e.tok.Encode(doc, false) {
+				m.FillMask(mask)
+				ref := fullWalkMask(e, g, m.cur())
+				if !slices.Equal(mask, ref) {
+					t.Fatalf("%s: schema %d token %d of %q: mask differs from the full walk", name, i, k, doc)
+				}
+				// walkVocab without the hole machinery (the path of states
+				// on the root stack) must agree too
+				g.mu.Lock()
+				g.toks = g.toks[:0]
+				direct := g.walkVocab(m.cur(), nil)
+				if direct == nil {
+					direct = make([]uint64, len(mask))
+				}
+				for _, id := range g.toks {
+					direct[id>>6] |= 1 << (uint(id) & 63)
+				}
+				g.mu.Unlock()
+				ref[e.eos>>6] &^= 1 << (uint(e.eos) & 63)
+				if !slices.Equal(direct, ref) {
+					t.Fatalf("%s: schema %d token %d of %q: walkVocab differs from the full walk", name, i, k, doc)
+				}
+				checked++
+				if !m.Accept(id) {
+					t.Fatalf("%s: schema %d: %q rejected at token %d", name, i, doc, k)
+				}
+			}
+			m.FillMask(mask)
+			if !slices.Equal(mask, fullWalkMask(e, g, m.cur())) || !m.CanEnd() {
+				t.Fatalf("%s: schema %d: wrong mask or cannot end after %q", name, i, doc)
+			}
+		}
+		t.Logf("%s: %d masks checked", name, checked)
+	}
+}
+
+// fullWalkMask is the reference mask of state s: the plain walk of the
+// whole vocabulary trie, plus EOS where the grammar may end.
+func fullWalkMask(e *tokEnv, g *Grammar, s int32) []uint64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.toks = g.toks[:0]
+	g.walk(g.vt.trie, s)
+	ref := make([]uint64, g.vt.words)
+	for _, id := range g.toks {
+		ref[id>>6] |= 1 << (uint(id) & 63)
+	}
+	if g.states[s].accept {
+		ref[e.eos>>6] |= 1 << (uint(e.eos) & 63)
+	}
+	return ref
+}
+
+// TestMergeMasks: the union of cached masks in every representation.
+func TestMergeMasks(t *testing.T) {
+	const words = 40
+	rng := rand.New(rand.NewSource(3))
+	randBits := func() []uint64 {
+		b := make([]uint64, words)
+		for i := range b {
+			b[i] = rng.Uint64() & rng.Uint64() & rng.Uint64()
+		}
+		return b
+	}
+	randToks := func(n int) []int32 {
+		var ts []int32
+		for i := 0; i < n; i++ {
+			ts = append(ts, int32(rng.Intn(words*64)))
+		}
+		return ts
+	}
+	for trial := 0; trial < 50; trial++ {
+		var subs []*cmask
+		for k := 0; k < 1+trial%4; k++ {
+			switch rng.Intn(3) {
+			case 0:
+				subs = append(subs, &cmask{dense: randBits(), add: randToks(3)})
+			case 1:
+				subs = append(subs, &cmask{base: randBits(), add: randToks(5)})
+			default:
+				subs = append(subs, &cmask{add: randToks(rng.Intn(1500))})
+			}
+		}
+		want := make([]uint64, words)
+		part := make([]uint64, words)
+		for _, c := range subs {
+			c.fill(part)
+			for i := range want {
+				want[i] |= part[i]
+			}
+		}
+		got := make([]uint64, words)
+		mergeMasks(subs, words).fill(got)
+		if !slices.Equal(got, want) {
+			t.Fatalf("trial %d: merged mask differs from the union", trial)
+		}
+	}
 }

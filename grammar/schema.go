@@ -1326,36 +1326,44 @@ func (sc *schemaCompiler) objFrag(s *sch) (frag, error) {
 		return b.seq(b.lit(string(appendJSONString(nil, p.name))), sc.ws(), b.lit(":"), sc.ws(), sc.elem(p.conj))
 	}
 	comma := func(f frag) frag { return b.seq(sc.ws(), b.lit(","), sc.ws(), f) }
-	// A[i]: before member i, nothing emitted; B[i]: something emitted.
-	A, B := make([]int32, len(props)+1), make([]int32, len(props)+1)
-	for i := range A {
-		A[i], B[i] = b.node(), b.node()
+	// As[i]: before member i, nothing emitted; Bs[i]: something emitted.
+	// Extra members loop only at the hubs Bx[i] (after member i-1 or an
+	// extra member) and at the start: an extra member between skipped
+	// optional properties can always be emitted before skipping them, so
+	// the language is the same as with a loop at every position, but the
+	// closure of a position reaches one open-key call site instead of one
+	// per remaining property (each with its own stack, hence DFA states and
+	// masks that could not be shared across positions).
+	As, Bs, Bx := make([]int32, len(props)+1), make([]int32, len(props)+1), make([]int32, len(props)+1)
+	for i := range As {
+		As[i], Bs[i], Bx[i] = b.node(), b.node(), b.node()
+		b.eps(Bx[i], Bs[i])
 	}
-	b.eps(open.out, A[0])
+	b.eps(open.out, As[0])
 	for i, p := range props {
 		f := member(p)
-		b.eps(A[i], f.in)
-		b.eps(f.out, B[i+1])
+		b.eps(As[i], f.in)
+		b.eps(f.out, Bx[i+1])
 		g := comma(member(p))
-		b.eps(B[i], g.in)
-		b.eps(g.out, B[i+1])
+		b.eps(Bs[i], g.in)
+		b.eps(g.out, Bx[i+1])
 		if !required[p.name] {
-			b.eps(A[i], A[i+1])
-			b.eps(B[i], B[i+1])
+			b.eps(As[i], As[i+1])
+			b.eps(Bs[i], Bs[i+1])
 		}
 	}
-	for i := range A {
-		if extra >= 0 {
-			f := b.call(extra)
-			b.eps(A[i], f.in)
-			b.eps(f.out, B[i])
+	if extra >= 0 {
+		f := b.call(extra)
+		b.eps(As[0], f.in)
+		b.eps(f.out, Bx[0])
+		for i := range Bx {
 			g := comma(b.call(extra))
-			b.eps(B[i], g.in)
-			b.eps(g.out, B[i])
+			b.eps(Bx[i], g.in)
+			b.eps(g.out, Bx[i])
 		}
 	}
-	closeF(A[len(props)])
-	closeF(B[len(props)])
+	closeF(As[len(props)])
+	closeF(Bs[len(props)])
 	return frag{open.in, end}, nil
 }
 

@@ -2,7 +2,9 @@ package grammar
 
 import (
 	"bytes"
+	"slices"
 	"sort"
+	"sync"
 )
 
 // Vocab is what the matcher needs from a tokenizer; *tokenizer.Tokenizer satisfies it.
@@ -23,6 +25,12 @@ type trie struct {
 	tok  []int32
 	dups map[int32][]int32 // node -> further tokens with identical bytes
 	maxD int
+	// plain[i]: every byte below node i is a plain string char (one that
+	// keeps a free string body in sqNormal); the tokens of i's subtree are
+	// order[pos[i]:pos[end[i]]] (pos has one extra entry for the end).
+	plain []bool
+	order []int32
+	pos   []int32
 }
 
 func buildTrie(ids []int32, bytesOf func(int32) []byte) *trie {
@@ -70,6 +78,27 @@ func buildTrie(ids []int32, bytesOf func(int32) []byte) *trie {
 	}
 	for _, n := range path {
 		t.end[n] = int32(len(t.b))
+	}
+	n := int32(len(t.b))
+	t.pos = make([]int32, n+1)
+	for i := int32(0); i < n; i++ {
+		t.pos[i] = int32(len(t.order))
+		if t.tok[i] >= 0 {
+			t.order = append(t.order, t.tok[i])
+			t.order = append(t.order, t.dups[i]...)
+		}
+	}
+	t.pos[n] = int32(len(t.order))
+	t.plain = make([]bool, n)
+	for i := n - 1; i >= 0; i-- {
+		ok := true
+		for c := i + 1; c < t.end[i]; c = t.end[c] {
+			if !t.plain[c] || strStep(sqNormal, t.b[c]) != sqNormal {
+				ok = false
+				break
+			}
+		}
+		t.plain[i] = ok
 	}
 	return t
 }
@@ -199,6 +228,115 @@ type vocabTables struct {
 	eos    []int32
 	eosSet map[int32]bool
 	str    [numSQ]strTables
+	// By first byte c: the root child of trie and of str[sqNormal].close
+	// (-1 none), the tokens of str[sqNormal].in starting with c, and the
+	// string-body substate c leads to from sqNormal (-1 dead or closing).
+	rootKid, closeKid [256]int32
+	inFirst           [256][]int32
+	firstQ            [256]int8
+	// cnt[n]: tokens that stay inside a constrained string body (the char
+	// language of builder.charRange over all chars) spelling at most n
+	// chars, a trailing partial char counted as one; the last entry holds
+	// them all.
+	cnt [][]uint64
+
+	classMu  sync.Mutex
+	classSub map[[2]uint64][]uint64 // see classSubtrees
+}
+
+const classCacheMax = 512
+
+// classSubtrees returns the set of trie nodes below which every byte is in
+// cl (ASCII bytes), cached per Compiler.
+func (vt *vocabTables) classSubtrees(cl [2]uint64) []uint64 {
+	vt.classMu.Lock()
+	sub, ok := vt.classSub[cl]
+	vt.classMu.Unlock()
+	if ok {
+		return sub
+	}
+	t := vt.trie
+	n := int32(len(t.b))
+	sub = make([]uint64, (n+63)/64)
+	in := func(c byte) bool { return c < 0x80 && cl[c>>6]&(1<<(c&63)) != 0 }
+	for i := n - 1; i >= 0; i-- {
+		ok := true
+		for c := i + 1; c < t.end[i]; c = t.end[c] {
+			if !in(t.b[c]) || sub[c>>6]&(1<<(uint(c)&63)) == 0 {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			sub[i>>6] |= 1 << (uint(i) & 63)
+		}
+	}
+	vt.classMu.Lock()
+	if vt.classSub == nil || len(vt.classSub) >= classCacheMax {
+		vt.classSub = map[[2]uint64][]uint64{}
+	}
+	vt.classSub[cl] = sub
+	vt.classMu.Unlock()
+	return sub
+}
+
+// constrainedCost returns how many chars bs spells inside a constrained
+// string body from a char boundary (a trailing partial char counts as one),
+// or ok false when it leaves the body: a quote, a raw control char, an
+// escape charRange does not emit (only \" \\ \/ \b \f \n \r \t and
+// \u00[01]X), or invalid UTF-8.
+func constrainedCost(bs []byte) (n int, ok bool) {
+	for i := 0; i < len(bs); {
+		c := bs[i]
+		switch {
+		case c == '"' || c < 0x20:
+			return 0, false
+		case c == '\\':
+			if i+1 == len(bs) {
+				return n + 1, true
+			}
+			switch bs[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				for j := 2; j < 6; j++ {
+					if i+j == len(bs) {
+						return n + 1, true
+					}
+					x := bs[i+j]
+					switch {
+					case j <= 3 && x == '0':
+					case j == 4 && (x == '0' || x == '1'):
+					case j == 5 && isHex(x):
+					default:
+						return 0, false
+					}
+				}
+				i += 6
+			default:
+				return 0, false
+			}
+		case c < 0x80:
+			i++
+		default:
+			q := strStep(sqNormal, c)
+			if q < 0 {
+				return 0, false
+			}
+			i++
+			for q != sqNormal {
+				if i == len(bs) {
+					return n + 1, true
+				}
+				if q = strStep(q, bs[i]); q < 0 {
+					return 0, false
+				}
+				i++
+			}
+		}
+		n++
+	}
+	return n, true
 }
 
 func newVocabTables(v Vocab, eos []int32) *vocabTables {
@@ -249,6 +387,49 @@ func newVocabTables(v Vocab, eos []int32) *vocabTables {
 			}
 		}
 		vt.str[q] = strTables{in: in, close: buildTrie(closing, bytesOf)}
+	}
+	for c := 0; c < 256; c++ {
+		vt.rootKid[c], vt.closeKid[c] = -1, -1
+		vt.firstQ[c] = int8(max(strStep(sqNormal, byte(c)), -1))
+	}
+	for _, t := range []*trie{vt.trie, vt.str[sqNormal].close} {
+		kid := &vt.rootKid
+		if t != vt.trie {
+			kid = &vt.closeKid
+		}
+		for i := int32(0); i < int32(len(t.b)); i = t.end[i] {
+			kid[t.b[i]] = i
+		}
+	}
+	costs := map[int32]int{}
+	maxCost := 0
+	for _, id := range ids {
+		if c, ok := constrainedCost(vt.toks[id]); ok {
+			costs[id] = c
+			maxCost = max(maxCost, c)
+		}
+	}
+	byCost := make([][]int32, maxCost+1)
+	for id, c := range costs {
+		byCost[c] = append(byCost[c], id)
+	}
+	vt.cnt = make([][]uint64, maxCost+1)
+	for n := range vt.cnt {
+		if n == 0 {
+			vt.cnt[n] = make([]uint64, vt.words)
+		} else {
+			vt.cnt[n] = slices.Clone(vt.cnt[n-1])
+		}
+		for _, id := range byCost[n] {
+			vt.cnt[n][id>>6] |= 1 << (uint(id) & 63)
+		}
+	}
+	in := vt.str[sqNormal].in
+	for _, id := range ids {
+		if in[id>>6]&(1<<(uint(id)&63)) != 0 {
+			c := vt.toks[id][0]
+			vt.inFirst[c] = append(vt.inFirst[c], id)
+		}
 	}
 	return vt
 }

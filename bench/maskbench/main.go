@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"sort"
 	"strings"
@@ -92,6 +93,23 @@ func (s *stats) add(r result) {
 	}
 }
 
+// outcome names r's result in one word.
+func (r result) outcome() string {
+	switch {
+	case r.timeout:
+		return "timeout"
+	case r.crash != "":
+		return "crash"
+	case r.compileErr != "":
+		return "compile-error"
+	case r.invalidErr > 0:
+		return "invalidation-error"
+	case r.validErr > 0:
+		return "validation-error"
+	}
+	return "pass"
+}
+
 func (s *stats) progress() string {
 	return fmt.Sprintf("pass %d compile-err %d valid-err %d invalid-err %d crash %d timeout %d",
 		s.pass, s.compileErrs, s.validErrs, s.invalidErrs, s.crashes, s.timeouts)
@@ -111,6 +129,9 @@ func main() {
 	verbose := flag.Bool("v", false, "print each failing schema on stderr")
 	slow := flag.Duration("slow", time.Second, "report schemas taking longer than this on stderr")
 	dataFlag := flag.String("data", "", "MaskBench data directory (same as the DIR argument)")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run (our engine only) to this file")
+	cacheSize := flag.Int("cache", 0, "compiled-grammar cache size of the Compiler (0 = the engine default); each schema is compiled once, so the cache only holds earlier grammars in memory")
+	perSchema := flag.String("per-schema", "", "write one TSV line per schema (name, TTFM us, masks, max TBM us, outcome, masks over 200 us) to this file")
 	flag.Usage = func() {
 		fmt.Fprintf(os.Stderr, "usage: maskbench [flags] DIR\n\nDIR is MaskBench's data/ folder (tar xzf ../shared/maskbench/data.tar.gz).\n\n")
 		flag.PrintDefaults()
@@ -142,7 +163,7 @@ func main() {
 		slog.Error("select schemas", "dir", dir, "err", err)
 		os.Exit(1)
 	}
-	opts := grammar.Options{}
+	opts := grammar.Options{CacheSize: *cacheSize}
 	if *flexible {
 		opts.Whitespace = grammar.Flexible
 	}
@@ -150,6 +171,25 @@ func main() {
 	comp := grammar.NewCompiler(tok, eos, opts)
 	slog.Info("compiler ready", "vocab", tok.VocabSize(), "schemas", len(files), "took", time.Since(t0))
 
+	if *cpuProfile != "" {
+		pf, err := os.Create(*cpuProfile)
+		if err != nil {
+			slog.Error("create CPU profile", "file", *cpuProfile, "err", err)
+			os.Exit(1)
+		}
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			slog.Error("start CPU profile", "err", err)
+			os.Exit(1)
+		}
+	}
+	var tsv *os.File
+	if *perSchema != "" {
+		if tsv, err = os.Create(*perSchema); err != nil {
+			slog.Error("create per-schema file", "file", *perSchema, "err", err)
+			os.Exit(1)
+		}
+		defer tsv.Close()
+	}
 	ours := newStats("llmserve grammar")
 	start := time.Now()
 	lastProgress := start
@@ -166,6 +206,15 @@ func main() {
 			fmt.Fprintf(os.Stderr, "SLOW %s %.2fs\n", name, el.Seconds())
 		}
 		ours.add(r)
+		if tsv != nil {
+			over := 0
+			for _, d := range r.tbm {
+				if d > 200 {
+					over++
+				}
+			}
+			fmt.Fprintf(tsv, "%s\t%.1f\t%d\t%.1f\t%s\t%d\n", name, r.ttfm, len(r.tbm), slices.Max(append([]float64{0}, r.tbm...)), r.outcome(), over)
+		}
 		switch {
 		case r.timeout:
 			fmt.Fprintf(os.Stderr, "TIMEOUT %s\n", name)
@@ -184,6 +233,9 @@ func main() {
 			lastProgress = time.Now()
 			fmt.Fprintf(os.Stderr, "[%d/%d] %s (%.0fs)\n", i+1, len(files), ours.progress(), time.Since(start).Seconds())
 		}
+	}
+	if *cpuProfile != "" {
+		pprof.StopCPUProfile()
 	}
 	all := []*stats{ours}
 	if *xgr {
