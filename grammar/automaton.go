@@ -28,9 +28,14 @@ type node struct {
 	// crem >= 0: a char boundary of a length-only string that may still
 	// take crem chars (unboundedRem: any number); see vocabTables.cnt
 	crem int32
-	// loop >= 0: index into Grammar.classes of the printable ASCII chars
-	// (each one literal byte) on which this char-string node loops
+	// loop >= 0: index into Grammar.classes of printable ASCII chars (each
+	// one literal byte) of which this char-string node accepts any run of
+	// up to run chars (unboundedRem: it loops on them)
 	loop int16
+	run  int32
+	// total: a char-string node from which every char, again and again,
+	// keeps the string alive (see totalStates)
+	total bool
 }
 
 const unboundedRem = 1 << 30
@@ -44,7 +49,9 @@ type dstate struct {
 	accept bool
 	popped bool // a hole frame (see holeStack) ended: what follows depends on the caller
 	strq   int8
-	loop   int16     // single configuration on a node looping on an ASCII class (node.loop), or -1
+	loop   int16     // single configuration on a node taking runs of an ASCII class (node.loop), or -1
+	run    int32     // node.run of that node
+	total  bool      // single configuration on a node.total node
 	next   [4]uint64 // bytes with an outgoing edge
 	mask   *cmask
 	local  *localMask // for hole-rooted states: the context-independent part of the mask
@@ -220,7 +227,8 @@ func (g *Grammar) closure(seeds []uint64) int32 {
 	}
 	ds := &dstate{cfg: slices.Clone(out), accept: accept, popped: popped, strq: -2, loop: -1}
 	if len(out) == 1 {
-		ds.loop = g.nodes[int32(out[0]>>32)].loop
+		n := &g.nodes[int32(out[0]>>32)]
+		ds.loop, ds.run, ds.total = n.loop, n.run, n.total
 	}
 	for _, c := range out {
 		n := &g.nodes[int32(c>>32)]
@@ -465,7 +473,15 @@ func (g *Grammar) walkRange(tr *trie, lo, hi int32, s int32, lm *localMask) {
 	}
 	st, path := g.walkS[:tr.maxD+1], g.walkP[:tr.maxD+1]
 	st[0] = s
+	// From a total state every token spelling chars of a constrained string
+	// body (trie.cons) is accepted; the walk starts at the root (depth 0).
+	total := tr == g.vt.trie && g.states[s].total
 	for i := lo; i < hi; {
+		if total && tr.cons[i] {
+			g.toks = append(g.toks, tr.order[tr.pos[i]:tr.pos[tr.end[i]]]...)
+			i = tr.end[i]
+			continue
+		}
 		d := tr.d[i]
 		t := g.step(st[d], tr.b[i])
 		if t == 0 {
@@ -478,9 +494,10 @@ func (g *Grammar) walkRange(tr *trie, lo, hi int32, s int32, lm *localMask) {
 			i = tr.end[i]
 			continue
 		}
-		if ts.strq == sqNormal && tr.plain[i] || ts.loop >= 0 && tr == g.vt.trie && g.inClass(ts.loop, i) {
-			// inside a string, bytes that loop on this state keep it
-			// there: the whole subtree is accepted
+		if ts.strq == sqNormal && tr.plain[i] || ts.loop >= 0 && tr == g.vt.trie && int32(tr.h[i]) <= ts.run && g.inClass(ts.loop, i) {
+			// inside a string, a subtree of bytes that loop on this state
+			// (or of class chars no longer than its guaranteed run) keeps
+			// it alive: the whole subtree is accepted
 			g.toks = append(g.toks, tr.order[tr.pos[i]:tr.pos[tr.end[i]]]...)
 			i = tr.end[i]
 			continue
@@ -799,6 +816,9 @@ func (b *builder) charString(d *cdfa) frag {
 	in, out := b.node(), b.node()
 	ns := make([]int32, len(d.trans))
 	free := make([]bool, len(d.trans))
+	memo2 := map[runKey]int32{}
+	pr := plainRuns(d)
+	tot := totalStates(d)
 	for i := range ns {
 		if d.acc[i] && coversAllTo(d.trans[i], int32(i)) {
 			f := b.freeBody(out)
@@ -806,8 +826,15 @@ func (b *builder) charString(d *cdfa) frag {
 			continue
 		}
 		ns[i] = b.node()
+		b.g.nodes[ns[i]].total = tot[i]
 		if cl := loopClass(d.trans[i], int32(i)); popcount2(cl) >= 8 {
-			b.g.nodes[ns[i]].loop = b.classID(cl)
+			b.g.nodes[ns[i]].loop, b.g.nodes[ns[i]].run = b.classID(cl), unboundedRem
+		} else if pr[i] >= 2 {
+			b.g.nodes[ns[i]].loop, b.g.nodes[ns[i]].run = b.classID(plainASCII), pr[i]
+		} else if cl := runClass(d.trans[i]); popcount2(cl) >= 8 {
+			if r := runLen(d, int32(i), cl, map[int32]bool{}, memo2); r > 0 {
+				b.g.nodes[ns[i]].loop, b.g.nodes[ns[i]].run = b.classID(cl), r
+			}
 		}
 		if d.counted {
 			rem := int32(unboundedRem)
@@ -865,6 +892,220 @@ func loopClass(tr []ctr, i int32) [2]uint64 {
 	}
 	return cl
 }
+
+// runClass returns the largest set of printable ASCII chars other than '"'
+// and '\\' that lead from a char-DFA state (transitions tr) to one target.
+func runClass(tr []ctr) [2]uint64 {
+	byTo := map[int32][2]uint64{}
+	var best [2]uint64
+	for _, t := range tr {
+		cl := byTo[t.to]
+		for r := max(t.lo, 0x20); r <= min(t.hi, 0x7E); r++ {
+			if r != '"' && r != '\\' {
+				cl[r>>6] |= 1 << (uint(r) & 63)
+			}
+		}
+		byTo[t.to] = cl
+		if popcount2(cl) > popcount2(best) {
+			best = cl
+		}
+	}
+	return best
+}
+
+// classTarget returns the one state every char of cl leads to from char-DFA
+// state i, or -1 when some char of cl is dead or they part ways.
+func classTarget(tr []ctr, cl [2]uint64) int32 {
+	to, n := int32(-1), 0
+	for _, t := range tr {
+		for r := max(t.lo, 0x20); r <= min(t.hi, 0x7E); r++ {
+			if cl[r>>6]&(1<<(uint(r)&63)) == 0 {
+				continue
+			}
+			if to >= 0 && t.to != to {
+				return -1
+			}
+			to = t.to
+			n++
+		}
+	}
+	if n != popcount2(cl) {
+		return -1
+	}
+	return to
+}
+
+// plainASCII is the printable ASCII chars other than '"' and '\\'.
+var plainASCII = func() [2]uint64 {
+	var cl [2]uint64
+	for r := 0x20; r <= 0x7E; r++ {
+		if r != '"' && r != '\\' {
+			cl[r>>6] |= 1 << (uint(r) & 63)
+		}
+	}
+	return cl
+}()
+
+// plainRuns returns, per state of d, how many plain ASCII chars (any of
+// them, in any order) d surely accepts from it without dying, up to
+// maxPlainRun (unboundedRem when the set of states reached keeps every
+// plain char alive forever).
+func plainRuns(d *cdfa) []int32 {
+	n := len(d.trans)
+	runs := make([]int32, n)
+	tgts := make([][]int32, n)
+	in := make([]bool, n) // R_k: states that survive k plain chars
+	for i, tr := range d.trans {
+		cov := 0
+		for _, t := range tr {
+			lo, hi := max(t.lo, 0x20), min(t.hi, 0x7E)
+			if lo > hi {
+				continue
+			}
+			for r := lo; r <= hi; r++ {
+				if r != '"' && r != '\\' {
+					cov++
+				}
+			}
+			if !slices.Contains(tgts[i], t.to) {
+				tgts[i] = append(tgts[i], t.to)
+			}
+		}
+		in[i] = cov == popcount2(plainASCII)
+	}
+	// in now holds the states with every plain char defined; R_1 is the
+	// states whose plain chars all lead to live states, and so on.
+	live := make([]bool, n)
+	for i := range live {
+		live[i] = len(d.trans[i]) > 0 || d.acc[i]
+	}
+	cur := live
+	for k := int32(1); ; k++ {
+		next := make([]bool, n)
+		changed := false
+		for i := range next {
+			if !cur[i] || !in[i] {
+				continue
+			}
+			ok := true
+			for _, t := range tgts[i] {
+				if !cur[t] {
+					ok = false
+					break
+				}
+			}
+			next[i] = ok
+		}
+		for i := range next {
+			if cur[i] && !next[i] {
+				runs[i] = k - 1
+				changed = true
+			}
+		}
+		if !changed {
+			for i := range next {
+				if next[i] {
+					runs[i] = unboundedRem
+				}
+			}
+			return runs
+		}
+		if k == maxPlainRun {
+			for i := range next {
+				if next[i] {
+					runs[i] = k
+				}
+			}
+			return runs
+		}
+		cur = next
+	}
+}
+
+const maxPlainRun = 48
+
+// totalStates returns the states of d from which every char leads to a
+// state of the set again (the greatest such set): any char sequence is
+// alive from them, so every token spelling constrained-string chars (from
+// a char boundary) is accepted.
+func totalStates(d *cdfa) []bool {
+	n := len(d.trans)
+	in := make([]bool, n)
+	for i, tr := range d.trans {
+		in[i] = coversAll(tr)
+	}
+	for changed := true; changed; {
+		changed = false
+		for i, tr := range d.trans {
+			if !in[i] {
+				continue
+			}
+			for _, t := range tr {
+				if !in[t.to] {
+					in[i], changed = false, true
+					break
+				}
+			}
+		}
+	}
+	return in
+}
+
+// coversAll reports whether transitions tr define every char (anyChar).
+func coversAll(tr []ctr) bool {
+	rs := slices.Clone(tr)
+	slices.SortFunc(rs, func(a, b ctr) int { return int(a.lo - b.lo) })
+	for _, r := range anyChar {
+		next := r.lo
+		for _, t := range rs {
+			if t.lo <= next && t.hi >= next {
+				next = t.hi + 1
+			}
+		}
+		if next <= r.hi {
+			return false
+		}
+	}
+	return true
+}
+
+type runKey struct {
+	st int32
+	cl [2]uint64
+}
+
+// runLen returns how many chars of cl in a row char-DFA d surely accepts
+// from state i (each step leading every char of cl to one state), or
+// unboundedRem when that chain cycles.
+func runLen(d *cdfa, i int32, cl [2]uint64, onPath map[int32]bool, memo map[runKey]int32) int32 {
+	k := runKey{i, cl}
+	if r, ok := memo[k]; ok {
+		return r
+	}
+	if onPath[i] {
+		return unboundedRem
+	}
+	if len(onPath) >= maxRunLen {
+		return 0 // an underestimate: fewer shortcuts, never a wrong one
+	}
+	to := classTarget(d.trans[i], cl)
+	if to < 0 || len(d.trans[to]) == 0 && !d.acc[to] {
+		// (a state with no way on is dead in the byte automaton)
+		memo[k] = 0
+		return 0
+	}
+	onPath[i] = true
+	r := runLen(d, to, cl, onPath, memo)
+	delete(onPath, i)
+	if r < unboundedRem {
+		r++
+	}
+	memo[k] = r
+	return r
+}
+
+// maxRunLen bounds the chain (and recursion) followed by runLen.
+const maxRunLen = 1024
 
 func popcount2(cl [2]uint64) int { return bits.OnesCount64(cl[0]) + bits.OnesCount64(cl[1]) }
 

@@ -155,6 +155,9 @@ func maskPathSchemas() []string {
 		`{"type":"array","items":{"type":"string","maxLength":3},"maxItems":8}`,
 		`{"type":"object","properties":{"é":{"type":"integer"},"ab":{"type":"string","pattern":"^x"},"abc":{"type":"string","pattern":"y$"}}}`,
 		`{"type":"object","propertyNames":{"maxLength":3},"additionalProperties":{"type":"integer"}}`,
+		// bounded repetitions: runs of one class (node.run chains) and
+		// unanchored patterns whose states survive any plain chars
+		`{"type":"object","properties":{"h":{"type":"string","pattern":"[A-Fa-f0-9]{8}"},"e":{"type":"string","pattern":"^[a-z0-9._%+-]{1,20}@[a-z]{2,10}\\.com$"},"n":{"type":"string","pattern":"^[0-9]{9}$"},"d":{"type":"string","format":"date-time"},"k":{"type":"string","pattern":"^[a-zA-Z0-9_-]{12}$"}},"required":["h","e","n","d","k"]}`,
 	}
 }
 
@@ -167,6 +170,7 @@ var maskPathDocs = []string{
 	`["abc","\u001f\"é","","😀😀😀"]`,
 	`{"é":3,"ab":"xé\"","abc":"\u0001y"}`,
 	`{"abc":1,"é😀":2,"\n":3}`,
+	`{"h":"xyz 0123abcdEF é! zz","e":"john.doe_1%x@example.com","n":"123456789","d":"2024-01-15T10:20:30Z","k":"Ab_9-xYz0123"}`,
 }
 
 // TestMaskPathsMatchFullWalk feeds maskPathDocs token by token and checks

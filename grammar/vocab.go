@@ -31,6 +31,11 @@ type trie struct {
 	plain []bool
 	order []int32
 	pos   []int32
+	// h[i]: how many bytes the deepest token below node i has after b[i]
+	h []uint16
+	// cons[i]: every token in i's subtree spells chars of a constrained
+	// string body (constrainedCost ok)
+	cons []bool
 }
 
 func buildTrie(ids []int32, bytesOf func(int32) []byte) *trie {
@@ -99,6 +104,19 @@ func buildTrie(ids []int32, bytesOf func(int32) []byte) *trie {
 			}
 		}
 		t.plain[i] = ok
+	}
+	t.h = make([]uint16, n)
+	t.cons = make([]bool, n)
+	for i := n - 1; i >= 0; i-- {
+		ok := true
+		if id := t.tok[i]; id >= 0 {
+			_, ok = constrainedCost(bytesOf(id))
+		}
+		for c := i + 1; c < t.end[i]; c = t.end[c] {
+			t.h[i] = max(t.h[i], t.h[c]+1)
+			ok = ok && t.cons[c]
+		}
+		t.cons[i] = ok
 	}
 	return t
 }
