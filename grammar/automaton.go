@@ -18,13 +18,16 @@ type edge struct {
 	to     int32
 }
 
+// node holds no pointers (its edges are ranges of Grammar.edges and
+// Grammar.eps), so a large cached grammar costs the garbage collector
+// nothing to scan.
 type node struct {
-	edges []edge
-	eps   []int32
-	call  int32 // rule called from here (-1 none); continues at ret
-	ret   int32
-	final bool // end of its rule
-	strq  int8 // free-string body substate, or -1
+	e0, e1 int32 // edges: Grammar.edges[e0:e1]
+	p0, p1 int32 // epsilon edges: Grammar.eps[p0:p1]
+	call   int32 // rule called from here (-1 none); continues at ret
+	ret    int32
+	final  bool // end of its rule
+	strq   int8 // free-string body substate, or -1
 	// crem >= 0: a char boundary of a length-only string that may still
 	// take crem chars (unboundedRem: any number); see vocabTables.cnt
 	crem int32
@@ -102,6 +105,8 @@ const maxStackDepth = 200
 type Grammar struct {
 	vt      *vocabTables
 	nodes   []node
+	edges   []edge
+	eps     []int32
 	rules   []int32     // rule start nodes; rule 0 is the root
 	classes [][2]uint64 // byte classes of node.loop
 	// classSub[k]: trie nodes below which every byte is in classes[k]
@@ -179,10 +184,10 @@ func (g *Grammar) closure(seeds []uint64) int32 {
 		g.seen[c] = struct{}{}
 		nd, st := int32(c>>32), int32(uint32(c))
 		n := &g.nodes[nd]
-		if len(n.edges) > 0 {
+		if n.e1 > n.e0 {
 			out = append(out, c)
 		}
-		for _, e := range n.eps {
+		for _, e := range g.eps[n.p0:n.p1] {
 			work = append(work, pack(e, st))
 		}
 		if n.call >= 0 && g.stacks[st].depth < maxStackDepth {
@@ -232,7 +237,7 @@ func (g *Grammar) closure(seeds []uint64) int32 {
 	}
 	for _, c := range out {
 		n := &g.nodes[int32(c>>32)]
-		for _, e := range n.edges {
+		for _, e := range g.edges[n.e0:n.e1] {
 			for b := int(e.lo); b <= int(e.hi); b++ {
 				ds.next[b>>6] |= 1 << (uint(b) & 63)
 			}
@@ -280,7 +285,7 @@ func (g *Grammar) step(s int32, b byte) int32 {
 	var seeds []uint64
 	for _, c := range ds.cfg {
 		n := &g.nodes[int32(c>>32)]
-		for _, e := range n.edges {
+		for _, e := range g.edges[n.e0:n.e1] {
 			if e.lo <= b && b <= e.hi {
 				seeds = append(seeds, pack(e.to, int32(uint32(c))))
 			}
@@ -719,20 +724,63 @@ type builder struct {
 	maxNodes int
 	over     bool
 	freeQ    map[int32][numSQ]int32 // freeBody normal node -> its substate nodes
+	// edges and epsilon edges per node while building; flattened into
+	// Grammar.edges and Grammar.eps by flatten
+	nodeEdges [][]edge
+	nodeEps   [][]int32
+	tails     map[string]*charTail // see addCharTail, by the chars it spells
+}
+
+// charTail is the multi-byte part of a char set (see tailPart) as rules,
+// one per group of first bytes, and the call nodes returning to each target.
+type charTail struct {
+	groups []tailGroup
+	calls  map[int32][]int32 // target -> its call node per group
+}
+
+// tailGroup is a set of first bytes of the char tail that lead into the
+// same rule.
+type tailGroup struct {
+	ranges [][2]byte
+	rule   int32
 }
 
 func (b *builder) node() int32 {
 	b.g.nodes = append(b.g.nodes, node{call: -1, strq: -1, crem: -1, loop: -1})
+	b.nodeEdges = append(b.nodeEdges, nil)
+	b.nodeEps = append(b.nodeEps, nil)
 	if len(b.g.nodes) > b.maxNodes {
 		b.over = true
 	}
 	return int32(len(b.g.nodes) - 1)
 }
 
-func (b *builder) eps(a, c int32) { b.g.nodes[a].eps = append(b.g.nodes[a].eps, c) }
+func (b *builder) eps(a, c int32) { b.nodeEps[a] = append(b.nodeEps[a], c) }
 
 func (b *builder) edge(a int32, lo, hi byte, c int32) {
-	b.g.nodes[a].edges = append(b.g.nodes[a].edges, edge{lo, hi, c})
+	b.nodeEdges[a] = append(b.nodeEdges[a], edge{lo, hi, c})
+}
+
+// flatten moves every node's edges into the grammar's flat arrays.
+func (b *builder) flatten() {
+	g := b.g
+	ne, np := 0, 0
+	for i := range b.nodeEdges {
+		ne += len(b.nodeEdges[i])
+		np += len(b.nodeEps[i])
+	}
+	g.edges = make([]edge, 0, ne)
+	g.eps = make([]int32, 0, np)
+	for i := range g.nodes {
+		n := &g.nodes[i]
+		n.e0 = int32(len(g.edges))
+		g.edges = append(g.edges, b.nodeEdges[i]...)
+		n.e1 = int32(len(g.edges))
+		n.p0 = int32(len(g.eps))
+		g.eps = append(g.eps, b.nodeEps[i]...)
+		n.p1 = int32(len(g.eps))
+	}
+	b.nodeEdges, b.nodeEps = nil, nil
 }
 
 func (b *builder) empty() frag {
@@ -854,6 +902,18 @@ func (b *builder) charString(d *cdfa) frag {
 			b.edge(ns[i], '"', '"', out)
 		}
 		to := nonASCIITo(tr)
+		if len(d.trans) >= tailStates && !(to >= 0 && free[to]) {
+			// Literal chars get edges here; the chars written with more
+			// than one byte call the grammar's shared rules for them, per
+			// target (a few nodes per state instead of dozens).
+			for _, t := range tr {
+				b.plainEdges(ns[i], t.lo, t.hi, ns[t.to])
+			}
+			for _, tp := range tailParts(tr) {
+				b.addCharTail(ns[i], tp.chars, ns[tp.to])
+			}
+			continue
+		}
 		for _, t := range tr {
 			if to >= 0 && free[to] && t.to == to && t.hi >= 0x80 {
 				if t.lo < 0x80 {
@@ -1034,17 +1094,26 @@ func totalStates(d *cdfa) []bool {
 	for i, tr := range d.trans {
 		in[i] = coversAll(tr)
 	}
-	for changed := true; changed; {
-		changed = false
-		for i, tr := range d.trans {
-			if !in[i] {
-				continue
-			}
-			for _, t := range tr {
-				if !in[t.to] {
-					in[i], changed = false, true
-					break
-				}
+	// a state stops being total once any successor is not: propagate
+	// backwards from the states that are not (linear; a fixpoint sweep
+	// would take one pass per char of a long counted string)
+	preds := make([][]int32, n)
+	var work []int32
+	for i, tr := range d.trans {
+		for _, t := range tr {
+			preds[t.to] = append(preds[t.to], int32(i))
+		}
+		if !in[i] {
+			work = append(work, int32(i))
+		}
+	}
+	for len(work) > 0 {
+		j := work[len(work)-1]
+		work = work[:len(work)-1]
+		for _, p := range preds[j] {
+			if in[p] {
+				in[p] = false
+				work = append(work, p)
 			}
 		}
 	}
@@ -1295,4 +1364,151 @@ func (b *builder) charRange(a int32, lo, hi rune, c int32, memo map[string]int32
 		}
 	}
 	lit(l, hi)
+}
+
+// tailStates is the char-DFA size from which charString spells escapes and
+// non-ASCII chars through shared rules (addCharTail): maxLength 4096 would
+// otherwise be ~40 nodes per char. Smaller automata keep inline paths,
+// whose masks are a little cheaper to compute (no call frames to step).
+const tailStates = 512
+
+// tailChars are the chars a JSON string writes with more than one byte:
+// control chars, '"', '\\' and '/' (escaped; '/' may also be literal) and
+// every non-ASCII char.
+var tailChars = []ctr{{0, 0x1F, 0}, {'"', '"', 0}, {'/', '/', 0}, {'\\', '\\', 0}, {0x80, maxRune, 0}}
+
+// tailPart is the part of a state's transitions on tailChars that leads
+// to one state.
+type tailPart struct {
+	chars []ctr
+	to    int32
+}
+
+// tailParts splits the transitions of tr on tailChars, clipped to them, by
+// the state they lead to, in order of first appearance.
+func tailParts(tr []ctr) []tailPart {
+	var parts []tailPart
+	for _, t := range tr {
+		for _, c := range tailChars {
+			lo, hi := max(t.lo, c.lo), min(t.hi, c.hi)
+			if lo > hi {
+				continue
+			}
+			k := slices.IndexFunc(parts, func(p tailPart) bool { return p.to == t.to })
+			if k < 0 {
+				k = len(parts)
+				parts = append(parts, tailPart{to: t.to})
+			}
+			parts[k].chars = append(parts[k].chars, ctr{lo, hi, 0})
+		}
+	}
+	return parts
+}
+
+// plainEdges adds the edges from a to c for the chars of [lo,hi] that a
+// JSON string holds as one literal byte.
+func (b *builder) plainEdges(a int32, lo, hi rune, c int32) {
+	lo, hi = max(lo, 0x20), min(hi, 0x7F)
+	for _, sp := range []rune{'"', '\\'} {
+		if lo <= sp && sp <= hi {
+			if lo < sp {
+				b.edge(a, byte(lo), byte(sp-1), c)
+			}
+			lo = sp + 1
+		}
+	}
+	if lo <= hi {
+		b.edge(a, byte(lo), byte(hi), c)
+	}
+}
+
+// addCharTail adds the paths from a to c spelling the chars of part (a
+// subset of tailChars) in a JSON string: escapes and non-ASCII chars. They
+// are built once per grammar and char set as rules, one per group of first
+// bytes, and each target gets one call node per group, so a char state
+// costs a handful of nodes and keeps a single configuration.
+func (b *builder) addCharTail(a int32, part []ctr, c int32) {
+	kb := make([]byte, 0, 8*len(part))
+	for _, r := range part {
+		kb = binary.LittleEndian.AppendUint32(kb, uint32(r.lo))
+		kb = binary.LittleEndian.AppendUint32(kb, uint32(r.hi))
+	}
+	if b.tails == nil {
+		b.tails = map[string]*charTail{}
+	}
+	ct := b.tails[string(kb)]
+	if ct == nil {
+		ct = b.buildTail(part)
+		b.tails[string(kb)] = ct
+	}
+	qs, ok := ct.calls[c]
+	if !ok {
+		qs = make([]int32, len(ct.groups))
+		for k, tg := range ct.groups {
+			q := b.node()
+			b.g.nodes[q].call, b.g.nodes[q].ret = tg.rule, c
+			qs[k] = q
+		}
+		ct.calls[c] = qs
+	}
+	for k, tg := range ct.groups {
+		for _, r := range tg.ranges {
+			b.edge(a, r[0], r[1], qs[k])
+		}
+	}
+}
+
+func (b *builder) buildTail(part []ctr) *charTail {
+	first, end := b.node(), b.node()
+	b.g.nodes[end].final = true
+	memo := map[string]int32{}
+	for _, r := range part {
+		b.charRange(first, r.lo, r.hi, end, memo)
+	}
+	// group first bytes by the set of nodes they lead to (a literal '/'
+	// leads to end: plainEdges writes it)
+	var after [256][]int32
+	for _, e := range b.nodeEdges[first] {
+		if e.to == end {
+			continue
+		}
+		for x := int(e.lo); x <= int(e.hi); x++ {
+			after[x] = append(after[x], e.to)
+		}
+	}
+	b.nodeEdges[first] = nil
+	ct := &charTail{calls: map[int32][]int32{}}
+	groups := map[string]int{}
+	for x := 0; x < 256; x++ {
+		if len(after[x]) == 0 {
+			continue
+		}
+		slices.Sort(after[x])
+		after[x] = slices.Compact(after[x])
+		var kb []byte
+		for _, n := range after[x] {
+			kb = binary.LittleEndian.AppendUint32(kb, uint32(n))
+		}
+		k, ok := groups[string(kb)]
+		if !ok {
+			start := after[x][0]
+			if len(after[x]) > 1 {
+				start = b.node()
+				for _, n := range after[x] {
+					b.eps(start, n)
+				}
+			}
+			k = len(ct.groups)
+			groups[string(kb)] = k
+			ct.groups = append(ct.groups, tailGroup{rule: int32(len(b.g.rules))})
+			b.g.rules = append(b.g.rules, start)
+		}
+		tg := &ct.groups[k]
+		if n := len(tg.ranges); n > 0 && int(tg.ranges[n-1][1]) == x-1 {
+			tg.ranges[n-1][1] = byte(x)
+		} else {
+			tg.ranges = append(tg.ranges, [2]byte{byte(x), byte(x)})
+		}
+	}
+	return ct
 }

@@ -122,6 +122,7 @@ func (c *Compiler) finish(b *builder, root frag) (*Grammar, error) {
 	}
 	g := b.g
 	g.nodes[root.out].final = true
+	b.flatten()
 	g.rules[0] = root.in
 	g.initDFA(c.opts.Limits.MaxStates)
 	return g, nil

@@ -157,6 +157,9 @@ func maskPathSchemas() []string {
 		`{"type":"object","propertyNames":{"maxLength":3},"additionalProperties":{"type":"integer"}}`,
 		// bounded repetitions: runs of one class (node.run chains) and
 		// unanchored patterns whose states survive any plain chars
+		// long strings: shared rules for escapes and non-ASCII chars, and
+		// one rule for both uses of the same constraints
+		`{"type":"object","properties":{"a":{"type":"string","maxLength":600},"b":{"type":"string","maxLength":600},"c":{"type":"string","pattern":"^[^x]{2,600}$"}},"required":["a","b","c"]}`,
 		`{"type":"object","properties":{"h":{"type":"string","pattern":"[A-Fa-f0-9]{8}"},"e":{"type":"string","pattern":"^[a-z0-9._%+-]{1,20}@[a-z]{2,10}\\.com$"},"n":{"type":"string","pattern":"^[0-9]{9}$"},"d":{"type":"string","format":"date-time"},"k":{"type":"string","pattern":"^[a-zA-Z0-9_-]{12}$"}},"required":["h","e","n","d","k"]}`,
 	}
 }
@@ -170,6 +173,7 @@ var maskPathDocs = []string{
 	`["abc","\u001f\"é","","😀😀😀"]`,
 	`{"é":3,"ab":"xé\"","abc":"\u0001y"}`,
 	`{"abc":1,"é😀":2,"\n":3}`,
+	`{"a":"héllo \"wörld\" 日本語\u0001","b":"😀😀 ok\n","c":"\\/é😀 abc\t"}`,
 	`{"h":"xyz 0123abcdEF é! zz","e":"john.doe_1%x@example.com","n":"123456789","d":"2024-01-15T10:20:30Z","k":"Ab_9-xYz0123"}`,
 }
 

@@ -103,6 +103,8 @@ type schemaCompiler struct {
 	anyRule int32
 	one     map[*jv]*parsed
 	depth   int
+	// strRules: rule of each large constrained string, by its constraints
+	strRules map[string]int32
 }
 
 type queued struct {
@@ -1568,8 +1570,41 @@ func (sc *schemaCompiler) strFrag(s *sch) (frag, error) {
 	if d == nil {
 		return sc.b.freeString(), nil
 	}
-	return sc.b.charString(d), nil
+	if len(d.trans) < sharedStringStates {
+		return sc.b.charString(d), nil
+	}
+	// A large string automaton (maxLength 4096 is 4,097 char states) is
+	// built once per grammar as a rule and called wherever the same
+	// constraints recur. Length-only strings are always called (their
+	// masks come from the per-length tables whatever the stack); others
+	// are inlined the first time, as masks of states on the root stack
+	// need no split of what stays in the frame from what leaves it.
+	key := fmt.Sprintf("%q %q %d %d", s.formats, s.patterns, s.minLen, s.maxLen)
+	b := sc.b
+	r, ok := sc.strRules[key]
+	if !ok {
+		if sc.strRules == nil {
+			sc.strRules = map[string]int32{}
+		}
+		if !d.counted {
+			if _, seen := sc.strRules["seen\x00"+key]; !seen {
+				sc.strRules["seen\x00"+key] = -1
+				return b.charString(d), nil
+			}
+		}
+		r = int32(len(b.g.rules))
+		b.g.rules = append(b.g.rules, -1)
+		f := b.charString(d)
+		b.g.nodes[f.out].final = true
+		b.g.rules[r] = f.in
+		sc.strRules[key] = r
+	}
+	return b.call(r), nil
 }
+
+// sharedStringStates is the size from which a string automaton becomes a
+// rule shared by every string with the same constraints.
+const sharedStringStates = 64
 
 // check reports whether an enum/const value satisfies s's own constraints.
 func (sc *schemaCompiler) check(v *jv, s *sch) (bool, error) {

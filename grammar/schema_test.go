@@ -72,6 +72,20 @@ var schemaCases = []schemaCase{
 	{"propertyNames", `{"type":"object","propertyNames":{"pattern":"^[a-z]+$"},"additionalProperties":{"type":"integer"}}`,
 		[]string{`{"abc":1}`}, []string{`{"aBc":1}`, `{"abc":"s"}`}},
 	{"boolean schema", `true`, []string{`1`, `{"a":[]}`, `"s"`}, []string{`{"a":}`}},
+	// length bounds of >= tailStates chars spell escapes and non-ASCII
+	// chars through shared rules; each counts as one char
+	{"long string length", `{"type":"string","minLength":600,"maxLength":601}`,
+		[]string{`"` + strings.Repeat("a", 600) + `"`, `"` + strings.Repeat("é", 599) + `\n😀"`, `"` + strings.Repeat(`\\`, 300) + strings.Repeat(`\u001f`, 301) + `"`},
+		[]string{`"` + strings.Repeat("a", 599) + `"`, `"` + strings.Repeat("a", 600) + `é\n"`, `"` + strings.Repeat("😀", 602) + `"`, `"` + strings.Repeat("a", 599) + "\x01" + `"`}},
+	// the same large string constraints twice: one rule called from both
+	{"shared long strings", `{"type":"object","properties":{"a":{"type":"string","maxLength":700},"b":{"type":"string","maxLength":700},"c":{"type":"string","pattern":"^[^x]{0,600}$"},"d":{"type":"string","pattern":"^[^x]{0,600}$"}},"required":["a","b","c","d"]}`,
+		[]string{`{"a":"é\"","b":"` + strings.Repeat("ü", 700) + `","c":"日本\n","d":"` + strings.Repeat(`\/`, 600) + `"}`},
+		[]string{`{"a":"","b":"` + strings.Repeat("ü", 701) + `","c":"","d":""}`, `{"a":"","b":"","c":"x","d":""}`, `{"a":"","b":"","c":"","d":"` + strings.Repeat("é", 601) + `"}`}},
+	// a pattern whose '.' leaves out '\n': the tail rules of a char set
+	// that is not every char
+	{"long pattern with dot", `{"type":"string","pattern":"^https?://.+$","maxLength":1024}`,
+		[]string{`"https://é.example/日本?q=\"1\""`, `"http://` + strings.Repeat("ab", 508) + `"`},
+		[]string{`"https://a\nb"`, `"https://"`, `"http://` + strings.Repeat("ab", 509) + `"`}},
 	{"escapes in free strings", `{"type":"string"}`, []string{`"a\"b\\c\u00e9\n"`, `"日本語"`}, []string{`"\x"`, `"a` + "\x01" + `"`}},
 }
 
