@@ -724,10 +724,11 @@ type builder struct {
 	maxNodes int
 	over     bool
 	freeQ    map[int32][numSQ]int32 // freeBody normal node -> its substate nodes
-	// edges and epsilon edges per node while building; flattened into
-	// Grammar.edges and Grammar.eps by flatten
-	nodeEdges [][]edge
-	nodeEps   [][]int32
+	// edges and epsilon edges while building, as per-node lists (node.e0
+	// and node.p0 hold the last link); flattened into Grammar.edges and
+	// Grammar.eps by flatten
+	edgeLinks []edgeLink
+	epsLinks  []epsLink
 	tails     map[string]*charTail // see addCharTail, by the chars it spells
 }
 
@@ -745,42 +746,70 @@ type tailGroup struct {
 	rule   int32
 }
 
+type edgeLink struct {
+	e    edge
+	prev int32
+}
+
+type epsLink struct{ to, prev int32 }
+
+// grow appends v to s, doubling a full slice: the default growth of large
+// slices (1.25x) would copy a million-node automaton a dozen times.
+func grow[T any](s []T, v T) []T {
+	if len(s) == cap(s) {
+		s = slices.Grow(s, max(len(s), 64))
+	}
+	return append(s, v)
+}
+
 func (b *builder) node() int32 {
-	b.g.nodes = append(b.g.nodes, node{call: -1, strq: -1, crem: -1, loop: -1})
-	b.nodeEdges = append(b.nodeEdges, nil)
-	b.nodeEps = append(b.nodeEps, nil)
+	b.g.nodes = grow(b.g.nodes, node{e0: -1, p0: -1, call: -1, strq: -1, crem: -1, loop: -1})
 	if len(b.g.nodes) > b.maxNodes {
 		b.over = true
 	}
 	return int32(len(b.g.nodes) - 1)
 }
 
-func (b *builder) eps(a, c int32) { b.nodeEps[a] = append(b.nodeEps[a], c) }
+func (b *builder) eps(a, c int32) {
+	b.epsLinks = grow(b.epsLinks, epsLink{c, b.g.nodes[a].p0})
+	b.g.nodes[a].p0 = int32(len(b.epsLinks) - 1)
+}
 
 func (b *builder) edge(a int32, lo, hi byte, c int32) {
-	b.nodeEdges[a] = append(b.nodeEdges[a], edge{lo, hi, c})
+	b.edgeLinks = grow(b.edgeLinks, edgeLink{edge{lo, hi, c}, b.g.nodes[a].e0})
+	b.g.nodes[a].e0 = int32(len(b.edgeLinks) - 1)
+}
+
+// edgesOf returns node a's edges while building, in the order added.
+func (b *builder) edgesOf(a int32) []edge {
+	var es []edge
+	for l := b.g.nodes[a].e0; l >= 0; l = b.edgeLinks[l].prev {
+		es = append(es, b.edgeLinks[l].e)
+	}
+	slices.Reverse(es)
+	return es
 }
 
 // flatten moves every node's edges into the grammar's flat arrays.
 func (b *builder) flatten() {
 	g := b.g
-	ne, np := 0, 0
-	for i := range b.nodeEdges {
-		ne += len(b.nodeEdges[i])
-		np += len(b.nodeEps[i])
-	}
-	g.edges = make([]edge, 0, ne)
-	g.eps = make([]int32, 0, np)
+	g.edges = make([]edge, 0, len(b.edgeLinks))
+	g.eps = make([]int32, 0, len(b.epsLinks))
 	for i := range g.nodes {
 		n := &g.nodes[i]
-		n.e0 = int32(len(g.edges))
-		g.edges = append(g.edges, b.nodeEdges[i]...)
-		n.e1 = int32(len(g.edges))
-		n.p0 = int32(len(g.eps))
-		g.eps = append(g.eps, b.nodeEps[i]...)
-		n.p1 = int32(len(g.eps))
+		start := len(g.edges)
+		for l := n.e0; l >= 0; l = b.edgeLinks[l].prev {
+			g.edges = append(g.edges, b.edgeLinks[l].e)
+		}
+		slices.Reverse(g.edges[start:])
+		n.e0, n.e1 = int32(start), int32(len(g.edges))
+		start = len(g.eps)
+		for l := n.p0; l >= 0; l = b.epsLinks[l].prev {
+			g.eps = append(g.eps, b.epsLinks[l].to)
+		}
+		slices.Reverse(g.eps[start:])
+		n.p0, n.p1 = int32(start), int32(len(g.eps))
 	}
-	b.nodeEdges, b.nodeEps = nil, nil
 }
 
 func (b *builder) empty() frag {
@@ -1468,7 +1497,7 @@ func (b *builder) buildTail(part []ctr) *charTail {
 	// group first bytes by the set of nodes they lead to (a literal '/'
 	// leads to end: plainEdges writes it)
 	var after [256][]int32
-	for _, e := range b.nodeEdges[first] {
+	for _, e := range b.edgesOf(first) {
 		if e.to == end {
 			continue
 		}
@@ -1476,7 +1505,7 @@ func (b *builder) buildTail(part []ctr) *charTail {
 			after[x] = append(after[x], e.to)
 		}
 	}
-	b.nodeEdges[first] = nil
+	b.g.nodes[first].e0 = -1
 	ct := &charTail{calls: map[int32][]int32{}}
 	groups := map[string]int{}
 	for x := 0; x < 256; x++ {

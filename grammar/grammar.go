@@ -6,6 +6,7 @@ package grammar
 import (
 	"container/list"
 	"fmt"
+	"slices"
 	"sync"
 )
 
@@ -57,7 +58,23 @@ type Compiler struct {
 	mu    sync.Mutex
 	lru   *list.List
 	cache map[string]*list.Element
+
+	// scratch buffers of the last builder, reused by the next compile so a
+	// large automaton is not grown (and its fresh pages faulted in) anew
+	// each time; nil while a compile holds them
+	scratchMu sync.Mutex
+	scratch   *builderScratch
 }
+
+type builderScratch struct {
+	nodes     []node
+	edgeLinks []edgeLink
+	epsLinks  []epsLink
+}
+
+// scratchKeep bounds the node buffer kept between compiles (~12 MB of
+// nodes, and their edge links).
+const scratchKeep = 1 << 18
 
 type cacheEnt struct {
 	key string
@@ -113,7 +130,24 @@ func (c *Compiler) cached(key string, build func() (*Grammar, error)) (*Grammar,
 }
 
 func (c *Compiler) newBuilder() *builder {
-	return &builder{g: &Grammar{vt: c.vt}, maxNodes: c.opts.Limits.MaxStates}
+	b := &builder{g: &Grammar{vt: c.vt}, maxNodes: c.opts.Limits.MaxStates}
+	c.scratchMu.Lock()
+	if sc := c.scratch; sc != nil {
+		c.scratch = nil
+		b.g.nodes, b.edgeLinks, b.epsLinks = sc.nodes[:0], sc.edgeLinks[:0], sc.epsLinks[:0]
+	}
+	c.scratchMu.Unlock()
+	return b
+}
+
+// release hands b's buffers back for the next compile; b is done with.
+func (c *Compiler) release(b *builder, nodes []node) {
+	if cap(nodes) > scratchKeep || cap(b.edgeLinks) > 4*scratchKeep || cap(b.epsLinks) > 4*scratchKeep {
+		return
+	}
+	c.scratchMu.Lock()
+	c.scratch = &builderScratch{nodes: nodes, edgeLinks: b.edgeLinks, epsLinks: b.epsLinks}
+	c.scratchMu.Unlock()
 }
 
 func (c *Compiler) finish(b *builder, root frag) (*Grammar, error) {
@@ -123,6 +157,10 @@ func (c *Compiler) finish(b *builder, root frag) (*Grammar, error) {
 	g := b.g
 	g.nodes[root.out].final = true
 	b.flatten()
+	// the grammar keeps an exact copy; the builder's buffers go back
+	buf := g.nodes
+	g.nodes = slices.Clone(buf)
+	c.release(b, buf)
 	g.rules[0] = root.in
 	g.initDFA(c.opts.Limits.MaxStates)
 	return g, nil
