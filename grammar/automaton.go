@@ -724,9 +724,10 @@ type builder struct {
 	maxNodes int
 	over     bool
 	freeQ    map[int32][numSQ]int32 // freeBody normal node -> its substate nodes
-	// edges and epsilon edges while building, as per-node lists (node.e0
-	// and node.p0 hold the last link); flattened into Grammar.edges and
-	// Grammar.eps by flatten
+	// edges and epsilon edges while building, in the order added, each
+	// with the node it leaves; flatten sorts them into Grammar.edges and
+	// Grammar.eps by node (a counting sort: sequential, unlike per-node
+	// linked lists)
 	edgeLinks []edgeLink
 	epsLinks  []epsLink
 	tails     map[string]*charTail // see addCharTail, by the chars it spells
@@ -748,10 +749,10 @@ type tailGroup struct {
 
 type edgeLink struct {
 	e    edge
-	prev int32
+	from int32 // -1: removed
 }
 
-type epsLink struct{ to, prev int32 }
+type epsLink struct{ to, from int32 }
 
 // grow appends v to s, doubling a full slice: the default growth of large
 // slices (1.25x) would copy a million-node automaton a dozen times.
@@ -763,52 +764,71 @@ func grow[T any](s []T, v T) []T {
 }
 
 func (b *builder) node() int32 {
-	b.g.nodes = grow(b.g.nodes, node{e0: -1, p0: -1, call: -1, strq: -1, crem: -1, loop: -1})
+	b.g.nodes = grow(b.g.nodes, node{call: -1, strq: -1, crem: -1, loop: -1})
 	if len(b.g.nodes) > b.maxNodes {
 		b.over = true
 	}
 	return int32(len(b.g.nodes) - 1)
 }
 
-func (b *builder) eps(a, c int32) {
-	b.epsLinks = grow(b.epsLinks, epsLink{c, b.g.nodes[a].p0})
-	b.g.nodes[a].p0 = int32(len(b.epsLinks) - 1)
-}
+func (b *builder) eps(a, c int32) { b.epsLinks = grow(b.epsLinks, epsLink{c, a}) }
 
 func (b *builder) edge(a int32, lo, hi byte, c int32) {
-	b.edgeLinks = grow(b.edgeLinks, edgeLink{edge{lo, hi, c}, b.g.nodes[a].e0})
-	b.g.nodes[a].e0 = int32(len(b.edgeLinks) - 1)
+	b.edgeLinks = grow(b.edgeLinks, edgeLink{edge{lo, hi, c}, a})
 }
 
-// edgesOf returns node a's edges while building, in the order added.
-func (b *builder) edgesOf(a int32) []edge {
+// takeEdges removes node a's edges while building and returns them in the
+// order added (a scan of every edge: for rare use).
+func (b *builder) takeEdges(a int32) []edge {
 	var es []edge
-	for l := b.g.nodes[a].e0; l >= 0; l = b.edgeLinks[l].prev {
-		es = append(es, b.edgeLinks[l].e)
+	for i := range b.edgeLinks {
+		if l := &b.edgeLinks[i]; l.from == a {
+			es = append(es, l.e)
+			l.from = -1
+		}
 	}
-	slices.Reverse(es)
 	return es
 }
 
 // flatten moves every node's edges into the grammar's flat arrays.
 func (b *builder) flatten() {
 	g := b.g
-	g.edges = make([]edge, 0, len(b.edgeLinks))
-	g.eps = make([]int32, 0, len(b.epsLinks))
+	n := len(g.nodes)
+	off := make([]int32, n+1)
+	for _, l := range b.edgeLinks {
+		if l.from >= 0 {
+			off[l.from+1]++
+		}
+	}
+	for i := 0; i < n; i++ {
+		off[i+1] += off[i]
+	}
+	g.edges = make([]edge, off[n])
 	for i := range g.nodes {
-		n := &g.nodes[i]
-		start := len(g.edges)
-		for l := n.e0; l >= 0; l = b.edgeLinks[l].prev {
-			g.edges = append(g.edges, b.edgeLinks[l].e)
+		g.nodes[i].e0, g.nodes[i].e1 = off[i], off[i]
+	}
+	for _, l := range b.edgeLinks {
+		if l.from >= 0 {
+			nd := &g.nodes[l.from]
+			g.edges[nd.e1] = l.e
+			nd.e1++
 		}
-		slices.Reverse(g.edges[start:])
-		n.e0, n.e1 = int32(start), int32(len(g.edges))
-		start = len(g.eps)
-		for l := n.p0; l >= 0; l = b.epsLinks[l].prev {
-			g.eps = append(g.eps, b.epsLinks[l].to)
-		}
-		slices.Reverse(g.eps[start:])
-		n.p0, n.p1 = int32(start), int32(len(g.eps))
+	}
+	clear(off)
+	for _, l := range b.epsLinks {
+		off[l.from+1]++
+	}
+	for i := 0; i < n; i++ {
+		off[i+1] += off[i]
+	}
+	g.eps = make([]int32, off[n])
+	for i := range g.nodes {
+		g.nodes[i].p0, g.nodes[i].p1 = off[i], off[i]
+	}
+	for _, l := range b.epsLinks {
+		nd := &g.nodes[l.from]
+		g.eps[nd.p1] = l.to
+		nd.p1++
 	}
 }
 
@@ -957,8 +977,14 @@ func (b *builder) charString(d *cdfa) frag {
 			// substate after the lead byte, so states inside the char are
 			// tagged and masks take the string-table path.
 			q := b.freeQ[ns[to]]
-			for c := 0xC2; c <= 0xF4; c++ {
-				b.edge(ns[i], byte(c), byte(c), q[strStep(sqNormal, byte(c))])
+			for c := 0xC2; c <= 0xF4; {
+				// one edge per run of lead bytes entering the same substate
+				sq, e := strStep(sqNormal, byte(c)), c
+				for e < 0xF4 && strStep(sqNormal, byte(e+1)) == sq {
+					e++
+				}
+				b.edge(ns[i], byte(c), byte(e), q[sq])
+				c = e + 1
 			}
 		}
 	}
@@ -1497,7 +1523,7 @@ func (b *builder) buildTail(part []ctr) *charTail {
 	// group first bytes by the set of nodes they lead to (a literal '/'
 	// leads to end: plainEdges writes it)
 	var after [256][]int32
-	for _, e := range b.edgesOf(first) {
+	for _, e := range b.takeEdges(first) {
 		if e.to == end {
 			continue
 		}
@@ -1505,7 +1531,6 @@ func (b *builder) buildTail(part []ctr) *charTail {
 			after[x] = append(after[x], e.to)
 		}
 	}
-	b.g.nodes[first].e0 = -1
 	ct := &charTail{calls: map[int32][]int32{}}
 	groups := map[string]int{}
 	for x := 0; x < 256; x++ {
