@@ -209,3 +209,29 @@ func isIntegral(s string) bool {
 	r, ok := numRat(s)
 	return ok && r.IsInt()
 }
+
+// toAny converts v to the values encoding/json with UseNumber produces
+// (a later duplicate key wins, as there).
+func (v *jv) toAny() any {
+	switch v.kind {
+	case jBool:
+		return v.b
+	case jNum:
+		return json.Number(v.num)
+	case jStr:
+		return v.str
+	case jArr:
+		a := make([]any, len(v.arr))
+		for i, x := range v.arr {
+			a[i] = x.toAny()
+		}
+		return a
+	case jObj:
+		m := make(map[string]any, len(v.keys))
+		for i, k := range v.keys {
+			m[k] = v.vals[i].toAny()
+		}
+		return m
+	}
+	return nil
+}

@@ -1,7 +1,6 @@
 package grammar
 
 import (
-	"bytes"
 	"math/big"
 	"strings"
 
@@ -9,11 +8,10 @@ import (
 )
 
 // validateSchemaDoc checks the schema against its draft's metaschema.
-func validateSchemaDoc(text string) error {
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader([]byte(text)))
-	if err != nil {
-		return errf("invalid schema JSON: %v", err)
-	}
+// The document is the tree compileSchema already parsed, converted (not
+// parsed again): large schemas spend a good part of their compile here.
+func validateSchemaDoc(root *jv) error {
+	doc := root.toAny()
 	c := jsonschema.NewCompiler()
 	c.UseLoader(noLoader{})
 	if err := c.AddResource("urn:grammar:root", doc); err != nil {

@@ -129,7 +129,7 @@ func (c *Compiler) compileSchema(text string) (*Grammar, error) {
 	if root.kind != jObj && root.kind != jBool {
 		return nil, errf("invalid schema: not an object or boolean")
 	}
-	if err := validateSchemaDoc(text); err != nil {
+	if err := validateSchemaDoc(root); err != nil {
 		return nil, err
 	}
 	b := c.newBuilder()
