@@ -28,13 +28,13 @@ type node struct {
 	ret    int32
 	final  bool // end of its rule
 	strq   int8 // free-string body substate, or -1
-	// crem >= 0: a char boundary of a length-only string that may still
-	// take crem chars (unboundedRem: any number); see vocabTables.cnt
-	crem int32
 	// loop >= 0: index into Grammar.classes of printable ASCII chars (each
 	// one literal byte) of which this char-string node accepts any run of
 	// up to run chars (unboundedRem: it loops on them)
 	loop int16
+	// crem >= 0: a char boundary of a length-only string that may still
+	// take crem chars (unboundedRem: any number); see vocabTables.cnt
+	crem int32
 	run  int32
 	// total: a char-string node from which every char, again and again,
 	// keeps the string alive (see totalStates)

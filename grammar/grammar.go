@@ -142,7 +142,7 @@ func (c *Compiler) newBuilder() *builder {
 
 // release hands b's buffers back for the next compile; b is done with.
 func (c *Compiler) release(b *builder, nodes []node) {
-	if cap(nodes) > scratchKeep || cap(b.edgeLinks) > 4*scratchKeep || cap(b.epsLinks) > 4*scratchKeep {
+	if cap(b.edgeLinks) > 4*scratchKeep || cap(b.epsLinks) > 4*scratchKeep {
 		return
 	}
 	c.scratchMu.Lock()
@@ -157,9 +157,15 @@ func (c *Compiler) finish(b *builder, root frag) (*Grammar, error) {
 	g := b.g
 	g.nodes[root.out].final = true
 	b.flatten()
-	// the grammar keeps an exact copy; the builder's buffers go back
+	// the grammar keeps an exact copy and the builder's buffers go back,
+	// unless they are too large to keep: then the grammar keeps the nodes
+	// as built (a copy would be the largest allocation of the compile)
 	buf := g.nodes
-	g.nodes = slices.Clone(buf)
+	if cap(buf) <= scratchKeep {
+		g.nodes = slices.Clone(buf)
+	} else {
+		buf = nil
+	}
 	c.release(b, buf)
 	g.rules[0] = root.in
 	g.initDFA(c.opts.Limits.MaxStates)
