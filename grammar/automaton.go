@@ -731,13 +731,15 @@ type builder struct {
 	edgeLinks []edgeLink
 	epsLinks  []epsLink
 	tails     map[string]*charTail // see addCharTail, by the chars it spells
+	lastTail  *charTail            // the last one used, for lastPart
+	lastPart  []ctr
 }
 
 // charTail is the multi-byte part of a char set (see tailPart) as rules,
 // one per group of first bytes, and the call nodes returning to each target.
 type charTail struct {
 	groups []tailGroup
-	calls  map[int32][]int32 // target -> its call node per group
+	calls  map[int32]int32 // target -> its first call node (one per group, consecutive)
 }
 
 // tailGroup is a set of first bytes of the char tail that lead into the
@@ -1483,32 +1485,36 @@ func (b *builder) plainEdges(a int32, lo, hi rune, c int32) {
 // bytes, and each target gets one call node per group, so a char state
 // costs a handful of nodes and keeps a single configuration.
 func (b *builder) addCharTail(a int32, part []ctr, c int32) {
-	kb := make([]byte, 0, 8*len(part))
-	for _, r := range part {
-		kb = binary.LittleEndian.AppendUint32(kb, uint32(r.lo))
-		kb = binary.LittleEndian.AppendUint32(kb, uint32(r.hi))
+	ct := b.lastTail
+	if ct == nil || !slices.Equal(part, b.lastPart) {
+		// consecutive states of a long string mostly share their char set
+		kb := make([]byte, 0, 8*len(part))
+		for _, r := range part {
+			kb = binary.LittleEndian.AppendUint32(kb, uint32(r.lo))
+			kb = binary.LittleEndian.AppendUint32(kb, uint32(r.hi))
+		}
+		if b.tails == nil {
+			b.tails = map[string]*charTail{}
+		}
+		if ct = b.tails[string(kb)]; ct == nil {
+			ct = b.buildTail(part)
+			b.tails[string(kb)] = ct
+		}
+		b.lastTail, b.lastPart = ct, slices.Clone(part)
 	}
-	if b.tails == nil {
-		b.tails = map[string]*charTail{}
-	}
-	ct := b.tails[string(kb)]
-	if ct == nil {
-		ct = b.buildTail(part)
-		b.tails[string(kb)] = ct
-	}
-	qs, ok := ct.calls[c]
+	q0, ok := ct.calls[c]
 	if !ok {
-		qs = make([]int32, len(ct.groups))
-		for k, tg := range ct.groups {
+		// one call node per group, consecutive from q0
+		q0 = int32(len(b.g.nodes))
+		for _, tg := range ct.groups {
 			q := b.node()
 			b.g.nodes[q].call, b.g.nodes[q].ret = tg.rule, c
-			qs[k] = q
 		}
-		ct.calls[c] = qs
+		ct.calls[c] = q0
 	}
 	for k, tg := range ct.groups {
 		for _, r := range tg.ranges {
-			b.edge(a, r[0], r[1], qs[k])
+			b.edge(a, r[0], r[1], q0+int32(k))
 		}
 	}
 }
@@ -1531,7 +1537,7 @@ func (b *builder) buildTail(part []ctr) *charTail {
 			after[x] = append(after[x], e.to)
 		}
 	}
-	ct := &charTail{calls: map[int32][]int32{}}
+	ct := &charTail{calls: map[int32]int32{}}
 	groups := map[string]int{}
 	for x := 0; x < 256; x++ {
 		if len(after[x]) == 0 {
