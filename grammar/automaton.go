@@ -296,41 +296,25 @@ func (g *Grammar) step(s int32, b byte) int32 {
 	return t
 }
 
-// walk adds to g.toks every token of tr accepted from state s.
-func (g *Grammar) walk(tr *trie, s int32) {
-	if cap(g.walkS) < tr.maxD+1 {
-		g.walkS = make([]int32, tr.maxD+1)
-	}
-	st := g.walkS[:tr.maxD+1]
-	st[0] = s
-	n := int32(len(tr.b))
-	for i := int32(0); i < n; {
-		d := tr.d[i]
-		t := g.step(st[d], tr.b[i])
-		if t == 0 {
-			i = tr.end[i]
-			continue
-		}
-		if id := tr.tok[i]; id >= 0 {
-			g.toks = append(g.toks, id)
-			if ds, ok := tr.dups[i]; ok {
-				g.toks = append(g.toks, ds...)
-			}
-		}
-		st[d+1] = t
-		i++
-	}
-}
+// walk adds to g.toks every token of tr accepted from state s, stepping
+// every byte (no shortcuts: the tests' reference walk).
+func (g *Grammar) walk(tr *trie, s int32) { g.walkPlain(tr, 0, int32(len(tr.b)), s) }
 
 // walkSub adds to g.toks every token in the subtree of trie node root
 // accepted from state s, where s is the state after root's ancestors.
-func (g *Grammar) walkSub(tr *trie, root int32, s int32) {
+func (g *Grammar) walkSub(tr *trie, root int32, s int32) { g.walkPlain(tr, root, tr.end[root], s) }
+
+// walkPlain walks the trie nodes [lo, hi) of tr, whole subtrees whose
+// roots share lo's depth, from state s.
+func (g *Grammar) walkPlain(tr *trie, lo, hi int32, s int32) {
 	if cap(g.walkS) < tr.maxD+1 {
 		g.walkS = make([]int32, tr.maxD+1)
 	}
 	st := g.walkS[:tr.maxD+1]
-	st[tr.d[root]] = s
-	for i, n := root, tr.end[root]; i < n; {
+	if lo < hi {
+		st[tr.d[lo]] = s
+	}
+	for i := lo; i < hi; {
 		d := tr.d[i]
 		t := g.step(st[d], tr.b[i])
 		if t == 0 {
@@ -472,7 +456,7 @@ func (g *Grammar) walkVocab(s int32, lm *localMask) []uint64 {
 // walkRange walks the trie nodes [lo, hi) of tr, a run of whole subtrees of
 // root children, from state s; see walkVocab for lm.
 func (g *Grammar) walkRange(tr *trie, lo, hi int32, s int32, lm *localMask) {
-	if cap(g.walkS) < tr.maxD+1 {
+	if cap(g.walkS) < tr.maxD+1 || cap(g.walkP) < tr.maxD+1 {
 		g.walkS = make([]int32, tr.maxD+1)
 		g.walkP = make([]byte, tr.maxD+1)
 	}
