@@ -131,6 +131,17 @@ func parseJV(data []byte, maxDepth int) (*jv, error) {
 	return v, nil
 }
 
+// CompactJSON re-serializes a JSON document as a grammar with compact
+// whitespace writes it: key order and number text kept, strings with the
+// canonical escapes. Benchmarks feed documents to a matcher this way.
+func CompactJSON(doc []byte) (string, error) {
+	v, err := parseJV(doc, 1<<16)
+	if err != nil {
+		return "", err
+	}
+	return string(appendCompact(nil, v)), nil
+}
+
 // appendCompact serializes v compactly, with the escaping the grammar
 // accepts canonically (so enum/const literals match what the matcher emits).
 func appendCompact(dst []byte, v *jv) []byte {

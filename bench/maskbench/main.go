@@ -8,7 +8,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -436,7 +435,7 @@ func evaluate(comp *grammar.Compiler, tok *tokenizer.Tokenizer, eos []int32, sf 
 		if cancel.Load() {
 			return r
 		}
-		doc, err := canonical(tc.Data)
+		doc, err := grammar.CompactJSON(tc.Data)
 		if err != nil {
 			continue
 		}
@@ -501,90 +500,4 @@ func prefixOf(tok *tokenizer.Tokenizer, ids []int32) string {
 		b = b[len(b)-200:]
 	}
 	return string(b)
-}
-
-// canonical re-serializes a JSON value compactly, keeping key order and
-// number text, escaping only what JSON requires.
-func canonical(raw json.RawMessage) (string, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var out []byte
-	type frame struct {
-		obj bool
-		n   int
-	}
-	var stack []frame
-	for {
-		t, err := dec.Token()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return "", err
-		}
-		if d, ok := t.(json.Delim); ok && (d == '}' || d == ']') {
-			stack = stack[:len(stack)-1]
-			out = append(out, byte(d))
-			if len(stack) > 0 {
-				top := &stack[len(stack)-1]
-				top.n++
-			}
-			continue
-		}
-		if len(stack) > 0 {
-			top := &stack[len(stack)-1]
-			if top.obj {
-				if top.n%2 == 0 {
-					if top.n > 0 {
-						out = append(out, ',')
-					}
-				} else {
-					out = append(out, ':')
-				}
-			} else if top.n > 0 {
-				out = append(out, ',')
-			}
-		}
-		switch x := t.(type) {
-		case json.Delim:
-			out = append(out, byte(x))
-			stack = append(stack, frame{obj: x == '{'})
-			continue
-		case nil:
-			out = append(out, "null"...)
-		case bool:
-			out = fmt.Appendf(out, "%v", x)
-		case json.Number:
-			out = append(out, x...)
-		case string:
-			out = appendString(out, x)
-		}
-		if len(stack) > 0 {
-			stack[len(stack)-1].n++
-		}
-	}
-	return string(out), nil
-}
-
-func appendString(dst []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '"' || c == '\\':
-			dst = append(dst, '\\', c)
-		case c == '\n':
-			dst = append(dst, '\\', 'n')
-		case c == '\r':
-			dst = append(dst, '\\', 'r')
-		case c == '\t':
-			dst = append(dst, '\\', 't')
-		case c < 0x20:
-			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
-		default:
-			dst = append(dst, c)
-		}
-	}
-	return append(dst, '"')
 }

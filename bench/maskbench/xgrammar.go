@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/llmserve/llmserve/grammar"
 	"github.com/llmserve/llmserve/tokenizer"
 )
 
@@ -192,7 +193,7 @@ func runPeer(dir, tokDir string, tok *tokenizer.Tokenizer, eos []int32, files []
 		}
 		job := peerJob{Schema: string(sf.Schema), Tests: []peerDoc{}}
 		for _, tc := range sf.Tests {
-			doc, err := canonical(tc.Data)
+			doc, err := grammar.CompactJSON(tc.Data)
 			if err != nil {
 				continue
 			}
