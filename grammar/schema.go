@@ -103,8 +103,9 @@ type schemaCompiler struct {
 	anyRule int32
 	one     map[*jv]*parsed
 	depth   int
-	// strRules: rule of each large constrained string, by its constraints
-	strRules map[string]int32
+	// strings: the char automaton of each string constraint set seen, and
+	// the rule large ones are shared through (see strFrag)
+	strSets map[string]*strEnt
 }
 
 type queued struct {
@@ -1563,15 +1564,25 @@ func (sc *schemaCompiler) stringDFA(s *sch) (*cdfa, error) {
 }
 
 func (sc *schemaCompiler) strFrag(s *sch) (frag, error) {
-	d, err := sc.stringDFA(s)
-	if err != nil {
-		return frag{}, err
+	key := fmt.Sprintf("%q %q %d %d", s.formats, s.patterns, s.minLen, s.maxLen)
+	ent := sc.strSets[key]
+	if ent == nil {
+		d, err := sc.stringDFA(s)
+		if err != nil {
+			return frag{}, err
+		}
+		if sc.strSets == nil {
+			sc.strSets = map[string]*strEnt{}
+		}
+		ent = &strEnt{d: d, rule: -1}
+		sc.strSets[key] = ent
 	}
+	b, d := sc.b, ent.d
 	if d == nil {
-		return sc.b.freeString(), nil
+		return b.freeString(), nil
 	}
 	if len(d.trans) < sharedStringStates {
-		return sc.b.charString(d), nil
+		return b.charString(d), nil
 	}
 	// A large string automaton (maxLength 4096 is 4,097 char states) is
 	// built once per grammar as a rule and called wherever the same
@@ -1579,27 +1590,26 @@ func (sc *schemaCompiler) strFrag(s *sch) (frag, error) {
 	// masks come from the per-length tables whatever the stack); others
 	// are inlined the first time, as masks of states on the root stack
 	// need no split of what stays in the frame from what leaves it.
-	key := fmt.Sprintf("%q %q %d %d", s.formats, s.patterns, s.minLen, s.maxLen)
-	b := sc.b
-	r, ok := sc.strRules[key]
-	if !ok {
-		if sc.strRules == nil {
-			sc.strRules = map[string]int32{}
+	if ent.rule < 0 {
+		if !d.counted && !ent.inlined {
+			ent.inlined = true
+			return b.charString(d), nil
 		}
-		if !d.counted {
-			if _, seen := sc.strRules["seen\x00"+key]; !seen {
-				sc.strRules["seen\x00"+key] = -1
-				return b.charString(d), nil
-			}
-		}
-		r = int32(len(b.g.rules))
+		ent.rule = int32(len(b.g.rules))
 		b.g.rules = append(b.g.rules, -1)
 		f := b.charString(d)
 		b.g.nodes[f.out].final = true
-		b.g.rules[r] = f.in
-		sc.strRules[key] = r
+		b.g.rules[ent.rule] = f.in
 	}
-	return b.call(r), nil
+	return b.call(ent.rule), nil
+}
+
+// strEnt is one string constraint set of a schema: its char automaton (nil:
+// any string) and, once shared, its rule (-1 before).
+type strEnt struct {
+	d       *cdfa
+	rule    int32
+	inlined bool // built inline once already
 }
 
 // sharedStringStates is the size from which a string automaton becomes a
