@@ -27,6 +27,19 @@ type rankSide struct {
 
 func startWorker(t *testing.T, rankTimeout time.Duration) (*Worker, *rankSide) {
 	t.Helper()
+	w, r := newWorkerRig(t, rankTimeout)
+	r.send() // a first load report: the rank is up
+	deadline := time.Now().Add(5 * time.Second)
+	for !w.Ready() && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	return w, r
+}
+
+// newWorkerRig starts a worker with one rank on real sockets; the rank has
+// not reported yet.
+func newWorkerRig(t *testing.T, rankTimeout time.Duration) (*Worker, *rankSide) {
+	t.Helper()
 	dir, err := ipc.TempRunDir("")
 	if err != nil {
 		t.Fatal(err)
@@ -47,13 +60,7 @@ func startWorker(t *testing.T, rankTimeout time.Duration) (*Worker, *rankSide) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { w.Close(); out.Close(); reqs.Close() })
-	r := &rankSide{t: t, reqs: reqs, out: out}
-	r.send() // a first load report: the rank is up
-	deadline := time.Now().Add(5 * time.Second)
-	for !w.Ready() && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	return w, r
+	return w, &rankSide{t: t, reqs: reqs, out: out}
 }
 
 func (r *rankSide) send(items ...ipc.TextItem) {
@@ -173,28 +180,10 @@ func TestSilentRankFailsAfterDeliveredTokens(t *testing.T) {
 // model) gets no requests; they are refused at once (a 503 upstream), /health says why, and the
 // first report makes the rank usable without any request having been lost in between.
 func TestRankTakesNothingUntilItReports(t *testing.T) {
-	dir, err := ipc.TempRunDir("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	tr := ipc.Default()
-	reqs, err := tr.Pull(ipc.SchedulerEndpoint(dir, 0), true)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// A short rank timeout: the never-heard rank must not be marked "down" (and logged as
 	// dead) when it expires; it stays "not reported yet".
-	w, err := New(Config{NumWorkers: 1, DPSize: 1, RunDir: dir, Transport: tr, Mode: ModeDefault, Method: shard.RoundRobin,
-		RankTimeout: 50 * time.Millisecond, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := tr.Push(ipc.WorkerEndpoint(dir, 0), false, ipc.WithSendTimeout(time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { w.Close(); out.Close(); reqs.Close() })
+	w, rank := newWorkerRig(t, 50*time.Millisecond)
+	reqs, out := rank.reqs, rank.out
 	time.Sleep(200 * time.Millisecond)
 	req := func() *api.Request {
 		return &api.Request{RID: w.NewRID(), InputIDs: []int32{1, 2, 3}, MaxNewTokens: 4, Stream: true, StreamInterval: 1, RoutedRank: -1}
@@ -224,7 +213,6 @@ func TestRankTakesNothingUntilItReports(t *testing.T) {
 		}
 	}()
 	defer func() { close(stop); <-beats }()
-	rank := &rankSide{t: t, reqs: reqs, out: out}
 	deadline := time.Now().Add(5 * time.Second)
 	for w.Health() != nil && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
