@@ -44,6 +44,11 @@ func (d *Delta) Merge(later *Delta) {
 	d.IDs = append(d.IDs, later.IDs...)
 	d.Text += later.Text
 	d.Logprobs = append(d.Logprobs, later.Logprobs...)
+	d.mergeMeta(later)
+}
+
+// mergeMeta carries later's finish, first error and latest usage counts onto d.
+func (d *Delta) mergeMeta(later *Delta) {
 	if later.Finished {
 		d.Finished = true
 		d.FinishReason = later.FinishReason
@@ -100,21 +105,7 @@ func (s *Stream) Push(d *Delta) {
 	s.text = append(s.text, d.Text...)
 	s.logprobs = append(s.logprobs, d.Logprobs...)
 	m := &s.meta
-	if d.Finished {
-		m.Finished, m.FinishReason, m.MatchedStop = true, d.FinishReason, d.MatchedStop
-	}
-	if d.Err != nil && m.Err == nil {
-		m.Err = d.Err
-	}
-	if d.PromptTokens > 0 {
-		m.PromptTokens = d.PromptTokens
-	}
-	if d.CachedTokens > 0 {
-		m.CachedTokens = d.CachedTokens
-	}
-	if d.CompletionTokens > 0 {
-		m.CompletionTokens = d.CompletionTokens
-	}
+	m.mergeMeta(d)
 	s.has = true
 	if d.Finished || d.Err != nil {
 		s.done = true
