@@ -48,7 +48,24 @@ func FuzzRegex(f *testing.F) {
 		m.AcceptBytes([]byte(input))
 		mask := make([]uint64, (e.tok.VocabSize()+63)/64)
 		m.FillMask(mask)
-		m.ForcedBytes()
+		// the mask and Accept agree on a spread of tokens, EOS is in the
+		// mask exactly when the matcher may end, and forced bytes are
+		// accepted
+		for id := int32(0); int(id) < e.tok.VocabSize(); id += 997 {
+			allowed := mask[id>>6]&(1<<(uint(id)&63)) != 0
+			if m.Accept(id) != allowed {
+				t.Fatalf("%q after %q: mask and Accept disagree on token %d", pattern, input, id)
+			}
+			if allowed {
+				m.Rollback(1)
+			}
+		}
+		if eos := mask[e.eos>>6]&(1<<(uint(e.eos)&63)) != 0; eos != m.CanEnd() {
+			t.Fatalf("%q after %q: EOS in mask %v, CanEnd %v", pattern, input, eos, m.CanEnd())
+		}
+		if fb := m.ForcedBytes(); len(fb) > 0 && !m.AcceptBytes(fb) {
+			t.Fatalf("%q after %q: forced bytes %q refused", pattern, input, fb)
+		}
 		m.Done()
 	})
 }
