@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -156,11 +155,11 @@ func (e *engine) constrained(c constrainedCall, seed int) (string, string, error
 		body = map[string]any{"text": "Answer in JSON: ", "sampling_params": sp, "stream": c.stream}
 	}
 	if !c.stream {
-		b, _ := json.Marshal(body)
-		resp, err := httpPost(e.base+path, b)
-		if err != nil {
-			return "", "", err
+		code, out := postWith(http.DefaultClient, e.base+path, body)
+		if code != 200 {
+			return "", "", fmt.Errorf("status %d: %s", code, out)
 		}
+		resp := []byte(out)
 		if c.chat {
 			var r struct {
 				Choices []struct {
@@ -298,20 +297,4 @@ func TestStructuredOutputSkipTokenizerInit(t *testing.T) {
 			t.Errorf("%v under --skip-tokenizer-init: %d %s, want 400 naming the flag", sp, code, b)
 		}
 	}
-}
-
-func httpPost(url string, body []byte) ([]byte, error) {
-	resp, err := http.Post(url, "application/json", bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	var buf bytes.Buffer
-	if _, err := buf.ReadFrom(resp.Body); err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != 200 {
-		return nil, fmt.Errorf("status %d: %s", resp.StatusCode, buf.Bytes())
-	}
-	return buf.Bytes(), nil
 }

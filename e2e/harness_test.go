@@ -231,7 +231,7 @@ func (e *engine) waitHealthy(timeout time.Duration) {
 	e.t.Helper()
 	// Fresh connections, so SO_REUSEPORT spreads the probes over the tokenizer workers; each
 	// worker is healthy once it has heard from every rank, so ask until several in a row agree.
-	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}
+	client := freshClient
 	deadline := time.Now().Add(timeout)
 	inRow := 0
 	for time.Now().Before(deadline) {
@@ -296,28 +296,41 @@ func (e *engine) getJSON(path string, v any) int {
 
 // sseEvents posts body and returns the data payloads of the SSE stream, [DONE] included.
 func (e *engine) sseEvents(ctx context.Context, path string, body any) ([]string, error) {
+	var events []string
+	err := e.streamEvents(ctx, path, body, func(data []byte) error {
+		events = append(events, string(data))
+		return nil
+	})
+	return events, err
+}
+
+// streamEvents posts body to path and calls each with every data payload ([DONE] included) as
+// it arrives, on a connection of its own.
+func (e *engine) streamEvents(ctx context.Context, path string, body any, each func(data []byte) error) error {
 	b, _ := json.Marshal(body)
 	req, _ := http.NewRequestWithContext(ctx, "POST", e.base+path, bytes.NewReader(b))
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Do(req)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != 200 {
 		msg, _ := io.ReadAll(resp.Body)
-		return nil, fmt.Errorf("status %d: %s", resp.StatusCode, msg)
+		return fmt.Errorf("status %d: %s", resp.StatusCode, msg)
 	}
-	var events []string
 	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
 	for sc.Scan() {
-		line := sc.Text()
-		if data, ok := strings.CutPrefix(line, "data: "); ok {
-			events = append(events, data)
+		if data, ok := bytes.CutPrefix(sc.Bytes(), []byte("data: ")); ok {
+			if err := each(data); err != nil {
+				return err
+			}
 		}
 	}
-	return events, sc.Err()
+	return sc.Err()
 }
 
 func httpGet(url string) (string, error) {

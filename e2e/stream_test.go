@@ -1,13 +1,9 @@
 package e2e
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,7 +19,7 @@ import (
 // delivered token, interval validation, and exact accounting with client disconnects.
 
 func streamReplayArgs(step time.Duration) []string {
-	return []string{"--load-format", "replay", "--replay-step-time", step.String(), "--max-running-requests", "1024"}
+	return append(replayArgs(step), "--max-running-requests", "1024")
 }
 
 // streamPrompt is a fixed id prompt; replay output depends only on it.
@@ -42,43 +38,13 @@ type nativeChunk struct {
 	} `json:"error"`
 }
 
-// streamEvents posts body to path and calls each with every data payload ([DONE] included) as
-// it arrives; dial, when set, makes the connection.
-func streamEvents(ctx context.Context, base, path string, body any, dial func(ctx context.Context, network, addr string) (net.Conn, error), each func(data []byte) error) error {
-	b, _ := json.Marshal(body)
-	req, _ := http.NewRequestWithContext(ctx, "POST", base+path, bytes.NewReader(b))
-	req.Header.Set("Content-Type", "application/json")
-	tr := &http.Transport{DialContext: dial}
-	defer tr.CloseIdleConnections()
-	resp, err := (&http.Client{Transport: tr}).Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != 200 {
-		var msg bytes.Buffer
-		_, _ = msg.ReadFrom(resp.Body)
-		return fmt.Errorf("status %d: %s", resp.StatusCode, msg.String())
-	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
-	for sc.Scan() {
-		if data, ok := bytes.CutPrefix(sc.Bytes(), []byte("data: ")); ok {
-			if err := each(data); err != nil {
-				return err
-			}
-		}
-	}
-	return sc.Err()
-}
-
 // nativeStream streams /generate and returns each chunk's ids, the concatenated text, the
 // last chunk (finish and usage) and the error events.
-func nativeStream(t *testing.T, e *engine, body map[string]any, dial func(ctx context.Context, network, addr string) (net.Conn, error), onChunk func(i int)) (chunks [][]int32, text string, last nativeChunk, errs []string) {
+func nativeStream(t *testing.T, e *engine, body map[string]any, onChunk func(i int)) (chunks [][]int32, text string, last nativeChunk, errs []string) {
 	t.Helper()
 	body["stream"] = true
 	done := false
-	err := streamEvents(context.Background(), e.base, "/generate", body, dial, func(data []byte) error {
+	err := e.streamEvents(context.Background(), "/generate", body, func(data []byte) error {
 		if string(data) == "[DONE]" {
 			done = true
 			return nil
@@ -110,14 +76,7 @@ func nativeStream(t *testing.T, e *engine, body map[string]any, dial func(ctx co
 
 func wholeGenerate(t *testing.T, e *engine, ids []int32, n int) (outIDs []int32, text string) {
 	t.Helper()
-	code, b := e.post("/generate", map[string]any{"input_ids": ids, "sampling_params": map[string]any{"max_new_tokens": n, "ignore_eos": true, "temperature": 0}})
-	if code != 200 {
-		t.Fatalf("/generate: %d %s", code, b)
-	}
-	var r nativeChunk
-	if err := json.Unmarshal(b, &r); err != nil {
-		t.Fatal(err)
-	}
+	r := generate(t, e, map[string]any{"input_ids": ids, "sampling_params": map[string]any{"max_new_tokens": n, "ignore_eos": true, "temperature": 0}})
 	return r.OutputIDs, r.Text
 }
 
@@ -142,8 +101,8 @@ func TestStreamIntervalEndToEnd(t *testing.T) {
 			if tc.set {
 				sp["stream_interval"] = tc.k
 			}
-			chunks, text, last, errs := nativeStream(t, e, map[string]any{"input_ids": streamPrompt, "sampling_params": sp}, nil, nil)
-			checkIntervalShape(t, chunks, tc.k, n)
+			chunks, text, last, errs := nativeStream(t, e, map[string]any{"input_ids": streamPrompt, "sampling_params": sp}, nil)
+			checkIntervalShape(t, chunkSizes(chunks), tc.k, n)
 			if got := slices.Concat(chunks...); !slices.Equal(got, want) || text != wantText {
 				t.Fatalf("streamed ids/text differ from the non-streamed ones:\n%v %q\n%v %q", got, text, want, wantText)
 			}
@@ -154,8 +113,8 @@ func TestStreamIntervalEndToEnd(t *testing.T) {
 	}
 	// The OpenAI extension field.
 	var sizes []int
-	err := streamEvents(context.Background(), e.base, "/v1/completions", map[string]any{"prompt": streamPrompt, "max_tokens": n,
-		"ignore_eos": true, "temperature": 0, "stream": true, "stream_interval": 16, "return_token_ids": true}, nil, func(data []byte) error {
+	err := e.streamEvents(context.Background(), "/v1/completions", map[string]any{"prompt": streamPrompt, "max_tokens": n,
+		"ignore_eos": true, "temperature": 0, "stream": true, "stream_interval": 16, "return_token_ids": true}, func(data []byte) error {
 		var c struct {
 			Choices []struct {
 				TokenIDs []int32 `json:"token_ids"`
@@ -169,21 +128,23 @@ func TestStreamIntervalEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	chunks := make([][]int32, len(sizes))
-	for i, s := range sizes {
-		chunks[i] = make([]int32, s)
-	}
-	checkIntervalShape(t, chunks, 16, n)
+	checkIntervalShape(t, sizes, 16, n)
 }
 
-func checkIntervalShape(t *testing.T, chunks [][]int32, k, n int) {
-	t.Helper()
+// chunkSizes returns the number of ids of each non-empty chunk.
+func chunkSizes(chunks [][]int32) []int {
 	sizes := make([]int, 0, len(chunks))
 	for _, c := range chunks {
 		if len(c) > 0 {
 			sizes = append(sizes, len(c))
 		}
 	}
+	return sizes
+}
+
+// checkIntervalShape checks the ids per chunk (none empty) of a stream with interval k.
+func checkIntervalShape(t *testing.T, sizes []int, k, n int) {
+	t.Helper()
 	total := 0
 	for _, s := range sizes {
 		total += s
@@ -242,7 +203,7 @@ func TestStreamStalledClient(t *testing.T) {
 	want, wantText := wholeGenerate(t, e, streamPrompt, n)
 	chunks, text, last, errs := nativeStream(t, e, map[string]any{"input_ids": streamPrompt,
 		"sampling_params": map[string]any{"max_new_tokens": n, "ignore_eos": true, "temperature": 0}},
-		nil, func(i int) {
+		func(i int) {
 			if i == 2 {
 				time.Sleep(3 * time.Second) // longer than the whole generation takes
 			}
@@ -272,7 +233,7 @@ func TestStreamErrorAfterDeliveredTokens(t *testing.T) {
 	want, _ := wholeGenerate(t, e, streamPrompt, n)
 	var once sync.Once
 	chunks, _, _, errs := nativeStream(t, e, map[string]any{"input_ids": streamPrompt,
-		"sampling_params": map[string]any{"max_new_tokens": n, "ignore_eos": true, "temperature": 0, "stream_interval": 16}}, nil,
+		"sampling_params": map[string]any{"max_new_tokens": n, "ignore_eos": true, "temperature": 0, "stream_interval": 16}},
 		func(i int) {
 			if i == 4 {
 				once.Do(func() { e.kill("schedulerd0") })
