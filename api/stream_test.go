@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -27,7 +28,7 @@ func TestStreamMergesEverythingPendingInOrder(t *testing.T) {
 	if err := st.Take(context.Background(), 1, &d); err != nil {
 		t.Fatal(err)
 	}
-	if !equalIDs(d.IDs, wantIDs) {
+	if !slices.Equal(d.IDs, wantIDs) {
 		t.Fatalf("ids: got %d ids (first %v), want 0..999 in order", len(d.IDs), d.IDs[:min(5, len(d.IDs))])
 	}
 	if d.Text != wantText.String() {
@@ -79,7 +80,7 @@ func TestStreamTakeWaitsForMinIDsOrFinish(t *testing.T) {
 	case <-time.After(50 * time.Millisecond):
 	}
 	st.Push(&Delta{IDs: []int32{3}})
-	if d := <-got; !equalIDs(d.IDs, []int32{1, 2, 3}) {
+	if d := <-got; !slices.Equal(d.IDs, []int32{1, 2, 3}) {
 		t.Fatalf("got %v, want [1 2 3]", d.IDs)
 	}
 
@@ -90,7 +91,7 @@ func TestStreamTakeWaitsForMinIDsOrFinish(t *testing.T) {
 	if err := st.Take(ctx, 16, &d); err != nil {
 		t.Fatal(err)
 	}
-	if !equalIDs(d.IDs, []int32{4}) || !d.Finished || d.MatchedStop != int32(4) {
+	if !slices.Equal(d.IDs, []int32{4}) || !d.Finished || d.MatchedStop != int32(4) {
 		t.Fatalf("got %v finished=%v matched=%v", d.IDs, d.Finished, d.MatchedStop)
 	}
 }
@@ -105,7 +106,7 @@ func TestStreamErrorKeepsBufferedTokens(t *testing.T) {
 	if err := st.Take(context.Background(), 16, &d); err != nil {
 		t.Fatal(err)
 	}
-	if !equalIDs(d.IDs, []int32{0, 1, 2, 3, 4, 5}) || d.Text != "aaaaab" {
+	if !slices.Equal(d.IDs, []int32{0, 1, 2, 3, 4, 5}) || d.Text != "aaaaab" {
 		t.Fatalf("tokens before the error lost: ids %v text %q", d.IDs, d.Text)
 	}
 	if d.Err == nil || !d.Finished || d.FinishReason != FinishError {
@@ -123,7 +124,7 @@ func TestStreamTakeHonoursContext(t *testing.T) {
 	}
 	// What is pushed afterwards is still there.
 	st.Push(&Delta{IDs: []int32{1}})
-	if err := st.Take(context.Background(), 1, &d); err != nil || !equalIDs(d.IDs, []int32{1}) {
+	if err := st.Take(context.Background(), 1, &d); err != nil || !slices.Equal(d.IDs, []int32{1}) {
 		t.Fatalf("after a cancelled Take: %v %v", d.IDs, err)
 	}
 }
@@ -149,16 +150,4 @@ func BenchmarkStreamStalledConsumer(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/token")
 		})
 	}
-}
-
-func equalIDs(a, b []int32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

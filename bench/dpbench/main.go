@@ -78,14 +78,8 @@ type loadView struct {
 	Dispatch shard.Snapshot `json:"dispatch"`
 }
 
-// ratio returns max/mean of running+waiting over the ranks that are up, the largest rank's
-// load and the mean; ok is false when no rank is up or all are idle.
-func ratio(s *shard.Snapshot) (r float64, peak int, mean float64, ok bool) {
-	r, peak, mean, _, ok = ratioTotal(s)
-	return r, peak, mean, ok
-}
-
-// ratioTotal is ratio plus the total running+waiting over the ranks that are up.
+// ratioTotal returns max/mean of running+waiting over the ranks that are up, the largest
+// rank's load, the mean and the total; ok is false when no rank is up or all are idle.
 func ratioTotal(s *shard.Snapshot) (r float64, peak int, mean float64, total int, ok bool) {
 	var sum, n int
 	for _, rk := range s.Ranks {

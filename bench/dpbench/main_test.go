@@ -36,7 +36,7 @@ func TestRatio(t *testing.T) {
 		{snap([2]int{10, 0}, [2]int{-1, 0}, [2]int{10, 0}), 1, 10, true},
 	} {
 		s := c.s
-		got, peak, _, ok := ratio(&s)
+		got, peak, _, _, ok := ratioTotal(&s)
 		if ok != c.ok || peak != c.peak || got != c.want {
 			t.Errorf("ratio(%+v) = %v, %d, %v; want %v, %d, %v", c.s.Ranks, got, peak, ok, c.want, c.peak, c.ok)
 		}

@@ -308,16 +308,18 @@ func printTable(w io.Writer, all []*stats, n int, tokDir string, timeout time.Du
 		}
 		fmt.Fprintln(w)
 	}
-	for _, q := range []struct {
+	for _, s := range all {
+		slices.Sort(s.tbm)
+		slices.Sort(s.ttfm)
+	}
+	quantiles := []struct {
 		label string
 		p     float64
-	}{{"p25", 0.25}, {"p50", 0.50}, {"p75", 0.75}, {"p90", 0.90}, {"p99", 0.99}, {"p100", 1}} {
+	}{{"p25", 0.25}, {"p50", 0.50}, {"p75", 0.75}, {"p90", 0.90}, {"p99", 0.99}, {"p100", 1}}
+	for _, q := range quantiles {
 		row("TBM "+q.label, func(s *stats) string { return usStr(pct(s.tbm, q.p)) })
 	}
-	for _, q := range []struct {
-		label string
-		p     float64
-	}{{"p25", 0.25}, {"p50", 0.50}, {"p75", 0.75}, {"p90", 0.90}, {"p99", 0.99}, {"p100", 1}} {
+	for _, q := range quantiles {
 		row("TTFM "+q.label, func(s *stats) string { return usStr(pct(s.ttfm, q.p)) })
 	}
 	row(fmt.Sprintf("schemas passing (of %d)", n), func(s *stats) string { return fmt.Sprint(s.pass) })
@@ -383,14 +385,12 @@ func reasonKey(s string) string {
 	return s
 }
 
-// pct is the nearest-rank percentile p (0..1) of xs.
-func pct(xs []float64, p float64) float64 {
-	if len(xs) == 0 {
+// pct is the nearest-rank percentile p (0..1) of sorted xs.
+func pct(sorted []float64, p float64) float64 {
+	if len(sorted) == 0 {
 		return 0
 	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	return s[int(p*float64(len(s)-1))]
+	return sorted[int(p*float64(len(sorted)-1))]
 }
 
 func runOne(comp *grammar.Compiler, tok *tokenizer.Tokenizer, eos []int32, sf *schemaFile, timeout time.Duration) result {
