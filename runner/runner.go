@@ -58,6 +58,7 @@ type Runner struct {
 	schedLoad      scheduler.Load
 	hbMu           sync.Mutex // serializes heartbeats and acks
 	hb             ipc.TokenBatch
+	hbFrame        []byte // hb encoded, reused (guarded by hbMu)
 
 	loadMu   sync.Mutex
 	lastSend atomic.Int64 // unix nanos of the last batch sent
@@ -229,16 +230,16 @@ func (r *Runner) add(m *ipc.GenerateRequest) error {
 		p.Seed = &seed
 	}
 	req := &scheduler.Request{
-		RID: m.RID, Owner: int(m.Owner), InputIDs: append([]int32(nil), m.InputIDs...),
+		RID: m.RID, Owner: int(m.Owner), InputIDs: m.InputIDs,
 		MaxNewTokens: int(m.MaxNewTokens), MinNewTokens: int(m.MinNewTokens),
-		StopTokenIDs: append([]int32(nil), m.StopTokenIDs...), IgnoreEOS: m.IgnoreEOS,
+		StopTokenIDs: m.StopTokenIDs, IgnoreEOS: m.IgnoreEOS,
 		Sampling: p, Logprobs: m.Logprobs, Arrival: time.Unix(0, m.ArrivalUnixNano),
 	}
 	if len(m.StopStrings) > 0 {
 		if r.cfg.Tokenizer == nil {
 			return errors.New("stop strings need a tokenizer (the engine runs with --skip-tokenizer-init)")
 		}
-		st := detok.NewStream(r.cfg.Tokenizer.NewDecoder(m.SkipSpecialTokens), append([]string(nil), m.StopStrings...))
+		st := detok.NewStream(r.cfg.Tokenizer.NewDecoder(m.SkipSpecialTokens), m.StopStrings)
 		req.StopCheck = func(ids []int32) (string, bool) {
 			_, stopped, matched := st.Push(ids, false)
 			return matched, stopped
@@ -254,9 +255,10 @@ func (r *Runner) add(m *ipc.GenerateRequest) error {
 	if err := r.sched.Add(req); err != nil {
 		return err
 	}
-	// m is decoded into again for the next request: keep copies of what the gate holds.
+	// m is decoded fresh per message (ipc's Decode copies out of the frame): the request and
+	// the gate keep its slices.
 	r.gates[m.RID] = &gate{interval: max(int(m.StreamInterval), 1), whole: !m.Stream, noDetok: m.NoDetokenize,
-		skipSpecial: m.SkipSpecialTokens, stops: append([]string(nil), m.StopStrings...)}
+		skipSpecial: m.SkipSpecialTokens, stops: m.StopStrings}
 	return nil
 }
 
@@ -398,10 +400,10 @@ func (r *Runner) emitHeartbeat(hb *ipc.TokenBatch) {
 	hb.Rank = uint32(r.cfg.Rank)
 	hb.Seq = r.seq.Add(1)
 	r.loadLocked(&hb.Load)
-	frame := hb.Append(nil)
+	r.hbFrame = hb.Append(r.hbFrame[:0]) // Send copies the frame; hbMu guards the buffer
 	r.loadMu.Unlock()
 	for _, s := range r.out {
-		_ = s.Send(frame)
+		_ = s.Send(r.hbFrame)
 	}
 	r.lastSend.Store(time.Now().UnixNano())
 }

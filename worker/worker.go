@@ -87,7 +87,6 @@ type Worker struct {
 
 	lastSeen []atomic.Int64 // per rank: unix nanos of the last batch or heartbeat
 	down     []atomic.Bool
-	everUp   []atomic.Bool // the rank has reported at least once
 
 	framePool sync.Pool
 	closed    chan struct{}
@@ -125,7 +124,7 @@ func New(cfg Config) (*Worker, error) {
 	}
 	w := &Worker{cfg: cfg, disp: disp, log: cfg.Log, start: time.Now(),
 		reqs: map[string]*entry{}, lastSeen: make([]atomic.Int64, cfg.DPSize),
-		down: make([]atomic.Bool, cfg.DPSize), everUp: make([]atomic.Bool, cfg.DPSize), closed: make(chan struct{})}
+		down: make([]atomic.Bool, cfg.DPSize), closed: make(chan struct{})}
 	w.framePool.New = func() any { b := make([]byte, 0, 4096); return &b }
 	// A rank takes no requests until it first reports: it may still be loading its model, and a
 	// request sent now would sit unanswered (clients get 503 + Retry-After instead).
@@ -332,7 +331,6 @@ func (w *Worker) report(rank int, seq uint64, l *ipc.Load) {
 		return
 	}
 	w.lastSeen[rank].Store(time.Now().UnixNano())
-	w.everUp[rank].Store(true)
 	if w.down[rank].Load() {
 		// The rank (or detokd) is back, possibly restarted: forget its old sequence and ledger.
 		_ = w.disp.Reset(rank)
@@ -450,7 +448,7 @@ func (w *Worker) failAll(rank int, err error) {
 func (w *Worker) Health() error {
 	var errs []error
 	for r := range w.down {
-		if !w.everUp[r].Load() {
+		if w.lastSeen[r].Load() == 0 { // never reported
 			errs = append(errs, fmt.Errorf("rank %d has not reported yet", r))
 		} else if w.down[r].Load() {
 			errs = append(errs, fmt.Errorf("rank %d is down", r))
