@@ -290,18 +290,7 @@ func (m *Matcher) Accept(tok int32) bool {
 	if len(bs) == 0 {
 		return false
 	}
-	g.mu.Lock()
-	for _, c := range bs {
-		if s = g.step(s, c); s == 0 {
-			break
-		}
-	}
-	g.mu.Unlock()
-	if s == 0 {
-		return false
-	}
-	m.hist = append(m.hist, s)
-	return true
+	return m.AcceptBytes(bs)
 }
 
 // AcceptBytes advances over raw bytes (used for forced bytes); it returns

@@ -2,6 +2,7 @@ package grammar
 
 import (
 	"math/big"
+	"strconv"
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -129,10 +130,10 @@ func (sc *schemaCompiler) numFrag(s *sch) (frag, error) {
 	fr := `(?:\.[0-9]+)?`
 	nz := `\.[0-9]*[1-9][0-9]*`
 	if fracDigits == 0 {
-		fr, nz = "", "(?!)"
+		fr, nz = "", "[]" // no fraction can be non-zero
 	} else if fracDigits > 0 {
-		fr = `(?:\.[0-9]{1,` + itoa(fracDigits) + `})?`
-		nz = `\.(?:[0-9]{0,` + itoa(fracDigits-1) + `}[1-9])`
+		fr = `(?:\.[0-9]{1,` + strconv.Itoa(fracDigits) + `})?`
+		nz = `\.(?:[0-9]{0,` + strconv.Itoa(fracDigits-1) + `}[1-9])`
 	}
 	if s.lo == nil && s.hi == nil {
 		return sc.rawRegex(`^-?(?:0|[1-9][0-9]*)` + fr + `$`)
@@ -169,10 +170,8 @@ func (sc *schemaCompiler) numFrag(s *sch) (frag, error) {
 	return sc.rawRegex("^(?:" + strings.Join(alts, "|") + ")$")
 }
 
-func itoa(n int) string { return big.NewInt(int64(n)).String() }
-
 func (sc *schemaCompiler) rawRegex(re string) (frag, error) {
-	d, err := regexDFA(strings.ReplaceAll(re, "(?!)", "[]"), false)
+	d, err := regexDFA(re, false)
 	if err != nil {
 		return frag{}, err
 	}
@@ -234,7 +233,7 @@ func posRange(a, b *big.Int) string {
 	as := a.String()
 	top := new(big.Int).Sub(new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(len(as))), nil), one)
 	if b == nil {
-		return fixedRange(as, top.String()) + "|[1-9][0-9]{" + itoa(len(as)) + ",}"
+		return fixedRange(as, top.String()) + "|[1-9][0-9]{" + strconv.Itoa(len(as)) + ",}"
 	}
 	if a.Cmp(b) > 0 {
 		return "[]"
@@ -261,12 +260,12 @@ func fixedRange(a, b string) string {
 	p, da, db, ra, rb := a[:i], a[i], b[i], a[i+1:], b[i+1:]
 	r := len(ra)
 	if ra == strings.Repeat("0", r) && rb == strings.Repeat("9", r) {
-		return p + "[" + string(da) + "-" + string(db) + "][0-9]{" + itoa(r) + "}"
+		return p + "[" + string(da) + "-" + string(db) + "][0-9]{" + strconv.Itoa(r) + "}"
 	}
 	var alts []string
 	alts = append(alts, p+string(da)+"(?:"+fixedRange(ra, strings.Repeat("9", r))+")")
 	if da+1 <= db-1 {
-		alts = append(alts, p+"["+string(da+1)+"-"+string(db-1)+"][0-9]{"+itoa(r)+"}")
+		alts = append(alts, p+"["+string(da+1)+"-"+string(db-1)+"][0-9]{"+strconv.Itoa(r)+"}")
 	}
 	alts = append(alts, p+string(db)+"(?:"+fixedRange(strings.Repeat("0", r), rb)+")")
 	return strings.Join(alts, "|")

@@ -452,6 +452,17 @@ func negate(rs []rrange) []rrange {
 
 var anyChar = negate(nil)
 
+// appendAny appends transitions to `to` on every char of [lo,hi] (surrogates excluded).
+func appendAny(out []ctr, lo, hi rune, to int32) []ctr {
+	for _, r := range anyChar {
+		l, h := max(lo, r.lo), min(hi, r.hi)
+		if l <= h {
+			out = append(out, ctr{l, h, to})
+		}
+	}
+	return out
+}
+
 // ---- character NFA / DFA ----
 
 type cedge struct {
@@ -805,9 +816,7 @@ func lengthDFA(minL, maxL int) *cdfa {
 			}
 			next = i
 		}
-		for _, r := range anyChar {
-			d.trans[i] = append(d.trans[i], ctr{r.lo, r.hi, int32(next)})
-		}
+		d.trans[i] = appendAny(d.trans[i], 0, maxRune, int32(next))
 	}
 	return d
 }
@@ -843,27 +852,17 @@ func excludeDFA(names []string) *cdfa {
 		}
 		sort.Slice(ks, func(a, b int) bool { return ks[a] < ks[b] })
 		prev := rune(0)
-		emitSink := func(lo, hi rune) {
-			for _, r := range anyChar {
-				l, h := max(lo, r.lo), min(hi, r.hi)
-				if l <= h {
-					d.trans[i] = append(d.trans[i], ctr{l, h, sink})
-				}
-			}
-		}
 		for _, k := range ks {
 			if k > prev {
-				emitSink(prev, k-1)
+				d.trans[i] = appendAny(d.trans[i], prev, k-1, sink)
 			}
 			d.trans[i] = append(d.trans[i], ctr{k, k, nodes[i].kids[k]})
 			prev = k + 1
 		}
-		emitSink(prev, maxRune)
+		d.trans[i] = appendAny(d.trans[i], prev, maxRune, sink)
 	}
 	d.acc[sink] = true
-	for _, r := range anyChar {
-		d.trans[sink] = append(d.trans[sink], ctr{r.lo, r.hi, sink})
-	}
+	d.trans[sink] = appendAny(d.trans[sink], 0, maxRune, sink)
 	return d
 }
 

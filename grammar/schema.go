@@ -1481,16 +1481,6 @@ func complement(d *cdfa) *cdfa {
 	return c
 }
 
-func appendAny(out []ctr, lo, hi rune, to int32) []ctr {
-	for _, r := range anyChar {
-		l, h := max(lo, r.lo), min(hi, r.hi)
-		if l <= h {
-			out = append(out, ctr{l, h, to})
-		}
-	}
-	return out
-}
-
 // empty reports whether d accepts nothing.
 func (d *cdfa) empty() bool {
 	seen := make([]bool, len(d.trans))
@@ -1563,19 +1553,29 @@ func (sc *schemaCompiler) stringDFA(s *sch) (*cdfa, error) {
 	return d, nil
 }
 
-func (sc *schemaCompiler) strFrag(s *sch) (frag, error) {
+// strSet returns the entry of s's string constraints, building their char
+// automaton the first time the schema uses them.
+func (sc *schemaCompiler) strSet(s *sch) (*strEnt, error) {
 	key := fmt.Sprintf("%q %q %d %d", s.formats, s.patterns, s.minLen, s.maxLen)
-	ent := sc.strSets[key]
-	if ent == nil {
-		d, err := sc.stringDFA(s)
-		if err != nil {
-			return frag{}, err
-		}
-		if sc.strSets == nil {
-			sc.strSets = map[string]*strEnt{}
-		}
-		ent = &strEnt{d: d, rule: -1}
-		sc.strSets[key] = ent
+	if ent := sc.strSets[key]; ent != nil {
+		return ent, nil
+	}
+	d, err := sc.stringDFA(s)
+	if err != nil {
+		return nil, err
+	}
+	if sc.strSets == nil {
+		sc.strSets = map[string]*strEnt{}
+	}
+	ent := &strEnt{d: d, rule: -1}
+	sc.strSets[key] = ent
+	return ent, nil
+}
+
+func (sc *schemaCompiler) strFrag(s *sch) (frag, error) {
+	ent, err := sc.strSet(s)
+	if err != nil {
+		return frag{}, err
 	}
 	b, d := sc.b, ent.d
 	if d == nil {
@@ -1628,11 +1628,11 @@ func (sc *schemaCompiler) check(v *jv, s *sch) (bool, error) {
 	}
 	switch v.kind {
 	case jStr:
-		d, err := sc.stringDFA(s)
+		ent, err := sc.strSet(s)
 		if err != nil {
 			return false, err
 		}
-		if d != nil && !d.matches(v.str) {
+		if d := ent.d; d != nil && !d.matches(v.str) {
 			return false, nil
 		}
 	case jNum:
