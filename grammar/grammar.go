@@ -55,9 +55,10 @@ type Compiler struct {
 	vt   *vocabTables
 	opts Options
 
-	mu    sync.Mutex
-	lru   *list.List
-	cache map[string]*list.Element
+	mu       sync.Mutex
+	lru      *list.List
+	cache    map[string]*list.Element
+	inflight map[string]*flight // compiles under way, which equal requests wait for
 
 	// scratch buffers of the last builder, reused by the next compile so a
 	// large automaton is not grown (and its fresh pages faulted in) anew
@@ -82,6 +83,13 @@ type cacheEnt struct {
 	err error
 }
 
+// flight is one compile under way; g and err are set before done closes.
+type flight struct {
+	done chan struct{}
+	g    *Grammar
+	err  error
+}
+
 // NewCompiler precomputes the vocabulary tables shared by all grammars.
 func NewCompiler(v Vocab, eos []int32, opts Options) *Compiler {
 	if opts.Limits.MaxSchemaBytes <= 0 {
@@ -96,9 +104,12 @@ func NewCompiler(v Vocab, eos []int32, opts Options) *Compiler {
 	if opts.CacheSize <= 0 {
 		opts.CacheSize = 256
 	}
-	return &Compiler{vt: newVocabTables(v, eos), opts: opts, lru: list.New(), cache: map[string]*list.Element{}}
+	return &Compiler{vt: newVocabTables(v, eos), opts: opts, lru: list.New(), cache: map[string]*list.Element{},
+		inflight: map[string]*flight{}}
 }
 
+// cached returns the grammar for key, building it at most once at a time:
+// a request for a key being compiled waits for that compile.
 func (c *Compiler) cached(key string, build func() (*Grammar, error)) (*Grammar, error) {
 	c.mu.Lock()
 	if el, ok := c.cache[key]; ok {
@@ -107,6 +118,13 @@ func (c *Compiler) cached(key string, build func() (*Grammar, error)) (*Grammar,
 		c.mu.Unlock()
 		return e.g, e.err
 	}
+	if f := c.inflight[key]; f != nil {
+		c.mu.Unlock()
+		<-f.done
+		return f.g, f.err
+	}
+	f := &flight{done: make(chan struct{})}
+	c.inflight[key] = f
 	c.mu.Unlock()
 	g, err := build()
 	if err != nil {
@@ -114,18 +132,17 @@ func (c *Compiler) cached(key string, build func() (*Grammar, error)) (*Grammar,
 			err = &Error{Reason: err.Error()}
 		}
 	}
+	f.g, f.err = g, err
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if el, ok := c.cache[key]; ok {
-		e := el.Value.(*cacheEnt)
-		return e.g, e.err
-	}
+	delete(c.inflight, key)
 	c.cache[key] = c.lru.PushFront(&cacheEnt{key: key, g: g, err: err})
 	for c.lru.Len() > c.opts.CacheSize {
 		el := c.lru.Back()
 		c.lru.Remove(el)
 		delete(c.cache, el.Value.(*cacheEnt).key)
 	}
+	c.mu.Unlock()
+	close(f.done)
 	return g, err
 }
 

@@ -6,7 +6,10 @@ import (
 	"math/bits"
 	"math/rand"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -292,5 +295,42 @@ func TestConcurrentMatchers(t *testing.T) {
 	g2, _ := e.comp.JSONSchema(propertySchemas[0])
 	if g2 != g {
 		t.Error("compiled grammar not cached")
+	}
+}
+
+// TestCompileOnceWhileInFlight: concurrent requests for a key being compiled wait for that
+// compile instead of building it again.
+func TestCompileOnceWhileInFlight(t *testing.T) {
+	e := env(t, "llama3")
+	c := NewCompiler(e.tok, []int32{e.eos}, Options{})
+	var builds atomic.Int32
+	release := make(chan struct{})
+	want, err := c.JSONObject()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	got := make([]*Grammar, 8)
+	for i := range got {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[i], _ = c.cached("test", func() (*Grammar, error) {
+				builds.Add(1)
+				<-release
+				return want, nil
+			})
+		}()
+	}
+	time.Sleep(50 * time.Millisecond)
+	close(release)
+	wg.Wait()
+	if n := builds.Load(); n != 1 {
+		t.Fatalf("%d builds for one key, want 1", n)
+	}
+	for i, g := range got {
+		if g != want {
+			t.Fatalf("caller %d got a different grammar", i)
+		}
 	}
 }

@@ -2,7 +2,6 @@ package runner
 
 import (
 	"fmt"
-	"sync"
 	"sync/atomic"
 
 	"github.com/llmserve/llmserve/grammar"
@@ -11,23 +10,14 @@ import (
 
 // Grammars compiles structured-output constraints for one rank off the step loop: a request
 // waits (scheduler.Request.Ready) until its grammar is compiled, the batch does not. Equal
-// specs compile once; the Compiler caches the results.
+// specs compile once: the Compiler caches results and lets concurrent requests for one spec
+// wait for a single compile.
 type Grammars struct {
-	c        *grammar.Compiler
-	mu       sync.Mutex
-	inflight map[string]*compileJob
-}
-
-type compileJob struct {
-	done chan struct{}
-	g    *grammar.Grammar
-	err  error
+	c *grammar.Compiler
 }
 
 // NewGrammars wraps a compiler over the model's vocabulary.
-func NewGrammars(c *grammar.Compiler) *Grammars {
-	return &Grammars{c: c, inflight: map[string]*compileJob{}}
-}
+func NewGrammars(c *grammar.Compiler) *Grammars { return &Grammars{c: c} }
 
 // Compile compiles one constraint synchronously (cached).
 func Compile(c *grammar.Compiler, kind ipc.GrammarKind, spec string) (*grammar.Grammar, error) {
@@ -44,28 +34,13 @@ func Compile(c *grammar.Compiler, kind ipc.GrammarKind, spec string) (*grammar.G
 
 // start returns a constraint whose matcher appears once the grammar is compiled.
 func (gs *Grammars) start(g ipc.Grammar) *constraint {
-	key := fmt.Sprintf("%d\x00%s", g.Kind, g.Spec)
-	gs.mu.Lock()
-	job, ok := gs.inflight[key]
-	if !ok {
-		job = &compileJob{done: make(chan struct{})}
-		gs.inflight[key] = job
-		go func() {
-			job.g, job.err = Compile(gs.c, g.Kind, g.Spec)
-			close(job.done)
-			gs.mu.Lock()
-			delete(gs.inflight, key)
-			gs.mu.Unlock()
-		}()
-	}
-	gs.mu.Unlock()
 	c := &constraint{}
 	go func() {
-		<-job.done
-		if job.err != nil {
-			c.err = fmt.Errorf("compile %s constraint: %w", g.Kind, job.err)
+		gr, err := Compile(gs.c, g.Kind, g.Spec)
+		if err != nil {
+			c.err = fmt.Errorf("compile %s constraint: %w", g.Kind, err)
 		} else {
-			c.m = job.g.NewMatcher()
+			c.m = gr.NewMatcher()
 		}
 		c.ready.Store(true)
 	}()
