@@ -321,6 +321,17 @@ type rawGenerationConfig struct {
 	DoSample    bool            `json:"do_sample"`
 }
 
+// EOSTokenIDs is the ids that end generation for the model in dir whose config.json is cfg:
+// generation_config.json's eos_token_id when it names any, else cfg's. The error is that of a
+// generation_config.json that cannot be read; the ids returned with it are cfg's.
+func EOSTokenIDs(dir string, cfg Config) ([]int32, error) {
+	gc, err := LoadGenerationConfig(dir)
+	if err != nil || len(gc.EOSTokenIDs) == 0 {
+		return cfg.EOSTokenIDs, err
+	}
+	return gc.EOSTokenIDs, nil
+}
+
 // LoadGenerationConfig reads dir/generation_config.json. A missing file yields the zero value,
 // since many checkpoints ship without one.
 func LoadGenerationConfig(dir string) (GenerationConfig, error) {

@@ -85,13 +85,9 @@ func generate(ctx context.Context, path, device string, prompt []int32, maxNew i
 	for i := range table {
 		table[i] = int32(i)
 	}
-	gen, err := model.LoadGenerationConfig(path)
+	eos, err := model.EOSTokenIDs(path, m.Config)
 	if err != nil {
 		return nil, err
-	}
-	eos := gen.EOSTokenIDs
-	if len(eos) == 0 {
-		eos = m.Config.EOSTokenIDs
 	}
 	res := &generateResult{OutputIDs: []int32{}}
 	rows, err := b.Forward(ctx, &backend.Batch{Seqs: []backend.Seq{{Tokens: prompt, Pos: 0, BlockTable: table, Logits: true}}})

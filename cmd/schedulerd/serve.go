@@ -73,10 +73,7 @@ func serveCommand() *cli.Command {
 			if n := int(cmd.Int("context-length")); n > 0 {
 				maxLen = n
 			}
-			eos := cfg.EOSTokenIDs
-			if gc, err := model.LoadGenerationConfig(path); err == nil && len(gc.EOSTokenIDs) > 0 {
-				eos = gc.EOSTokenIDs
-			}
+			eos, _ := model.EOSTokenIDs(path, cfg) // an unreadable generation_config.json leaves config.json's
 			sched, err := scheduler.New(b, scheduler.Config{
 				MaxRunning: int(cmd.Int("max-running-requests")), TokenBudget: int(cmd.Int("max-prefill-tokens")),
 				ChunkSize: int(cmd.Int("chunked-prefill-size")), EOS: eos, MaxModelLen: maxLen, Rank: rank,
@@ -98,7 +95,7 @@ func serveCommand() *cli.Command {
 				if err != nil {
 					return err
 				}
-				grammars = runner.NewGrammars(grammar.NewCompiler(tok, runflags.GrammarEOS(path, tok), gopts))
+				grammars = runner.NewGrammars(grammar.NewCompiler(tok, runflags.GrammarEOS(eos, tok), gopts))
 			}
 			r, err := runner.New(runner.Config{
 				Rank: rank, NumWorkers: int(cmd.Int("tokenizer-worker-num")), RunDir: dir, Transport: tr,

@@ -189,7 +189,7 @@ func runWorker(ctx context.Context, cmd *cli.Command, index int) error {
 		}
 		// The worker compiles (and caches) each constraint once up front so a bad schema or
 		// regex is a 400 here; the rank compiles it again to enforce it.
-		gc := grammar.NewCompiler(tok, runflags.GrammarEOS(path, tok), gopts)
+		gc := grammar.NewCompiler(tok, runflags.GrammarEOS(runflags.ModelEOS(path), tok), gopts)
 		checkGrammar = func(kind api.GrammarKind, spec string) error {
 			_, err := runner.Compile(gc, ipc.GrammarKind(kind), spec)
 			return err

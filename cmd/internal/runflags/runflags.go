@@ -98,20 +98,20 @@ func GrammarOptions(cmd *cli.Command) (grammar.Options, error) {
 	return o, nil
 }
 
-// GrammarEOS is the token ids that end a constrained output: the model's EOS ids from
-// generation_config.json (else config.json), and the tokenizer's.
-func GrammarEOS(modelPath string, tok *tokenizer.Tokenizer) []int32 {
-	var eos []int32
-	if gc, err := model.LoadGenerationConfig(modelPath); err == nil {
-		eos = append(eos, gc.EOSTokenIDs...)
-	}
-	if len(eos) == 0 {
-		if cfg, err := model.LoadConfig(modelPath); err == nil {
-			eos = append(eos, cfg.EOSTokenIDs...)
-		}
-	}
+// GrammarEOS is the token ids that end a constrained output: the model's EOS ids
+// (model.EOSTokenIDs) and the tokenizer's.
+func GrammarEOS(modelEOS []int32, tok *tokenizer.Tokenizer) []int32 {
+	eos := slices.Clone(modelEOS)
 	if id, ok := tok.EOS(); ok && !slices.Contains(eos, id) {
 		eos = append(eos, id)
 	}
+	return eos
+}
+
+// ModelEOS reads the model's EOS ids from dir (generation_config.json, else config.json);
+// none when neither can be read.
+func ModelEOS(dir string) []int32 {
+	cfg, _ := model.LoadConfig(dir) // a tokenizer-only dir has no config.json
+	eos, _ := model.EOSTokenIDs(dir, cfg)
 	return eos
 }
