@@ -92,9 +92,7 @@ func (c *cmask) fill(dst []uint64) {
 	default:
 		clear(dst)
 	}
-	for _, t := range c.add {
-		dst[t>>6] |= 1 << (uint(t) & 63)
-	}
+	setBits(dst, c.add)
 }
 
 const maxStackDepth = 200
@@ -385,20 +383,7 @@ func (g *Grammar) localMaskOf(l int32) *localMask {
 	}
 	lm := &localMask{}
 	g.toks = g.toks[:0]
-	lm.bits = g.walkVocab(l, lm)
-	switch {
-	case lm.bits != nil:
-		for _, t := range g.toks {
-			lm.bits[t>>6] |= 1 << (uint(t) & 63)
-		}
-	case len(g.toks) > sparseMax:
-		lm.bits = make([]uint64, g.vt.words)
-		for _, t := range g.toks {
-			lm.bits[t>>6] |= 1 << (uint(t) & 63)
-		}
-	default:
-		lm.acc = slices.Clone(g.toks)
-	}
+	lm.bits, lm.acc = g.packToks(g.walkVocab(l, lm), g.toks, false)
 	ls.local = lm
 	return lm
 }
@@ -548,25 +533,32 @@ func (g *Grammar) maskOf(s int32) *cmask {
 			}
 		}
 	} else {
-		g.toks = g.toks[:0]
-		if bits := g.walkVocab(s, nil); bits != nil {
-			m.dense = bits
-		}
+		m.dense = g.walkVocab(s, nil)
 	}
-	if m.dense != nil {
-		for _, t := range g.toks {
-			m.dense[t>>6] |= 1 << (uint(t) & 63)
-		}
-	} else if len(g.toks) > sparseMax && m.base == nil {
-		m.dense = make([]uint64, g.vt.words)
-		for _, t := range g.toks {
-			m.dense[t>>6] |= 1 << (uint(t) & 63)
-		}
-	} else {
-		m.add = slices.Clone(g.toks)
-	}
+	m.dense, m.add = g.packToks(m.dense, g.toks, m.base != nil)
 	ds.mask = m
 	return m
+}
+
+// packToks stores accepted tokens toks: as bits set in dense when the walk
+// returned a bitset, else as a bitset of their own when there are many and
+// no base to add them to, else as a list.
+func (g *Grammar) packToks(dense []uint64, toks []int32, hasBase bool) ([]uint64, []int32) {
+	if dense == nil && (hasBase || len(toks) <= sparseMax) {
+		return nil, slices.Clone(toks)
+	}
+	if dense == nil {
+		dense = make([]uint64, g.vt.words)
+	}
+	setBits(dense, toks)
+	return dense, nil
+}
+
+// setBits sets bit t of dst for every t of toks.
+func setBits(dst []uint64, toks []int32) {
+	for _, t := range toks {
+		dst[t>>6] |= 1 << (uint(t) & 63)
+	}
 }
 
 // inClass reports whether every byte below trie node i is in classes[k].
@@ -690,9 +682,7 @@ func mergeMasks(subs []*cmask, words int) *cmask {
 		m.dense = make([]uint64, words)
 	}
 	if m.dense != nil {
-		for _, t := range adds {
-			m.dense[t>>6] |= 1 << (uint(t) & 63)
-		}
+		setBits(m.dense, adds)
 		return m
 	}
 	m.add = adds
