@@ -2,8 +2,6 @@ package cpu
 
 import (
 	"math"
-	"sync"
-	"sync/atomic"
 
 	"github.com/llmserve/llmserve/backend/cpu/gemm"
 )
@@ -35,31 +33,9 @@ func (b *Backend) attention(l int, spans []seqSpan) {
 			b.attendGEMM(l, sp, kh, &b.workers[0])
 		}
 	}
-	items := len(direct) * nkv
-	workers := min(b.threads, items)
-	run := func(w, item int) {
+	gemm.ParallelFor(len(direct)*nkv, b.threads, func(w, item int) {
 		b.attendDirect(l, spans[direct[item/nkv]], item%nkv, &b.workers[w])
-	}
-	if workers <= 1 {
-		for item := range items {
-			run(0, item)
-		}
-		return
-	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			for {
-				item := int(next.Add(1) - 1)
-				if item >= items {
-					return
-				}
-				run(w, item)
-			}
-		})
-	}
-	wg.Wait()
+	})
 }
 
 // attendDirect handles a short chunk (typically one decode token) with dot products straight

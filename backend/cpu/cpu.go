@@ -367,7 +367,7 @@ func (b *Backend) parallelRows(rows, cost int, fn func(r int)) {
 	if rows*cost < 1<<15 {
 		workers = 1
 	}
-	gemm.ParallelFor(rows, workers, fn)
+	gemm.ParallelFor(rows, workers, func(_, r int) { fn(r) })
 }
 
 // grow returns buf resliced to n elements, reallocating when it is too small. Contents are

@@ -58,7 +58,7 @@ func forEachTile(m, n, k, colAlign int, fn func(i0, i1, j0, j1 int)) {
 	mTiles, nTiles := t.count()
 	total := mTiles * nTiles
 	workers = min(workers, total)
-	run := func(idx int) {
+	run := func(_, idx int) {
 		// Column tiles vary fastest, so concurrent workers share the same A rows.
 		ti, tj := idx/nTiles, idx%nTiles
 		i0, j0 := ti*t.rows, tj*t.cols
@@ -313,26 +313,27 @@ func axpy(c []float32, alpha float32, x []float32) {
 	}
 }
 
-// ParallelFor calls fn(i) for every i in [0, n) on up to workers goroutines that take the next
-// index from a shared counter (so uneven items balance themselves); workers <= 1 runs inline.
-func ParallelFor(n, workers int, fn func(i int)) {
+// ParallelFor calls fn(w, i) for every i in [0, n) on up to workers goroutines that take the
+// next index from a shared counter (so uneven items balance themselves); w in [0, workers) names
+// the goroutine, for per-worker scratch. workers <= 1 runs inline with w = 0.
+func ParallelFor(n, workers int, fn func(w, i int)) {
 	workers = min(workers, n)
 	if workers <= 1 {
 		for i := range n {
-			fn(i)
+			fn(0, i)
 		}
 		return
 	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range workers {
+	for w := range workers {
 		wg.Go(func() {
 			for {
 				i := int(next.Add(1) - 1)
 				if i >= n {
 					return
 				}
-				fn(i)
+				fn(w, i)
 			}
 		})
 	}
