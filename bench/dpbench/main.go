@@ -53,7 +53,7 @@ type Result struct {
 	Imbalance       Imbalance `json:"imbalance"`
 	// Steady is the same over the samples where the ranks together held at least -min-total
 	// requests: the ramp-up and the drain at the end, where a few requests on one rank make
-	// any ratio large, are left out.
+	// any ratio large, are left out of its ratios (its peak rank load is the whole run's).
 	Steady Imbalance `json:"steady"`
 }
 
