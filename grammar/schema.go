@@ -861,14 +861,7 @@ func disjoint(x, y *sch) bool {
 		return true
 	}
 	if x.hasEnum && y.hasEnum {
-		for _, a := range x.enum {
-			for _, b := range y.enum {
-				if string(appendCompact(nil, a)) == string(appendCompact(nil, b)) {
-					return false
-				}
-			}
-		}
-		return true
+		return !sharesValue(x.enum, y.enum)
 	}
 	if common&^tObj != 0 {
 		return false
@@ -891,15 +884,7 @@ func disjoint(x, y *sch) bool {
 		if ex == nil || ey == nil {
 			continue
 		}
-		dis := true
-		for _, a := range ex {
-			for _, b := range ey {
-				if string(appendCompact(nil, a)) == string(appendCompact(nil, b)) {
-					dis = false
-				}
-			}
-		}
-		if dis {
+		if !sharesValue(ex, ey) {
 			return true
 		}
 	}
@@ -943,6 +928,27 @@ func constOf(s *sch, name string) []*jv {
 	return nil
 }
 
+// valueSet is the set of vs's compact serializations: values are equal here when they
+// serialize alike, as the grammar compares enum and const values.
+func valueSet(vs []*jv) map[string]bool {
+	set := make(map[string]bool, len(vs))
+	for _, v := range vs {
+		set[string(appendCompact(nil, v))] = true
+	}
+	return set
+}
+
+// sharesValue reports whether a and b have a value in common.
+func sharesValue(a, b []*jv) bool {
+	in := valueSet(a)
+	for _, v := range b {
+		if in[string(appendCompact(nil, v))] {
+			return true
+		}
+	}
+	return false
+}
+
 // merge intersects two constraint sets.
 func merge(a, b *sch) (*sch, error) {
 	m := a.clone()
@@ -951,13 +957,11 @@ func merge(a, b *sch) (*sch, error) {
 		if !m.hasEnum {
 			m.hasEnum, m.enum = true, slices.Clone(b.enum)
 		} else {
+			in := valueSet(b.enum)
 			var keep []*jv
 			for _, x := range m.enum {
-				for _, y := range b.enum {
-					if string(appendCompact(nil, x)) == string(appendCompact(nil, y)) {
-						keep = append(keep, x)
-						break
-					}
+				if in[string(appendCompact(nil, x))] {
+					keep = append(keep, x)
 				}
 			}
 			m.enum = keep
