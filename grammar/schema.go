@@ -1348,12 +1348,13 @@ func (sc *schemaCompiler) objFrag(s *sch) (frag, error) {
 	}
 	b.eps(open.out, As[0])
 	for i, p := range props {
+		// one member, entered directly or after a comma
 		f := member(p)
 		b.eps(As[i], f.in)
 		b.eps(f.out, Bx[i+1])
-		g := comma(member(p))
-		b.eps(Bs[i], g.in)
-		b.eps(g.out, Bx[i+1])
+		c := b.seq(sc.ws(), b.lit(","), sc.ws())
+		b.eps(Bs[i], c.in)
+		b.eps(c.out, f.in)
 		if !required[p.name] {
 			b.eps(As[i], As[i+1])
 			b.eps(Bs[i], Bs[i+1])
