@@ -972,13 +972,9 @@ func (b *builder) charString(d *cdfa) frag {
 func loopClass(tr []ctr, i int32) [2]uint64 {
 	var cl [2]uint64
 	for _, t := range tr {
-		if t.to != i {
-			continue
-		}
-		for r := max(t.lo, 0x20); r <= min(t.hi, 0x7E); r++ {
-			if r != '"' && r != '\\' {
-				cl[r>>6] |= 1 << (uint(r) & 63)
-			}
+		if t.to == i {
+			pb := plainBits(t.lo, t.hi)
+			cl[0], cl[1] = cl[0]|pb[0], cl[1]|pb[1]
 		}
 	}
 	return cl
@@ -990,12 +986,8 @@ func runClass(tr []ctr) [2]uint64 {
 	byTo := map[int32][2]uint64{}
 	var best [2]uint64
 	for _, t := range tr {
-		cl := byTo[t.to]
-		for r := max(t.lo, 0x20); r <= min(t.hi, 0x7E); r++ {
-			if r != '"' && r != '\\' {
-				cl[r>>6] |= 1 << (uint(r) & 63)
-			}
-		}
+		cl, pb := byTo[t.to], plainBits(t.lo, t.hi)
+		cl[0], cl[1] = cl[0]|pb[0], cl[1]|pb[1]
 		byTo[t.to] = cl
 		if popcount2(cl) > popcount2(best) {
 			best = cl
@@ -1009,16 +1001,16 @@ func runClass(tr []ctr) [2]uint64 {
 func classTarget(tr []ctr, cl [2]uint64) int32 {
 	to, n := int32(-1), 0
 	for _, t := range tr {
-		for r := max(t.lo, 0x20); r <= min(t.hi, 0x7E); r++ {
-			if cl[r>>6]&(1<<(uint(r)&63)) == 0 {
-				continue
-			}
-			if to >= 0 && t.to != to {
-				return -1
-			}
-			to = t.to
-			n++
+		pb := plainBits(t.lo, t.hi)
+		k := popcount2([2]uint64{pb[0] & cl[0], pb[1] & cl[1]})
+		if k == 0 {
+			continue
 		}
+		if to >= 0 && t.to != to {
+			return -1
+		}
+		to = t.to
+		n += k
 	}
 	if n != popcount2(cl) {
 		return -1
@@ -1037,6 +1029,15 @@ var plainASCII = func() [2]uint64 {
 	return cl
 }()
 
+// plainBits is the set of plainASCII chars in [lo,hi].
+func plainBits(lo, hi rune) [2]uint64 {
+	var cl [2]uint64
+	for r := max(lo, 0x20); r <= min(hi, 0x7E); r++ {
+		cl[r>>6] |= 1 << (uint(r) & 63)
+	}
+	return [2]uint64{cl[0] & plainASCII[0], cl[1] & plainASCII[1]}
+}
+
 // plainRuns returns, per state of d, how many plain ASCII chars (any of
 // them, in any order) d surely accepts from it without dying, up to
 // maxPlainRun (unboundedRem when the set of states reached keeps every
@@ -1049,15 +1050,10 @@ func plainRuns(d *cdfa) []int32 {
 	for i, tr := range d.trans {
 		cov := 0
 		for _, t := range tr {
-			lo, hi := max(t.lo, 0x20), min(t.hi, 0x7E)
-			if lo > hi {
+			if max(t.lo, 0x20) > min(t.hi, 0x7E) {
 				continue
 			}
-			for r := lo; r <= hi; r++ {
-				if r != '"' && r != '\\' {
-					cov++
-				}
-			}
+			cov += popcount2(plainBits(t.lo, t.hi))
 			if !slices.Contains(tgts[i], t.to) {
 				tgts[i] = append(tgts[i], t.to)
 			}
