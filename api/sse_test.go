@@ -296,9 +296,18 @@ func TestSSEStreamInterval(t *testing.T) {
 	for _, k := range []int{1, 3, 16} {
 		t.Run(fmt.Sprint(k), func(t *testing.T) {
 			const n = 50
+			firstRead := make(chan struct{})
 			e := &feedEngine{feed: func(st *Stream, req *Request) {
 				for i := range n {
 					st.Push(&Delta{IDs: []int32{int32(i)}, CompletionTokens: i + 1})
+					if i == 0 {
+						// the runner's gate sends the first token alone; here the writer
+						// must not find a second one pending when it takes the first
+						select {
+						case <-firstRead:
+						case <-time.After(5 * time.Second):
+						}
+					}
 					time.Sleep(100 * time.Microsecond)
 				}
 				st.Push(&Delta{Finished: true, FinishReason: FinishLength, CompletionTokens: n})
@@ -317,6 +326,9 @@ func TestSSEStreamInterval(t *testing.T) {
 					break
 				}
 				if len(c.IDs) > 0 {
+					if len(sizes) == 0 {
+						close(firstRead)
+					}
 					sizes = append(sizes, len(c.IDs))
 					ids = append(ids, c.IDs...)
 				}
