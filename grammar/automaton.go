@@ -5,6 +5,7 @@ import (
 	"math/bits"
 	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // The grammar is a recursive transition network over bytes: nodes with byte
@@ -83,6 +84,9 @@ type cmask struct {
 	dense []uint64
 }
 
+// bytes is what c holds of its own (base is shared).
+func (c *cmask) bytes() int { return 48 + 8*len(c.dense) + 4*len(c.add) }
+
 func (c *cmask) fill(dst []uint64) {
 	switch {
 	case c.dense != nil:
@@ -111,6 +115,8 @@ type Grammar struct {
 	// (from vocabTables.classSubtrees, fetched on first use)
 	classSub [][]uint64
 
+	size atomic.Int64 // bytes held, growing with the DFA (see Bytes)
+
 	mu        sync.Mutex
 	stacks    []stackEnt
 	stackIdx  map[[2]int32]int32
@@ -134,6 +140,17 @@ type Grammar struct {
 // transPage is how many states share one page of the transition table (a
 // single growing slice would be copied over and over as states are added).
 const transPage = 16
+
+// stateBytes approximates a dstate's fixed cost: the struct, its pointer
+// in states and its stateIdx entry.
+const stateBytes = 160
+
+// grow records n more bytes held by g.
+func (g *Grammar) grow(n int) { g.size.Add(int64(n)) }
+
+// Bytes is about how much memory g holds: its automaton, and the DFA
+// states and masks matchers have made so far.
+func (g *Grammar) Bytes() int64 { return g.size.Load() }
 
 func pack(n, s int32) uint64 { return uint64(uint32(n))<<32 | uint64(uint32(s)) }
 
@@ -252,6 +269,7 @@ func (g *Grammar) closure(seeds []uint64) int32 {
 	i := int32(len(g.states))
 	g.states = append(g.states, ds)
 	g.stateIdx[string(key)] = i
+	g.grow(stateBytes + 8*len(out) + len(key))
 	g.addTransRow()
 	return i
 }
@@ -261,6 +279,7 @@ func (g *Grammar) addTransRow() {
 	i := len(g.states) - 1
 	if i%transPage == 0 {
 		pg := make([]int32, transPage*256)
+		g.grow(4 * len(pg))
 		for k := range pg {
 			pg[k] = -1
 		}
@@ -385,6 +404,11 @@ func (g *Grammar) localMaskOf(l int32) *localMask {
 	g.toks = g.toks[:0]
 	lm.bits, lm.acc = g.packToks(g.walkVocab(l, lm), g.toks, false)
 	ls.local = lm
+	n := 8*len(lm.bits) + 4*len(lm.acc)
+	for _, u := range lm.unc {
+		n += 32 + len(u.prefix)
+	}
+	g.grow(n)
 	return lm
 }
 
@@ -503,6 +527,7 @@ func (g *Grammar) maskOf(s int32) *cmask {
 			subs[i] = g.maskOf(p)
 		}
 		ds.mask = mergeMasks(subs, g.vt.words)
+		g.grow(ds.mask.bytes())
 		return ds.mask
 	}
 	g.toks = g.toks[:0]
@@ -537,6 +562,7 @@ func (g *Grammar) maskOf(s int32) *cmask {
 	}
 	m.dense, m.add = g.packToks(m.dense, g.toks, m.base != nil)
 	ds.mask = m
+	g.grow(m.bytes())
 	return m
 }
 

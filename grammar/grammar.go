@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"unsafe"
 )
 
 // WhitespaceMode selects the whitespace JSON grammars allow between tokens.
@@ -31,7 +32,8 @@ type Limits struct {
 type Options struct {
 	Whitespace WhitespaceMode
 	Limits     Limits
-	CacheSize  int
+	CacheSize  int   // most grammars kept (default 256)
+	CacheBytes int64 // most bytes of grammars kept, their DFA and masks included (default 64 MiB)
 	// Strict closes what a schema leaves open by default: an object schema that lists
 	// properties and says nothing about additionalProperties/patternProperties allows no other
 	// keys, and a tuple (prefixItems, or an items array) without a tail allows no more items.
@@ -104,6 +106,9 @@ func NewCompiler(v Vocab, eos []int32, opts Options) *Compiler {
 	if opts.CacheSize <= 0 {
 		opts.CacheSize = 256
 	}
+	if opts.CacheBytes <= 0 {
+		opts.CacheBytes = 64 << 20
+	}
 	return &Compiler{vt: newVocabTables(v, eos), opts: opts, lru: list.New(), cache: map[string]*list.Element{},
 		inflight: map[string]*flight{}}
 }
@@ -136,14 +141,33 @@ func (c *Compiler) cached(key string, build func() (*Grammar, error)) (*Grammar,
 	c.mu.Lock()
 	delete(c.inflight, key)
 	c.cache[key] = c.lru.PushFront(&cacheEnt{key: key, g: g, err: err})
-	for c.lru.Len() > c.opts.CacheSize {
-		el := c.lru.Back()
-		c.lru.Remove(el)
-		delete(c.cache, el.Value.(*cacheEnt).key)
-	}
+	c.evict()
 	c.mu.Unlock()
 	close(f.done)
 	return g, err
+}
+
+// evict drops the least recently used grammars while the cache holds more
+// than CacheSize of them or more than CacheBytes, the newest always kept.
+// Grammars grow as matchers use them (DFA states, masks), so the sizes are
+// read now rather than when each was added; a large heap of stale grammars
+// would make every compile fault in fresh memory and the GC mark more.
+func (c *Compiler) evict() {
+	var total int64
+	for el := c.lru.Front(); el != nil; el = el.Next() {
+		if g := el.Value.(*cacheEnt).g; g != nil {
+			total += g.Bytes()
+		}
+	}
+	for c.lru.Len() > 1 && (c.lru.Len() > c.opts.CacheSize || total > c.opts.CacheBytes) {
+		el := c.lru.Back()
+		e := el.Value.(*cacheEnt)
+		if e.g != nil {
+			total -= e.g.Bytes()
+		}
+		c.lru.Remove(el)
+		delete(c.cache, e.key)
+	}
 }
 
 func (c *Compiler) newBuilder() *builder {
@@ -186,6 +210,8 @@ func (c *Compiler) finish(b *builder, root frag) (*Grammar, error) {
 	c.release(b, buf)
 	g.rules[0] = root.in
 	g.initDFA(c.opts.Limits.MaxStates)
+	g.grow(len(g.nodes)*int(unsafe.Sizeof(node{})) + len(g.edges)*int(unsafe.Sizeof(edge{})) +
+		4*(len(g.eps)+len(g.rules)) + 16*len(g.classes))
 	return g, nil
 }
 

@@ -3,6 +3,7 @@ package grammar
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math/bits"
 	"math/rand"
 	"strings"
@@ -332,5 +333,53 @@ func TestCompileOnceWhileInFlight(t *testing.T) {
 		if g != want {
 			t.Fatalf("caller %d got a different grammar", i)
 		}
+	}
+}
+
+// The cache is bounded by the bytes its grammars hold, DFA and masks
+// included, and by count; the most recent grammar always stays.
+func TestCacheBoundedByBytes(t *testing.T) {
+	e := env(t, "llama3")
+	schema := func(i int) string {
+		return fmt.Sprintf(`{"type":"object","properties":{"k%d":{"type":"string","maxLength":%d}},"required":["k%d"]}`, i, 5+i, i)
+	}
+	c := NewCompiler(e.tok, []int32{e.eos}, Options{})
+	g0, err := c.JSONSchema(schema(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := g0.Bytes()
+	m := g0.NewMatcher()
+	mask := make([]uint64, (e.tok.VocabSize()+63)/64)
+	for _, b := range []byte(`{"k0":"ab`) {
+		m.FillMask(mask)
+		if !m.AcceptBytes([]byte{b}) {
+			t.Fatalf("byte %q refused", b)
+		}
+	}
+	if before <= 0 || g0.Bytes() <= before {
+		t.Fatalf("Bytes %d after compile, %d after masks: want positive and growing", before, g0.Bytes())
+	}
+	// a budget of about two such grammars keeps two
+	small := NewCompiler(e.tok, []int32{e.eos}, Options{CacheBytes: 2*before + before/2})
+	var gs []*Grammar
+	for i := range 4 {
+		g, err := small.JSONSchema(schema(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		gs = append(gs, g)
+	}
+	if g, _ := small.JSONSchema(schema(3)); g != gs[3] {
+		t.Error("newest grammar was evicted")
+	}
+	if g, _ := small.JSONSchema(schema(0)); g == gs[0] {
+		t.Error("oldest grammar outlived a byte budget of two")
+	}
+	byCount := NewCompiler(e.tok, []int32{e.eos}, Options{CacheSize: 1})
+	a, _ := byCount.JSONSchema(schema(0))
+	byCount.JSONSchema(schema(1))
+	if g, _ := byCount.JSONSchema(schema(0)); g == a {
+		t.Error("CacheSize 1 kept two grammars")
 	}
 }

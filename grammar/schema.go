@@ -1,6 +1,7 @@
 package grammar
 
 import (
+	"errors"
 	"fmt"
 	"math/big"
 	"net/url"
@@ -96,6 +97,7 @@ type schemaCompiler struct {
 	root    *jv
 	flex    bool
 	ids     map[string]*jv
+	dupIDs  map[string]bool // ids more than one schema claims
 	anchors map[string]*jv
 	base    map[*jv]string
 	rules   map[string]int32
@@ -130,12 +132,12 @@ func (c *Compiler) compileSchema(text string) (*Grammar, error) {
 	if root.kind != jObj && root.kind != jBool {
 		return nil, errf("invalid schema: not an object or boolean")
 	}
-	if err := validateSchemaDoc(root); err != nil {
+	if err := validateSchemaDoc(root, text); err != nil {
 		return nil, err
 	}
 	b := c.newBuilder()
 	sc := &schemaCompiler{c: c, b: b, root: root, flex: c.opts.Whitespace == Flexible,
-		ids: map[string]*jv{}, anchors: map[string]*jv{}, base: map[*jv]string{},
+		ids: map[string]*jv{}, dupIDs: map[string]bool{}, anchors: map[string]*jv{}, base: map[*jv]string{},
 		rules: map[string]int32{}, anyRule: -1, one: map[*jv]*parsed{}}
 	sc.index(root, "urn:grammar:root", 0)
 	b.g.rules = []int32{-1}
@@ -176,10 +178,10 @@ func (sc *schemaCompiler) index(j *jv, base string, depth int) {
 	case jObj:
 		if id := j.get("$id"); id != nil && id.kind == jStr {
 			base = resolveURI(base, id.str)
-			sc.ids[stripFrag(base)] = j
+			sc.addID(stripFrag(base), j)
 		} else if id := j.get("id"); id != nil && id.kind == jStr && !strings.HasPrefix(id.str, "#") {
 			base = resolveURI(base, id.str)
-			sc.ids[stripFrag(base)] = j
+			sc.addID(stripFrag(base), j)
 		}
 		if a := j.get("$anchor"); a != nil && a.kind == jStr {
 			sc.anchors[stripFrag(base)+"#"+a.str] = j
@@ -189,7 +191,7 @@ func (sc *schemaCompiler) index(j *jv, base string, depth int) {
 		}
 		sc.base[j] = base
 		if depth == 0 {
-			sc.ids[stripFrag(base)] = j
+			sc.addID(stripFrag(base), j)
 		}
 		for _, v := range j.vals {
 			sc.index(v, base, depth+1)
@@ -199,6 +201,25 @@ func (sc *schemaCompiler) index(j *jv, base string, depth int) {
 			sc.index(v, base, depth+1)
 		}
 	}
+}
+
+// inKeyword names the schema keyword a compile error comes from.
+func inKeyword(kw string, err error) error {
+	var e *Error
+	if errors.As(err, &e) {
+		return errf("%s: %s", kw, e.Reason)
+	}
+	return fmt.Errorf("%s: %w", kw, err)
+}
+
+// addID records j as the schema identified by uri. Generated schemas often
+// repeat an $id (e.g. "#" or a path copied into several properties); that
+// is harmless unless a $ref names it, which resolveRef then refuses.
+func (sc *schemaCompiler) addID(uri string, j *jv) {
+	if prev := sc.ids[uri]; prev != nil && prev != j {
+		sc.dupIDs[uri] = true
+	}
+	sc.ids[uri] = j
 }
 
 func stripFrag(u string) string {
@@ -232,6 +253,9 @@ func (sc *schemaCompiler) resolveRef(from *jv, ref string) (*jv, error) {
 	doc := sc.ids[stripFrag(full)]
 	if doc == nil {
 		return nil, errf("unresolvable $ref %q", ref)
+	}
+	if sc.dupIDs[stripFrag(full)] {
+		return nil, errf("$ref %q: more than one schema has the $id %q", ref, stripFrag(full))
 	}
 	frag := ""
 	if i := strings.IndexByte(full, '#'); i >= 0 {
@@ -1244,7 +1268,7 @@ func (sc *schemaCompiler) objFrag(s *sch) (frag, error) {
 	for _, pp := range s.patProps {
 		d, err := regexDFA(pp.pat, true)
 		if err != nil {
-			return frag{}, err
+			return frag{}, inKeyword("patternProperties", err)
 		}
 		pats = append(pats, pkey{d, pp.conj})
 		for i := range props {
@@ -1538,7 +1562,7 @@ func (sc *schemaCompiler) stringDFA(s *sch) (*cdfa, error) {
 	for _, p := range s.patterns {
 		x, err := regexDFA(p, true)
 		if err != nil {
-			return nil, err
+			return nil, inKeyword("pattern", err)
 		}
 		if err := and(x); err != nil {
 			return nil, err

@@ -131,6 +131,21 @@ func TestFlexibleWhitespace(t *testing.T) {
 	}
 }
 
+// Generated schemas often repeat an $id; the compile only refuses a $ref to one.
+func TestDuplicateIDsWithoutRef(t *testing.T) {
+	e := env(t, "llama3")
+	g, err := e.comp.JSONSchema(`{"type":"object","properties":{"a":{"$id":"/properties/x","type":"string"},"b":{"$id":"/properties/x","type":"integer"}},"required":["a","b"]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !acceptDoc(t, e, g, `{"a":"s","b":1}`) || acceptDoc(t, e, g, `{"a":1,"b":1}`) {
+		t.Error("properties with a repeated $id do not keep their own schemas")
+	}
+	if _, err := e.comp.JSONSchema(`{"$schema":"http://json-schema.org/draft-04/schema#","type":"integer","exclusiveMinimum":true,"minimum":5}`); err != nil {
+		t.Errorf("valid draft-04 schema refused: %v", err)
+	}
+}
+
 func TestCompileErrors(t *testing.T) {
 	e := env(t, "llama3")
 	cases := map[string]string{
@@ -143,6 +158,11 @@ func TestCompileErrors(t *testing.T) {
 		`{"oneOf":[{"type":"integer"},{"type":"number"}]}`:    "oneOf",
 		`{"type":"object","if":{"required":["a"]},"then":{}}`: "if",
 		`not json`: "JSON",
+		// the root $schema picks the metaschema: draft-04's exclusiveMinimum is a boolean
+		`{"$schema":"http://json-schema.org/draft-04/schema#","type":"integer","exclusiveMinimum":5}`: "exclusiveMinimum",
+		`{"type":"object","properties":{"a":{"minLength":"3"}}}`:                                      "minLength",
+		// a $ref to an $id two schemas claim is ambiguous
+		`{"type":"object","properties":{"a":{"$id":"http://x/a","type":"string"},"b":{"$id":"http://x/a","type":"integer"},"c":{"$ref":"http://x/a"}}}`: "more than one schema",
 	}
 	for schema, want := range cases {
 		_, err := e.comp.JSONSchema(schema)

@@ -130,6 +130,7 @@ func main() {
 	dataFlag := flag.String("data", "", "MaskBench data directory (same as the DIR argument)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run (our engine only) to this file")
 	cacheSize := flag.Int("cache", 0, "compiled-grammar cache size of the Compiler (0 = the engine default); each schema is compiled once, so the cache only holds earlier grammars in memory")
+	cacheBytes := flag.Int64("cache-bytes", 0, "compiled-grammar cache budget in bytes, DFA and masks included (0 = the engine default)")
 	perSchema := flag.String("per-schema", "", "write one TSV line per schema (name, TTFM us, masks, max TBM us, outcome, masks over 200 us) to this file")
 	flag.Usage = func() {
 		fmt.Fprintf(os.Stderr, "usage: maskbench [flags] DIR\n\nDIR is MaskBench's data/ folder (tar xzf ../shared/maskbench/data.tar.gz).\n\n")
@@ -162,7 +163,7 @@ func main() {
 		slog.Error("select schemas", "dir", dir, "err", err)
 		os.Exit(1)
 	}
-	opts := grammar.Options{CacheSize: *cacheSize}
+	opts := grammar.Options{CacheSize: *cacheSize, CacheBytes: *cacheBytes}
 	if *flexible {
 		opts.Whitespace = grammar.Flexible
 	}
