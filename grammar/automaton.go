@@ -1071,6 +1071,12 @@ func plainBits(lo, hi rune) [2]uint64 {
 func plainRuns(d *cdfa) []int32 {
 	n := len(d.trans)
 	runs := make([]int32, n)
+	if d.total {
+		for i := range runs {
+			runs[i] = unboundedRem
+		}
+		return runs
+	}
 	tgts := make([][]int32, n)
 	in := make([]bool, n) // R_k: states that survive k plain chars
 	for i, tr := range d.trans {
@@ -1144,6 +1150,12 @@ const maxPlainRun = 48
 func totalStates(d *cdfa) []bool {
 	n := len(d.trans)
 	in := make([]bool, n)
+	if d.total {
+		for i := range in {
+			in[i] = true
+		}
+		return in
+	}
 	for i, tr := range d.trans {
 		in[i] = coversAll(tr)
 	}

@@ -2,6 +2,7 @@ package grammar
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -564,6 +565,9 @@ type cdfa struct {
 	// allowed), up to maxLen chars (-1 unbounded)
 	counted bool
 	maxLen  int
+	// total: every state defines every char (the exclusion automata of
+	// open object keys), so any char sequence stays alive from any state
+	total bool
 }
 
 func (n *cnfa) closure(set []int32) []int32 {
@@ -823,46 +827,56 @@ func lengthDFA(minL, maxL int) *cdfa {
 
 // excludeDFA accepts every string except the given ones.
 func excludeDFA(names []string) *cdfa {
-	d := &cdfa{}
-	type tn struct{ kids map[rune]int32 }
-	nodes := []tn{{kids: map[rune]int32{}}}
-	term := []bool{false}
-	for _, nm := range names {
-		cur := int32(0)
-		for _, r := range nm {
-			nx, ok := nodes[cur].kids[r]
-			if !ok {
-				nx = int32(len(nodes))
-				nodes = append(nodes, tn{kids: map[rune]int32{}})
-				term = append(term, false)
-				nodes[cur].kids[r] = nx
+	names = slices.Clone(names)
+	slices.Sort(names)
+	names = slices.Compact(names)
+	d := &cdfa{total: true}
+	// The trie of names, built from the sorted list: the names below a
+	// trie node are a contiguous run sharing its prefix, split by their
+	// next char. State 0 is the root; the sink (any string that left the
+	// trie) is added last.
+	var build func(run []string, depth int) int32
+	build = func(run []string, depth int) int32 {
+		st := int32(len(d.trans))
+		d.trans = append(d.trans, nil)
+		d.acc = append(d.acc, true)
+		if len(run[0]) == depth {
+			d.acc[st] = false // a name ends here
+			run = run[1:]
+		}
+		var tr []ctr
+		for len(run) > 0 {
+			r, n := utf8.DecodeRuneInString(run[0][depth:])
+			j := 1
+			for j < len(run) && strings.HasPrefix(run[j][depth:], run[0][depth:depth+n]) {
+				j++
 			}
-			cur = nx
+			tr = append(tr, ctr{r, r, build(run[:j], depth+n)})
+			run = run[j:]
 		}
-		term[cur] = true
+		d.trans[st] = tr
+		return st
 	}
-	sink := int32(len(nodes))
-	d.trans = make([][]ctr, len(nodes)+1)
-	d.acc = make([]bool, len(nodes)+1)
-	for i := range nodes {
-		d.acc[i] = !term[i]
-		var ks []rune
-		for k := range nodes[i].kids {
-			ks = append(ks, k)
-		}
-		sort.Slice(ks, func(a, b int) bool { return ks[a] < ks[b] })
+	if len(names) > 0 {
+		build(names, 0)
+	} else {
+		d.trans, d.acc = [][]ctr{nil}, []bool{true}
+	}
+	sink := int32(len(d.trans))
+	for i, kids := range d.trans {
+		var tr []ctr
 		prev := rune(0)
-		for _, k := range ks {
-			if k > prev {
-				d.trans[i] = appendAny(d.trans[i], prev, k-1, sink)
+		for _, k := range kids {
+			if k.lo > prev {
+				tr = appendAny(tr, prev, k.lo-1, sink)
 			}
-			d.trans[i] = append(d.trans[i], ctr{k, k, nodes[i].kids[k]})
-			prev = k + 1
+			tr = append(tr, k)
+			prev = k.lo + 1
 		}
-		d.trans[i] = appendAny(d.trans[i], prev, maxRune, sink)
+		d.trans[i] = appendAny(tr, prev, maxRune, sink)
 	}
-	d.acc[sink] = true
-	d.trans[sink] = appendAny(d.trans[sink], 0, maxRune, sink)
+	d.trans = append(d.trans, appendAny(nil, 0, maxRune, sink))
+	d.acc = append(d.acc, true)
 	return d
 }
 

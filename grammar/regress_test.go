@@ -289,3 +289,44 @@ func TestMergeMasks(t *testing.T) {
 		}
 	}
 }
+
+// excludeDFA accepts exactly the strings that are not one of the names,
+// prefixes and extensions of names included; every state is total.
+func TestExcludeDFA(t *testing.T) {
+	rng := rand.New(rand.NewSource(3))
+	alphabet := []string{"a", "b", "ab", "é", "中", "😀", "_", ""}
+	word := func() string {
+		var sb strings.Builder
+		for range rng.Intn(4) {
+			sb.WriteString(alphabet[rng.Intn(len(alphabet))])
+		}
+		return sb.String()
+	}
+	for iter := 0; iter < 300; iter++ {
+		names := map[string]bool{}
+		var list []string
+		for range rng.Intn(6) {
+			w := word()
+			names[w] = true
+			list = append(list, w, w) // duplicates are allowed
+		}
+		d := excludeDFA(list)
+		tot := totalStates(d)
+		for i := range tot {
+			if !tot[i] || !coversAll(d.trans[i]) {
+				t.Fatalf("names %q: state %d is not total", list, i)
+			}
+		}
+		for range 40 {
+			w := word()
+			if d.matches(w) == names[w] {
+				t.Fatalf("names %q: %q accepted=%v", list, w, d.matches(w))
+			}
+		}
+		for n := range names {
+			if d.matches(n) {
+				t.Fatalf("names %q: name %q accepted", list, n)
+			}
+		}
+	}
+}
