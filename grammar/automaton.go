@@ -945,6 +945,7 @@ func (b *builder) charString(d *cdfa) frag {
 	}
 	b.edge(in, '"', '"', ns[0])
 	memo := map[string]int32{}
+	pend := map[int32]uint64{}
 	for i, tr := range d.trans {
 		if free[i] {
 			continue
@@ -968,11 +969,17 @@ func (b *builder) charString(d *cdfa) frag {
 		for _, t := range tr {
 			if to >= 0 && free[to] && t.to == to && t.hi >= 0x80 {
 				if t.lo < 0x80 {
-					b.charRange(ns[i], t.lo, 0x7F, ns[t.to], memo)
+					b.charRange(ns[i], t.lo, 0x7F, ns[t.to], memo, pend)
 				}
 				continue
 			}
-			b.charRange(ns[i], t.lo, t.hi, ns[t.to], memo)
+			b.charRange(ns[i], t.lo, t.hi, ns[t.to], memo, pend)
+		}
+		for _, t := range tr { // in transition order, so node numbering is stable
+			if esc, ok := pend[ns[t.to]]; ok {
+				b.edge(ns[i], '\\', '\\', b.escNode(ns[t.to], esc, memo))
+				delete(pend, ns[t.to])
+			}
 		}
 		if to >= 0 && free[to] {
 			// Every non-ASCII char leads into a free body: enter it at the
@@ -1369,42 +1376,16 @@ func (b *builder) suffix(c int32, seq [][2]byte, memo map[string]int32) int32 {
 }
 
 // charRange adds paths from a to c spelling each char of [lo,hi] in a JSON
-// string: literally where allowed, and with its escape forms.
-func (b *builder) charRange(a int32, lo, hi rune, c int32, memo map[string]int32) {
-	path := func(bs string) {
-		seq := make([][2]byte, len(bs))
-		for i := 0; i < len(bs); i++ {
-			seq[i] = [2]byte{bs[i], bs[i]}
-		}
-		b.edge(a, seq[0][0], seq[0][1], b.suffix(c, seq[1:], memo))
-	}
-	if lo == 0 && hi >= 0x1F {
-		// all control chars: short escapes and \u00XX (four hex digits) with any hex case
-		for _, e := range []string{`\n`, `\r`, `\t`, `\b`, `\f`} {
-			path(e)
-		}
-		b.edge(a, '\\', '\\', b.suffix(c, [][2]byte{{'u', 'u'}, {'0', '0'}, {'0', '0'}, {'0', '1'}, {'0', '9'}}, memo))
-		b.edge(a, '\\', '\\', b.suffix(c, [][2]byte{{'u', 'u'}, {'0', '0'}, {'0', '0'}, {'0', '1'}, {'a', 'f'}}, memo))
-		b.edge(a, '\\', '\\', b.suffix(c, [][2]byte{{'u', 'u'}, {'0', '0'}, {'0', '0'}, {'0', '1'}, {'A', 'F'}}, memo))
-	} else {
-		for r := lo; r <= hi && r < 0x20; r++ {
-			switch r {
-			case '\n':
-				path(`\n`)
-			case '\r':
-				path(`\r`)
-			case '\t':
-				path(`\t`)
-			case '\b':
-				path(`\b`)
-			case '\f':
-				path(`\f`)
-			}
-			path(`\u00` + string(hexDigits[r>>4]) + string(hexDigits[r&15]))
-			if r&15 >= 10 {
-				up := "0123456789ABCDEF"
-				path(`\u00` + string(up[r>>4]) + string(up[r&15]))
-			}
+// string: literally where allowed, and with its escape forms. The escape
+// forms go through escNode, one node per target and set of escaped chars;
+// with pend set they are collected there instead (per target), so that a
+// state whose several ranges lead to c gets one '\\' edge, not one per
+// escape form and range.
+func (b *builder) charRange(a int32, lo, hi rune, c int32, memo map[string]int32, pend map[int32]uint64) {
+	var esc uint64 // bit r: control char r; escBitQuote etc.
+	if lo <= 0x1F {
+		for r := lo; r <= min(hi, 0x1F); r++ {
+			esc |= 1 << uint(r)
 		}
 	}
 	lit := func(l, h rune) {
@@ -1418,17 +1399,87 @@ func (b *builder) charRange(a int32, lo, hi rune, c int32, memo map[string]int32
 			lit(l, sp-1)
 			switch sp {
 			case '"':
-				path(`\"`)
+				esc |= escBitQuote
 			case '\\':
-				path(`\\`)
+				esc |= escBitBackslash
 			case '/':
-				path(`\/`)
+				esc |= escBitSlash
 				lit('/', '/')
 			}
 			l = sp + 1
 		}
 	}
 	lit(l, hi)
+	switch {
+	case esc == 0:
+	case pend != nil:
+		pend[c] |= esc
+	default:
+		b.edge(a, '\\', '\\', b.escNode(c, esc, memo))
+	}
+}
+
+// shortEscapes are the one-letter escapes, by escNode bit.
+var shortEscapes = []struct {
+	bit uint
+	ch  byte
+}{{'\b', 'b'}, {'\t', 't'}, {'\n', 'n'}, {'\f', 'f'}, {'\r', 'r'}, {32, '"'}, {33, '\\'}, {34, '/'}}
+
+const (
+	escBitQuote     = 1 << 32
+	escBitBackslash = 1 << 33
+	escBitSlash     = 1 << 34
+)
+
+// escNode returns the node after a '\\' from which the escape forms of the
+// chars in esc lead to c: the short escapes (\n \r \t \b \f \" \\ \/) and
+// \u00XX for control chars, hex digits in either case. Nodes are shared per
+// (c, esc).
+func (b *builder) escNode(c int32, esc uint64, memo map[string]int32) int32 {
+	key := binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint32([]byte{'e'}, uint32(c)), esc)
+	if n, ok := memo[string(key)]; ok {
+		return n
+	}
+	e := b.node()
+	memo[string(key)] = e
+	for _, sh := range shortEscapes {
+		if esc&(1<<sh.bit) != 0 {
+			b.edge(e, sh.ch, sh.ch, c)
+		}
+	}
+	ctl := esc & (1<<32 - 1)
+	if ctl == 0 {
+		return e
+	}
+	u0 := b.node()
+	b.edge(e, 'u', 'u', b.suffix(u0, [][2]byte{{'0', '0'}, {'0', '0'}}, memo))
+	for hi := 0; hi < 2; hi++ {
+		half := ctl >> (16 * hi) & 0xFFFF
+		if half == 0 {
+			continue
+		}
+		h := b.node()
+		b.edge(u0, '0'+byte(hi), '0'+byte(hi), h)
+		// last hex digit: runs of set bits as byte ranges, both cases for a-f
+		for d := 0; d < 16; {
+			if half&(1<<d) == 0 {
+				d++
+				continue
+			}
+			e := d
+			for e < 15 && half&(1<<(e+1)) != 0 && e+1 != 10 {
+				e++
+			}
+			if d < 10 {
+				b.edge(h, '0'+byte(d), '0'+byte(e), c)
+			} else {
+				b.edge(h, 'a'+byte(d-10), 'a'+byte(e-10), c)
+				b.edge(h, 'A'+byte(d-10), 'A'+byte(e-10), c)
+			}
+			d = e + 1
+		}
+	}
+	return e
 }
 
 // tailStates is the char-DFA size from which charString spells escapes and
@@ -1532,7 +1583,7 @@ func (b *builder) buildTail(part []ctr) *charTail {
 	b.g.nodes[end].final = true
 	memo := map[string]int32{}
 	for _, r := range part {
-		b.charRange(first, r.lo, r.hi, end, memo)
+		b.charRange(first, r.lo, r.hi, end, memo, nil)
 	}
 	// group first bytes by the set of nodes they lead to (a literal '/'
 	// leads to end: plainEdges writes it)

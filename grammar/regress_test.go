@@ -29,6 +29,13 @@ func TestEscapedKeysCannotDodgeExclusions(t *testing.T) {
 		{`{"type":"string","pattern":"^[^a]*$"}`,
 			[]string{`"b\u001fc"`, `"\n"`},
 			[]string{`"\u001"`, `"\u0061"`, `"a"`}},
+		// some control chars only: each escape form of exactly those, either hex case
+		{`{"type":"string","pattern":"^[\\u0001-\\u000b\\u001a]*$"}`,
+			[]string{`"\u000A\u000a\n\t\u0009\u000b\u000B\u001a\u001A\u0001\b"`, `""`},
+			[]string{`"\u000c"`, `"\f"`, `"\u001b"`, `"\u0000"`, `"\r"`, `"\u0010"`, `"a"`}},
+		{`{"type":"string","pattern":"^[/\"]*$"}`,
+			[]string{`"\/\"/"`},
+			[]string{`"\\"`, `"\u002f"`, `"\u0022"`, `"\n"`}},
 	}
 	for _, tc := range cases {
 		g, err := e.comp.JSONSchema(tc.schema)
