@@ -123,7 +123,9 @@ type Grammar struct {
 	holes     map[int32]int32 // stack depth -> hole stack of that depth
 	states    []*dstate
 	stateIdx  map[string]int32
-	trans     [][]int32 // pages of transPage states: [state%transPage*256+byte] -> state, -1 unknown, 0 dead
+	trans     [][]int32 // pages of transPage rows: [row%transPage*256+byte] -> state, -1 unknown, 0 dead
+	rowOf     []int32   // state -> its row in trans, -1 before the first step from it
+	nrows     int32
 	maxStates int
 	start     int32
 
@@ -163,8 +165,7 @@ func (g *Grammar) initDFA(maxStates int) {
 	g.maxStates = maxStates
 	dead := &dstate{strq: -1, mask: &cmask{}}
 	g.states = []*dstate{dead}
-	g.trans = nil
-	g.addTransRow()
+	g.trans, g.rowOf = nil, []int32{-1}
 	g.start = g.closure([]uint64{pack(g.rules[0], 0)})
 }
 
@@ -270,14 +271,17 @@ func (g *Grammar) closure(seeds []uint64) int32 {
 	g.states = append(g.states, ds)
 	g.stateIdx[string(key)] = i
 	g.grow(stateBytes + 8*len(out) + len(key))
-	g.addTransRow()
+	g.rowOf = append(g.rowOf, -1)
 	return i
 }
 
-// addTransRow makes room for the transitions of state len(g.states)-1.
-func (g *Grammar) addTransRow() {
-	i := len(g.states) - 1
-	if i%transPage == 0 {
+// newRow gives state s a row of transitions, all unknown. Rows are made
+// on the first step from a state, not when it is created: most states a
+// mask walk creates (after a token's last byte) are never stepped from.
+func (g *Grammar) newRow(s int32) int32 {
+	r := g.nrows
+	g.nrows++
+	if r%transPage == 0 {
 		pg := make([]int32, transPage*256)
 		g.grow(4 * len(pg))
 		for k := range pg {
@@ -285,11 +289,17 @@ func (g *Grammar) addTransRow() {
 		}
 		g.trans = append(g.trans, pg)
 	}
+	g.rowOf[s] = r
+	return r
 }
 
 // step is the DFA transition on byte b.
 func (g *Grammar) step(s int32, b byte) int32 {
-	row := g.trans[s/transPage][int(s%transPage)<<8:]
+	r := g.rowOf[s]
+	if r < 0 {
+		r = g.newRow(s)
+	}
+	row := g.trans[r/transPage][int(r%transPage)<<8:]
 	t := row[b]
 	if t >= 0 {
 		return t
@@ -309,7 +319,7 @@ func (g *Grammar) step(s int32, b byte) int32 {
 		}
 	}
 	t = g.closure(seeds)
-	g.trans[s/transPage][int(s%transPage)<<8|int(b)] = t
+	g.trans[r/transPage][int(r%transPage)<<8|int(b)] = t // closure may have grown g.trans
 	return t
 }
 

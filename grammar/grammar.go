@@ -298,7 +298,12 @@ func (m *Matcher) FillMask(mask []uint64) {
 		return
 	}
 	g.mu.Lock()
-	cm := g.maskOf(s)
+	cm := g.states[s].mask
+	if cm == nil {
+		g.takeScratch()
+		cm = g.maskOf(s)
+		g.dropScratch()
+	}
 	acc := g.states[s].accept
 	g.mu.Unlock()
 	cm.fill(mask[:words])
@@ -309,6 +314,20 @@ func (m *Matcher) FillMask(mask []uint64) {
 			}
 		}
 	}
+}
+
+// takeScratch gives g a token list from the vocabulary's pool for a mask
+// computation; dropScratch returns it. g.mu is held.
+func (g *Grammar) takeScratch() {
+	if p, ok := g.vt.toksPool.Get().(*[]int32); ok {
+		g.toks = (*p)[:0]
+	}
+}
+
+func (g *Grammar) dropScratch() {
+	t := g.toks
+	g.toks = nil
+	g.vt.toksPool.Put(&t)
 }
 
 // Accept advances by tok; it returns false (and changes nothing) if tok is

@@ -239,6 +239,10 @@ type strTables struct {
 
 // vocabTables are built once per Compiler and shared by all its grammars.
 type vocabTables struct {
+	// scratch token lists of mask walks, shared by the grammars of this
+	// vocabulary (each would otherwise grow its own to ~the vocabulary)
+	toksPool sync.Pool
+
 	n      int
 	words  int
 	toks   [][]byte

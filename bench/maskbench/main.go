@@ -129,6 +129,7 @@ func main() {
 	slow := flag.Duration("slow", time.Second, "report schemas taking longer than this on stderr")
 	dataFlag := flag.String("data", "", "MaskBench data directory (same as the DIR argument)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run (our engine only) to this file")
+	memProfile := flag.String("memprofile", "", "write an allocation profile of the run (our engine only) to this file")
 	cacheSize := flag.Int("cache", 0, "compiled-grammar cache size of the Compiler (0 = the engine default); each schema is compiled once, so the cache only holds earlier grammars in memory")
 	cacheBytes := flag.Int64("cache-bytes", 0, "compiled-grammar cache budget in bytes, DFA and masks included (0 = the engine default)")
 	perSchema := flag.String("per-schema", "", "write one TSV line per schema (name, TTFM us, masks, max TBM us, outcome, masks over 200 us) to this file")
@@ -236,6 +237,12 @@ func main() {
 	}
 	if *cpuProfile != "" {
 		pprof.StopCPUProfile()
+	}
+	if *memProfile != "" {
+		if err := writeHeapProfile(*memProfile); err != nil {
+			slog.Error("write allocation profile", "file", *memProfile, "err", err)
+			os.Exit(1)
+		}
 	}
 	all := []*stats{ours}
 	if *xgr {
@@ -501,4 +508,17 @@ func prefixOf(tok *tokenizer.Tokenizer, ids []int32) string {
 		b = b[len(b)-200:]
 	}
 	return string(b)
+}
+
+// writeHeapProfile writes the heap profile (allocations since the start included).
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
