@@ -30,6 +30,7 @@ func Common() []cli.Flag {
 		&cli.StringFlag{Name: "transport", Usage: "ZMQ implementation: libzmq (cgo builds) or gozmq; default: the best in this build", Sources: cli.EnvVars("LLMSERVE_TRANSPORT")},
 		&cli.IntFlag{Name: "grammar-max-schema-bytes", Value: 1 << 20, Usage: "largest JSON schema or regex accepted for structured output", Sources: cli.EnvVars("GRAMMAR_MAX_SCHEMA_BYTES")},
 		&cli.IntFlag{Name: "grammar-max-depth", Value: 64, Usage: "deepest schema nesting accepted for structured output", Sources: cli.EnvVars("GRAMMAR_MAX_DEPTH")},
+		&cli.IntFlag{Name: "grammar-cache-mb", Value: 64, Usage: "memory the compiled-grammar cache may hold, their DFA and masks included (MiB; least recently used dropped first)", Sources: cli.EnvVars("GRAMMAR_CACHE_MB")},
 		&cli.StringFlag{Name: "grammar-whitespace", Value: "compact", Usage: "JSON whitespace structured output allows: compact or flexible", Sources: cli.EnvVars("GRAMMAR_WHITESPACE")},
 		&cli.BoolFlag{Name: "grammar-strict", Value: true, Usage: "schemas that list properties allow no other keys unless additionalProperties says so (and tuples no extra items), as in OpenAI's strict mode; false: JSON Schema's permissive defaults", Sources: cli.EnvVars("GRAMMAR_STRICT")},
 		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error", Sources: cli.EnvVars("LOG_LEVEL")},
@@ -83,7 +84,7 @@ func Check(cmd *cli.Command) error {
 // grammars (each worker checks them, each rank enforces them) uses the same ones.
 func GrammarOptions(cmd *cli.Command) (grammar.Options, error) {
 	o := grammar.Options{Limits: grammar.Limits{MaxSchemaBytes: int(cmd.Int("grammar-max-schema-bytes")), MaxDepth: int(cmd.Int("grammar-max-depth"))},
-		Strict: cmd.Bool("grammar-strict")}
+		Strict: cmd.Bool("grammar-strict"), CacheBytes: int64(cmd.Int("grammar-cache-mb")) << 20}
 	switch ws := cmd.String("grammar-whitespace"); ws {
 	case "compact":
 		o.Whitespace = grammar.Compact
@@ -92,8 +93,8 @@ func GrammarOptions(cmd *cli.Command) (grammar.Options, error) {
 	default:
 		return o, fmt.Errorf("--grammar-whitespace %q: want compact or flexible", ws)
 	}
-	if o.Limits.MaxSchemaBytes < 1 || o.Limits.MaxDepth < 1 {
-		return o, fmt.Errorf("--grammar-max-schema-bytes and --grammar-max-depth must be >= 1")
+	if o.Limits.MaxSchemaBytes < 1 || o.Limits.MaxDepth < 1 || o.CacheBytes < 1 {
+		return o, fmt.Errorf("--grammar-max-schema-bytes, --grammar-max-depth and --grammar-cache-mb must be >= 1")
 	}
 	return o, nil
 }
