@@ -132,3 +132,20 @@ func BenchmarkArgmax(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkArgmaxRows takes the argmax of many distinct rows, as a batch does: the rows do not
+// fit in the caches, so this measures memory traffic, not the kernel.
+func BenchmarkArgmaxRows(b *testing.B) {
+	const rows, n = 2048, 8192
+	all := make([]float32, rows*n)
+	one := modelLikeLogits()[:n]
+	for r := range rows {
+		copy(all[r*n:], one)
+		all[r*n+(r*977)%n] = 1e9 // the winner anywhere in the row
+	}
+	r := 0
+	for b.Loop() {
+		argmax(all[r*n : (r+1)*n])
+		r = (r + 1) % rows
+	}
+}
