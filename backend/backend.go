@@ -41,3 +41,13 @@ type Backend interface {
 	// Close releases the device memory.
 	Close() error
 }
+
+// DeviceArgmax is an optional capability of a Backend: the greedy choice from a row of the last
+// Forward, taken where the row lives (a device kernel; the replay runner knows its winner), so
+// the scheduler does not read a greedy request's row on the host. It must equal the host scan:
+// the first index of the largest logit, NaN and -Inf never chosen.
+type DeviceArgmax interface {
+	// Argmax returns that index for row i of the slice the last Forward returned, or -1 when
+	// row i is nil or holds no finite maximum (the caller then scans the row itself).
+	Argmax(i int) int32
+}

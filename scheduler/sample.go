@@ -22,6 +22,7 @@ type pick struct {
 type pickJob struct {
 	st  *seq
 	row []float32
+	k   int // index of row in the step's batch
 }
 
 // Parallel sampling pays off once a step scans enough logits (about 0.1 ms of argmax per
@@ -39,14 +40,14 @@ func (s *Scheduler) sampleAll(rows [][]float32) {
 	jobs := s.picks[:0]
 	for k, st := range s.inBatch {
 		if s.batch.Seqs[k].Logits {
-			jobs = append(jobs, pickJob{st, rows[k]})
+			jobs = append(jobs, pickJob{st, rows[k], k})
 		}
 	}
 	s.picks = jobs
 	workers := min(runtime.GOMAXPROCS(0), (len(jobs)+sampleChunk-1)/sampleChunk, len(jobs)*s.vocab/s.parallelFloats)
 	if workers <= 1 {
 		for _, j := range jobs {
-			s.pickOne(j.st, j.row)
+			s.pickOne(j)
 		}
 		return
 	}
@@ -59,7 +60,7 @@ func (s *Scheduler) sampleAll(rows [][]float32) {
 				return
 			}
 			for _, j := range jobs[start:min(end, len(jobs))] {
-				s.pickOne(j.st, j.row)
+				s.pickOne(j)
 			}
 		}
 	}
@@ -71,9 +72,11 @@ func (s *Scheduler) sampleAll(rows [][]float32) {
 	wg.Wait()
 }
 
-// pickOne samples st's next token from row into st.pick. It reads the scheduler's
-// configuration and writes only st's own state, so different requests may run concurrently.
-func (s *Scheduler) pickOne(st *seq, row []float32) {
+// pickOne samples the next token of j's request from its row into st.pick. It reads the
+// scheduler's configuration and writes only the request's own state, so different requests may
+// run concurrently.
+func (s *Scheduler) pickOne(j pickJob) {
+	st, row := j.st, j.row
 	req := st.req
 	st.pick = pick{tok: -1}
 	if len(row) != s.vocab {
@@ -88,6 +91,13 @@ func (s *Scheduler) pickOne(st *seq, row []float32) {
 	// the constraint can end.
 	early := st.generated() < req.MinNewTokens
 	forbidEarly := early && st.mask == nil && (!req.IgnoreEOS && len(s.cfg.EOS) > 0 || len(req.StopTokenIDs) > 0)
+	if s.argmax != nil && st.mask == nil && !st.mutates && !forbidEarly && !req.Logprobs && st.sampler.Params().IsGreedy() {
+		// Plain greedy: the backend's own argmax of the row is the sampler's answer.
+		if tok := s.argmax.Argmax(j.k); tok >= 0 && int(tok) < s.vocab {
+			st.pick.tok = tok
+			return
+		}
+	}
 	logits := row
 	if st.mutates || forbidEarly {
 		// Rows are the backend's and read-only here: sample from a copy when it must change.

@@ -64,6 +64,7 @@ func (s *seq) generated() int { return len(s.tokens) - s.promptLen }
 // Add, Abort, Step, FailAll and Load run on one goroutine (the rank's loop).
 type Scheduler struct {
 	b         backend.Backend
+	argmax    backend.DeviceArgmax // b's, when it takes greedy picks itself
 	cfg       Config
 	vocab     int
 	bs        int
@@ -109,8 +110,9 @@ func New(b backend.Backend, cfg Config) (*Scheduler, error) {
 		chunk = cfg.TokenBudget
 	}
 	cfg.EOS = slices.Clone(cfg.EOS)
+	argmax, _ := b.(backend.DeviceArgmax)
 	return &Scheduler{
-		b: b, cfg: cfg, vocab: vocab, bs: bs, chunk: chunk,
+		b: b, argmax: argmax, cfg: cfg, vocab: vocab, bs: bs, chunk: chunk,
 		// Keep ~1% of the cache free when admitting next to running requests, so their decodes
 		// can grow without preempting what was just admitted.
 		watermark:      max(1, nb/100),

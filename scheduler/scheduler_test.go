@@ -602,11 +602,16 @@ func TestRandomWorkloads(t *testing.T) {
 
 // TestParallelSamplingMatchesSequential runs one mixed batch (greedy, seeded random, penalties,
 // logprobs, constraints, min_new_tokens) with sampling forced onto several goroutines and forced
-// onto one: every request's output must be identical.
+// onto one, and with the backend's device argmax hidden: every request's output must be
+// identical.
 func TestParallelSamplingMatchesSequential(t *testing.T) {
 	const vocab, n = 512, 48
-	gen := func(parallelFloats int) map[string]*result {
-		s := newScheduler(t, newReplay(t, vocab, 256, 8), Config{MaxRunning: n, TokenBudget: 256, EOS: []int32{7}})
+	gen := func(parallelFloats int, hideArgmax bool) map[string]*result {
+		var b backend.Backend = newReplay(t, vocab, 256, 8)
+		if hideArgmax {
+			b = hostOnly{b}
+		}
+		s := newScheduler(t, b, Config{MaxRunning: n, TokenBudget: 256, EOS: []int32{7}})
 		s.parallelFloats = parallelFloats
 		for i := range n {
 			p := greedy()
@@ -631,12 +636,62 @@ func TestParallelSamplingMatchesSequential(t *testing.T) {
 		checkDrained(t, s)
 		return results
 	}
-	seq, par := gen(math.MaxInt), gen(1)
+	seq, par, host := gen(math.MaxInt, false), gen(1, false), gen(1, true)
 	for i := range n {
-		a, b := seq[rid(i)], par[rid(i)]
-		wantIDs(t, rid(i), b.ids, a.ids)
-		if !slices.Equal(a.logprobs, b.logprobs) || a.last.FinishReason != b.last.FinishReason || a.last.MatchedStopToken != b.last.MatchedStopToken {
-			t.Fatalf("%s: sequential %+v, parallel %+v", rid(i), a.last, b.last)
+		a := seq[rid(i)]
+		for _, b := range []*result{par[rid(i)], host[rid(i)]} {
+			wantIDs(t, rid(i), b.ids, a.ids)
+			if !slices.Equal(a.logprobs, b.logprobs) || a.last.FinishReason != b.last.FinishReason || a.last.MatchedStopToken != b.last.MatchedStopToken {
+				t.Fatalf("%s: sequential %+v, other %+v", rid(i), a.last, b.last)
+			}
 		}
+	}
+}
+
+// hostOnly hides a backend's DeviceArgmax: the sampler scans every row.
+type hostOnly struct{ backend.Backend }
+
+// nanRows hands out rows of NaN but keeps the replay runner's device argmax: only a pick that
+// never reads its row can follow the replay sequence.
+type nanRows struct {
+	*replay.Runner
+	nan []float32
+}
+
+func (n *nanRows) Forward(ctx context.Context, b *backend.Batch) ([][]float32, error) {
+	rows, err := n.Runner.Forward(ctx, b)
+	for i, r := range rows {
+		if r != nil {
+			rows[i] = n.nan
+		}
+	}
+	return rows, err
+}
+
+// Plain greedy requests take the backend's argmax and never read their rows; a request that
+// asks for logprobs still reads its row.
+func TestDeviceArgmaxServesPlainGreedy(t *testing.T) {
+	const vocab, n = 256, 16
+	nan := make([]float32, vocab)
+	for i := range nan {
+		nan[i] = float32(math.NaN())
+	}
+	s := newScheduler(t, &nanRows{newReplay(t, vocab, 128, 8), nan}, Config{MaxRunning: n, TokenBudget: 256})
+	for i := range n {
+		mustAdd(t, s, &Request{RID: rid(i), InputIDs: prompt(i, 1+i%7, vocab), MaxNewTokens: 10, Sampling: greedy(), Logprobs: i == 0})
+	}
+	results := map[string]*result{}
+	run(t, s, results, 100)
+	want := map[string]*result{}
+	ref := newScheduler(t, newReplay(t, vocab, 128, 8), Config{MaxRunning: n, TokenBudget: 256})
+	for i := range n {
+		mustAdd(t, ref, &Request{RID: rid(i), InputIDs: prompt(i, 1+i%7, vocab), MaxNewTokens: 10, Sampling: greedy()})
+	}
+	run(t, ref, want, 100)
+	for i := 1; i < n; i++ {
+		wantIDs(t, rid(i), results[rid(i)].ids, want[rid(i)].ids)
+	}
+	if slices.Equal(results[rid(0)].ids, want[rid(0)].ids) {
+		t.Error("a request with logprobs followed the replay sequence from NaN rows: it did not read its row")
 	}
 }

@@ -64,11 +64,15 @@ type Runner struct {
 	rows   [][]float32
 	winner []int32
 	out    [][]float32
+	outWin []int32 // winner of out[i], -1 for a nil row (see Argmax)
 	stats  Stats
 	closed bool
 }
 
-var _ backend.Backend = (*Runner)(nil)
+var (
+	_ backend.Backend      = (*Runner)(nil)
+	_ backend.DeviceArgmax = (*Runner)(nil)
+)
 
 // New returns a token-replay runner (benchmark only: it does no model math).
 func New(opts Options) (*Runner, error) {
@@ -105,7 +109,7 @@ func (r *Runner) Stats() Stats { return r.stats }
 // Close releases the rows and the KV slots; Forward fails afterwards.
 func (r *Runner) Close() error {
 	r.closed = true
-	r.kv, r.rows, r.winner, r.out = nil, nil, nil, nil
+	r.kv, r.rows, r.winner, r.out, r.outWin = nil, nil, nil, nil, nil
 	return nil
 }
 
@@ -139,18 +143,19 @@ func (r *Runner) Forward(ctx context.Context, b *backend.Batch) ([][]float32, er
 			r.kv[r.slot(s.BlockTable, s.Pos+j)] = tok
 		}
 	}
-	out := r.out[:0]
+	out, outWin := r.out[:0], r.outWin[:0]
 	nrows := 0
 	for i := range b.Seqs {
 		s := &b.Seqs[i]
 		if !s.Logits {
-			out = append(out, nil)
+			out, outWin = append(out, nil), append(outWin, -1)
 			continue
 		}
-		out = append(out, r.row(nrows, r.next(s)))
+		tok := r.next(s)
+		out, outWin = append(out, r.row(nrows, tok)), append(outWin, tok)
 		nrows++
 	}
-	r.out = out
+	r.out, r.outWin = out, outWin
 	if err := r.wait(ctx, start); err != nil {
 		return nil, err
 	}
@@ -158,6 +163,16 @@ func (r *Runner) Forward(ctx context.Context, b *backend.Batch) ([][]float32, er
 	r.stats.Tokens += tokens
 	r.stats.Rows += nrows
 	return out, nil
+}
+
+// Argmax is row i's winner (the only nonzero entry, so also its argmax), as a device backend
+// would take it without the host reading the row: a greedy batch then costs the scheduler no
+// scan of VocabSize logits per request, which a device engine does not pay either.
+func (r *Runner) Argmax(i int) int32 {
+	if i < 0 || i >= len(r.outWin) {
+		return -1
+	}
+	return r.outWin[i]
 }
 
 // check validates one sequence against the pool.

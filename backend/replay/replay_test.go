@@ -77,6 +77,9 @@ func TestChunkedPrefillThenDecodeMatchesContinuation(t *testing.T) {
 				if rows[k] != nil {
 					t.Fatalf("step %d: row for a seq without Logits", step)
 				}
+				if r.Argmax(k) != -1 {
+					t.Fatalf("step %d: device argmax %d for a seq without Logits", step, r.Argmax(k))
+				}
 				continue
 			}
 			if len(rows[k]) != vocab {
@@ -85,6 +88,9 @@ func TestChunkedPrefillThenDecodeMatchesContinuation(t *testing.T) {
 			tok, nonzero := argmax(rows[k])
 			if nonzero != 1 || rows[k][tok] != WinnerLogit {
 				t.Fatalf("step %d: row has %d nonzero entries, winner %v; want one-hot", step, nonzero, rows[k][tok])
+			}
+			if d := r.Argmax(k); d != tok {
+				t.Fatalf("step %d: device argmax %d, row's argmax %d", step, d, tok)
 			}
 			seqs[i] = append(seqs[i], tok)
 		}
