@@ -1,10 +1,10 @@
-// Command maskbench runs the MaskBench JSON-schema constrained-decoding
+// Command runmaskbench runs the MaskBench JSON-schema constrained-decoding
 // benchmark (guidance-ai/jsonschemabench maskbench data) against package
 // grammar, and optionally against the XGrammar peer on the same schemas:
 // time to first mask (TTFM), time between masks (TBM), and whether valid
 // instances pass and invalid ones are rejected.
 //
-//	maskbench [flags] DIR        (DIR: the unpacked data/ folder)
+//	runmaskbench [flags] DIR        (DIR: the unpacked data/ folder)
 package main
 
 import (
@@ -134,7 +134,7 @@ func main() {
 	cacheBytes := flag.Int64("cache-bytes", 0, "compiled-grammar cache budget in bytes, DFA and masks included (0 = the engine default)")
 	perSchema := flag.String("per-schema", "", "write one TSV line per schema (name, TTFM us, masks, max TBM us, outcome, masks over 200 us) to this file")
 	flag.Usage = func() {
-		fmt.Fprintf(os.Stderr, "usage: maskbench [flags] DIR\n\nDIR is MaskBench's data/ folder (tar xzf ../shared/maskbench/data.tar.gz).\n\n")
+		fmt.Fprintf(os.Stderr, "usage: runmaskbench [flags] DIR\n\nDIR is MaskBench's data/ folder (tar xzf ../shared/maskbench/data.tar.gz).\n\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
