@@ -216,20 +216,7 @@ func main() {
 			}
 			fmt.Fprintf(tsv, "%s\t%.1f\t%d\t%.1f\t%s\t%d\n", name, r.ttfm, len(r.tbm), slices.Max(append([]float64{0}, r.tbm...)), r.outcome(), over)
 		}
-		switch {
-		case r.timeout:
-			fmt.Fprintf(os.Stderr, "TIMEOUT %s\n", name)
-		case r.crash != "":
-			fmt.Fprintf(os.Stderr, "CRASH %s: %s\n", name, r.crash)
-		case r.compileErr != "":
-			if *verbose {
-				fmt.Fprintf(os.Stderr, "compile %s: %s\n", name, r.compileErr)
-			}
-		case r.invalidErr > 0:
-			fmt.Fprintf(os.Stderr, "INVALIDATION %s: %s\n", name, r.detail)
-		case r.validErr > 0 && *verbose:
-			fmt.Fprintf(os.Stderr, "validation %s: %s\n", name, r.detail)
-		}
+		r.report(os.Stderr, "", name, true, *verbose)
 		if i+1 == len(files) || time.Since(lastProgress) > 10*time.Second {
 			lastProgress = time.Now()
 			fmt.Fprintf(os.Stderr, "[%d/%d] %s (%.0fs)\n", i+1, len(files), ours.progress(), time.Since(start).Seconds())
@@ -508,6 +495,36 @@ func prefixOf(tok *tokenizer.Tokenizer, ids []int32) string {
 		b = b[len(b)-200:]
 	}
 	return string(b)
+}
+
+// report writes r's failure, if any, on w, prefixed by the engine's name (empty for ours):
+// timeouts, crashes and invalidations when loud, compile errors and rejected valid instances
+// only when verbose as well.
+func (r *result) report(w io.Writer, engine, name string, loud, verbose bool) {
+	var kind, detail string
+	switch {
+	case r.timeout:
+		kind = "TIMEOUT"
+	case r.crash != "":
+		kind, detail = "CRASH", r.crash
+	case r.compileErr != "":
+		kind, detail, loud = "compile", r.compileErr, loud && verbose
+	case r.invalidErr > 0:
+		kind, detail = "INVALIDATION", r.detail
+	case r.validErr > 0:
+		kind, detail, loud = "validation", r.detail, loud && verbose
+	}
+	if kind == "" || !loud {
+		return
+	}
+	if engine != "" {
+		kind = engine + " " + kind
+	}
+	if detail != "" {
+		fmt.Fprintf(w, "%s %s: %s\n", kind, name, detail)
+	} else {
+		fmt.Fprintf(w, "%s %s\n", kind, name)
+	}
 }
 
 // writeHeapProfile writes the heap profile (allocations since the start included).

@@ -229,20 +229,7 @@ func runPeer(dir, tokDir string, tok *tokenizer.Tokenizer, eos []int32, files []
 			p = nil
 		}
 		st.add(r)
-		if verbose {
-			switch {
-			case r.timeout:
-				fmt.Fprintf(os.Stderr, "xgrammar TIMEOUT %s\n", name)
-			case r.crash != "":
-				fmt.Fprintf(os.Stderr, "xgrammar CRASH %s: %s\n", name, r.crash)
-			case r.compileErr != "":
-				fmt.Fprintf(os.Stderr, "xgrammar compile %s: %s\n", name, r.compileErr)
-			case r.invalidErr > 0:
-				fmt.Fprintf(os.Stderr, "xgrammar invalidation %s\n", name)
-			case r.validErr > 0:
-				fmt.Fprintf(os.Stderr, "xgrammar validation %s\n", name)
-			}
-		}
+		r.report(os.Stderr, "xgrammar", name, verbose, verbose)
 		if i+1 == len(files) || time.Since(lastProgress) > 10*time.Second {
 			lastProgress = time.Now()
 			fmt.Fprintf(os.Stderr, "xgrammar [%d/%d] %s (%.0fs)\n", i+1, len(files), st.progress(), time.Since(start).Seconds())
