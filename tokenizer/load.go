@@ -697,9 +697,14 @@ func (t *Tokenizer) compactStrings() {
 
 // intern returns ss with every string a substring of one new string.
 func intern(ss []string) []string {
-	var sb strings.Builder
+	n := 0
 	for _, s := range ss {
-		sb.WriteString(s) // grows by doubling: a few copies of the whole, once
+		n += len(s)
+	}
+	var sb strings.Builder
+	sb.Grow(n)
+	for _, s := range ss {
+		sb.WriteString(s)
 	}
 	all := sb.String()
 	out := make([]string, len(ss))
