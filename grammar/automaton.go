@@ -28,14 +28,14 @@ type node struct {
 	call   int32 // rule called from here (-1 none); continues at ret
 	ret    int32
 	final  bool // end of its rule
-	strq   int8 // free-string body substate, or -1
+	bodyState   int8 // free-string body substate, or -1
 	// loop >= 0: index into Grammar.classes of printable ASCII chars (each
 	// one literal byte) of which this char-string node accepts any run of
 	// up to run chars (unboundedRem: it loops on them)
 	loop int16
-	// crem >= 0: a char boundary of a length-only string that may still
-	// take crem chars (unboundedRem: any number); see vocabTables.cnt
-	crem int32
+	// charsLeft >= 0: a char boundary of a length-only string that may still
+	// take charsLeft chars (unboundedRem: any number); see vocabTables.cnt
+	charsLeft int32
 	run  int32
 	// total: a char-string node from which every char, again and again,
 	// keeps the string alive (see totalStates)
@@ -48,16 +48,16 @@ type stackEnt struct {
 	ret, parent, depth int32
 }
 
-type dstate struct {
+type dfaState struct {
 	cfg    []uint64
 	accept bool
 	popped bool // a hole frame (see holeStack) ended: what follows depends on the caller
-	strq   int8
+	bodyState   int8
 	loop   int16     // single configuration on a node taking runs of an ASCII class (node.loop), or -1
 	run    int32     // node.run of that node
 	total  bool      // single configuration on a node.total node
 	next   [4]uint64 // bytes with an outgoing edge
-	mask   *cmask
+	mask   *cachedMask
 	local  *localMask // for hole-rooted states: the context-independent part of the mask
 }
 
@@ -67,27 +67,27 @@ type dstate struct {
 type localMask struct {
 	acc  []int32
 	bits []uint64 // acc as a bitset when it is large (then acc is nil)
-	unc  []uncRoot
+	open  []openSubtree
 }
 
-type uncRoot struct {
+type openSubtree struct {
 	tr     *trie
 	node   int32  // node of tr whose subtree is context-dependent
 	prefix []byte // bytes of its ancestors
 }
 
-// cmask is a cached token mask: base (shared, may be nil) plus add tokens,
+// cachedMask is a cached token mask: base (shared, may be nil) plus add tokens,
 // or a dense bitset.
-type cmask struct {
+type cachedMask struct {
 	base  []uint64
 	add   []int32
 	dense []uint64
 }
 
 // bytes is what c holds of its own (base is shared).
-func (c *cmask) bytes() int { return 48 + 8*len(c.dense) + 4*len(c.add) }
+func (c *cachedMask) bytes() int { return 48 + 8*len(c.dense) + 4*len(c.add) }
 
-func (c *cmask) fill(dst []uint64) {
+func (c *cachedMask) fill(dst []uint64) {
 	switch {
 	case c.dense != nil:
 		copy(dst, c.dense)
@@ -121,7 +121,7 @@ type Grammar struct {
 	stacks    []stackEnt
 	stackIdx  map[[2]int32]int32
 	holes     map[int32]int32 // stack depth -> hole stack of that depth
-	states    []*dstate
+	states    []*dfaState
 	stateIdx  map[string]int32
 	trans     [][]int32 // pages of transPage rows: [row%transPage*256+byte] -> state, -1 unknown, 0 dead
 	rowOf     []int32   // state -> its row in trans, -1 before the first step from it
@@ -143,7 +143,7 @@ type Grammar struct {
 // single growing slice would be copied over and over as states are added).
 const transPage = 16
 
-// stateBytes approximates a dstate's fixed cost: the struct, its pointer
+// stateBytes approximates a dfaState's fixed cost: the struct, its pointer
 // in states and its stateIdx entry.
 const stateBytes = 160
 
@@ -163,8 +163,8 @@ func (g *Grammar) initDFA(maxStates int) {
 	g.stateIdx = map[string]int32{}
 	g.seen = map[uint64]struct{}{}
 	g.maxStates = maxStates
-	dead := &dstate{strq: -1, mask: &cmask{}}
-	g.states = []*dstate{dead}
+	dead := &dfaState{bodyState: -1, mask: &cachedMask{}}
+	g.states = []*dfaState{dead}
 	g.trans, g.rowOf = nil, []int32{-1}
 	g.start = g.closure([]uint64{pack(g.rules[0], 0)})
 }
@@ -246,7 +246,7 @@ func (g *Grammar) closure(seeds []uint64) int32 {
 	if len(g.states) >= g.maxStates {
 		return 0 // over budget: refuse rather than accept too much
 	}
-	ds := &dstate{cfg: slices.Clone(out), accept: accept, popped: popped, strq: -2, loop: -1}
+	ds := &dfaState{cfg: slices.Clone(out), accept: accept, popped: popped, bodyState: -2, loop: -1}
 	if len(out) == 1 {
 		n := &g.nodes[int32(out[0]>>32)]
 		ds.loop, ds.run, ds.total = n.loop, n.run, n.total
@@ -258,14 +258,14 @@ func (g *Grammar) closure(seeds []uint64) int32 {
 				ds.next[b>>6] |= 1 << (uint(b) & 63)
 			}
 		}
-		if ds.strq == -2 {
-			ds.strq = n.strq
-		} else if ds.strq != n.strq {
-			ds.strq = -1
+		if ds.bodyState == -2 {
+			ds.bodyState = n.bodyState
+		} else if ds.bodyState != n.bodyState {
+			ds.bodyState = -1
 		}
 	}
-	if ds.strq == -2 {
-		ds.strq = -1
+	if ds.bodyState == -2 {
+		ds.bodyState = -1
 	}
 	i := int32(len(g.states))
 	g.states = append(g.states, ds)
@@ -415,7 +415,7 @@ func (g *Grammar) localMaskOf(l int32) *localMask {
 	lm.bits, lm.acc = g.packToks(g.walkVocab(l, lm), g.toks, false)
 	ls.local = lm
 	n := 8*len(lm.bits) + 4*len(lm.acc)
-	for _, u := range lm.unc {
+	for _, u := range lm.open {
 		n += 32 + len(u.prefix)
 	}
 	g.grow(n)
@@ -442,7 +442,7 @@ func (g *Grammar) walkVocab(s int32, lm *localMask) []uint64 {
 			continue
 		}
 		if t := g.step(s, byte(c)); t != 0 {
-			if ts := g.states[t]; !ts.popped && ts.strq == x {
+			if ts := g.states[t]; !ts.popped && ts.bodyState == x {
 				free[c] = true
 				nFree += len(vt.inFirst[c])
 			}
@@ -453,8 +453,8 @@ func (g *Grammar) walkVocab(s int32, lm *localMask) []uint64 {
 		g.walkRange(tr, 0, int32(len(tr.b)), s, lm)
 		return nil
 	}
-	bits := slices.Clone(vt.str[sqNormal].in)
-	ct := vt.str[sqNormal].close
+	bits := slices.Clone(vt.str[bodyNormal].in)
+	ct := vt.str[bodyNormal].close
 	for c := 0; c < 256; c++ {
 		if free[c] {
 			if k := vt.closeKid[c]; k >= 0 {
@@ -498,11 +498,11 @@ func (g *Grammar) walkRange(tr *trie, lo, hi int32, s int32, lm *localMask) {
 		}
 		ts := g.states[t]
 		if lm != nil && ts.popped {
-			lm.unc = append(lm.unc, uncRoot{tr: tr, node: i, prefix: slices.Clone(path[:d])})
+			lm.open = append(lm.open, openSubtree{tr: tr, node: i, prefix: slices.Clone(path[:d])})
 			i = tr.end[i]
 			continue
 		}
-		if ts.strq == sqNormal && tr.plain[i] || ts.loop >= 0 && tr == g.vt.trie && int32(tr.h[i]) <= ts.run && g.inClass(ts.loop, i) {
+		if ts.bodyState == bodyNormal && tr.plain[i] || ts.loop >= 0 && tr == g.vt.trie && int32(tr.h[i]) <= ts.run && g.inClass(ts.loop, i) {
 			// inside a string, a subtree of bytes that loop on this state
 			// (or of class chars no longer than its guaranteed run) keeps
 			// it alive: the whole subtree is accepted
@@ -524,7 +524,7 @@ func (g *Grammar) walkRange(tr *trie, lo, hi int32, s int32, lm *localMask) {
 
 const sparseMax = 2048
 
-func (g *Grammar) maskOf(s int32) *cmask {
+func (g *Grammar) maskOf(s int32) *cachedMask {
 	ds := g.states[s]
 	if ds.mask != nil {
 		return ds.mask
@@ -532,7 +532,7 @@ func (g *Grammar) maskOf(s int32) *cmask {
 	if parts := g.splitByStack(s); parts != nil {
 		// Every part's mask is computed (and cached) before merging:
 		// maskOf reuses g.toks as scratch.
-		subs := make([]*cmask, len(parts))
+		subs := make([]*cachedMask, len(parts))
 		for i, p := range parts {
 			subs[i] = g.maskOf(p)
 		}
@@ -541,22 +541,22 @@ func (g *Grammar) maskOf(s int32) *cmask {
 		return ds.mask
 	}
 	g.toks = g.toks[:0]
-	m := &cmask{}
-	if ds.strq >= 0 {
-		st := &g.vt.str[ds.strq]
+	m := &cachedMask{}
+	if ds.bodyState >= 0 {
+		st := &g.vt.str[ds.bodyState]
 		g.walk(st.close, s)
 		m.base = st.in
-	} else if rem := g.countRem(ds); rem >= 0 {
+	} else if rem := g.charsLeft(ds); rem >= 0 {
 		// inside a length-only string: tokens that stay inside depend only
 		// on how many chars they spell; those that close it are walked
 		cnt := g.vt.cnt
 		m.base = cnt[min(int(rem), len(cnt)-1)]
-		g.walk(g.vt.str[sqNormal].close, s)
+		g.walk(g.vt.str[bodyNormal].close, s)
 	} else if l := g.localOf(s); l >= 0 {
 		lm := g.localMaskOf(l)
 		g.toks = append(g.toks[:0], lm.acc...)
 		m.base = lm.bits
-		for _, u := range lm.unc {
+		for _, u := range lm.open {
 			rs := s
 			for _, c := range u.prefix {
 				if rs = g.step(rs, c); rs == 0 {
@@ -610,13 +610,13 @@ func (g *Grammar) inClass(k int16, i int32) bool {
 	return sub[i>>6]&(1<<(uint(i)&63)) != 0
 }
 
-// countRem returns how many more chars the length-only string that ds sits
+// charsLeft returns how many more chars the length-only string that ds sits
 // in (at a char boundary) may take, or -1 when ds is not such a state.
-func (g *Grammar) countRem(ds *dstate) int32 {
+func (g *Grammar) charsLeft(ds *dfaState) int32 {
 	if len(ds.cfg) != 1 {
 		return -1
 	}
-	return g.nodes[int32(ds.cfg[0]>>32)].crem
+	return g.nodes[int32(ds.cfg[0]>>32)].charsLeft
 }
 
 // A token is accepted from a set of configurations iff it is accepted from
@@ -683,7 +683,7 @@ func (g *Grammar) splitByStack(s int32) []int32 {
 }
 
 // mergeMasks returns the union of subs.
-func mergeMasks(subs []*cmask, words int) *cmask {
+func mergeMasks(subs []*cachedMask, words int) *cachedMask {
 	var bases [][]uint64
 	n := 0
 	for _, c := range subs {
@@ -695,7 +695,7 @@ func mergeMasks(subs []*cmask, words int) *cmask {
 		}
 		n += len(c.add)
 	}
-	m := &cmask{}
+	m := &cachedMask{}
 	switch len(bases) {
 	case 0:
 	case 1:
@@ -727,13 +727,13 @@ func mergeMasks(subs []*cmask, words int) *cmask {
 
 // ---- construction ----
 
-type frag struct{ in, out int32 }
+type fragment struct{ in, out int32 }
 
 type builder struct {
 	g        *Grammar
 	maxNodes int
 	over     bool
-	freeQ    map[int32][numSQ]int32 // freeBody normal node -> its substate nodes
+	freeQ    map[int32][numBodyStates]int32 // freeBody normal node -> its substate nodes
 	// edges and epsilon edges while building, in the order added, each
 	// with the node it leaves; flatten sorts them into Grammar.edges and
 	// Grammar.eps by node (a counting sort: sequential, unlike per-node
@@ -776,7 +776,7 @@ func grow[T any](s []T, v T) []T {
 }
 
 func (b *builder) node() int32 {
-	b.g.nodes = grow(b.g.nodes, node{call: -1, strq: -1, crem: -1, loop: -1})
+	b.g.nodes = grow(b.g.nodes, node{call: -1, bodyState: -1, charsLeft: -1, loop: -1})
 	if len(b.g.nodes) > b.maxNodes {
 		b.over = true
 	}
@@ -844,16 +844,16 @@ func (b *builder) flatten() {
 	}
 }
 
-func (b *builder) empty() frag {
+func (b *builder) empty() fragment {
 	in, out := b.node(), b.node()
 	b.eps(in, out)
-	return frag{in, out}
+	return fragment{in, out}
 }
 
 // never matches nothing.
-func (b *builder) never() frag { return frag{b.node(), b.node()} }
+func (b *builder) never() fragment { return fragment{b.node(), b.node()} }
 
-func (b *builder) lit(s string) frag {
+func (b *builder) lit(s string) fragment {
 	in := b.node()
 	cur := in
 	for i := 0; i < len(s); i++ {
@@ -861,20 +861,20 @@ func (b *builder) lit(s string) frag {
 		b.edge(cur, s[i], s[i], nx)
 		cur = nx
 	}
-	return frag{in, cur}
+	return fragment{in, cur}
 }
 
-func (b *builder) seq(fs ...frag) frag {
+func (b *builder) seq(fs ...fragment) fragment {
 	if len(fs) == 0 {
 		return b.empty()
 	}
 	for i := 0; i+1 < len(fs); i++ {
 		b.eps(fs[i].out, fs[i+1].in)
 	}
-	return frag{fs[0].in, fs[len(fs)-1].out}
+	return fragment{fs[0].in, fs[len(fs)-1].out}
 }
 
-func (b *builder) alt(fs ...frag) frag {
+func (b *builder) alt(fs ...fragment) fragment {
 	if len(fs) == 1 {
 		return fs[0]
 	}
@@ -883,45 +883,45 @@ func (b *builder) alt(fs ...frag) frag {
 		b.eps(in, f.in)
 		b.eps(f.out, out)
 	}
-	return frag{in, out}
+	return fragment{in, out}
 }
 
-func (b *builder) opt(f frag) frag {
+func (b *builder) opt(f fragment) fragment {
 	in, out := b.node(), b.node()
 	b.eps(in, f.in)
 	b.eps(in, out)
 	b.eps(f.out, out)
-	return frag{in, out}
+	return fragment{in, out}
 }
 
-func (b *builder) star(f frag) frag {
+func (b *builder) star(f fragment) fragment {
 	in, out := b.node(), b.node()
 	b.eps(in, f.in)
 	b.eps(in, out)
 	b.eps(f.out, f.in)
 	b.eps(f.out, out)
-	return frag{in, out}
+	return fragment{in, out}
 }
 
-func (b *builder) call(rule int32) frag {
+func (b *builder) call(rule int32) fragment {
 	in, out := b.node(), b.node()
 	b.g.nodes[in].call = rule
 	b.g.nodes[in].ret = out
-	return frag{in, out}
+	return fragment{in, out}
 }
 
 // freeString emits a JSON string (quotes included) with any content, using
 // the reference body automaton so the per-Compiler string tables apply.
-func (b *builder) freeString() frag {
+func (b *builder) freeString() fragment {
 	in, out := b.node(), b.node()
 	b.edge(in, '"', '"', b.freeBody(out))
-	return frag{in, out}
+	return fragment{in, out}
 }
 
 // charString emits a JSON string whose decoded value is accepted by d.
 // States that accept and loop on every char become a tagged free-string
 // body, so their masks come from the per-Compiler string tables.
-func (b *builder) charString(d *cdfa) frag {
+func (b *builder) charString(d *cdfa) fragment {
 	in, out := b.node(), b.node()
 	ns := make([]int32, len(d.trans))
 	free := make([]bool, len(d.trans))
@@ -950,7 +950,7 @@ func (b *builder) charString(d *cdfa) frag {
 			if d.maxLen >= 0 {
 				rem = int32(d.maxLen - i)
 			}
-			b.g.nodes[ns[i]].crem = rem
+			b.g.nodes[ns[i]].charsLeft = rem
 		}
 	}
 	b.edge(in, '"', '"', ns[0])
@@ -998,8 +998,8 @@ func (b *builder) charString(d *cdfa) frag {
 			q := b.freeQ[ns[to]]
 			for c := 0xC2; c <= 0xF4; {
 				// one edge per run of lead bytes entering the same substate
-				sq, e := strStep(sqNormal, byte(c)), c
-				for e < 0xF4 && strStep(sqNormal, byte(e+1)) == sq {
+				sq, e := bodyStep(bodyNormal, byte(c)), c
+				for e < 0xF4 && bodyStep(bodyNormal, byte(e+1)) == sq {
 					e++
 				}
 				b.edge(ns[i], byte(c), byte(e), q[sq])
@@ -1007,7 +1007,7 @@ func (b *builder) charString(d *cdfa) frag {
 			}
 		}
 	}
-	return frag{in, out}
+	return fragment{in, out}
 }
 
 // loopClass returns the printable ASCII chars other than '"' and '\\'
@@ -1317,23 +1317,23 @@ func coversAllTo(tr []ctr, to int32) bool {
 // freeBody builds the reference string-body automaton closing into out and
 // returns its normal-substate node.
 func (b *builder) freeBody(out int32) int32 {
-	var q [numSQ]int32
+	var q [numBodyStates]int32
 	for i := range q {
 		q[i] = b.node()
-		b.g.nodes[q[i]].strq = int8(i)
+		b.g.nodes[q[i]].bodyState = int8(i)
 	}
 	if b.freeQ == nil {
-		b.freeQ = map[int32][numSQ]int32{}
+		b.freeQ = map[int32][numBodyStates]int32{}
 	}
-	b.freeQ[q[sqNormal]] = q
+	b.freeQ[q[bodyNormal]] = q
 	for _, e := range freeBodyEdges {
 		to := out
-		if e.to != sqClose {
+		if e.to != bodyClosed {
 			to = q[e.to]
 		}
 		b.edge(q[e.from], e.lo, e.hi, to)
 	}
-	return q[sqNormal]
+	return q[bodyNormal]
 }
 
 type bodyEdge struct {
@@ -1342,19 +1342,19 @@ type bodyEdge struct {
 }
 
 // freeBodyEdges are the byte-range edges of the string body automaton
-// (strStep), computed once: every free string of every grammar has them.
+// (bodyStep), computed once: every free string of every grammar has them.
 var freeBodyEdges = func() []bodyEdge {
 	var es []bodyEdge
-	for i := 0; i < numSQ; i++ {
+	for i := 0; i < numBodyStates; i++ {
 		lastT, start := -100, 0
 		flush := func(end int) {
-			if lastT == -100 || lastT == sqDead {
+			if lastT == -100 || lastT == bodyDead {
 				return
 			}
 			es = append(es, bodyEdge{from: i, to: lastT, lo: byte(start), hi: byte(end)})
 		}
 		for c := 0; c < 256; c++ {
-			t := strStep(i, byte(c))
+			t := bodyStep(i, byte(c))
 			if t != lastT {
 				flush(c - 1)
 				lastT, start = t, c

@@ -191,7 +191,7 @@ func (c *Compiler) release(b *builder, nodes []node) {
 	c.scratchMu.Unlock()
 }
 
-func (c *Compiler) finish(b *builder, root frag) (*Grammar, error) {
+func (c *Compiler) finish(b *builder, root fragment) (*Grammar, error) {
 	if b.over {
 		return nil, errf("grammar exceeds %d automaton nodes", c.opts.Limits.MaxStates)
 	}
@@ -247,7 +247,7 @@ func (c *Compiler) Regex(pattern string) (*Grammar, error) {
 }
 
 // rawChars emits the UTF-8 bytes of strings accepted by d (no JSON quoting).
-func (b *builder) rawChars(d *cdfa) frag {
+func (b *builder) rawChars(d *cdfa) fragment {
 	out := b.node()
 	ns := make([]int32, len(d.trans))
 	for i := range ns {
@@ -272,7 +272,7 @@ func (b *builder) rawChars(d *cdfa) frag {
 			})
 		}
 	}
-	return frag{ns[0], out}
+	return fragment{ns[0], out}
 }
 
 // Matcher tracks one generation against a Grammar.

@@ -18,10 +18,10 @@ import (
 // the grammar compiler makes anyway (it resolves every $ref it reaches and
 // compiles every pattern). Other $schema values, and documents with more
 // than one $schema, are compiled by the library as a whole.
-func validateSchemaDoc(root *jv, text string) error {
+func validateSchemaDoc(root *jsonValue, text string) error {
 	doc := root.toAny()
 	url := "https://json-schema.org/draft/2020-12/schema"
-	if s := root.get("$schema"); s != nil && s.kind == jStr {
+	if s := root.get("$schema"); s != nil && s.kind == jsonString {
 		url = s.str
 	}
 	if meta := metaschema(url); meta != nil && strings.Count(text, `"$schema"`) <= 1 {
@@ -107,7 +107,7 @@ func ratFloor(r *big.Rat) *big.Int {
 
 var one = big.NewInt(1)
 
-func (sc *schemaCompiler) numFrag(s *sch) (frag, error) {
+func (sc *schemaCompiler) numFrag(s *constraints) (fragment, error) {
 	b := sc.b
 	intOnly := s.types&tNum == 0
 	var k *big.Int // integer multipleOf (lcm)
@@ -130,13 +130,13 @@ func (sc *schemaCompiler) numFrag(s *sch) (frag, error) {
 		for d.Cmp(one) > 0 {
 			q, r := new(big.Int).QuoRem(d, ten, new(big.Int))
 			if r.Sign() != 0 {
-				return frag{}, errf("multipleOf %s is not supported", m.RatString())
+				return fragment{}, errf("multipleOf %s is not supported", m.RatString())
 			}
 			d = q
 			p++
 		}
 		if m.Num().Cmp(one) != 0 {
-			return frag{}, errf("multipleOf %s is not supported", m.RatString())
+			return fragment{}, errf("multipleOf %s is not supported", m.RatString())
 		}
 		if fracDigits < 0 || p < fracDigits {
 			fracDigits = p
@@ -164,14 +164,14 @@ func (sc *schemaCompiler) numFrag(s *sch) (frag, error) {
 		}
 		d, err := regexDFA("^(?:"+intRangeRegex(lo, hi)+")$", false)
 		if err != nil {
-			return frag{}, err
+			return fragment{}, err
 		}
 		if k != nil {
 			if !k.IsInt64() || k.Int64() > 10000 {
-				return frag{}, errf("multipleOf %s is too large", k)
+				return fragment{}, errf("multipleOf %s is too large", k)
 			}
 			if d, err = intersect(d, modDFA(int(k.Int64()))); err != nil {
-				return frag{}, err
+				return fragment{}, err
 			}
 		}
 		return b.rawChars(d), nil
@@ -222,10 +222,10 @@ func (sc *schemaCompiler) numFrag(s *sch) (frag, error) {
 	return sc.rawRegex("^(?:" + strings.Join(alts, "|") + ")$")
 }
 
-func (sc *schemaCompiler) rawRegex(re string) (frag, error) {
+func (sc *schemaCompiler) rawRegex(re string) (fragment, error) {
 	d, err := regexDFA(re, false)
 	if err != nil {
-		return frag{}, err
+		return fragment{}, err
 	}
 	return sc.b.rawChars(d), nil
 }

@@ -270,15 +270,15 @@ func TestMergeMasks(t *testing.T) {
 		return ts
 	}
 	for trial := 0; trial < 50; trial++ {
-		var subs []*cmask
+		var subs []*cachedMask
 		for k := 0; k < 1+trial%4; k++ {
 			switch rng.Intn(3) {
 			case 0:
-				subs = append(subs, &cmask{dense: randBits(), add: randToks(3)})
+				subs = append(subs, &cachedMask{dense: randBits(), add: randToks(3)})
 			case 1:
-				subs = append(subs, &cmask{base: randBits(), add: randToks(5)})
+				subs = append(subs, &cachedMask{base: randBits(), add: randToks(5)})
 			default:
-				subs = append(subs, &cmask{add: randToks(rng.Intn(1500))})
+				subs = append(subs, &cachedMask{add: randToks(rng.Intn(1500))})
 			}
 		}
 		want := make([]uint64, words)

@@ -23,25 +23,25 @@ const (
 	tAll = tNull | tBool | tObj | tArr | tStr | tInt | tNum
 )
 
-// sch is one conjunction of constraints with its disjunctions distributed
-// away; subschemas stay unexpanded (lists of *jv that must all hold) so
+// constraints is one conjunction of constraints with its disjunctions distributed
+// away; subschemas stay unexpanded (lists of *jsonValue that must all hold) so
 // recursive schemas compile to rule calls.
-type sch struct {
+type constraints struct {
 	types    uint8
 	hasEnum  bool
-	enum     []*jv
-	props    []prop
-	forbid   map[string]bool
+	enum     []*jsonValue
+	properties    []prop
+	forbidden   map[string]bool
 	required []string
-	addl     []*jv
-	addlNone bool
-	patProps []patProp
-	propName []*jv
+	additional     []*jsonValue
+	noAdditional bool
+	patternProps []patternProp
+	propertyNames []*jsonValue
 	minProps int
 	maxProps int
-	prefix   [][]*jv
-	items    []*jv
-	itemNone bool
+	prefix   [][]*jsonValue
+	items    []*jsonValue
+	noMoreItems bool
 	minItems int
 	maxItems int
 	minLen   int
@@ -56,33 +56,33 @@ type sch struct {
 
 type prop struct {
 	name string
-	conj []*jv
+	conj []*jsonValue
 }
 
-type pkey struct {
+type patternKey struct {
 	d    *cdfa
-	conj []*jv
+	conj []*jsonValue
 }
 
-type patProp struct {
+type patternProp struct {
 	pat  string
-	conj []*jv
+	conj []*jsonValue
 }
 
-func newSch() *sch { return &sch{types: tAll, maxProps: -1, maxItems: -1, maxLen: -1} }
+func newConstraints() *constraints { return &constraints{types: tAll, maxProps: -1, maxItems: -1, maxLen: -1} }
 
-func (s *sch) clone() *sch {
+func (s *constraints) clone() *constraints {
 	c := *s
 	c.enum = slices.Clone(s.enum)
-	c.props = slices.Clone(s.props)
-	c.forbid = map[string]bool{}
-	for k := range s.forbid {
-		c.forbid[k] = true
+	c.properties = slices.Clone(s.properties)
+	c.forbidden = map[string]bool{}
+	for k := range s.forbidden {
+		c.forbidden[k] = true
 	}
 	c.required = slices.Clone(s.required)
-	c.addl = slices.Clone(s.addl)
-	c.patProps = slices.Clone(s.patProps)
-	c.propName = slices.Clone(s.propName)
+	c.additional = slices.Clone(s.additional)
+	c.patternProps = slices.Clone(s.patternProps)
+	c.propertyNames = slices.Clone(s.propertyNames)
 	c.prefix = slices.Clone(s.prefix)
 	c.items = slices.Clone(s.items)
 	c.patterns = slices.Clone(s.patterns)
@@ -94,16 +94,16 @@ func (s *sch) clone() *sch {
 type schemaCompiler struct {
 	c       *Compiler
 	b       *builder
-	root    *jv
+	root    *jsonValue
 	flex    bool
-	ids     map[string]*jv
+	ids     map[string]*jsonValue
 	dupIDs  map[string]bool // ids more than one schema claims
-	anchors map[string]*jv
-	base    map[*jv]string
+	anchors map[string]*jsonValue
+	base    map[*jsonValue]string
 	rules   map[string]int32
 	queue   []queued
 	anyRule int32
-	one     map[*jv]*parsed
+	one     map[*jsonValue]*parsed
 	depth   int
 	// strings: the char automaton of each string constraint set seen, and
 	// the rule large ones are shared through (see strFrag)
@@ -112,24 +112,24 @@ type schemaCompiler struct {
 
 type queued struct {
 	rule int32
-	conj []*jv
+	conj []*jsonValue
 }
 
 type parsed struct {
-	s      *sch
-	groups [][]*jv
-	oneOf  [][]*jv
+	s      *constraints
+	groups [][]*jsonValue
+	oneOf  [][]*jsonValue
 	err    error
 	busy   bool
 }
 
 func (c *Compiler) compileSchema(text string) (*Grammar, error) {
 	// Each described level takes up to two schema levels ("properties" then the name).
-	root, err := parseJV([]byte(text), 2*c.opts.Limits.MaxDepth+2)
+	root, err := parseJSONValue([]byte(text), 2*c.opts.Limits.MaxDepth+2)
 	if err != nil {
 		return nil, errf("invalid schema JSON: %v", err)
 	}
-	if root.kind != jObj && root.kind != jBool {
+	if root.kind != jsonObject && root.kind != jsonBool {
 		return nil, errf("invalid schema: not an object or boolean")
 	}
 	if err := validateSchemaDoc(root, text); err != nil {
@@ -137,11 +137,11 @@ func (c *Compiler) compileSchema(text string) (*Grammar, error) {
 	}
 	b := c.newBuilder()
 	sc := &schemaCompiler{c: c, b: b, root: root, flex: c.opts.Whitespace == Flexible,
-		ids: map[string]*jv{}, dupIDs: map[string]bool{}, anchors: map[string]*jv{}, base: map[*jv]string{},
-		rules: map[string]int32{}, anyRule: -1, one: map[*jv]*parsed{}}
+		ids: map[string]*jsonValue{}, dupIDs: map[string]bool{}, anchors: map[string]*jsonValue{}, base: map[*jsonValue]string{},
+		rules: map[string]int32{}, anyRule: -1, one: map[*jsonValue]*parsed{}}
 	sc.index(root, "urn:grammar:root", 0)
 	b.g.rules = []int32{-1}
-	top := b.seq(sc.ws(), b.call(sc.ruleFor([]*jv{root})), sc.ws())
+	top := b.seq(sc.ws(), b.call(sc.ruleFor([]*jsonValue{root})), sc.ws())
 	for len(sc.queue) > 0 {
 		q := sc.queue[0]
 		sc.queue = sc.queue[1:]
@@ -158,7 +158,7 @@ func (c *Compiler) compileSchema(text string) (*Grammar, error) {
 	return c.finish(b, top)
 }
 
-func (sc *schemaCompiler) ws() frag {
+func (sc *schemaCompiler) ws() fragment {
 	if !sc.flex {
 		return sc.b.empty()
 	}
@@ -166,27 +166,27 @@ func (sc *schemaCompiler) ws() frag {
 	for _, c := range []byte{' ', '\t', '\n', '\r'} {
 		sc.b.edge(n, c, c, n)
 	}
-	return frag{n, n}
+	return fragment{n, n}
 }
 
 // index records $id and $anchor locations and each schema's base URI.
-func (sc *schemaCompiler) index(j *jv, base string, depth int) {
+func (sc *schemaCompiler) index(j *jsonValue, base string, depth int) {
 	if depth > 200 {
 		return
 	}
 	switch j.kind {
-	case jObj:
-		if id := j.get("$id"); id != nil && id.kind == jStr {
+	case jsonObject:
+		if id := j.get("$id"); id != nil && id.kind == jsonString {
 			base = resolveURI(base, id.str)
 			sc.addID(stripFrag(base), j)
-		} else if id := j.get("id"); id != nil && id.kind == jStr && !strings.HasPrefix(id.str, "#") {
+		} else if id := j.get("id"); id != nil && id.kind == jsonString && !strings.HasPrefix(id.str, "#") {
 			base = resolveURI(base, id.str)
 			sc.addID(stripFrag(base), j)
 		}
-		if a := j.get("$anchor"); a != nil && a.kind == jStr {
+		if a := j.get("$anchor"); a != nil && a.kind == jsonString {
 			sc.anchors[stripFrag(base)+"#"+a.str] = j
 		}
-		if id := j.get("id"); id != nil && id.kind == jStr && strings.HasPrefix(id.str, "#") {
+		if id := j.get("id"); id != nil && id.kind == jsonString && strings.HasPrefix(id.str, "#") {
 			sc.anchors[stripFrag(base)+id.str] = j
 		}
 		sc.base[j] = base
@@ -196,7 +196,7 @@ func (sc *schemaCompiler) index(j *jv, base string, depth int) {
 		for _, v := range j.vals {
 			sc.index(v, base, depth+1)
 		}
-	case jArr:
+	case jsonArray:
 		for _, v := range j.arr {
 			sc.index(v, base, depth+1)
 		}
@@ -215,7 +215,7 @@ func inKeyword(kw string, err error) error {
 // addID records j as the schema identified by uri. Generated schemas often
 // repeat an $id (e.g. "#" or a path copied into several properties); that
 // is harmless unless a $ref names it, which resolveRef then refuses.
-func (sc *schemaCompiler) addID(uri string, j *jv) {
+func (sc *schemaCompiler) addID(uri string, j *jsonValue) {
 	if prev := sc.ids[uri]; prev != nil && prev != j {
 		sc.dupIDs[uri] = true
 	}
@@ -241,7 +241,7 @@ func resolveURI(base, ref string) string {
 	return b.ResolveReference(r).String()
 }
 
-func (sc *schemaCompiler) resolveRef(from *jv, ref string) (*jv, error) {
+func (sc *schemaCompiler) resolveRef(from *jsonValue, ref string) (*jsonValue, error) {
 	base := sc.base[from]
 	if base == "" {
 		base = "urn:grammar:root"
@@ -278,9 +278,9 @@ func (sc *schemaCompiler) resolveRef(from *jv, ref string) (*jv, error) {
 		}
 		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
 		switch cur.kind {
-		case jObj:
+		case jsonObject:
 			cur = cur.get(tok)
-		case jArr:
+		case jsonArray:
 			i, err := strconv.Atoi(tok)
 			if err != nil || i < 0 || i >= len(cur.arr) {
 				return nil, errf("unresolvable $ref %q", ref)
@@ -293,13 +293,13 @@ func (sc *schemaCompiler) resolveRef(from *jv, ref string) (*jv, error) {
 			return nil, errf("unresolvable $ref %q", ref)
 		}
 	}
-	if cur.kind != jObj && cur.kind != jBool {
+	if cur.kind != jsonObject && cur.kind != jsonBool {
 		return nil, errf("$ref %q does not point to a schema", ref)
 	}
 	return cur, nil
 }
 
-func conjKey(conj []*jv) string {
+func conjKey(conj []*jsonValue) string {
 	ids := make([]int, len(conj))
 	for i, j := range conj {
 		ids[i] = int(j.id)
@@ -315,7 +315,7 @@ func conjKey(conj []*jv) string {
 }
 
 // ruleFor returns the rule matching one JSON value valid against all of conj.
-func (sc *schemaCompiler) ruleFor(conj []*jv) int32 {
+func (sc *schemaCompiler) ruleFor(conj []*jsonValue) int32 {
 	if len(conj) == 0 || isTrivial(conj) {
 		return sc.anyValueRule()
 	}
@@ -330,12 +330,12 @@ func (sc *schemaCompiler) ruleFor(conj []*jv) int32 {
 	return r
 }
 
-func isTrivial(conj []*jv) bool {
+func isTrivial(conj []*jsonValue) bool {
 	for _, j := range conj {
-		if j.kind == jBool && j.b {
+		if j.kind == jsonBool && j.b {
 			continue
 		}
-		if j.kind == jObj {
+		if j.kind == jsonObject {
 			ok := true
 			for _, k := range j.keys {
 				if !annotationKeys[k] {
@@ -377,12 +377,12 @@ func (sc *schemaCompiler) anyValueRule() int32 {
 	b.g.rules = append(b.g.rules, -1)
 	sc.anyRule = r
 	ws := sc.ws
-	val := func() frag { return b.call(r) }
+	val := func() fragment { return b.call(r) }
 	arr := b.alt(
 		b.seq(b.lit("["), ws(), b.lit("]")),
 		b.seq(b.lit("["), ws(), b.star(b.seq(val(), ws(), b.lit(","), ws())), val(), ws(), b.lit("]")),
 	)
-	member := func() frag { return b.seq(b.freeString(), ws(), b.lit(":"), ws(), val()) }
+	member := func() fragment { return b.seq(b.freeString(), ws(), b.lit(":"), ws(), val()) }
 	obj := b.alt(
 		b.seq(b.lit("{"), ws(), b.lit("}")),
 		b.seq(b.lit("{"), ws(), b.star(b.seq(member(), ws(), b.lit(","), ws())), member(), ws(), b.lit("}")),
@@ -393,7 +393,7 @@ func (sc *schemaCompiler) anyValueRule() int32 {
 	return r
 }
 
-func (sc *schemaCompiler) numberAny() frag {
+func (sc *schemaCompiler) numberAny() fragment {
 	b := sc.b
 	intPart := b.alt(b.lit("0"), b.seq(b.lit19(), b.star(b.digit())))
 	frac := b.opt(b.seq(b.lit("."), b.digit(), b.star(b.digit())))
@@ -401,28 +401,28 @@ func (sc *schemaCompiler) numberAny() frag {
 	return b.seq(b.opt(b.lit("-")), intPart, frac, exp)
 }
 
-func (b *builder) digit() frag {
+func (b *builder) digit() fragment {
 	in, out := b.node(), b.node()
 	b.edge(in, '0', '9', out)
-	return frag{in, out}
+	return fragment{in, out}
 }
 
-func (b *builder) lit19() frag {
+func (b *builder) lit19() fragment {
 	in, out := b.node(), b.node()
 	b.edge(in, '1', '9', out)
-	return frag{in, out}
+	return fragment{in, out}
 }
 
-func (b *builder) byteSet(s string) frag {
+func (b *builder) byteSet(s string) fragment {
 	in, out := b.node(), b.node()
 	for i := 0; i < len(s); i++ {
 		b.edge(in, s[i], s[i], out)
 	}
-	return frag{in, out}
+	return fragment{in, out}
 }
 
 // parseOne reads one schema object's own keywords (following $ref and allOf).
-func (sc *schemaCompiler) parseOne(j *jv) (*parsed, error) {
+func (sc *schemaCompiler) parseOne(j *jsonValue) (*parsed, error) {
 	if p, ok := sc.one[j]; ok {
 		if p.busy {
 			return nil, errf("schema refers to itself without consuming input")
@@ -436,24 +436,24 @@ func (sc *schemaCompiler) parseOne(j *jv) (*parsed, error) {
 	return p, err
 }
 
-func (sc *schemaCompiler) subList(j *jv, key string) ([]*jv, error) {
+func (sc *schemaCompiler) subList(j *jsonValue, key string) ([]*jsonValue, error) {
 	v := j.get(key)
 	if v == nil {
 		return nil, nil
 	}
-	if v.kind != jArr || len(v.arr) == 0 {
+	if v.kind != jsonArray || len(v.arr) == 0 {
 		return nil, errf("%s must be a non-empty array", key)
 	}
 	for _, e := range v.arr {
-		if e.kind != jObj && e.kind != jBool {
+		if e.kind != jsonObject && e.kind != jsonBool {
 			return nil, errf("%s entries must be schemas", key)
 		}
 	}
 	return v.arr, nil
 }
 
-func asInt(v *jv, key string) (int, error) {
-	if v.kind != jNum || !isIntegral(v.num) {
+func asInt(v *jsonValue, key string) (int, error) {
+	if v.kind != jsonNumber || !isIntegral(v.num) {
 		return 0, errf("%s must be a non-negative integer", key)
 	}
 	r, _ := numRat(v.num)
@@ -466,24 +466,24 @@ func asInt(v *jv, key string) (int, error) {
 	return int(r.Num().Int64()), nil
 }
 
-func isSchema(v *jv) bool { return v != nil && (v.kind == jObj || v.kind == jBool) }
+func isSchema(v *jsonValue) bool { return v != nil && (v.kind == jsonObject || v.kind == jsonBool) }
 
-func (sc *schemaCompiler) parseKeywords(j *jv) (*sch, [][]*jv, [][]*jv, error) {
-	s := newSch()
-	if j.kind == jBool {
+func (sc *schemaCompiler) parseKeywords(j *jsonValue) (*constraints, [][]*jsonValue, [][]*jsonValue, error) {
+	s := newConstraints()
+	if j.kind == jsonBool {
 		if !j.b {
 			s.types = 0
 		}
 		return s, nil, nil, nil
 	}
-	var groups, oneOfs [][]*jv
+	var groups, oneOfs [][]*jsonValue
 	for i, k := range j.keys {
 		v := j.vals[i]
 		if annotationKeys[k] {
 			continue
 		}
 		if unsupportedKeys[k] {
-			if k == "uniqueItems" && v.kind == jBool && !v.b {
+			if k == "uniqueItems" && v.kind == jsonBool && !v.b {
 				continue
 			}
 			if (k == "then" || k == "else") && j.get("if") == nil {
@@ -493,21 +493,21 @@ func (sc *schemaCompiler) parseKeywords(j *jv) (*sch, [][]*jv, [][]*jv, error) {
 		}
 		switch k {
 		case "$ref":
-			if v.kind != jStr {
+			if v.kind != jsonString {
 				return nil, nil, nil, errf("$ref must be a string")
 			}
 			t, err := sc.resolveRef(j, v.str)
 			if err != nil {
 				return nil, nil, nil, err
 			}
-			groups = append(groups, []*jv{t})
+			groups = append(groups, []*jsonValue{t})
 		case "allOf":
 			l, err := sc.subList(j, k)
 			if err != nil {
 				return nil, nil, nil, err
 			}
 			for _, x := range l {
-				groups = append(groups, []*jv{x})
+				groups = append(groups, []*jsonValue{x})
 			}
 		case "anyOf":
 			l, err := sc.subList(j, k)
@@ -529,11 +529,11 @@ func (sc *schemaCompiler) parseKeywords(j *jv) (*sch, [][]*jv, [][]*jv, error) {
 		case "type":
 			var names []string
 			switch v.kind {
-			case jStr:
+			case jsonString:
 				names = []string{v.str}
-			case jArr:
+			case jsonArray:
 				for _, e := range v.arr {
-					if e.kind != jStr {
+					if e.kind != jsonString {
 						return nil, nil, nil, errf("type entries must be strings")
 					}
 					names = append(names, e.str)
@@ -564,28 +564,28 @@ func (sc *schemaCompiler) parseKeywords(j *jv) (*sch, [][]*jv, [][]*jv, error) {
 			}
 			s.types &= t
 		case "enum":
-			if v.kind != jArr {
+			if v.kind != jsonArray {
 				return nil, nil, nil, errf("enum must be an array")
 			}
 			s.hasEnum, s.enum = true, v.arr
 		case "const":
-			s.hasEnum, s.enum = true, []*jv{v}
+			s.hasEnum, s.enum = true, []*jsonValue{v}
 		case "properties":
-			if v.kind != jObj {
+			if v.kind != jsonObject {
 				return nil, nil, nil, errf("properties must be an object")
 			}
 			for pi, name := range v.keys {
 				if !isSchema(v.vals[pi]) {
 					return nil, nil, nil, errf("property %q is not a schema", name)
 				}
-				s.props = append(s.props, prop{name, []*jv{v.vals[pi]}})
+				s.properties = append(s.properties, prop{name, []*jsonValue{v.vals[pi]}})
 			}
 		case "required":
-			if v.kind != jArr {
+			if v.kind != jsonArray {
 				return nil, nil, nil, errf("required must be an array")
 			}
 			for _, e := range v.arr {
-				if e.kind != jStr {
+				if e.kind != jsonString {
 					return nil, nil, nil, errf("required entries must be strings")
 				}
 				if !slices.Contains(s.required, e.str) {
@@ -596,27 +596,27 @@ func (sc *schemaCompiler) parseKeywords(j *jv) (*sch, [][]*jv, [][]*jv, error) {
 			if !isSchema(v) {
 				return nil, nil, nil, errf("additionalProperties must be a schema")
 			}
-			if v.kind == jBool && !v.b {
-				s.addlNone = true
-			} else if !isTrivial([]*jv{v}) {
-				s.addl = []*jv{v}
+			if v.kind == jsonBool && !v.b {
+				s.noAdditional = true
+			} else if !isTrivial([]*jsonValue{v}) {
+				s.additional = []*jsonValue{v}
 			}
 		case "patternProperties":
-			if v.kind != jObj {
+			if v.kind != jsonObject {
 				return nil, nil, nil, errf("patternProperties must be an object")
 			}
 			for pi, pat := range v.keys {
 				if !isSchema(v.vals[pi]) {
 					return nil, nil, nil, errf("patternProperties entries must be schemas")
 				}
-				s.patProps = append(s.patProps, patProp{pat, []*jv{v.vals[pi]}})
+				s.patternProps = append(s.patternProps, patternProp{pat, []*jsonValue{v.vals[pi]}})
 			}
 		case "propertyNames":
 			if !isSchema(v) {
 				return nil, nil, nil, errf("propertyNames must be a schema")
 			}
-			if !isTrivial([]*jv{v}) {
-				s.propName = []*jv{v}
+			if !isTrivial([]*jsonValue{v}) {
+				s.propertyNames = []*jsonValue{v}
 			}
 		case "minProperties", "maxProperties", "minItems", "maxItems", "minLength", "maxLength":
 			n, err := asInt(v, k)
@@ -638,72 +638,72 @@ func (sc *schemaCompiler) parseKeywords(j *jv) (*sch, [][]*jv, [][]*jv, error) {
 				s.maxLen = n
 			}
 		case "items":
-			if v.kind == jArr {
+			if v.kind == jsonArray {
 				for _, e := range v.arr {
 					if !isSchema(e) {
 						return nil, nil, nil, errf("items entries must be schemas")
 					}
-					s.prefix = append(s.prefix, []*jv{e})
+					s.prefix = append(s.prefix, []*jsonValue{e})
 				}
 				if ai := j.get("additionalItems"); ai != nil {
 					if !isSchema(ai) {
 						return nil, nil, nil, errf("additionalItems must be a schema")
 					}
-					if ai.kind == jBool && !ai.b {
-						s.itemNone = true
-					} else if !isTrivial([]*jv{ai}) {
-						s.items = []*jv{ai}
+					if ai.kind == jsonBool && !ai.b {
+						s.noMoreItems = true
+					} else if !isTrivial([]*jsonValue{ai}) {
+						s.items = []*jsonValue{ai}
 					}
 				}
 			} else if isSchema(v) {
-				if v.kind == jBool && !v.b {
-					s.itemNone = true
-				} else if !isTrivial([]*jv{v}) {
-					s.items = []*jv{v}
+				if v.kind == jsonBool && !v.b {
+					s.noMoreItems = true
+				} else if !isTrivial([]*jsonValue{v}) {
+					s.items = []*jsonValue{v}
 				}
 			} else {
 				return nil, nil, nil, errf("items must be a schema or array")
 			}
 		case "prefixItems":
-			if v.kind != jArr {
+			if v.kind != jsonArray {
 				return nil, nil, nil, errf("prefixItems must be an array")
 			}
 			for _, e := range v.arr {
 				if !isSchema(e) {
 					return nil, nil, nil, errf("prefixItems entries must be schemas")
 				}
-				s.prefix = append(s.prefix, []*jv{e})
+				s.prefix = append(s.prefix, []*jsonValue{e})
 			}
 		case "additionalItems":
 			// handled with array-form items; alone it has no effect
 		case "pattern":
-			if v.kind != jStr {
+			if v.kind != jsonString {
 				return nil, nil, nil, errf("pattern must be a string")
 			}
 			s.patterns = append(s.patterns, v.str)
 		case "format":
-			if v.kind != jStr {
+			if v.kind != jsonString {
 				return nil, nil, nil, errf("format must be a string")
 			}
 			s.formats = append(s.formats, v.str)
 		case "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum":
-			if v.kind == jBool {
+			if v.kind == jsonBool {
 				continue // draft 4 modifier, read below
 			}
-			if v.kind != jNum {
+			if v.kind != jsonNumber {
 				return nil, nil, nil, errf("%s must be a number", k)
 			}
 			r, _ := numRat(v.num)
 			switch k {
 			case "minimum":
 				ex := false
-				if e := j.get("exclusiveMinimum"); e != nil && e.kind == jBool {
+				if e := j.get("exclusiveMinimum"); e != nil && e.kind == jsonBool {
 					ex = e.b
 				}
 				s.setLo(r, ex)
 			case "maximum":
 				ex := false
-				if e := j.get("exclusiveMaximum"); e != nil && e.kind == jBool {
+				if e := j.get("exclusiveMaximum"); e != nil && e.kind == jsonBool {
 					ex = e.b
 				}
 				s.setHi(r, ex)
@@ -713,7 +713,7 @@ func (sc *schemaCompiler) parseKeywords(j *jv) (*sch, [][]*jv, [][]*jv, error) {
 				s.setHi(r, true)
 			}
 		case "multipleOf":
-			if v.kind != jNum {
+			if v.kind != jsonNumber {
 				return nil, nil, nil, errf("multipleOf must be a number")
 			}
 			r, _ := numRat(v.num)
@@ -733,31 +733,31 @@ func (sc *schemaCompiler) parseKeywords(j *jv) (*sch, [][]*jv, [][]*jv, error) {
 // about other keys allow no other keys, and a tuple without a tail schema allows no more items.
 // A required name outside properties keeps the object open (closing it would leave no valid
 // document).
-func (sc *schemaCompiler) closeImplicit(j *jv, s *sch) {
+func (sc *schemaCompiler) closeImplicit(j *jsonValue, s *constraints) {
 	if j.get("properties") != nil && j.get("additionalProperties") == nil && j.get("patternProperties") == nil {
 		listed := true
-		if props := j.get("properties"); props.kind == jObj {
+		if props := j.get("properties"); props.kind == jsonObject {
 			for _, r := range s.required {
 				listed = listed && props.get(r) != nil
 			}
 		}
 		if listed {
-			s.addlNone = true
+			s.noAdditional = true
 		}
 	}
 	if items := j.get("items"); (j.get("prefixItems") != nil && items == nil) ||
-		(items != nil && items.kind == jArr && j.get("additionalItems") == nil) {
-		s.itemNone = true
+		(items != nil && items.kind == jsonArray && j.get("additionalItems") == nil) {
+		s.noMoreItems = true
 	}
 }
 
-func (s *sch) setLo(r *big.Rat, ex bool) {
+func (s *constraints) setLo(r *big.Rat, ex bool) {
 	if s.lo == nil || r.Cmp(s.lo) > 0 || (r.Cmp(s.lo) == 0 && ex) {
 		s.lo, s.loEx = r, ex
 	}
 }
 
-func (s *sch) setHi(r *big.Rat, ex bool) {
+func (s *constraints) setHi(r *big.Rat, ex bool) {
 	if s.hi == nil || r.Cmp(s.hi) < 0 || (r.Cmp(s.hi) == 0 && ex) {
 		s.hi, s.hiEx = r, ex
 	}
@@ -766,13 +766,13 @@ func (s *sch) setHi(r *big.Rat, ex bool) {
 const maxDisjuncts = 128
 
 // expand turns a conjunction of schemas into disjuncts without anyOf/oneOf.
-func (sc *schemaCompiler) expand(conj []*jv) ([]*sch, error) {
+func (sc *schemaCompiler) expand(conj []*jsonValue) ([]*constraints, error) {
 	sc.depth++
 	defer func() { sc.depth-- }()
 	if sc.depth > 64 {
 		return nil, errf("schema nesting of $ref/allOf/anyOf is too deep")
 	}
-	res := []*sch{newSch()}
+	res := []*constraints{newConstraints()}
 	for _, j := range conj {
 		p, err := sc.parseOne(j)
 		if err != nil {
@@ -789,9 +789,9 @@ func (sc *schemaCompiler) expand(conj []*jv) ([]*sch, error) {
 			}
 		}
 		for _, g := range p.groups {
-			var next []*sch
+			var next []*constraints
 			for _, alt := range g {
-				subs, err := sc.expand([]*jv{alt})
+				subs, err := sc.expand([]*jsonValue{alt})
 				if err != nil {
 					return nil, err
 				}
@@ -818,13 +818,13 @@ func (sc *schemaCompiler) expand(conj []*jv) ([]*sch, error) {
 
 // checkDisjoint accepts oneOf only when at most one branch can match any
 // instance; otherwise treating it as anyOf could accept invalid documents.
-func (sc *schemaCompiler) checkDisjoint(alts []*jv) error {
+func (sc *schemaCompiler) checkDisjoint(alts []*jsonValue) error {
 	if len(alts) < 2 {
 		return nil
 	}
-	var all [][]*sch
+	var all [][]*constraints
 	for _, a := range alts {
-		e, err := sc.expand([]*jv{a})
+		e, err := sc.expand([]*jsonValue{a})
 		if err != nil {
 			return err
 		}
@@ -844,7 +844,7 @@ func (sc *schemaCompiler) checkDisjoint(alts []*jv) error {
 	return nil
 }
 
-func effTypes(s *sch) uint8 {
+func effTypes(s *constraints) uint8 {
 	t := s.types
 	if s.hasEnum {
 		var et uint8
@@ -856,17 +856,17 @@ func effTypes(s *sch) uint8 {
 	return t
 }
 
-func kindType(v *jv) uint8 {
+func kindType(v *jsonValue) uint8 {
 	switch v.kind {
-	case jNull:
+	case jsonNull:
 		return tNull
-	case jBool:
+	case jsonBool:
 		return tBool
-	case jObj:
+	case jsonObject:
 		return tObj
-	case jArr:
+	case jsonArray:
 		return tArr
-	case jStr:
+	case jsonString:
 		return tStr
 	}
 	if isIntegral(v.num) {
@@ -875,7 +875,7 @@ func kindType(v *jv) uint8 {
 	return tNum
 }
 
-func disjoint(x, y *sch) bool {
+func disjoint(x, y *constraints) bool {
 	tx, ty := effTypes(x), effTypes(y)
 	common := tx & ty
 	if tx&tNum != 0 && ty&tInt != 0 || ty&tNum != 0 && tx&tInt != 0 {
@@ -892,7 +892,7 @@ func disjoint(x, y *sch) bool {
 	}
 	// Objects: a property required by one that the other forbids, or a
 	// required property whose const/enum values differ.
-	for _, pair := range [][2]*sch{{x, y}, {y, x}} {
+	for _, pair := range [][2]*constraints{{x, y}, {y, x}} {
 		a, b := pair[0], pair[1]
 		for _, r := range a.required {
 			if b.propForbidden(r) {
@@ -915,36 +915,36 @@ func disjoint(x, y *sch) bool {
 	return false
 }
 
-func (s *sch) propForbidden(name string) bool {
-	if s.forbid[name] {
+func (s *constraints) propForbidden(name string) bool {
+	if s.forbidden[name] {
 		return true
 	}
-	for _, p := range s.props {
+	for _, p := range s.properties {
 		if p.name == name {
 			for _, j := range p.conj {
-				if j.kind == jBool && !j.b {
+				if j.kind == jsonBool && !j.b {
 					return true
 				}
 			}
 			return false
 		}
 	}
-	return s.addlNone && len(s.patProps) == 0
+	return s.noAdditional && len(s.patternProps) == 0
 }
 
-func constOf(s *sch, name string) []*jv {
-	for _, p := range s.props {
+func constOf(s *constraints, name string) []*jsonValue {
+	for _, p := range s.properties {
 		if p.name != name {
 			continue
 		}
 		for _, j := range p.conj {
-			if j.kind != jObj {
+			if j.kind != jsonObject {
 				continue
 			}
 			if c := j.get("const"); c != nil {
-				return []*jv{c}
+				return []*jsonValue{c}
 			}
-			if e := j.get("enum"); e != nil && e.kind == jArr {
+			if e := j.get("enum"); e != nil && e.kind == jsonArray {
 				return e.arr
 			}
 		}
@@ -954,7 +954,7 @@ func constOf(s *sch, name string) []*jv {
 
 // valueSet is the set of vs's compact serializations: values are equal here when they
 // serialize alike, as the grammar compares enum and const values.
-func valueSet(vs []*jv) map[string]bool {
+func valueSet(vs []*jsonValue) map[string]bool {
 	set := make(map[string]bool, len(vs))
 	for _, v := range vs {
 		set[string(appendCompact(nil, v))] = true
@@ -963,7 +963,7 @@ func valueSet(vs []*jv) map[string]bool {
 }
 
 // sharesValue reports whether a and b have a value in common.
-func sharesValue(a, b []*jv) bool {
+func sharesValue(a, b []*jsonValue) bool {
 	in := valueSet(a)
 	for _, v := range b {
 		if in[string(appendCompact(nil, v))] {
@@ -974,7 +974,7 @@ func sharesValue(a, b []*jv) bool {
 }
 
 // merge intersects two constraint sets.
-func merge(a, b *sch) (*sch, error) {
+func merge(a, b *constraints) (*constraints, error) {
 	m := a.clone()
 	m.types &= b.types
 	if b.hasEnum {
@@ -982,7 +982,7 @@ func merge(a, b *sch) (*sch, error) {
 			m.hasEnum, m.enum = true, slices.Clone(b.enum)
 		} else {
 			in := valueSet(b.enum)
-			var keep []*jv
+			var keep []*jsonValue
 			for _, x := range m.enum {
 				if in[string(appendCompact(nil, x))] {
 					keep = append(keep, x)
@@ -992,31 +992,31 @@ func merge(a, b *sch) (*sch, error) {
 		}
 	}
 	// objects
-	if len(a.patProps) > 0 && b.hasObjectKeywords() || len(b.patProps) > 0 && a.hasObjectKeywords() {
+	if len(a.patternProps) > 0 && b.hasObjectKeywords() || len(b.patternProps) > 0 && a.hasObjectKeywords() {
 		return nil, errf("patternProperties combined with other object constraints is not supported")
 	}
-	if len(a.propName) > 0 && b.hasObjectKeywords() || len(b.propName) > 0 && a.hasObjectKeywords() {
+	if len(a.propertyNames) > 0 && b.hasObjectKeywords() || len(b.propertyNames) > 0 && a.hasObjectKeywords() {
 		return nil, errf("propertyNames combined with other object constraints is not supported")
 	}
-	m.patProps = append(m.patProps, b.patProps...)
-	m.propName = append(m.propName, b.propName...)
-	conjIn := func(s *sch, name string) ([]*jv, bool) {
-		if s.forbid[name] {
+	m.patternProps = append(m.patternProps, b.patternProps...)
+	m.propertyNames = append(m.propertyNames, b.propertyNames...)
+	conjIn := func(s *constraints, name string) ([]*jsonValue, bool) {
+		if s.forbidden[name] {
 			return nil, false
 		}
-		for _, p := range s.props {
+		for _, p := range s.properties {
 			if p.name == name {
 				return p.conj, true
 			}
 		}
-		if s.addlNone {
+		if s.noAdditional {
 			return nil, false
 		}
-		return s.addl, true
+		return s.additional, true
 	}
 	var props []prop
 	seen := map[string]bool{}
-	for _, p := range append(slices.Clone(a.props), b.props...) {
+	for _, p := range append(slices.Clone(a.properties), b.properties...) {
 		if seen[p.name] {
 			continue
 		}
@@ -1024,31 +1024,31 @@ func merge(a, b *sch) (*sch, error) {
 		ca, oka := conjIn(a, p.name)
 		cb, okb := conjIn(b, p.name)
 		if !oka || !okb {
-			m.forbid[p.name] = true
+			m.forbidden[p.name] = true
 			continue
 		}
 		props = append(props, prop{p.name, append(slices.Clone(ca), cb...)})
 	}
-	m.props = props
-	for k := range b.forbid {
-		m.forbid[k] = true
+	m.properties = props
+	for k := range b.forbidden {
+		m.forbidden[k] = true
 	}
 	for _, r := range b.required {
 		if !slices.Contains(m.required, r) {
 			m.required = append(m.required, r)
 		}
 	}
-	m.addl = append(m.addl, b.addl...)
-	m.addlNone = a.addlNone || b.addlNone
+	m.additional = append(m.additional, b.additional...)
+	m.noAdditional = a.noAdditional || b.noAdditional
 	m.minProps = max(a.minProps, b.minProps)
 	m.maxProps = minLimit(a.maxProps, b.maxProps)
 	// arrays
 	n := max(len(a.prefix), len(b.prefix))
-	at := func(s *sch, i int) ([]*jv, bool) {
+	at := func(s *constraints, i int) ([]*jsonValue, bool) {
 		if i < len(s.prefix) {
 			return s.prefix[i], true
 		}
-		if s.itemNone {
+		if s.noMoreItems {
 			return nil, false
 		}
 		return s.items, true
@@ -1065,7 +1065,7 @@ func merge(a, b *sch) (*sch, error) {
 		m.prefix = append(m.prefix, append(slices.Clone(ca), cb...))
 	}
 	m.items = append(slices.Clone(a.items), b.items...)
-	m.itemNone = a.itemNone || b.itemNone
+	m.noMoreItems = a.noMoreItems || b.noMoreItems
 	m.minItems = max(a.minItems, b.minItems)
 	m.maxItems = maxI
 	// strings
@@ -1082,15 +1082,15 @@ func merge(a, b *sch) (*sch, error) {
 	}
 	m.mults = append(m.mults, b.mults...)
 	for _, r := range m.required {
-		if m.forbid[r] {
+		if m.forbidden[r] {
 			m.types &^= tObj
 		}
 	}
 	return m, nil
 }
 
-func (s *sch) hasObjectKeywords() bool {
-	return len(s.props) > 0 || len(s.required) > 0 || len(s.addl) > 0 || s.addlNone || len(s.patProps) > 0 || len(s.propName) > 0 || len(s.forbid) > 0
+func (s *constraints) hasObjectKeywords() bool {
+	return len(s.properties) > 0 || len(s.required) > 0 || len(s.additional) > 0 || s.noAdditional || len(s.patternProps) > 0 || len(s.propertyNames) > 0 || len(s.forbidden) > 0
 }
 
 func minLimit(a, b int) int {
@@ -1104,16 +1104,16 @@ func minLimit(a, b int) int {
 }
 
 // value builds a fragment for one JSON value valid against conj.
-func (sc *schemaCompiler) value(conj []*jv) (frag, error) {
+func (sc *schemaCompiler) value(conj []*jsonValue) (fragment, error) {
 	disj, err := sc.expand(conj)
 	if err != nil {
-		return frag{}, err
+		return fragment{}, err
 	}
-	var fs []frag
+	var fs []fragment
 	for _, s := range disj {
 		f, err := sc.schFrag(s)
 		if err != nil {
-			return frag{}, err
+			return fragment{}, err
 		}
 		fs = append(fs, f)
 	}
@@ -1123,15 +1123,15 @@ func (sc *schemaCompiler) value(conj []*jv) (frag, error) {
 	return sc.b.alt(fs...), nil
 }
 
-func (sc *schemaCompiler) schFrag(s *sch) (frag, error) {
+func (sc *schemaCompiler) schFrag(s *constraints) (fragment, error) {
 	b := sc.b
 	if s.hasEnum {
-		var fs []frag
+		var fs []fragment
 		seen := map[string]bool{}
 		for _, v := range s.enum {
 			ok, err := sc.check(v, s)
 			if err != nil {
-				return frag{}, err
+				return fragment{}, err
 			}
 			lit := string(appendCompact(nil, v))
 			if ok && !seen[lit] {
@@ -1144,7 +1144,7 @@ func (sc *schemaCompiler) schFrag(s *sch) (frag, error) {
 		}
 		return b.alt(fs...), nil
 	}
-	var fs []frag
+	var fs []fragment
 	if s.types&tNull != 0 {
 		fs = append(fs, b.lit("null"))
 	}
@@ -1154,28 +1154,28 @@ func (sc *schemaCompiler) schFrag(s *sch) (frag, error) {
 	if s.types&(tInt|tNum) != 0 {
 		f, err := sc.numFrag(s)
 		if err != nil {
-			return frag{}, err
+			return fragment{}, err
 		}
 		fs = append(fs, f)
 	}
 	if s.types&tStr != 0 {
 		f, err := sc.strFrag(s)
 		if err != nil {
-			return frag{}, err
+			return fragment{}, err
 		}
 		fs = append(fs, f)
 	}
 	if s.types&tArr != 0 {
 		f, err := sc.arrFrag(s)
 		if err != nil {
-			return frag{}, err
+			return fragment{}, err
 		}
 		fs = append(fs, f)
 	}
 	if s.types&tObj != 0 {
 		f, err := sc.objFrag(s)
 		if err != nil {
-			return frag{}, err
+			return fragment{}, err
 		}
 		fs = append(fs, f)
 	}
@@ -1186,25 +1186,25 @@ func (sc *schemaCompiler) schFrag(s *sch) (frag, error) {
 }
 
 // elem is a call matching one value valid against conj (nil = any value).
-func (sc *schemaCompiler) elem(conj []*jv) frag {
+func (sc *schemaCompiler) elem(conj []*jsonValue) fragment {
 	for _, j := range conj {
-		if j.kind == jBool && !j.b {
+		if j.kind == jsonBool && !j.b {
 			return sc.b.never()
 		}
 	}
 	return sc.b.call(sc.ruleFor(conj))
 }
 
-func (sc *schemaCompiler) arrFrag(s *sch) (frag, error) {
+func (sc *schemaCompiler) arrFrag(s *constraints) (fragment, error) {
 	b := sc.b
 	maxI := s.maxItems
-	if s.itemNone {
+	if s.noMoreItems {
 		maxI = minLimit(maxI, len(s.prefix))
 	}
 	if maxI >= 0 && s.minItems > maxI {
 		return b.never(), nil
 	}
-	conjAt := func(i int) []*jv {
+	conjAt := func(i int) []*jsonValue {
 		if i < len(s.prefix) {
 			return s.prefix[i]
 		}
@@ -1215,7 +1215,7 @@ func (sc *schemaCompiler) arrFrag(s *sch) (frag, error) {
 		explicit = maxI
 	}
 	if explicit > 5000 {
-		return frag{}, errf("array bounds need %d explicit positions", explicit)
+		return fragment{}, errf("array bounds need %d explicit positions", explicit)
 	}
 	open := b.seq(b.lit("["), sc.ws())
 	end := b.node()
@@ -1237,7 +1237,7 @@ func (sc *schemaCompiler) arrFrag(s *sch) (frag, error) {
 			}
 			break
 		}
-		var f frag
+		var f fragment
 		if i == 0 {
 			f = sc.elem(conjAt(0))
 		} else {
@@ -1246,16 +1246,16 @@ func (sc *schemaCompiler) arrFrag(s *sch) (frag, error) {
 		b.eps(cur, f.in)
 		cur = f.out
 	}
-	return frag{open.in, end}, nil
+	return fragment{open.in, end}, nil
 }
 
-func (sc *schemaCompiler) objFrag(s *sch) (frag, error) {
+func (sc *schemaCompiler) objFrag(s *constraints) (fragment, error) {
 	b := sc.b
 	names := map[string]bool{}
-	for _, p := range s.props {
+	for _, p := range s.properties {
 		names[p.name] = true
 	}
-	for k := range s.forbid {
+	for k := range s.forbidden {
 		names[k] = true
 	}
 	required := map[string]bool{}
@@ -1263,14 +1263,14 @@ func (sc *schemaCompiler) objFrag(s *sch) (frag, error) {
 		required[r] = true
 	}
 	// Pattern properties: defined names matching a pattern take its schema too.
-	var pats []pkey
-	props := slices.Clone(s.props)
-	for _, pp := range s.patProps {
+	var pats []patternKey
+	props := slices.Clone(s.properties)
+	for _, pp := range s.patternProps {
 		d, err := regexDFA(pp.pat, true)
 		if err != nil {
-			return frag{}, inKeyword("patternProperties", err)
+			return fragment{}, inKeyword("patternProperties", err)
 		}
-		pats = append(pats, pkey{d, pp.conj})
+		pats = append(pats, patternKey{d, pp.conj})
 		for i := range props {
 			if d.matches(props[i].name) {
 				props[i].conj = append(slices.Clone(props[i].conj), pp.conj...)
@@ -1278,17 +1278,17 @@ func (sc *schemaCompiler) objFrag(s *sch) (frag, error) {
 		}
 	}
 	var nameDFA *cdfa
-	if len(s.propName) > 0 {
-		disj, err := sc.expand(s.propName)
+	if len(s.propertyNames) > 0 {
+		disj, err := sc.expand(s.propertyNames)
 		if err != nil {
-			return frag{}, err
+			return fragment{}, err
 		}
 		if len(disj) != 1 || disj[0].hasEnum || disj[0].types&tStr == 0 {
-			return frag{}, errf("unsupported propertyNames schema")
+			return fragment{}, errf("unsupported propertyNames schema")
 		}
 		nameDFA, err = sc.stringDFA(disj[0])
 		if err != nil {
-			return frag{}, err
+			return fragment{}, err
 		}
 		if nameDFA == nil {
 			nameDFA = lengthDFA(0, -1)
@@ -1305,8 +1305,8 @@ func (sc *schemaCompiler) objFrag(s *sch) (frag, error) {
 	// Required names not among properties are governed by additional schemas.
 	for _, r := range s.required {
 		if !names[r] {
-			conj := s.addl
-			if s.addlNone && len(pats) == 0 {
+			conj := s.additional
+			if s.noAdditional && len(pats) == 0 {
 				return b.never(), nil
 			}
 			for _, pk := range pats {
@@ -1320,7 +1320,7 @@ func (sc *schemaCompiler) objFrag(s *sch) (frag, error) {
 	}
 	var kept []prop
 	for _, p := range props {
-		if !s.forbid[p.name] && (nameDFA == nil || nameDFA.matches(p.name)) {
+		if !s.forbidden[p.name] && (nameDFA == nil || nameDFA.matches(p.name)) {
 			kept = append(kept, p)
 		}
 	}
@@ -1331,18 +1331,18 @@ func (sc *schemaCompiler) objFrag(s *sch) (frag, error) {
 			nReq++
 		}
 	}
-	extraAllowed := !s.addlNone || len(pats) > 0
+	extraAllowed := !s.noAdditional || len(pats) > 0
 	if s.maxProps >= 0 && (extraAllowed || len(props) > s.maxProps) {
-		return frag{}, errf("maxProperties is not supported here")
+		return fragment{}, errf("maxProperties is not supported here")
 	}
 	if s.minProps > nReq {
-		return frag{}, errf("minProperties beyond required properties is not supported")
+		return fragment{}, errf("minProperties beyond required properties is not supported")
 	}
 	var extra int32 = -1
 	if extraAllowed {
 		r, err := sc.extraRule(names, pats, s, nameDFA)
 		if err != nil {
-			return frag{}, err
+			return fragment{}, err
 		}
 		extra = r
 	}
@@ -1353,54 +1353,54 @@ func (sc *schemaCompiler) objFrag(s *sch) (frag, error) {
 		b.eps(from, f.in)
 		b.eps(f.out, end)
 	}
-	member := func(p prop) frag {
+	member := func(p prop) fragment {
 		return b.seq(b.lit(string(appendJSONString(nil, p.name))), sc.ws(), b.lit(":"), sc.ws(), sc.elem(p.conj))
 	}
-	comma := func(f frag) frag { return b.seq(sc.ws(), b.lit(","), sc.ws(), f) }
-	// As[i]: before member i, nothing emitted; Bs[i]: something emitted.
-	// Extra members loop only at the hubs Bx[i] (after member i-1 or an
+	comma := func(f fragment) fragment { return b.seq(sc.ws(), b.lit(","), sc.ws(), f) }
+	// noneYet[i]: before member i, nothing emitted; someEmitted[i]: something emitted.
+	// Extra members loop only at the hubs hub[i] (after member i-1 or an
 	// extra member) and at the start: an extra member between skipped
 	// optional properties can always be emitted before skipping them, so
 	// the language is the same as with a loop at every position, but the
 	// closure of a position reaches one open-key call site instead of one
 	// per remaining property (each with its own stack, hence DFA states and
 	// masks that could not be shared across positions).
-	As, Bs, Bx := make([]int32, len(props)+1), make([]int32, len(props)+1), make([]int32, len(props)+1)
-	for i := range As {
-		As[i], Bs[i], Bx[i] = b.node(), b.node(), b.node()
-		b.eps(Bx[i], Bs[i])
+	noneYet, someEmitted, hub := make([]int32, len(props)+1), make([]int32, len(props)+1), make([]int32, len(props)+1)
+	for i := range noneYet {
+		noneYet[i], someEmitted[i], hub[i] = b.node(), b.node(), b.node()
+		b.eps(hub[i], someEmitted[i])
 	}
-	b.eps(open.out, As[0])
+	b.eps(open.out, noneYet[0])
 	for i, p := range props {
 		// one member, entered directly or after a comma
 		f := member(p)
-		b.eps(As[i], f.in)
-		b.eps(f.out, Bx[i+1])
+		b.eps(noneYet[i], f.in)
+		b.eps(f.out, hub[i+1])
 		c := b.seq(sc.ws(), b.lit(","), sc.ws())
-		b.eps(Bs[i], c.in)
+		b.eps(someEmitted[i], c.in)
 		b.eps(c.out, f.in)
 		if !required[p.name] {
-			b.eps(As[i], As[i+1])
-			b.eps(Bs[i], Bs[i+1])
+			b.eps(noneYet[i], noneYet[i+1])
+			b.eps(someEmitted[i], someEmitted[i+1])
 		}
 	}
 	if extra >= 0 {
 		f := b.call(extra)
-		b.eps(As[0], f.in)
-		b.eps(f.out, Bx[0])
-		for i := range Bx {
+		b.eps(noneYet[0], f.in)
+		b.eps(f.out, hub[0])
+		for i := range hub {
 			g := comma(b.call(extra))
-			b.eps(Bx[i], g.in)
-			b.eps(g.out, Bx[i])
+			b.eps(hub[i], g.in)
+			b.eps(g.out, hub[i])
 		}
 	}
-	closeF(As[len(props)])
-	closeF(Bs[len(props)])
-	return frag{open.in, end}, nil
+	closeF(noneYet[len(props)])
+	closeF(someEmitted[len(props)])
+	return fragment{open.in, end}, nil
 }
 
 // extraRule matches one `"key":value` member for keys outside properties.
-func (sc *schemaCompiler) extraRule(names map[string]bool, pats []pkey, s *sch, nameDFA *cdfa) (int32, error) {
+func (sc *schemaCompiler) extraRule(names map[string]bool, pats []patternKey, s *constraints, nameDFA *cdfa) (int32, error) {
 	b := sc.b
 	var list []string
 	for n := range names {
@@ -1414,15 +1414,15 @@ func (sc *schemaCompiler) extraRule(names map[string]bool, pats []pkey, s *sch, 
 			return 0, err
 		}
 	}
-	var alts []frag
-	member := func(key *cdfa, conj []*jv) {
+	var alts []fragment
+	member := func(key *cdfa, conj []*jsonValue) {
 		alts = append(alts, b.seq(b.charString(key), sc.ws(), b.lit(":"), sc.ws(), sc.elem(conj)))
 	}
 	if len(pats) == 0 {
 		if len(list) == 0 && nameDFA == nil {
-			alts = append(alts, b.seq(b.freeString(), sc.ws(), b.lit(":"), sc.ws(), sc.elem(s.addl)))
+			alts = append(alts, b.seq(b.freeString(), sc.ws(), b.lit(":"), sc.ws(), sc.elem(s.additional)))
 		} else {
-			member(excl, s.addl)
+			member(excl, s.additional)
 		}
 	} else {
 		if len(pats) > 4 {
@@ -1431,11 +1431,11 @@ func (sc *schemaCompiler) extraRule(names map[string]bool, pats []pkey, s *sch, 
 		// Each subset of matching patterns gets its own key language, so a
 		// key is always checked against every pattern it matches.
 		for mask := 0; mask < 1<<len(pats); mask++ {
-			if mask == 0 && s.addlNone {
+			if mask == 0 && s.noAdditional {
 				continue
 			}
 			d := excl
-			var conj []*jv
+			var conj []*jsonValue
 			for i, pk := range pats {
 				var err error
 				if mask&(1<<i) != 0 {
@@ -1449,7 +1449,7 @@ func (sc *schemaCompiler) extraRule(names map[string]bool, pats []pkey, s *sch, 
 				}
 			}
 			if mask == 0 {
-				conj = s.addl
+				conj = s.additional
 			}
 			if d.empty() {
 				continue
@@ -1532,7 +1532,7 @@ func (d *cdfa) empty() bool {
 }
 
 // stringDFA combines a schema's string constraints; nil means unconstrained.
-func (sc *schemaCompiler) stringDFA(s *sch) (*cdfa, error) {
+func (sc *schemaCompiler) stringDFA(s *constraints) (*cdfa, error) {
 	var d *cdfa
 	and := func(x *cdfa) error {
 		if d == nil {
@@ -1584,7 +1584,7 @@ func (sc *schemaCompiler) stringDFA(s *sch) (*cdfa, error) {
 
 // strSet returns the entry of s's string constraints, building their char
 // automaton the first time the schema uses them.
-func (sc *schemaCompiler) strSet(s *sch) (*strEnt, error) {
+func (sc *schemaCompiler) strSet(s *constraints) (*strEnt, error) {
 	key := fmt.Sprintf("%q %q %d %d", s.formats, s.patterns, s.minLen, s.maxLen)
 	if ent := sc.strSets[key]; ent != nil {
 		return ent, nil
@@ -1601,10 +1601,10 @@ func (sc *schemaCompiler) strSet(s *sch) (*strEnt, error) {
 	return ent, nil
 }
 
-func (sc *schemaCompiler) strFrag(s *sch) (frag, error) {
+func (sc *schemaCompiler) strFrag(s *constraints) (fragment, error) {
 	ent, err := sc.strSet(s)
 	if err != nil {
-		return frag{}, err
+		return fragment{}, err
 	}
 	b, d := sc.b, ent.d
 	if d == nil {
@@ -1646,9 +1646,9 @@ type strEnt struct {
 const sharedStringStates = 64
 
 // check reports whether an enum/const value satisfies s's own constraints.
-func (sc *schemaCompiler) check(v *jv, s *sch) (bool, error) {
+func (sc *schemaCompiler) check(v *jsonValue, s *constraints) (bool, error) {
 	kt := kindType(v)
-	if v.kind == jNum {
+	if v.kind == jsonNumber {
 		if s.types&tNum == 0 && !(s.types&tInt != 0 && isIntegral(v.num)) {
 			return false, nil
 		}
@@ -1656,7 +1656,7 @@ func (sc *schemaCompiler) check(v *jv, s *sch) (bool, error) {
 		return false, nil
 	}
 	switch v.kind {
-	case jStr:
+	case jsonString:
 		ent, err := sc.strSet(s)
 		if err != nil {
 			return false, err
@@ -1664,7 +1664,7 @@ func (sc *schemaCompiler) check(v *jv, s *sch) (bool, error) {
 		if d := ent.d; d != nil && !d.matches(v.str) {
 			return false, nil
 		}
-	case jNum:
+	case jsonNumber:
 		r, ok := numRat(v.num)
 		if !ok {
 			return false, nil
@@ -1681,12 +1681,12 @@ func (sc *schemaCompiler) check(v *jv, s *sch) (bool, error) {
 				return false, nil
 			}
 		}
-	case jObj:
+	case jsonObject:
 		if s.hasObjectKeywords() || s.minProps > 0 || s.maxProps >= 0 {
 			return false, errf("enum/const objects combined with object constraints are not supported")
 		}
-	case jArr:
-		if len(s.prefix) > 0 || len(s.items) > 0 || s.itemNone || s.minItems > 0 || s.maxItems >= 0 {
+	case jsonArray:
+		if len(s.prefix) > 0 || len(s.items) > 0 || s.noMoreItems || s.minItems > 0 || s.maxItems >= 0 {
 			return false, errf("enum/const arrays combined with array constraints are not supported")
 		}
 	}

@@ -26,7 +26,7 @@ type trie struct {
 	dups map[int32][]int32 // node -> further tokens with identical bytes
 	maxD int
 	// plain[i]: every byte below node i is a plain string char (one that
-	// keeps a free string body in sqNormal); the tokens of i's subtree are
+	// keeps a free string body in bodyNormal); the tokens of i's subtree are
 	// order[pos[i]:pos[end[i]]] (pos has one extra entry for the end).
 	plain []bool
 	order []int32
@@ -98,7 +98,7 @@ func buildTrie(ids []int32, bytesOf func(int32) []byte) *trie {
 	for i := n - 1; i >= 0; i-- {
 		ok := true
 		for c := i + 1; c < t.end[i]; c = t.end[c] {
-			if !t.plain[c] || strStep(sqNormal, t.b[c]) != sqNormal {
+			if !t.plain[c] || bodyStep(bodyNormal, t.b[c]) != bodyNormal {
 				ok = false
 				break
 			}
@@ -123,110 +123,110 @@ func buildTrie(ids []int32, bytesOf func(int32) []byte) *trie {
 
 // Free JSON string body automaton (byte level, strict UTF-8). Substates:
 const (
-	sqNormal = iota
-	sqEsc
-	sqU4
-	sqU3
-	sqU2
-	sqU1
-	sqC1
-	sqC2
-	sqC3
-	sqE0
-	sqED
-	sqF0
-	sqF4
-	numSQ
+	bodyNormal = iota
+	bodyEscape
+	bodyHex4
+	bodyHex3
+	bodyHex2
+	bodyHex1
+	bodyCont1
+	bodyCont2
+	bodyCont3
+	bodyAfterE0
+	bodyAfterED
+	bodyAfterF0
+	bodyAfterF4
+	numBodyStates
 )
 
 const (
-	sqDead  = -1
-	sqClose = -2
+	bodyDead  = -1
+	bodyClosed = -2
 )
 
 func isHex(b byte) bool {
 	return b >= '0' && b <= '9' || b >= 'a' && b <= 'f' || b >= 'A' && b <= 'F'
 }
 
-// strStep is the reference transition of a free JSON string body.
-func strStep(q int, b byte) int {
+// bodyStep is the reference transition of a free JSON string body.
+func bodyStep(q int, b byte) int {
 	switch q {
-	case sqNormal:
+	case bodyNormal:
 		switch {
 		case b == '"':
-			return sqClose
+			return bodyClosed
 		case b == '\\':
-			return sqEsc
+			return bodyEscape
 		case b < 0x20:
-			return sqDead
+			return bodyDead
 		case b < 0x80:
-			return sqNormal
+			return bodyNormal
 		case b < 0xC2:
-			return sqDead
+			return bodyDead
 		case b < 0xE0:
-			return sqC1
+			return bodyCont1
 		case b == 0xE0:
-			return sqE0
+			return bodyAfterE0
 		case b == 0xED:
-			return sqED
+			return bodyAfterED
 		case b < 0xF0:
-			return sqC2
+			return bodyCont2
 		case b == 0xF0:
-			return sqF0
+			return bodyAfterF0
 		case b < 0xF4:
-			return sqC3
+			return bodyCont3
 		case b == 0xF4:
-			return sqF4
+			return bodyAfterF4
 		}
-		return sqDead
-	case sqEsc:
+		return bodyDead
+	case bodyEscape:
 		switch b {
 		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-			return sqNormal
+			return bodyNormal
 		case 'u':
-			return sqU4
+			return bodyHex4
 		}
-		return sqDead
-	case sqU4, sqU3, sqU2:
+		return bodyDead
+	case bodyHex4, bodyHex3, bodyHex2:
 		if isHex(b) {
 			return q + 1
 		}
-		return sqDead
-	case sqU1:
+		return bodyDead
+	case bodyHex1:
 		if isHex(b) {
-			return sqNormal
+			return bodyNormal
 		}
-		return sqDead
-	case sqC1:
+		return bodyDead
+	case bodyCont1:
 		if b >= 0x80 && b <= 0xBF {
-			return sqNormal
+			return bodyNormal
 		}
-	case sqC2:
+	case bodyCont2:
 		if b >= 0x80 && b <= 0xBF {
-			return sqC1
+			return bodyCont1
 		}
-	case sqC3:
+	case bodyCont3:
 		if b >= 0x80 && b <= 0xBF {
-			return sqC2
+			return bodyCont2
 		}
-	case sqE0:
+	case bodyAfterE0:
 		if b >= 0xA0 && b <= 0xBF {
-			return sqC1
+			return bodyCont1
 		}
-	case sqED:
+	case bodyAfterED:
 		if b >= 0x80 && b <= 0x9F {
-			return sqC1
+			return bodyCont1
 		}
-	case sqF0:
+	case bodyAfterF0:
 		if b >= 0x90 && b <= 0xBF {
-			return sqC2
+			return bodyCont2
 		}
-	case sqF4:
+	case bodyAfterF4:
 		if b >= 0x80 && b <= 0x8F {
-			return sqC2
+			return bodyCont2
 		}
 	}
-	return sqDead
+	return bodyDead
 }
 
 // strTables are the grammar-independent parts of masks for states inside a
@@ -249,10 +249,10 @@ type vocabTables struct {
 	trie   *trie
 	eos    []int32
 	eosSet map[int32]bool
-	str    [numSQ]strTables
-	// By first byte c: the root child of trie and of str[sqNormal].close
-	// (-1 none), the tokens of str[sqNormal].in starting with c, and the
-	// string-body substate c leads to from sqNormal (-1 dead or closing).
+	str    [numBodyStates]strTables
+	// By first byte c: the root child of trie and of str[bodyNormal].close
+	// (-1 none), the tokens of str[bodyNormal].in starting with c, and the
+	// string-body substate c leads to from bodyNormal (-1 dead or closing).
 	rootKid, closeKid [256]int32
 	inFirst           [256][]int32
 	firstQ            [256]int8
@@ -341,16 +341,16 @@ func constrainedCost(bs []byte) (n int, ok bool) {
 		case c < 0x80:
 			i++
 		default:
-			q := strStep(sqNormal, c)
+			q := bodyStep(bodyNormal, c)
 			if q < 0 {
 				return 0, false
 			}
 			i++
-			for q != sqNormal {
+			for q != bodyNormal {
 				if i == len(bs) {
 					return n + 1, true
 				}
-				if q = strStep(q, bs[i]); q < 0 {
+				if q = bodyStep(q, bs[i]); q < 0 {
 					return 0, false
 				}
 				i++
@@ -382,7 +382,7 @@ func newVocabTables(v Vocab, eos []int32) *vocabTables {
 	}
 	bytesOf := func(id int32) []byte { return vt.toks[id] }
 	vt.trie = buildTrie(ids, bytesOf)
-	for q := 0; q < numSQ; q++ {
+	for q := 0; q < numBodyStates; q++ {
 		in := make([]uint64, vt.words)
 		var closing []int32
 		for _, id := range ids {
@@ -390,12 +390,12 @@ func newVocabTables(v Vocab, eos []int32) *vocabTables {
 			ok := true
 			closed := false
 			for _, c := range vt.toks[id] {
-				s = strStep(s, c)
-				if s == sqDead {
+				s = bodyStep(s, c)
+				if s == bodyDead {
 					ok = false
 					break
 				}
-				if s == sqClose {
+				if s == bodyClosed {
 					closed = true
 					break
 				}
@@ -412,9 +412,9 @@ func newVocabTables(v Vocab, eos []int32) *vocabTables {
 	}
 	for c := 0; c < 256; c++ {
 		vt.rootKid[c], vt.closeKid[c] = -1, -1
-		vt.firstQ[c] = int8(max(strStep(sqNormal, byte(c)), -1))
+		vt.firstQ[c] = int8(max(bodyStep(bodyNormal, byte(c)), -1))
 	}
-	for _, t := range []*trie{vt.trie, vt.str[sqNormal].close} {
+	for _, t := range []*trie{vt.trie, vt.str[bodyNormal].close} {
 		kid := &vt.rootKid
 		if t != vt.trie {
 			kid = &vt.closeKid
@@ -446,7 +446,7 @@ func newVocabTables(v Vocab, eos []int32) *vocabTables {
 			vt.cnt[n][id>>6] |= 1 << (uint(id) & 63)
 		}
 	}
-	in := vt.str[sqNormal].in
+	in := vt.str[bodyNormal].in
 	for _, id := range ids {
 		if in[id>>6]&(1<<(uint(id)&63)) != 0 {
 			c := vt.toks[id][0]
