@@ -23,12 +23,12 @@ type edge struct {
 // Grammar.eps), so a large cached grammar costs the garbage collector
 // nothing to scan.
 type node struct {
-	e0, e1 int32 // edges: Grammar.edges[e0:e1]
-	p0, p1 int32 // epsilon edges: Grammar.eps[p0:p1]
-	call   int32 // rule called from here (-1 none); continues at ret
-	ret    int32
-	final  bool // end of its rule
-	bodyState   int8 // free-string body substate, or -1
+	e0, e1    int32 // edges: Grammar.edges[e0:e1]
+	p0, p1    int32 // epsilon edges: Grammar.eps[p0:p1]
+	call      int32 // rule called from here (-1 none); continues at ret
+	ret       int32
+	final     bool // end of its rule
+	bodyState int8 // free-string body substate, or -1
 	// loop >= 0: index into Grammar.classes of printable ASCII chars (each
 	// one literal byte) of which this char-string node accepts any run of
 	// up to run chars (unboundedRem: it loops on them)
@@ -36,7 +36,7 @@ type node struct {
 	// charsLeft >= 0: a char boundary of a length-only string that may still
 	// take charsLeft chars (unboundedRem: any number); see vocabTables.cnt
 	charsLeft int32
-	run  int32
+	run       int32
 	// total: a char-string node from which every char, again and again,
 	// keeps the string alive (see totalStates)
 	total bool
@@ -49,16 +49,16 @@ type stackEnt struct {
 }
 
 type dfaState struct {
-	cfg    []uint64
-	accept bool
-	popped bool // a hole frame (see holeStack) ended: what follows depends on the caller
-	bodyState   int8
-	loop   int16     // single configuration on a node taking runs of an ASCII class (node.loop), or -1
-	run    int32     // node.run of that node
-	total  bool      // single configuration on a node.total node
-	next   [4]uint64 // bytes with an outgoing edge
-	mask   *cachedMask
-	local  *localMask // for hole-rooted states: the context-independent part of the mask
+	cfg       []uint64
+	accept    bool
+	popped    bool // a hole frame (see holeStack) ended: what follows depends on the caller
+	bodyState int8
+	loop      int16     // single configuration on a node taking runs of an ASCII class (node.loop), or -1
+	run       int32     // node.run of that node
+	total     bool      // single configuration on a node.total node
+	next      [4]uint64 // bytes with an outgoing edge
+	mask      *cachedMask
+	local     *localMask // for hole-rooted states: the context-independent part of the mask
 }
 
 // localMask is the mask of a hole-rooted state: tokens accepted without
@@ -67,7 +67,7 @@ type dfaState struct {
 type localMask struct {
 	acc  []int32
 	bits []uint64 // acc as a bitset when it is large (then acc is nil)
-	open  []openSubtree
+	open []openSubtree
 }
 
 type openSubtree struct {

@@ -27,31 +27,31 @@ const (
 // away; subschemas stay unexpanded (lists of *jsonValue that must all hold) so
 // recursive schemas compile to rule calls.
 type constraints struct {
-	types    uint8
-	hasEnum  bool
-	enum     []*jsonValue
+	types         uint8
+	hasEnum       bool
+	enum          []*jsonValue
 	properties    []prop
-	forbidden   map[string]bool
-	required []string
-	additional     []*jsonValue
-	noAdditional bool
-	patternProps []patternProp
+	forbidden     map[string]bool
+	required      []string
+	additional    []*jsonValue
+	noAdditional  bool
+	patternProps  []patternProp
 	propertyNames []*jsonValue
-	minProps int
-	maxProps int
-	prefix   [][]*jsonValue
-	items    []*jsonValue
-	noMoreItems bool
-	minItems int
-	maxItems int
-	minLen   int
-	maxLen   int
-	patterns []string
-	formats  []string
-	lo, hi   *big.Rat
-	loEx     bool
-	hiEx     bool
-	mults    []*big.Rat
+	minProps      int
+	maxProps      int
+	prefix        [][]*jsonValue
+	items         []*jsonValue
+	noMoreItems   bool
+	minItems      int
+	maxItems      int
+	minLen        int
+	maxLen        int
+	patterns      []string
+	formats       []string
+	lo, hi        *big.Rat
+	loEx          bool
+	hiEx          bool
+	mults         []*big.Rat
 }
 
 type prop struct {
@@ -69,7 +69,9 @@ type patternProp struct {
 	conj []*jsonValue
 }
 
-func newConstraints() *constraints { return &constraints{types: tAll, maxProps: -1, maxItems: -1, maxLen: -1} }
+func newConstraints() *constraints {
+	return &constraints{types: tAll, maxProps: -1, maxItems: -1, maxLen: -1}
+}
 
 func (s *constraints) clone() *constraints {
 	c := *s

@@ -140,7 +140,7 @@ const (
 )
 
 const (
-	bodyDead  = -1
+	bodyDead   = -1
 	bodyClosed = -2
 )
 
