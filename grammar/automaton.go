@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+
+	"github.com/llmserve/llmserve/grammar/internal/chardfa"
 )
 
 // The grammar is a recursive transition network over bytes: nodes with byte
@@ -115,7 +117,7 @@ type Grammar struct {
 	// (from vocabTables.classSubtrees, fetched on first use)
 	classSub [][]uint64
 
-	size atomic.Int64 // bytes held, growing with the DFA (see Bytes)
+	size atomic.Int64 // bytes held, growing with the chardfa.DFA (see Bytes)
 
 	mu        sync.Mutex
 	stacks    []stackEnt
@@ -742,7 +744,7 @@ type builder struct {
 	epsLinks  []epsLink
 	tails     map[string]*charTail // see addCharTail, by the chars it spells
 	lastTail  *charTail            // the last one used, for lastPart
-	lastPart  []ctr
+	lastPart  []chardfa.Range
 }
 
 // charTail is the multi-byte part of a char set (see tailPart) as rules,
@@ -921,34 +923,34 @@ func (b *builder) freeString() fragment {
 // charString emits a JSON string whose decoded value is accepted by d.
 // States that accept and loop on every char become a tagged free-string
 // body, so their masks come from the per-Compiler string tables.
-func (b *builder) charString(d *cdfa) fragment {
+func (b *builder) charString(d *chardfa.DFA) fragment {
 	in, out := b.node(), b.node()
-	ns := make([]int32, len(d.trans))
-	free := make([]bool, len(d.trans))
+	ns := make([]int32, len(d.Trans))
+	free := make([]bool, len(d.Trans))
 	memo2 := map[runKey]int32{}
 	pr := plainRuns(d)
 	tot := totalStates(d)
 	for i := range ns {
-		if d.acc[i] && coversAllTo(d.trans[i], int32(i)) {
+		if d.Accept[i] && coversAllTo(d.Trans[i], int32(i)) {
 			f := b.freeBody(out)
 			ns[i], free[i] = f, true
 			continue
 		}
 		ns[i] = b.node()
 		b.g.nodes[ns[i]].total = tot[i]
-		if cl := loopClass(d.trans[i], int32(i)); popcount2(cl) >= 8 {
+		if cl := loopClass(d.Trans[i], int32(i)); popcount2(cl) >= 8 {
 			b.g.nodes[ns[i]].loop, b.g.nodes[ns[i]].run = b.classID(cl), unboundedRem
 		} else if pr[i] >= 2 {
 			b.g.nodes[ns[i]].loop, b.g.nodes[ns[i]].run = b.classID(plainASCII), pr[i]
-		} else if cl := runClass(d.trans[i]); popcount2(cl) >= 8 {
+		} else if cl := runClass(d.Trans[i]); popcount2(cl) >= 8 {
 			if r := runLen(d, int32(i), cl, map[int32]bool{}, memo2); r > 0 {
 				b.g.nodes[ns[i]].loop, b.g.nodes[ns[i]].run = b.classID(cl), r
 			}
 		}
-		if d.counted {
+		if d.Counted {
 			rem := int32(unboundedRem)
-			if d.maxLen >= 0 {
-				rem = int32(d.maxLen - i)
+			if d.MaxLen >= 0 {
+				rem = int32(d.MaxLen - i)
 			}
 			b.g.nodes[ns[i]].charsLeft = rem
 		}
@@ -956,20 +958,20 @@ func (b *builder) charString(d *cdfa) fragment {
 	b.edge(in, '"', '"', ns[0])
 	memo := map[string]int32{}
 	pend := map[int32]uint64{}
-	for i, tr := range d.trans {
+	for i, tr := range d.Trans {
 		if free[i] {
 			continue
 		}
-		if d.acc[i] {
+		if d.Accept[i] {
 			b.edge(ns[i], '"', '"', out)
 		}
 		to := nonASCIITo(tr)
-		if len(d.trans) >= tailStates && !(to >= 0 && free[to]) {
+		if len(d.Trans) >= tailStates && !(to >= 0 && free[to]) {
 			// Literal chars get edges here; the chars written with more
 			// than one byte call the grammar's shared rules for them, per
 			// target (a few nodes per state instead of dozens).
 			for _, t := range tr {
-				b.plainEdges(ns[i], t.lo, t.hi, ns[t.to])
+				b.plainEdges(ns[i], t.Lo, t.Hi, ns[t.To])
 			}
 			for _, tp := range tailParts(tr) {
 				b.addCharTail(ns[i], tp.chars, ns[tp.to])
@@ -977,18 +979,18 @@ func (b *builder) charString(d *cdfa) fragment {
 			continue
 		}
 		for _, t := range tr {
-			if to >= 0 && free[to] && t.to == to && t.hi >= 0x80 {
-				if t.lo < 0x80 {
-					b.charRange(ns[i], t.lo, 0x7F, ns[t.to], memo, pend)
+			if to >= 0 && free[to] && t.To == to && t.Hi >= 0x80 {
+				if t.Lo < 0x80 {
+					b.charRange(ns[i], t.Lo, 0x7F, ns[t.To], memo, pend)
 				}
 				continue
 			}
-			b.charRange(ns[i], t.lo, t.hi, ns[t.to], memo, pend)
+			b.charRange(ns[i], t.Lo, t.Hi, ns[t.To], memo, pend)
 		}
 		for _, t := range tr { // in transition order, so node numbering is stable
-			if esc, ok := pend[ns[t.to]]; ok {
-				b.edge(ns[i], '\\', '\\', b.escNode(ns[t.to], esc, memo))
-				delete(pend, ns[t.to])
+			if esc, ok := pend[ns[t.To]]; ok {
+				b.edge(ns[i], '\\', '\\', b.escNode(ns[t.To], esc, memo))
+				delete(pend, ns[t.To])
 			}
 		}
 		if to >= 0 && free[to] {
@@ -1012,11 +1014,11 @@ func (b *builder) charString(d *cdfa) fragment {
 
 // loopClass returns the printable ASCII chars other than '"' and '\\'
 // (emitted as one literal byte each) on which char-DFA state i loops.
-func loopClass(tr []ctr, i int32) [2]uint64 {
+func loopClass(tr []chardfa.Edge, i int32) [2]uint64 {
 	var cl [2]uint64
 	for _, t := range tr {
-		if t.to == i {
-			pb := plainBits(t.lo, t.hi)
+		if t.To == i {
+			pb := plainBits(t.Lo, t.Hi)
 			cl[0], cl[1] = cl[0]|pb[0], cl[1]|pb[1]
 		}
 	}
@@ -1025,13 +1027,13 @@ func loopClass(tr []ctr, i int32) [2]uint64 {
 
 // runClass returns the largest set of printable ASCII chars other than '"'
 // and '\\' that lead from a char-DFA state (transitions tr) to one target.
-func runClass(tr []ctr) [2]uint64 {
+func runClass(tr []chardfa.Edge) [2]uint64 {
 	byTo := map[int32][2]uint64{}
 	var best [2]uint64
 	for _, t := range tr {
-		cl, pb := byTo[t.to], plainBits(t.lo, t.hi)
+		cl, pb := byTo[t.To], plainBits(t.Lo, t.Hi)
 		cl[0], cl[1] = cl[0]|pb[0], cl[1]|pb[1]
-		byTo[t.to] = cl
+		byTo[t.To] = cl
 		if popcount2(cl) > popcount2(best) {
 			best = cl
 		}
@@ -1041,18 +1043,18 @@ func runClass(tr []ctr) [2]uint64 {
 
 // classTarget returns the one state every char of cl leads to from char-DFA
 // state i, or -1 when some char of cl is dead or they part ways.
-func classTarget(tr []ctr, cl [2]uint64) int32 {
+func classTarget(tr []chardfa.Edge, cl [2]uint64) int32 {
 	to, n := int32(-1), 0
 	for _, t := range tr {
-		pb := plainBits(t.lo, t.hi)
+		pb := plainBits(t.Lo, t.Hi)
 		k := popcount2([2]uint64{pb[0] & cl[0], pb[1] & cl[1]})
 		if k == 0 {
 			continue
 		}
-		if to >= 0 && t.to != to {
+		if to >= 0 && t.To != to {
 			return -1
 		}
-		to = t.to
+		to = t.To
 		n += k
 	}
 	if n != popcount2(cl) {
@@ -1085,10 +1087,10 @@ func plainBits(lo, hi rune) [2]uint64 {
 // them, in any order) d surely accepts from it without dying, up to
 // maxPlainRun (unboundedRem when the set of states reached keeps every
 // plain char alive forever).
-func plainRuns(d *cdfa) []int32 {
-	n := len(d.trans)
+func plainRuns(d *chardfa.DFA) []int32 {
+	n := len(d.Trans)
 	runs := make([]int32, n)
-	if d.total {
+	if d.Total {
 		for i := range runs {
 			runs[i] = unboundedRem
 		}
@@ -1096,15 +1098,15 @@ func plainRuns(d *cdfa) []int32 {
 	}
 	tgts := make([][]int32, n)
 	in := make([]bool, n) // R_k: states that survive k plain chars
-	for i, tr := range d.trans {
+	for i, tr := range d.Trans {
 		cov := 0
 		for _, t := range tr {
-			if max(t.lo, 0x20) > min(t.hi, 0x7E) {
+			if max(t.Lo, 0x20) > min(t.Hi, 0x7E) {
 				continue
 			}
-			cov += popcount2(plainBits(t.lo, t.hi))
-			if !slices.Contains(tgts[i], t.to) {
-				tgts[i] = append(tgts[i], t.to)
+			cov += popcount2(plainBits(t.Lo, t.Hi))
+			if !slices.Contains(tgts[i], t.To) {
+				tgts[i] = append(tgts[i], t.To)
 			}
 		}
 		in[i] = cov == popcount2(plainASCII)
@@ -1113,7 +1115,7 @@ func plainRuns(d *cdfa) []int32 {
 	// states whose plain chars all lead to live states, and so on.
 	live := make([]bool, n)
 	for i := range live {
-		live[i] = len(d.trans[i]) > 0 || d.acc[i]
+		live[i] = len(d.Trans[i]) > 0 || d.Accept[i]
 	}
 	cur := live
 	for k := int32(1); ; k++ {
@@ -1164,16 +1166,16 @@ const maxPlainRun = 48
 // state of the set again (the greatest such set): any char sequence is
 // alive from them, so every token spelling constrained-string chars (from
 // a char boundary) is accepted.
-func totalStates(d *cdfa) []bool {
-	n := len(d.trans)
+func totalStates(d *chardfa.DFA) []bool {
+	n := len(d.Trans)
 	in := make([]bool, n)
-	if d.total {
+	if d.Total {
 		for i := range in {
 			in[i] = true
 		}
 		return in
 	}
-	for i, tr := range d.trans {
+	for i, tr := range d.Trans {
 		in[i] = coversAll(tr)
 	}
 	// a state stops being total once any successor is not: propagate
@@ -1181,9 +1183,9 @@ func totalStates(d *cdfa) []bool {
 	// would take one pass per char of a long counted string)
 	preds := make([][]int32, n)
 	var work []int32
-	for i, tr := range d.trans {
+	for i, tr := range d.Trans {
 		for _, t := range tr {
-			preds[t.to] = append(preds[t.to], int32(i))
+			preds[t.To] = append(preds[t.To], int32(i))
 		}
 		if !in[i] {
 			work = append(work, int32(i))
@@ -1203,17 +1205,17 @@ func totalStates(d *cdfa) []bool {
 }
 
 // coversAll reports whether transitions tr define every char (anyChar).
-func coversAll(tr []ctr) bool {
+func coversAll(tr []chardfa.Edge) bool {
 	rs := slices.Clone(tr)
-	slices.SortFunc(rs, func(a, b ctr) int { return int(a.lo - b.lo) })
-	for _, r := range anyChar {
-		next := r.lo
+	slices.SortFunc(rs, func(a, b chardfa.Edge) int { return int(a.Lo - b.Lo) })
+	for _, r := range chardfa.AnyChar {
+		next := r.Lo
 		for _, t := range rs {
-			if t.lo <= next && t.hi >= next {
-				next = t.hi + 1
+			if t.Lo <= next && t.Hi >= next {
+				next = t.Hi + 1
 			}
 		}
-		if next <= r.hi {
+		if next <= r.Hi {
 			return false
 		}
 	}
@@ -1228,7 +1230,7 @@ type runKey struct {
 // runLen returns how many chars of cl in a row char-DFA d surely accepts
 // from state i (each step leading every char of cl to one state), or
 // unboundedRem when that chain cycles.
-func runLen(d *cdfa, i int32, cl [2]uint64, onPath map[int32]bool, memo map[runKey]int32) int32 {
+func runLen(d *chardfa.DFA, i int32, cl [2]uint64, onPath map[int32]bool, memo map[runKey]int32) int32 {
 	k := runKey{i, cl}
 	if r, ok := memo[k]; ok {
 		return r
@@ -1239,8 +1241,8 @@ func runLen(d *cdfa, i int32, cl [2]uint64, onPath map[int32]bool, memo map[runK
 	if len(onPath) >= maxRunLen {
 		return 0 // an underestimate: fewer shortcuts, never a wrong one
 	}
-	to := classTarget(d.trans[i], cl)
-	if to < 0 || len(d.trans[to]) == 0 && !d.acc[to] {
+	to := classTarget(d.Trans[i], cl)
+	if to < 0 || len(d.Trans[to]) == 0 && !d.Accept[to] {
 		// (a state with no way on is dead in the byte automaton)
 		memo[k] = 0
 		return 0
@@ -1276,38 +1278,38 @@ func (b *builder) classID(cl [2]uint64) int16 {
 
 // nonASCIITo returns the state every non-ASCII char (U+0080..U+10FFFF, surrogates
 // aside) leads to in transitions tr, or -1 when they do not all lead to one.
-func nonASCIITo(tr []ctr) int32 {
+func nonASCIITo(tr []chardfa.Edge) int32 {
 	to := int32(-1)
 	next := rune(0x80)
 	for _, t := range tr {
-		if t.hi < 0x80 {
+		if t.Hi < 0x80 {
 			continue
 		}
-		if to >= 0 && t.to != to {
+		if to >= 0 && t.To != to {
 			return -1
 		}
-		lo := max(t.lo, 0x80)
+		lo := max(t.Lo, 0x80)
 		if lo > next && !(next >= 0xD800 && lo <= 0xE000) {
 			return -1 // a gap
 		}
-		to = t.to
-		next = max(next, t.hi+1)
+		to = t.To
+		next = max(next, t.Hi+1)
 	}
-	if next <= maxRune {
+	if next <= chardfa.MaxRune {
 		return -1
 	}
 	return to
 }
 
-func coversAllTo(tr []ctr, to int32) bool {
+func coversAllTo(tr []chardfa.Edge, to int32) bool {
 	k := 0
-	for _, r := range anyChar {
-		lo := r.lo
-		for k < len(tr) && tr[k].to == to && tr[k].lo == lo && lo <= r.hi {
-			lo = tr[k].hi + 1
+	for _, r := range chardfa.AnyChar {
+		lo := r.Lo
+		for k < len(tr) && tr[k].To == to && tr[k].Lo == lo && lo <= r.Hi {
+			lo = tr[k].Hi + 1
 			k++
 		}
-		if lo <= r.hi {
+		if lo <= r.Hi {
 			return false
 		}
 	}
@@ -1399,7 +1401,7 @@ func (b *builder) charRange(a int32, lo, hi rune, c int32, memo map[string]int32
 		}
 	}
 	lit := func(l, h rune) {
-		utf8Seqs(l, h, func(seq [][2]byte) {
+		chardfa.UTF8Ranges(l, h, func(seq [][2]byte) {
 			b.edge(a, seq[0][0], seq[0][1], b.suffix(c, seq[1:], memo))
 		})
 	}
@@ -1501,31 +1503,31 @@ const tailStates = 512
 // tailChars are the chars a JSON string writes with more than one byte:
 // control chars, '"', '\\' and '/' (escaped; '/' may also be literal) and
 // every non-ASCII char.
-var tailChars = []ctr{{0, 0x1F, 0}, {'"', '"', 0}, {'/', '/', 0}, {'\\', '\\', 0}, {0x80, maxRune, 0}}
+var tailChars = []chardfa.Range{{Lo: 0, Hi: 0x1F}, {Lo: '"', Hi: '"'}, {Lo: '/', Hi: '/'}, {Lo: '\\', Hi: '\\'}, {Lo: 0x80, Hi: chardfa.MaxRune}}
 
 // tailPart is the part of a state's transitions on tailChars that leads
 // to one state.
 type tailPart struct {
-	chars []ctr
+	chars []chardfa.Range
 	to    int32
 }
 
 // tailParts splits the transitions of tr on tailChars, clipped to them, by
 // the state they lead to, in order of first appearance.
-func tailParts(tr []ctr) []tailPart {
+func tailParts(tr []chardfa.Edge) []tailPart {
 	var parts []tailPart
 	for _, t := range tr {
 		for _, c := range tailChars {
-			lo, hi := max(t.lo, c.lo), min(t.hi, c.hi)
+			lo, hi := max(t.Lo, c.Lo), min(t.Hi, c.Hi)
 			if lo > hi {
 				continue
 			}
-			k := slices.IndexFunc(parts, func(p tailPart) bool { return p.to == t.to })
+			k := slices.IndexFunc(parts, func(p tailPart) bool { return p.to == t.To })
 			if k < 0 {
 				k = len(parts)
-				parts = append(parts, tailPart{to: t.to})
+				parts = append(parts, tailPart{to: t.To})
 			}
-			parts[k].chars = append(parts[k].chars, ctr{lo, hi, 0})
+			parts[k].chars = append(parts[k].chars, chardfa.Range{Lo: lo, Hi: hi})
 		}
 	}
 	return parts
@@ -1553,14 +1555,14 @@ func (b *builder) plainEdges(a int32, lo, hi rune, c int32) {
 // are built once per grammar and char set as rules, one per group of first
 // bytes, and each target gets one call node per group, so a char state
 // costs a handful of nodes and keeps a single configuration.
-func (b *builder) addCharTail(a int32, part []ctr, c int32) {
+func (b *builder) addCharTail(a int32, part []chardfa.Range, c int32) {
 	ct := b.lastTail
 	if ct == nil || !slices.Equal(part, b.lastPart) {
 		// consecutive states of a long string mostly share their char set
 		kb := make([]byte, 0, 8*len(part))
 		for _, r := range part {
-			kb = binary.LittleEndian.AppendUint32(kb, uint32(r.lo))
-			kb = binary.LittleEndian.AppendUint32(kb, uint32(r.hi))
+			kb = binary.LittleEndian.AppendUint32(kb, uint32(r.Lo))
+			kb = binary.LittleEndian.AppendUint32(kb, uint32(r.Hi))
 		}
 		if b.tails == nil {
 			b.tails = map[string]*charTail{}
@@ -1588,12 +1590,12 @@ func (b *builder) addCharTail(a int32, part []ctr, c int32) {
 	}
 }
 
-func (b *builder) buildTail(part []ctr) *charTail {
+func (b *builder) buildTail(part []chardfa.Range) *charTail {
 	first, end := b.node(), b.node()
 	b.g.nodes[end].final = true
 	memo := map[string]int32{}
 	for _, r := range part {
-		b.charRange(first, r.lo, r.hi, end, memo, nil)
+		b.charRange(first, r.Lo, r.Hi, end, memo, nil)
 	}
 	// group first bytes by the set of nodes they lead to (a literal '/'
 	// leads to end: plainEdges writes it)

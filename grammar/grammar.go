@@ -9,6 +9,8 @@ import (
 	"slices"
 	"sync"
 	"unsafe"
+
+	"github.com/llmserve/llmserve/grammar/internal/chardfa"
 )
 
 // WhitespaceMode selects the whitespace JSON grammars allow between tokens.
@@ -33,7 +35,7 @@ type Options struct {
 	Whitespace WhitespaceMode
 	Limits     Limits
 	CacheSize  int   // most grammars kept (default 256)
-	CacheBytes int64 // most bytes of grammars kept, their DFA and masks included (default 64 MiB)
+	CacheBytes int64 // most bytes of grammars kept, their chardfa.DFA and masks included (default 64 MiB)
 	// Strict closes what a schema leaves open by default: an object schema that lists
 	// properties and says nothing about additionalProperties/patternProperties allows no other
 	// keys, and a tuple (prefixItems, or an items array) without a tail allows no more items.
@@ -236,7 +238,7 @@ func (c *Compiler) Regex(pattern string) (*Grammar, error) {
 		return nil, errf("regex is %d bytes, over the %d byte limit", len(pattern), c.opts.Limits.MaxSchemaBytes)
 	}
 	return c.cached("r\x00"+pattern, func() (*Grammar, error) {
-		d, err := regexDFA(pattern, false)
+		d, err := chardfa.Regex(pattern, false)
 		if err != nil {
 			return nil, err
 		}
@@ -247,19 +249,19 @@ func (c *Compiler) Regex(pattern string) (*Grammar, error) {
 }
 
 // rawChars emits the UTF-8 bytes of strings accepted by d (no JSON quoting).
-func (b *builder) rawChars(d *cdfa) fragment {
+func (b *builder) rawChars(d *chardfa.DFA) fragment {
 	out := b.node()
-	ns := make([]int32, len(d.trans))
+	ns := make([]int32, len(d.Trans))
 	for i := range ns {
 		ns[i] = b.node()
 	}
-	for i, tr := range d.trans {
-		if d.acc[i] {
+	for i, tr := range d.Trans {
+		if d.Accept[i] {
 			b.eps(ns[i], out)
 		}
 		for _, t := range tr {
-			to := ns[t.to]
-			utf8Seqs(t.lo, t.hi, func(seq [][2]byte) {
+			to := ns[t.To]
+			chardfa.UTF8Ranges(t.Lo, t.Hi, func(seq [][2]byte) {
 				cur := ns[i]
 				for k, br := range seq {
 					nx := to
@@ -278,7 +280,7 @@ func (b *builder) rawChars(d *cdfa) fragment {
 // Matcher tracks one generation against a Grammar.
 type Matcher struct {
 	g    *Grammar
-	hist []int32 // DFA state after each accepted token; -1 = EOS accepted
+	hist []int32 // chardfa.DFA state after each accepted token; -1 = EOS accepted
 }
 
 // NewMatcher starts a generation at the grammar's start.

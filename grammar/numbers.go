@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/llmserve/llmserve/grammar/internal/chardfa"
 )
 
 // validateSchemaDoc checks the schema against its draft's metaschema.
@@ -162,7 +164,7 @@ func (sc *schemaCompiler) numFrag(s *constraints) (fragment, error) {
 		if lo != nil && hi != nil && lo.Cmp(hi) > 0 {
 			return b.never(), nil
 		}
-		d, err := regexDFA("^(?:"+intRangeRegex(lo, hi)+")$", false)
+		d, err := chardfa.Regex("^(?:"+intRangeRegex(lo, hi)+")$", false)
 		if err != nil {
 			return fragment{}, err
 		}
@@ -170,7 +172,7 @@ func (sc *schemaCompiler) numFrag(s *constraints) (fragment, error) {
 			if !k.IsInt64() || k.Int64() > 10000 {
 				return fragment{}, errf("multipleOf %s is too large", k)
 			}
-			if d, err = intersect(d, modDFA(int(k.Int64()))); err != nil {
+			if d, err = chardfa.Intersect(d, chardfa.Multiples(int(k.Int64()))); err != nil {
 				return fragment{}, err
 			}
 		}
@@ -223,7 +225,7 @@ func (sc *schemaCompiler) numFrag(s *constraints) (fragment, error) {
 }
 
 func (sc *schemaCompiler) rawRegex(re string) (fragment, error) {
-	d, err := regexDFA(re, false)
+	d, err := chardfa.Regex(re, false)
 	if err != nil {
 		return fragment{}, err
 	}
@@ -321,25 +323,6 @@ func fixedRange(a, b string) string {
 	}
 	alts = append(alts, p+string(db)+"(?:"+fixedRange(strings.Repeat("0", r), rb)+")")
 	return strings.Join(alts, "|")
-}
-
-// modDFA accepts optionally signed digit strings divisible by k.
-func modDFA(k int) *cdfa {
-	d := &cdfa{trans: make([][]ctr, k+2), acc: make([]bool, k+2)}
-	// 0 = start, 1 = after '-', 2+r = remainder r
-	d.trans[0] = append(d.trans[0], ctr{'-', '-', 1})
-	for _, st := range []int{0, 1} {
-		for dg := 0; dg <= 9; dg++ {
-			d.trans[st] = append(d.trans[st], ctr{rune('0' + dg), rune('0' + dg), int32(2 + dg%k)})
-		}
-	}
-	for r := 0; r < k; r++ {
-		for dg := 0; dg <= 9; dg++ {
-			d.trans[2+r] = append(d.trans[2+r], ctr{rune('0' + dg), rune('0' + dg), int32(2 + (10*r+dg)%k)})
-		}
-	}
-	d.acc[2] = true
-	return d
 }
 
 const (

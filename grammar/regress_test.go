@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/llmserve/llmserve/grammar/internal/chardfa"
 )
 
 // TestEscapedKeysCannotDodgeExclusions: a key spelled with \u escapes is
@@ -317,21 +319,21 @@ func TestExcludeDFA(t *testing.T) {
 			names[w] = true
 			list = append(list, w, w) // duplicates are allowed
 		}
-		d := excludeDFA(list)
+		d := chardfa.Exclude(list)
 		tot := totalStates(d)
 		for i := range tot {
-			if !tot[i] || !coversAll(d.trans[i]) {
+			if !tot[i] || !coversAll(d.Trans[i]) {
 				t.Fatalf("names %q: state %d is not total", list, i)
 			}
 		}
 		for range 40 {
 			w := word()
-			if d.matches(w) == names[w] {
-				t.Fatalf("names %q: %q accepted=%v", list, w, d.matches(w))
+			if d.Matches(w) == names[w] {
+				t.Fatalf("names %q: %q accepted=%v", list, w, d.Matches(w))
 			}
 		}
 		for n := range names {
-			if d.matches(n) {
+			if d.Matches(n) {
 				t.Fatalf("names %q: name %q accepted", list, n)
 			}
 		}

@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/llmserve/llmserve/grammar/internal/chardfa"
 )
 
 // Type bits. tInt without tNum means "integers only"; tNum implies tInt.
@@ -60,7 +62,7 @@ type prop struct {
 }
 
 type patternKey struct {
-	d    *cdfa
+	d    *chardfa.DFA
 	conj []*jsonValue
 }
 
@@ -1268,18 +1270,18 @@ func (sc *schemaCompiler) objFrag(s *constraints) (fragment, error) {
 	var pats []patternKey
 	props := slices.Clone(s.properties)
 	for _, pp := range s.patternProps {
-		d, err := regexDFA(pp.pat, true)
+		d, err := chardfa.Regex(pp.pat, true)
 		if err != nil {
 			return fragment{}, inKeyword("patternProperties", err)
 		}
 		pats = append(pats, patternKey{d, pp.conj})
 		for i := range props {
-			if d.matches(props[i].name) {
+			if d.Matches(props[i].name) {
 				props[i].conj = append(slices.Clone(props[i].conj), pp.conj...)
 			}
 		}
 	}
-	var nameDFA *cdfa
+	var nameDFA *chardfa.DFA
 	if len(s.propertyNames) > 0 {
 		disj, err := sc.expand(s.propertyNames)
 		if err != nil {
@@ -1293,10 +1295,10 @@ func (sc *schemaCompiler) objFrag(s *constraints) (fragment, error) {
 			return fragment{}, err
 		}
 		if nameDFA == nil {
-			nameDFA = lengthDFA(0, -1)
+			nameDFA = chardfa.Length(0, -1)
 		}
 		for _, p := range props {
-			if !nameDFA.matches(p.name) {
+			if !nameDFA.Matches(p.name) {
 				if required[p.name] {
 					return b.never(), nil
 				}
@@ -1312,7 +1314,7 @@ func (sc *schemaCompiler) objFrag(s *constraints) (fragment, error) {
 				return b.never(), nil
 			}
 			for _, pk := range pats {
-				if pk.d.matches(r) {
+				if pk.d.Matches(r) {
 					conj = append(slices.Clone(conj), pk.conj...)
 				}
 			}
@@ -1322,7 +1324,7 @@ func (sc *schemaCompiler) objFrag(s *constraints) (fragment, error) {
 	}
 	var kept []prop
 	for _, p := range props {
-		if !s.forbidden[p.name] && (nameDFA == nil || nameDFA.matches(p.name)) {
+		if !s.forbidden[p.name] && (nameDFA == nil || nameDFA.Matches(p.name)) {
 			kept = append(kept, p)
 		}
 	}
@@ -1402,22 +1404,22 @@ func (sc *schemaCompiler) objFrag(s *constraints) (fragment, error) {
 }
 
 // extraRule matches one `"key":value` member for keys outside properties.
-func (sc *schemaCompiler) extraRule(names map[string]bool, pats []patternKey, s *constraints, nameDFA *cdfa) (int32, error) {
+func (sc *schemaCompiler) extraRule(names map[string]bool, pats []patternKey, s *constraints, nameDFA *chardfa.DFA) (int32, error) {
 	b := sc.b
 	var list []string
 	for n := range names {
 		list = append(list, n)
 	}
 	sort.Strings(list)
-	excl := excludeDFA(list)
+	excl := chardfa.Exclude(list)
 	if nameDFA != nil {
 		var err error
-		if excl, err = intersect(excl, nameDFA); err != nil {
+		if excl, err = chardfa.Intersect(excl, nameDFA); err != nil {
 			return 0, err
 		}
 	}
 	var alts []fragment
-	member := func(key *cdfa, conj []*jsonValue) {
+	member := func(key *chardfa.DFA, conj []*jsonValue) {
 		alts = append(alts, b.seq(b.charString(key), sc.ws(), b.lit(":"), sc.ws(), sc.elem(conj)))
 	}
 	if len(pats) == 0 {
@@ -1441,10 +1443,10 @@ func (sc *schemaCompiler) extraRule(names map[string]bool, pats []patternKey, s 
 			for i, pk := range pats {
 				var err error
 				if mask&(1<<i) != 0 {
-					d, err = intersect(d, pk.d)
+					d, err = chardfa.Intersect(d, pk.d)
 					conj = append(conj, pk.conj...)
 				} else {
-					d, err = intersect(d, complement(pk.d))
+					d, err = chardfa.Intersect(d, chardfa.Complement(pk.d))
 				}
 				if err != nil {
 					return 0, err
@@ -1453,7 +1455,7 @@ func (sc *schemaCompiler) extraRule(names map[string]bool, pats []patternKey, s 
 			if mask == 0 {
 				conj = s.additional
 			}
-			if d.empty() {
+			if d.Empty() {
 				continue
 			}
 			member(d, conj)
@@ -1470,79 +1472,16 @@ func (sc *schemaCompiler) extraRule(names map[string]bool, pats []patternKey, s 
 	return r, nil
 }
 
-func (d *cdfa) matches(s string) bool {
-	st := int32(0)
-	for _, r := range s {
-		next := int32(-1)
-		for _, t := range d.trans[st] {
-			if t.lo <= r && r <= t.hi {
-				next = t.to
-				break
-			}
-		}
-		if next < 0 {
-			return false
-		}
-		st = next
-	}
-	return d.acc[st]
-}
-
-// complement accepts exactly the strings d rejects.
-func complement(d *cdfa) *cdfa {
-	n := len(d.trans)
-	c := &cdfa{trans: make([][]ctr, n+1), acc: make([]bool, n+1)}
-	sink := int32(n)
-	for i := 0; i < n; i++ {
-		c.acc[i] = !d.acc[i]
-		var out []ctr
-		prev := rune(0)
-		for _, t := range d.trans[i] {
-			if t.lo > prev {
-				out = appendAny(out, prev, t.lo-1, sink)
-			}
-			out = append(out, t)
-			prev = t.hi + 1
-		}
-		out = appendAny(out, prev, maxRune, sink)
-		c.trans[i] = out
-	}
-	c.acc[sink] = true
-	c.trans[sink] = appendAny(nil, 0, maxRune, sink)
-	return c
-}
-
-// empty reports whether d accepts nothing.
-func (d *cdfa) empty() bool {
-	seen := make([]bool, len(d.trans))
-	stack := []int32{0}
-	seen[0] = true
-	for len(stack) > 0 {
-		s := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		if d.acc[s] {
-			return false
-		}
-		for _, t := range d.trans[s] {
-			if !seen[t.to] {
-				seen[t.to] = true
-				stack = append(stack, t.to)
-			}
-		}
-	}
-	return true
-}
-
 // stringDFA combines a schema's string constraints; nil means unconstrained.
-func (sc *schemaCompiler) stringDFA(s *constraints) (*cdfa, error) {
-	var d *cdfa
-	and := func(x *cdfa) error {
+func (sc *schemaCompiler) stringDFA(s *constraints) (*chardfa.DFA, error) {
+	var d *chardfa.DFA
+	and := func(x *chardfa.DFA) error {
 		if d == nil {
 			d = x
 			return nil
 		}
 		var err error
-		d, err = intersect(d, x)
+		d, err = chardfa.Intersect(d, x)
 		return err
 	}
 	for _, f := range s.formats {
@@ -1553,7 +1492,7 @@ func (sc *schemaCompiler) stringDFA(s *constraints) (*cdfa, error) {
 		if !ok {
 			continue
 		}
-		x, err := regexDFA(re, false)
+		x, err := chardfa.Regex(re, false)
 		if err != nil {
 			return nil, fmt.Errorf("format %q: %w", f, err)
 		}
@@ -1562,7 +1501,7 @@ func (sc *schemaCompiler) stringDFA(s *constraints) (*cdfa, error) {
 		}
 	}
 	for _, p := range s.patterns {
-		x, err := regexDFA(p, true)
+		x, err := chardfa.Regex(p, true)
 		if err != nil {
 			return nil, inKeyword("pattern", err)
 		}
@@ -1572,12 +1511,12 @@ func (sc *schemaCompiler) stringDFA(s *constraints) (*cdfa, error) {
 	}
 	if s.minLen > 0 || s.maxLen >= 0 {
 		if s.maxLen >= 0 && s.minLen > s.maxLen {
-			return &cdfa{trans: [][]ctr{nil}, acc: []bool{false}}, nil
+			return &chardfa.DFA{Trans: [][]chardfa.Edge{nil}, Accept: []bool{false}}, nil
 		}
 		if max(s.minLen, s.maxLen) > 20000 {
 			return nil, errf("string length bound too large")
 		}
-		if err := and(lengthDFA(s.minLen, s.maxLen)); err != nil {
+		if err := and(chardfa.Length(s.minLen, s.maxLen)); err != nil {
 			return nil, err
 		}
 	}
@@ -1612,7 +1551,7 @@ func (sc *schemaCompiler) strFrag(s *constraints) (fragment, error) {
 	if d == nil {
 		return b.freeString(), nil
 	}
-	if len(d.trans) < sharedStringStates {
+	if len(d.Trans) < sharedStringStates {
 		return b.charString(d), nil
 	}
 	// A large string automaton (maxLength 4096 is 4,097 char states) is
@@ -1622,7 +1561,7 @@ func (sc *schemaCompiler) strFrag(s *constraints) (fragment, error) {
 	// are inlined the first time, as masks of states on the root stack
 	// need no split of what stays in the frame from what leaves it.
 	if ent.rule < 0 {
-		if !d.counted && !ent.inlined {
+		if !d.Counted && !ent.inlined {
 			ent.inlined = true
 			return b.charString(d), nil
 		}
@@ -1638,7 +1577,7 @@ func (sc *schemaCompiler) strFrag(s *constraints) (fragment, error) {
 // strEnt is one string constraint set of a schema: its char automaton (nil:
 // any string) and, once shared, its rule (-1 before).
 type strEnt struct {
-	d       *cdfa
+	d       *chardfa.DFA
 	rule    int32
 	inlined bool // built inline once already
 }
@@ -1663,7 +1602,7 @@ func (sc *schemaCompiler) check(v *jsonValue, s *constraints) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		if d := ent.d; d != nil && !d.matches(v.str) {
+		if d := ent.d; d != nil && !d.Matches(v.str) {
 			return false, nil
 		}
 	case jsonNumber:
