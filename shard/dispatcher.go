@@ -43,6 +43,10 @@ type Load struct {
 	// other workers' dispatches too. Report copies them.
 	ReceivedAll       []uint64 `json:"-"`
 	ReceivedTokensAll []uint64 `json:"-"`
+	// Preemptions and PrefixHitTokens are the rank's cumulative scheduler counters, carried for
+	// /metrics; dispatch does not read them.
+	Preemptions     uint64 `json:"preemptions"`
+	PrefixHitTokens uint64 `json:"prefix_hit_tokens"`
 }
 
 // Option configures a Dispatcher.

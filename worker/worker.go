@@ -17,6 +17,7 @@ import (
 
 	"github.com/llmserve/llmserve/api"
 	"github.com/llmserve/llmserve/detok"
+	"github.com/llmserve/llmserve/grammar"
 	"github.com/llmserve/llmserve/ipc"
 	"github.com/llmserve/llmserve/shard"
 	"github.com/llmserve/llmserve/tokenizer"
@@ -61,8 +62,11 @@ type Config struct {
 	// RankTimeout is how long a rank may stay silent (no output, no heartbeat) before it is
 	// marked down and its in-flight requests fail.
 	RankTimeout time.Duration
-	// CheckGrammar compiles a constraint to refuse bad ones up front; nil accepts all.
-	CheckGrammar func(kind api.GrammarKind, spec string) error
+	// Grammars compiles (and caches) each constraint once, so a bad one is refused up front;
+	// nil accepts all (the rank refuses them when it has no tokenizer).
+	Grammars *grammar.Compiler
+	// GrammarTimeout bounds one up-front compile; 0 means DefaultGrammarTimeout.
+	GrammarTimeout time.Duration
 	// Ledger is the dispatch ledger shared by all workers (see shard.Ledger); nil: each worker
 	// estimates the others' dispatches from its own.
 	Ledger *shard.Ledger
@@ -113,6 +117,9 @@ func New(cfg Config) (*Worker, error) {
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
+	}
+	if cfg.GrammarTimeout <= 0 {
+		cfg.GrammarTimeout = DefaultGrammarTimeout
 	}
 	opts := []shard.Option{shard.WithWorkers(cfg.NumWorkers), shard.WithStaleAfter(0)}
 	if cfg.Ledger != nil {
@@ -174,12 +181,19 @@ func (w *Worker) Tokenizer() *tokenizer.Tokenizer { return w.cfg.Tokenizer }
 // NewRID implements api.Engine.
 func (w *Worker) NewRID() string { return shard.NewRID(w.cfg.Index) }
 
+// DefaultGrammarTimeout bounds an up-front grammar compile.
+const DefaultGrammarTimeout = 30 * time.Second
+
 // CheckGrammar implements api.Engine.
-func (w *Worker) CheckGrammar(kind api.GrammarKind, spec string) error {
-	if w.cfg.CheckGrammar == nil {
-		return nil
+func (w *Worker) CheckGrammar(kind api.GrammarKind, text string) error {
+	spec, err := GrammarSpec(kind, text)
+	if err != nil || w.cfg.Grammars == nil || spec.Kind == grammar.KindNone {
+		return err
 	}
-	return w.cfg.CheckGrammar(kind, spec)
+	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.GrammarTimeout)
+	defer cancel()
+	_, err = w.cfg.Grammars.Compile(ctx, spec)
+	return err
 }
 
 // InFlight is the number of requests this worker owns that have not finished.
@@ -215,24 +229,10 @@ func (w *Worker) Submit(ctx context.Context, req *api.Request) (*api.Stream, err
 	w.reqs[req.RID] = e
 	w.mu.Unlock()
 
-	msg := ipc.GenerateRequest{
-		RID: req.RID, Owner: uint32(w.cfg.Index), InputIDs: req.InputIDs,
-		Temperature: req.Sampling.Temperature, TopP: req.Sampling.TopP, MinP: req.Sampling.MinP,
-		RepetitionPenalty: req.Sampling.RepetitionPenalty, FrequencyPenalty: req.Sampling.FrequencyPenalty,
-		PresencePenalty: req.Sampling.PresencePenalty, TopK: int32(req.Sampling.TopK),
-		MaxNewTokens: int32(req.MaxNewTokens), MinNewTokens: int32(req.MinNewTokens),
-		StopTokenIDs: req.StopTokenIDs, StopStrings: req.StopStrings, IgnoreEOS: req.IgnoreEOS,
-		SkipSpecialTokens: req.SkipSpecialTokens, Stream: req.Stream, NoDetokenize: req.NoText,
-		StreamInterval: int32(req.StreamInterval), Logprobs: req.Logprobs,
-		Grammar:    ipc.Grammar{Kind: ipc.GrammarKind(req.GrammarKind), Spec: req.GrammarSpec},
-		RoutedRank: int32(req.RoutedRank), ArrivalUnixNano: time.Now().UnixNano(),
-	}
-	if req.Sampling.Seed != nil {
-		msg.Seed, msg.HasSeed = *req.Sampling.Seed, true
-	}
-	if !req.Stream {
-		// Non-streaming requests are sent whole at the end, not flushed every step.
-		msg.StreamInterval = int32(req.MaxNewTokens)
+	msg, err := RequestToWire(req, req.RID, w.cfg.Index, time.Now())
+	if err != nil {
+		w.remove(req.RID)
+		return nil, err
 	}
 	bp := w.framePool.Get().(*[]byte)
 	frame := msg.Append((*bp)[:0])
@@ -338,16 +338,7 @@ func (w *Worker) report(rank int, seq uint64, l *ipc.Load) {
 		w.down[rank].Store(false)
 		w.log.Info("rank is up", "rank", rank)
 	}
-	var recv, recvTokens uint64
-	if w.cfg.Index < len(l.Received) {
-		recv = l.Received[w.cfg.Index]
-	}
-	if w.cfg.Index < len(l.ReceivedTokens) {
-		recvTokens = l.ReceivedTokens[w.cfg.Index]
-	}
-	_, _ = w.disp.Report(rank, shard.Load{Seq: seq, Running: int(l.Running), Waiting: int(l.Waiting),
-		KVTokensUsed: l.KVTokensUsed, KVTokensCapacity: l.KVTokensCapacity, WaitingTokens: l.WaitingTokens,
-		Received: recv, ReceivedTokens: recvTokens, ReceivedAll: l.Received, ReceivedTokensAll: l.ReceivedTokens})
+	_, _ = w.disp.Report(rank, loadFromWire(seq, l, w.cfg.Index))
 }
 
 // lookup finds the entries of a batch's n items under one lock (nil for requests already gone),
@@ -369,40 +360,11 @@ func (w *Worker) lookup(dst []*entry, n int, item func(i int) *ipc.TokenItem) []
 // deliver turns one output item into a Delta on its request's stream. The stream copies what it
 // keeps, so the delta points into the decoded batch.
 func (w *Worker) deliver(e *entry, it *ipc.TokenItem, text string, hasText bool) {
-	d := api.Delta{
-		IDs: it.NewIDs, Text: text, Logprobs: it.Logprobs,
-		PromptTokens: int(it.PromptTokens), CachedTokens: int(it.CachedTokens), CompletionTokens: int(it.CompletionTokens),
-		Finished: it.Finished, FinishReason: finishReason(it.FinishReason),
-	}
+	d := deltaFromWire(it, text)
 	if e.text != nil && !hasText {
 		d.Text, _, _ = e.text.Push(it.NewIDs, it.Finished)
 	}
-	if it.Finished {
-		switch {
-		case it.MatchedStop != "":
-			d.MatchedStop = it.MatchedStop
-		case it.MatchedStopToken >= 0 && it.FinishReason == ipc.FinishStop:
-			d.MatchedStop = it.MatchedStopToken
-		}
-		if it.FinishReason == ipc.FinishError {
-			d.Err = errors.New(it.Error)
-		}
-	}
 	e.st.Push(&d)
-}
-
-func finishReason(r ipc.FinishReason) api.FinishReason {
-	switch r {
-	case ipc.FinishStop:
-		return api.FinishStop
-	case ipc.FinishLength:
-		return api.FinishLength
-	case ipc.FinishAbort:
-		return api.FinishAbort
-	case ipc.FinishError:
-		return api.FinishError
-	}
-	return api.FinishNone
 }
 
 // checkRanks marks silent ranks down and fails their in-flight requests.
