@@ -209,3 +209,17 @@ func TestItemCrossesToTheWire(t *testing.T) {
 		t.Errorf("output settings lost: %+v", w)
 	}
 }
+
+// TestLoadToWire: the report adds what the receive goroutine queued to the scheduler's load and
+// carries the scheduler's counters.
+func TestLoadToWire(t *testing.T) {
+	sl := scheduler.Load{Running: 2, Waiting: 3, KVTokensUsed: 64, KVTokensCapacity: 1024, WaitingTokens: 40,
+		Stats: scheduler.Stats{Steps: 9, Preemptions: 5, PrefixHitTokens: 48}}
+	var l ipc.Load
+	loadToWire(&l, &sl, 4, 100, []uint64{7, 8}, []uint64{70, 80})
+	want := ipc.Load{Running: 2, Waiting: 7, KVTokensUsed: 64, KVTokensCapacity: 1024, WaitingTokens: 140,
+		Received: []uint64{7, 8}, ReceivedTokens: []uint64{70, 80}, Preemptions: 5, PrefixHitTokens: 48}
+	if !reflect.DeepEqual(l, want) {
+		t.Fatalf("load %+v, want %+v", l, want)
+	}
+}

@@ -35,7 +35,7 @@ func newTestDispatcher(t *testing.T, ranks int, m Method, worker int, opts ...Op
 }
 
 func TestParseMethod(t *testing.T) {
-	for _, name := range MethodNames() {
+	for _, name := range methodNames {
 		m, err := ParseMethod(name)
 		if err != nil || m.String() != name {
 			t.Errorf("ParseMethod(%q) = %v, %v", name, m, err)

@@ -315,6 +315,10 @@ func registerRankGauges(reg *metrics.Registry, w *worker.Worker, index, ranks in
 			get(func(rl *shard.RankLoad) float64 { return float64(rl.Reported.KVTokensUsed) }))
 		reg.NewGaugeFunc("llm_rank_kv_tokens_capacity", "KV cache positions at the rank.", l,
 			get(func(rl *shard.RankLoad) float64 { return float64(rl.Reported.KVTokensCapacity) }))
+		reg.NewCounterFunc("llm_rank_preemptions_total", "Requests the rank evicted from its batch to free KV blocks.", l,
+			get(func(rl *shard.RankLoad) float64 { return float64(rl.Reported.Preemptions) }))
+		reg.NewCounterFunc("llm_rank_prefix_hit_tokens_total", "Prompt tokens the rank took from its prefix cache.", l,
+			get(func(rl *shard.RankLoad) float64 { return float64(rl.Reported.PrefixHitTokens) }))
 		reg.NewGaugeFunc("llm_rank_pending_requests", "Requests this worker sent the rank that it has not acknowledged.", l,
 			get(func(rl *shard.RankLoad) float64 { return float64(rl.Pending) }))
 	}
