@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/llmserve/llmserve/api"
@@ -89,9 +88,6 @@ type Worker struct {
 	mu   sync.Mutex
 	reqs map[string]*entry
 
-	lastSeen []atomic.Int64 // per rank: unix nanos of the last batch or heartbeat
-	down     []atomic.Bool
-
 	framePool sync.Pool
 	closed    chan struct{}
 	wg        sync.WaitGroup
@@ -121,7 +117,9 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.GrammarTimeout <= 0 {
 		cfg.GrammarTimeout = DefaultGrammarTimeout
 	}
-	opts := []shard.Option{shard.WithWorkers(cfg.NumWorkers), shard.WithStaleAfter(0)}
+	// A rank takes no requests until it first reports: it may still be loading its model, and a
+	// request sent now would sit unanswered (clients get 503 + Retry-After instead).
+	opts := []shard.Option{shard.WithWorkers(cfg.NumWorkers), shard.WithStaleAfter(cfg.RankTimeout), shard.WithAwaitFirstReport()}
 	if cfg.Ledger != nil {
 		opts = append(opts, shard.WithLedger(cfg.Ledger))
 	}
@@ -130,15 +128,8 @@ func New(cfg Config) (*Worker, error) {
 		return nil, err
 	}
 	w := &Worker{cfg: cfg, disp: disp, log: cfg.Log, start: time.Now(),
-		reqs: map[string]*entry{}, lastSeen: make([]atomic.Int64, cfg.DPSize),
-		down: make([]atomic.Bool, cfg.DPSize), closed: make(chan struct{})}
+		reqs: map[string]*entry{}, closed: make(chan struct{})}
 	w.framePool.New = func() any { b := make([]byte, 0, 4096); return &b }
-	// A rank takes no requests until it first reports: it may still be loading its model, and a
-	// request sent now would sit unanswered (clients get 503 + Retry-After instead).
-	for r := range w.down {
-		w.down[r].Store(true)
-		_ = w.disp.MarkDown(r, fmt.Sprintf("rank %d has not reported yet (schedulerd loading or not started)", r))
-	}
 	w.pull, err = cfg.Transport.Pull(ipc.WorkerEndpoint(cfg.RunDir, cfg.Index), true, ipc.WithRecvHWM(100000))
 	if err != nil {
 		return nil, fmt.Errorf("worker %d: bind output socket: %w", cfg.Index, err)
@@ -241,6 +232,9 @@ func (w *Worker) Submit(ctx context.Context, req *api.Request) (*api.Stream, err
 	w.framePool.Put(bp)
 	if err != nil {
 		w.remove(req.RID)
+		if uerr := w.disp.Undo(rank, len(req.InputIDs)); uerr != nil {
+			w.log.Error("dispatch ledger", "err", uerr)
+		}
 		return nil, fmt.Errorf("send to rank %d: %w", rank, err)
 	}
 	return e.st, nil
@@ -324,21 +318,17 @@ func (w *Worker) receiveLoop() {
 	}
 }
 
-// report records a rank's load and that it is alive.
+// report hands a rank's load report to the dispatcher, which also judges from it that the
+// rank is alive.
 func (w *Worker) report(rank int, seq uint64, l *ipc.Load) {
-	if rank < 0 || rank >= w.cfg.DPSize {
-		w.log.Warn("report from unknown rank", "rank", rank)
+	res, err := w.disp.Report(rank, loadFromWire(seq, l, w.cfg.Index))
+	if err != nil {
+		w.log.Warn("dropped load report", "rank", rank, "err", err)
 		return
 	}
-	w.lastSeen[rank].Store(time.Now().UnixNano())
-	if w.down[rank].Load() {
-		// The rank (or detokd) is back, possibly restarted: forget its old sequence and ledger.
-		_ = w.disp.Reset(rank)
-		_ = w.disp.MarkUp(rank)
-		w.down[rank].Store(false)
+	if res == shard.ReportCameUp {
 		w.log.Info("rank is up", "rank", rank)
 	}
-	_, _ = w.disp.Report(rank, loadFromWire(seq, l, w.cfg.Index))
 }
 
 // lookup finds the entries of a batch's n items under one lock (nil for requests already gone),
@@ -367,16 +357,10 @@ func (w *Worker) deliver(e *entry, it *ipc.TokenItem, text string, hasText bool)
 	e.st.Push(&d)
 }
 
-// checkRanks marks silent ranks down and fails their in-flight requests.
+// checkRanks fails the in-flight requests of every rank the dispatcher finds silent.
 func (w *Worker) checkRanks() {
-	now := time.Now().UnixNano()
-	for r := range w.lastSeen {
-		if w.down[r].Load() || time.Duration(now-w.lastSeen[r].Load()) < w.cfg.RankTimeout {
-			continue
-		}
-		w.down[r].Store(true)
+	for _, r := range w.disp.Expire(time.Now()) {
 		reason := fmt.Sprintf("no output or heartbeat from rank %d for %v (schedulerd%s stopped?)", r, w.cfg.RankTimeout, w.detokHint())
-		_ = w.disp.MarkDown(r, reason)
 		w.log.Error("rank is down", "rank", r, "reason", reason)
 		w.failAll(r, errors.New(reason))
 	}
@@ -409,27 +393,19 @@ func (w *Worker) failAll(rank int, err error) {
 // Health implements api.Engine: every rank must be reporting.
 func (w *Worker) Health() error {
 	var errs []error
-	for r := range w.down {
-		if w.lastSeen[r].Load() == 0 { // never reported
-			errs = append(errs, fmt.Errorf("rank %d has not reported yet", r))
-		} else if w.down[r].Load() {
-			errs = append(errs, fmt.Errorf("rank %d is down", r))
-		} else if time.Duration(time.Now().UnixNano()-w.lastSeen[r].Load()) >= w.cfg.RankTimeout {
-			errs = append(errs, fmt.Errorf("rank %d has not reported yet", r))
+	for _, r := range w.disp.Snapshot().Ranks {
+		switch {
+		case !r.HasReport:
+			errs = append(errs, fmt.Errorf("rank %d has not reported yet", r.Rank))
+		case !r.Up:
+			errs = append(errs, fmt.Errorf("rank %d is down: %s", r.Rank, r.DownReason))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// Ready reports whether every rank has reported at least once since this worker started.
-func (w *Worker) Ready() bool {
-	for _, r := range w.disp.Snapshot().Ranks {
-		if !r.HasReport {
-			return false
-		}
-	}
-	return w.Health() == nil
-}
+// Ready reports whether every rank has reported since this worker started and is up.
+func (w *Worker) Ready() bool { return w.Health() == nil }
 
 // LoadReport is what /get_load shows.
 type LoadReport struct {
