@@ -4,7 +4,7 @@ import "fmt"
 
 // WireVersion is the first byte of every frame. Bump it on any incompatible layout change;
 // decoders refuse frames of any other version.
-const WireVersion byte = 2
+const WireVersion byte = 3
 
 // MsgType is the second byte of every frame.
 type MsgType uint8
@@ -105,14 +105,9 @@ func (r FinishReason) String() string {
 	return fmt.Sprintf("FinishReason(%d)", uint8(r))
 }
 
-// GenerateRequest is one tokenized request, sent by the tokenizer worker that owns it to the
-// scheduler of the rank it was dispatched to.
-type GenerateRequest struct {
-	RID      string
-	Owner    uint32 // index of the tokenizer worker that owns the request
-	InputIDs []int32
-
-	// Sampling.
+// Sampling is a request's sampling settings (sampling.Params on the wire); it travels as one
+// block so a new setting is added in one place on each side.
+type Sampling struct {
 	Temperature       float32
 	TopP              float32
 	MinP              float32
@@ -121,7 +116,17 @@ type GenerateRequest struct {
 	PresencePenalty   float32
 	TopK              int32
 	Seed              uint64
-	HasSeed           bool
+	HasSeed           bool // Seed is set; without it the rank draws a fresh seed
+}
+
+// GenerateRequest is one tokenized request, sent by the tokenizer worker that owns it to the
+// scheduler of the rank it was dispatched to.
+type GenerateRequest struct {
+	RID      string
+	Owner    uint32 // index of the tokenizer worker that owns the request
+	InputIDs []int32
+
+	Sampling Sampling
 
 	MaxNewTokens int32
 	MinNewTokens int32
@@ -131,7 +136,7 @@ type GenerateRequest struct {
 	IgnoreEOS         bool
 	SkipSpecialTokens bool
 	Stream            bool
-	NoDetokenize      bool  // the client wants ids only
+	NoText            bool  // the client wants ids only: nothing detokenizes this request
 	StreamInterval    int32 // tokens between stream outputs (>= 1)
 	Logprobs          bool
 
@@ -161,6 +166,10 @@ type Load struct {
 	// ReceivedTokens[w] is the prompt tokens of those requests, so token-weighted dispatch
 	// can subtract them too.
 	ReceivedTokens []uint64
+	// Preemptions and PrefixHitTokens are the rank's cumulative scheduler counters
+	// (scheduler.Stats), shown on /metrics.
+	Preemptions     uint64
+	PrefixHitTokens uint64
 }
 
 // TokenItem is one request's new output in a batch.
@@ -181,7 +190,7 @@ type TokenItem struct {
 	// Detokenization settings, for detokd, which never sees the GenerateRequest. The flags ride
 	// on every item; StopStrings need only be sent with a request's first item, since detokd
 	// keeps them in its per-request state.
-	NoDetokenize      bool
+	NoText            bool
 	SkipSpecialTokens bool
 	StopStrings       []string
 }

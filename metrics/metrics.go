@@ -130,6 +130,24 @@ func (g *GaugeFunc) write(w io.Writer, name string) {
 	fmt.Fprintf(w, "%s%s %s\n", name, g.lbl, fmtFloat(g.fn()))
 }
 
+// CounterFunc is a counter read from a function at scrape time: a count kept elsewhere (a rank's
+// scheduler, reported with its load) that must be exposed as a counter.
+type CounterFunc struct {
+	lbl string
+	fn  func() float64
+}
+
+// NewCounterFunc registers a counter whose value fn returns at each scrape; fn must never
+// decrease except when the counted process restarts.
+func (r *Registry) NewCounterFunc(name, help string, labels Labels, fn func() float64) {
+	r.add(name, help, kindCounter, &CounterFunc{lbl: labels.String(), fn: fn})
+}
+
+func (c *CounterFunc) labels() string { return c.lbl }
+func (c *CounterFunc) write(w io.Writer, name string) {
+	fmt.Fprintf(w, "%s%s %s\n", name, c.lbl, fmtFloat(c.fn()))
+}
+
 // Histogram counts observations in cumulative buckets.
 type Histogram struct {
 	lbl     string

@@ -1,11 +1,11 @@
 package runner
 
 import (
+	"context"
 	"fmt"
 	"sync/atomic"
 
 	"github.com/llmserve/llmserve/grammar"
-	"github.com/llmserve/llmserve/ipc"
 )
 
 // Grammars compiles structured-output constraints for one rank off the step loop: a request
@@ -19,26 +19,13 @@ type Grammars struct {
 // NewGrammars wraps a compiler over the model's vocabulary.
 func NewGrammars(c *grammar.Compiler) *Grammars { return &Grammars{c: c} }
 
-// Compile compiles one constraint synchronously (cached).
-func Compile(c *grammar.Compiler, kind ipc.GrammarKind, spec string) (*grammar.Grammar, error) {
-	switch kind {
-	case ipc.GrammarJSONSchema:
-		return c.JSONSchema(spec)
-	case ipc.GrammarJSONObject:
-		return c.JSONObject()
-	case ipc.GrammarRegex:
-		return c.Regex(spec)
-	}
-	return nil, fmt.Errorf("unknown grammar kind %d", kind)
-}
-
 // start returns a constraint whose matcher appears once the grammar is compiled.
-func (gs *Grammars) start(g ipc.Grammar) *constraint {
+func (gs *Grammars) start(s grammar.Spec) *constraint {
 	c := &constraint{}
 	go func() {
-		gr, err := Compile(gs.c, g.Kind, g.Spec)
+		gr, err := gs.c.Compile(context.Background(), s)
 		if err != nil {
-			c.err = fmt.Errorf("compile %s constraint: %w", g.Kind, err)
+			c.err = fmt.Errorf("compile %s constraint: %w", s.Kind, err)
 		} else {
 			c.m = gr.NewMatcher()
 		}

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/llmserve/llmserve/detok"
+	"github.com/llmserve/llmserve/grammar"
 	"github.com/llmserve/llmserve/ipc"
-	"github.com/llmserve/llmserve/sampling"
 	"github.com/llmserve/llmserve/scheduler"
 	"github.com/llmserve/llmserve/tokenizer"
 )
@@ -81,9 +81,7 @@ type gate struct {
 	ids      []int32 // buffered since the last flush; reused after each flush
 	logprobs []float32
 
-	noDetok     bool
-	skipSpecial bool
-	stops       []string // sent with the first item only: detokd keeps them per request
+	out outputSettings
 }
 
 // New binds the rank's request socket and connects its output sockets.
@@ -221,44 +219,37 @@ loop:
 	return nil
 }
 
-// add converts a wire request into a scheduler request.
+// add hands a wire request to the scheduler.
 func (r *Runner) add(m *ipc.GenerateRequest) error {
-	p := sampling.Params{Temperature: m.Temperature, TopP: m.TopP, TopK: int(m.TopK), MinP: m.MinP,
-		RepetitionPenalty: m.RepetitionPenalty, FrequencyPenalty: m.FrequencyPenalty, PresencePenalty: m.PresencePenalty}
-	if m.HasSeed {
-		seed := m.Seed
-		p.Seed = &seed
+	in, err := requestFromWire(m)
+	if err != nil {
+		return err
 	}
-	req := &scheduler.Request{
-		RID: m.RID, Owner: int(m.Owner), InputIDs: m.InputIDs,
-		MaxNewTokens: int(m.MaxNewTokens), MinNewTokens: int(m.MinNewTokens),
-		StopTokenIDs: m.StopTokenIDs, IgnoreEOS: m.IgnoreEOS,
-		Sampling: p, Logprobs: m.Logprobs, Arrival: time.Unix(0, m.ArrivalUnixNano),
+	if in.routedRank >= 0 && in.routedRank != r.cfg.Rank {
+		return fmt.Errorf("request routed to rank %d arrived at rank %d", in.routedRank, r.cfg.Rank)
 	}
-	if len(m.StopStrings) > 0 {
+	req := &in.sched
+	if len(in.out.stops) > 0 {
 		if r.cfg.Tokenizer == nil {
 			return errors.New("stop strings need a tokenizer (the engine runs with --skip-tokenizer-init)")
 		}
-		st := detok.NewStream(r.cfg.Tokenizer.NewDecoder(m.SkipSpecialTokens), m.StopStrings)
+		st := detok.NewStream(r.cfg.Tokenizer.NewDecoder(in.out.skipSpecial), in.out.stops)
 		req.StopCheck = func(ids []int32) (string, bool) {
 			_, stopped, matched := st.Push(ids, false)
 			return matched, stopped
 		}
 	}
-	if m.Grammar.Kind != ipc.GrammarNone {
+	if in.grammar.Kind != grammar.KindNone {
 		if r.cfg.Grammars == nil {
 			return errors.New("structured output needs a tokenizer (the engine runs with --skip-tokenizer-init)")
 		}
-		c := r.cfg.Grammars.start(m.Grammar)
+		c := r.cfg.Grammars.start(in.grammar)
 		req.Constraint, req.Ready = c, c.Ready
 	}
 	if err := r.sched.Add(req); err != nil {
 		return err
 	}
-	// m is decoded fresh per message (ipc's Decode copies out of the frame): the request and
-	// the gate keep its slices.
-	r.gates[m.RID] = &gate{interval: max(int(m.StreamInterval), 1), whole: !m.Stream, noDetok: m.NoDetokenize,
-		skipSpecial: m.SkipSpecialTokens, stops: m.StopStrings}
+	r.gates[req.RID] = &gate{interval: in.out.interval, whole: !in.out.stream, out: in.out}
 	return nil
 }
 
@@ -289,16 +280,7 @@ func (r *Runner) send(out *scheduler.Output) {
 			}
 			continue
 		}
-		ti := ipc.TokenItem{
-			RID: it.RID, Owner: uint32(it.Owner), NewIDs: ids, Logprobs: lps,
-			PromptTokens: int32(it.PromptTokens), CachedTokens: int32(it.CachedTokens), CompletionTokens: int32(it.CompletionTokens),
-			Finished: it.Finished, FinishReason: ipc.FinishReason(it.FinishReason),
-			MatchedStopToken: it.MatchedStopToken, MatchedStop: it.MatchedStop, Error: it.Err,
-			NoDetokenize: g.noDetok, SkipSpecialTokens: g.skipSpecial,
-		}
-		if !g.sentAny {
-			ti.StopStrings = g.stops
-		}
+		ti := itemToWire(it, ids, lps, &g.out, !g.sentAny)
 		b.Items = append(b.Items, ti)
 		g.sentAny = true
 		if it.Finished {
@@ -326,11 +308,7 @@ func (r *Runner) publishLoad(l scheduler.Load) {
 // loadLocked is the report to send now: the scheduler's last load plus what the receive
 // goroutine has read since. The caller holds loadMu; the slices are l's own.
 func (r *Runner) loadLocked(l *ipc.Load) {
-	sl := &r.schedLoad
-	*l = ipc.Load{Running: int64(sl.Running), Waiting: int64(sl.Waiting + r.queued),
-		KVTokensUsed: int64(sl.KVTokensUsed), KVTokensCapacity: int64(sl.KVTokensCapacity),
-		WaitingTokens: int64(sl.WaitingTokens + r.queuedTokens),
-		Received:      append(l.Received[:0], r.received...), ReceivedTokens: append(l.ReceivedTokens[:0], r.receivedTokens...)}
+	loadToWire(l, &r.schedLoad, r.queued, r.queuedTokens, r.received, r.receivedTokens)
 }
 
 // emit stamps the batch with a sequence number and the current load and sends it.

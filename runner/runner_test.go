@@ -124,8 +124,8 @@ func startRunner(t *testing.T, b backend.Backend, direct bool, tok *tokenizer.To
 
 func (g *rig) submit(m *ipc.GenerateRequest) {
 	g.t.Helper()
-	if m.TopP == 0 {
-		m.TopP, m.TopK, m.RepetitionPenalty = 1, -1, 1
+	if m.Sampling.TopP == 0 {
+		m.Sampling.TopP, m.Sampling.TopK, m.Sampling.RepetitionPenalty = 1, -1, 1
 	}
 	if err := g.out.Send(m.Append(nil)); err != nil {
 		g.t.Fatal(err)

@@ -1,9 +1,6 @@
 package sampling
 
-import (
-	"math"
-	"slices"
-)
+import "math"
 
 // LogSoftmaxAt returns log softmax(logits)[tok]: the natural-log probability of tok under the
 // raw logits, before penalties, mask or temperature, as OpenAI's logprobs report it. It returns
@@ -14,37 +11,6 @@ func LogSoftmaxAt(logits []float32, tok int32) float32 {
 	}
 	maxLogit, logZ := logPartition(logits)
 	return logits[tok] - maxLogit - logZ
-}
-
-// TokenLogprob is one entry of an OpenAI top_logprobs list.
-type TokenLogprob struct {
-	ID      int32
-	Logprob float32
-}
-
-// TopLogprobs returns the n most likely tokens of the raw logits with their log probabilities,
-// most likely first (ties to the lower id).
-func TopLogprobs(logits []float32, n int) []TokenLogprob {
-	n = min(n, len(logits))
-	if n <= 0 {
-		return nil
-	}
-	maxLogit, logZ := logPartition(logits)
-	best := topK(make([]scored, 0, n), logits, n, float32(math.Inf(-1)))
-	out := make([]TokenLogprob, len(best))
-	for i, c := range best {
-		out[i] = TokenLogprob{ID: c.id, Logprob: c.logit - maxLogit - logZ}
-	}
-	slices.SortFunc(out, func(a, b TokenLogprob) int {
-		switch {
-		case a.Logprob > b.Logprob:
-			return -1
-		case a.Logprob < b.Logprob:
-			return 1
-		}
-		return int(a.ID - b.ID)
-	})
-	return out
 }
 
 // logPartition returns the largest logit and log Σ exp(logit - max).

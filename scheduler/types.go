@@ -122,6 +122,8 @@ type Load struct {
 	KVTokensCapacity int
 	// WaitingTokens is the positions queued requests still need computed (they hold no KV).
 	WaitingTokens int
+	// Stats are the event counters so far, reported with the load for /metrics.
+	Stats Stats
 }
 
 // Output is what one Step produced: an Item for every request that generated a token or

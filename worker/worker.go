@@ -12,11 +12,11 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/llmserve/llmserve/api"
 	"github.com/llmserve/llmserve/detok"
+	"github.com/llmserve/llmserve/grammar"
 	"github.com/llmserve/llmserve/ipc"
 	"github.com/llmserve/llmserve/shard"
 	"github.com/llmserve/llmserve/tokenizer"
@@ -61,8 +61,11 @@ type Config struct {
 	// RankTimeout is how long a rank may stay silent (no output, no heartbeat) before it is
 	// marked down and its in-flight requests fail.
 	RankTimeout time.Duration
-	// CheckGrammar compiles a constraint to refuse bad ones up front; nil accepts all.
-	CheckGrammar func(kind api.GrammarKind, spec string) error
+	// Grammars compiles (and caches) each constraint once, so a bad one is refused up front;
+	// nil accepts all (the rank refuses them when it has no tokenizer).
+	Grammars *grammar.Compiler
+	// GrammarTimeout bounds one up-front compile; 0 means DefaultGrammarTimeout.
+	GrammarTimeout time.Duration
 	// Ledger is the dispatch ledger shared by all workers (see shard.Ledger); nil: each worker
 	// estimates the others' dispatches from its own.
 	Ledger *shard.Ledger
@@ -84,9 +87,6 @@ type Worker struct {
 
 	mu   sync.Mutex
 	reqs map[string]*entry
-
-	lastSeen []atomic.Int64 // per rank: unix nanos of the last batch or heartbeat
-	down     []atomic.Bool
 
 	framePool sync.Pool
 	closed    chan struct{}
@@ -114,7 +114,12 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	opts := []shard.Option{shard.WithWorkers(cfg.NumWorkers), shard.WithStaleAfter(0)}
+	if cfg.GrammarTimeout <= 0 {
+		cfg.GrammarTimeout = DefaultGrammarTimeout
+	}
+	// A rank takes no requests until it first reports: it may still be loading its model, and a
+	// request sent now would sit unanswered (clients get 503 + Retry-After instead).
+	opts := []shard.Option{shard.WithWorkers(cfg.NumWorkers), shard.WithStaleAfter(cfg.RankTimeout), shard.WithAwaitFirstReport()}
 	if cfg.Ledger != nil {
 		opts = append(opts, shard.WithLedger(cfg.Ledger))
 	}
@@ -123,15 +128,8 @@ func New(cfg Config) (*Worker, error) {
 		return nil, err
 	}
 	w := &Worker{cfg: cfg, disp: disp, log: cfg.Log, start: time.Now(),
-		reqs: map[string]*entry{}, lastSeen: make([]atomic.Int64, cfg.DPSize),
-		down: make([]atomic.Bool, cfg.DPSize), closed: make(chan struct{})}
+		reqs: map[string]*entry{}, closed: make(chan struct{})}
 	w.framePool.New = func() any { b := make([]byte, 0, 4096); return &b }
-	// A rank takes no requests until it first reports: it may still be loading its model, and a
-	// request sent now would sit unanswered (clients get 503 + Retry-After instead).
-	for r := range w.down {
-		w.down[r].Store(true)
-		_ = w.disp.MarkDown(r, fmt.Sprintf("rank %d has not reported yet (schedulerd loading or not started)", r))
-	}
 	w.pull, err = cfg.Transport.Pull(ipc.WorkerEndpoint(cfg.RunDir, cfg.Index), true, ipc.WithRecvHWM(100000))
 	if err != nil {
 		return nil, fmt.Errorf("worker %d: bind output socket: %w", cfg.Index, err)
@@ -174,12 +172,19 @@ func (w *Worker) Tokenizer() *tokenizer.Tokenizer { return w.cfg.Tokenizer }
 // NewRID implements api.Engine.
 func (w *Worker) NewRID() string { return shard.NewRID(w.cfg.Index) }
 
+// DefaultGrammarTimeout bounds an up-front grammar compile.
+const DefaultGrammarTimeout = 30 * time.Second
+
 // CheckGrammar implements api.Engine.
-func (w *Worker) CheckGrammar(kind api.GrammarKind, spec string) error {
-	if w.cfg.CheckGrammar == nil {
-		return nil
+func (w *Worker) CheckGrammar(kind api.GrammarKind, text string) error {
+	spec, err := GrammarSpec(kind, text)
+	if err != nil || w.cfg.Grammars == nil || spec.Kind == grammar.KindNone {
+		return err
 	}
-	return w.cfg.CheckGrammar(kind, spec)
+	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.GrammarTimeout)
+	defer cancel()
+	_, err = w.cfg.Grammars.Compile(ctx, spec)
+	return err
 }
 
 // InFlight is the number of requests this worker owns that have not finished.
@@ -215,24 +220,10 @@ func (w *Worker) Submit(ctx context.Context, req *api.Request) (*api.Stream, err
 	w.reqs[req.RID] = e
 	w.mu.Unlock()
 
-	msg := ipc.GenerateRequest{
-		RID: req.RID, Owner: uint32(w.cfg.Index), InputIDs: req.InputIDs,
-		Temperature: req.Sampling.Temperature, TopP: req.Sampling.TopP, MinP: req.Sampling.MinP,
-		RepetitionPenalty: req.Sampling.RepetitionPenalty, FrequencyPenalty: req.Sampling.FrequencyPenalty,
-		PresencePenalty: req.Sampling.PresencePenalty, TopK: int32(req.Sampling.TopK),
-		MaxNewTokens: int32(req.MaxNewTokens), MinNewTokens: int32(req.MinNewTokens),
-		StopTokenIDs: req.StopTokenIDs, StopStrings: req.StopStrings, IgnoreEOS: req.IgnoreEOS,
-		SkipSpecialTokens: req.SkipSpecialTokens, Stream: req.Stream, NoDetokenize: req.NoText,
-		StreamInterval: int32(req.StreamInterval), Logprobs: req.Logprobs,
-		Grammar:    ipc.Grammar{Kind: ipc.GrammarKind(req.GrammarKind), Spec: req.GrammarSpec},
-		RoutedRank: int32(req.RoutedRank), ArrivalUnixNano: time.Now().UnixNano(),
-	}
-	if req.Sampling.Seed != nil {
-		msg.Seed, msg.HasSeed = *req.Sampling.Seed, true
-	}
-	if !req.Stream {
-		// Non-streaming requests are sent whole at the end, not flushed every step.
-		msg.StreamInterval = int32(req.MaxNewTokens)
+	msg, err := RequestToWire(req, req.RID, w.cfg.Index, time.Now())
+	if err != nil {
+		w.remove(req.RID)
+		return nil, err
 	}
 	bp := w.framePool.Get().(*[]byte)
 	frame := msg.Append((*bp)[:0])
@@ -241,6 +232,9 @@ func (w *Worker) Submit(ctx context.Context, req *api.Request) (*api.Stream, err
 	w.framePool.Put(bp)
 	if err != nil {
 		w.remove(req.RID)
+		if uerr := w.disp.Undo(rank, len(req.InputIDs)); uerr != nil {
+			w.log.Error("dispatch ledger", "err", uerr)
+		}
 		return nil, fmt.Errorf("send to rank %d: %w", rank, err)
 	}
 	return e.st, nil
@@ -324,30 +318,17 @@ func (w *Worker) receiveLoop() {
 	}
 }
 
-// report records a rank's load and that it is alive.
+// report hands a rank's load report to the dispatcher, which also judges from it that the
+// rank is alive.
 func (w *Worker) report(rank int, seq uint64, l *ipc.Load) {
-	if rank < 0 || rank >= w.cfg.DPSize {
-		w.log.Warn("report from unknown rank", "rank", rank)
+	res, err := w.disp.Report(rank, loadFromWire(seq, l, w.cfg.Index))
+	if err != nil {
+		w.log.Warn("dropped load report", "rank", rank, "err", err)
 		return
 	}
-	w.lastSeen[rank].Store(time.Now().UnixNano())
-	if w.down[rank].Load() {
-		// The rank (or detokd) is back, possibly restarted: forget its old sequence and ledger.
-		_ = w.disp.Reset(rank)
-		_ = w.disp.MarkUp(rank)
-		w.down[rank].Store(false)
+	if res == shard.ReportCameUp {
 		w.log.Info("rank is up", "rank", rank)
 	}
-	var recv, recvTokens uint64
-	if w.cfg.Index < len(l.Received) {
-		recv = l.Received[w.cfg.Index]
-	}
-	if w.cfg.Index < len(l.ReceivedTokens) {
-		recvTokens = l.ReceivedTokens[w.cfg.Index]
-	}
-	_, _ = w.disp.Report(rank, shard.Load{Seq: seq, Running: int(l.Running), Waiting: int(l.Waiting),
-		KVTokensUsed: l.KVTokensUsed, KVTokensCapacity: l.KVTokensCapacity, WaitingTokens: l.WaitingTokens,
-		Received: recv, ReceivedTokens: recvTokens, ReceivedAll: l.Received, ReceivedTokensAll: l.ReceivedTokens})
 }
 
 // lookup finds the entries of a batch's n items under one lock (nil for requests already gone),
@@ -369,52 +350,17 @@ func (w *Worker) lookup(dst []*entry, n int, item func(i int) *ipc.TokenItem) []
 // deliver turns one output item into a Delta on its request's stream. The stream copies what it
 // keeps, so the delta points into the decoded batch.
 func (w *Worker) deliver(e *entry, it *ipc.TokenItem, text string, hasText bool) {
-	d := api.Delta{
-		IDs: it.NewIDs, Text: text, Logprobs: it.Logprobs,
-		PromptTokens: int(it.PromptTokens), CachedTokens: int(it.CachedTokens), CompletionTokens: int(it.CompletionTokens),
-		Finished: it.Finished, FinishReason: finishReason(it.FinishReason),
-	}
+	d := deltaFromWire(it, text)
 	if e.text != nil && !hasText {
 		d.Text, _, _ = e.text.Push(it.NewIDs, it.Finished)
-	}
-	if it.Finished {
-		switch {
-		case it.MatchedStop != "":
-			d.MatchedStop = it.MatchedStop
-		case it.MatchedStopToken >= 0 && it.FinishReason == ipc.FinishStop:
-			d.MatchedStop = it.MatchedStopToken
-		}
-		if it.FinishReason == ipc.FinishError {
-			d.Err = errors.New(it.Error)
-		}
 	}
 	e.st.Push(&d)
 }
 
-func finishReason(r ipc.FinishReason) api.FinishReason {
-	switch r {
-	case ipc.FinishStop:
-		return api.FinishStop
-	case ipc.FinishLength:
-		return api.FinishLength
-	case ipc.FinishAbort:
-		return api.FinishAbort
-	case ipc.FinishError:
-		return api.FinishError
-	}
-	return api.FinishNone
-}
-
-// checkRanks marks silent ranks down and fails their in-flight requests.
+// checkRanks fails the in-flight requests of every rank the dispatcher finds silent.
 func (w *Worker) checkRanks() {
-	now := time.Now().UnixNano()
-	for r := range w.lastSeen {
-		if w.down[r].Load() || time.Duration(now-w.lastSeen[r].Load()) < w.cfg.RankTimeout {
-			continue
-		}
-		w.down[r].Store(true)
+	for _, r := range w.disp.Expire(time.Now()) {
 		reason := fmt.Sprintf("no output or heartbeat from rank %d for %v (schedulerd%s stopped?)", r, w.cfg.RankTimeout, w.detokHint())
-		_ = w.disp.MarkDown(r, reason)
 		w.log.Error("rank is down", "rank", r, "reason", reason)
 		w.failAll(r, errors.New(reason))
 	}
@@ -447,27 +393,19 @@ func (w *Worker) failAll(rank int, err error) {
 // Health implements api.Engine: every rank must be reporting.
 func (w *Worker) Health() error {
 	var errs []error
-	for r := range w.down {
-		if w.lastSeen[r].Load() == 0 { // never reported
-			errs = append(errs, fmt.Errorf("rank %d has not reported yet", r))
-		} else if w.down[r].Load() {
-			errs = append(errs, fmt.Errorf("rank %d is down", r))
-		} else if time.Duration(time.Now().UnixNano()-w.lastSeen[r].Load()) >= w.cfg.RankTimeout {
-			errs = append(errs, fmt.Errorf("rank %d has not reported yet", r))
+	for _, r := range w.disp.Snapshot().Ranks {
+		switch {
+		case !r.HasReport:
+			errs = append(errs, fmt.Errorf("rank %d has not reported yet", r.Rank))
+		case !r.Up:
+			errs = append(errs, fmt.Errorf("rank %d is down: %s", r.Rank, r.DownReason))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// Ready reports whether every rank has reported at least once since this worker started.
-func (w *Worker) Ready() bool {
-	for _, r := range w.disp.Snapshot().Ranks {
-		if !r.HasReport {
-			return false
-		}
-	}
-	return w.Health() == nil
-}
+// Ready reports whether every rank has reported since this worker started and is up.
+func (w *Worker) Ready() bool { return w.Health() == nil }
 
 // LoadReport is what /get_load shows.
 type LoadReport struct {

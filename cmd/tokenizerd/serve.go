@@ -20,10 +20,8 @@ import (
 	"github.com/llmserve/llmserve/api"
 	"github.com/llmserve/llmserve/cmd/internal/runflags"
 	"github.com/llmserve/llmserve/grammar"
-	"github.com/llmserve/llmserve/ipc"
 	"github.com/llmserve/llmserve/metrics"
 	"github.com/llmserve/llmserve/model"
-	"github.com/llmserve/llmserve/runner"
 	"github.com/llmserve/llmserve/sampling"
 	"github.com/llmserve/llmserve/shard"
 	"github.com/llmserve/llmserve/tokenizer"
@@ -181,7 +179,7 @@ func runWorker(ctx context.Context, cmd *cli.Command, index int) error {
 			return err
 		}
 	}
-	var checkGrammar func(api.GrammarKind, string) error
+	var grammars *grammar.Compiler
 	if tok != nil {
 		gopts, err := runflags.GrammarOptions(cmd)
 		if err != nil {
@@ -189,11 +187,7 @@ func runWorker(ctx context.Context, cmd *cli.Command, index int) error {
 		}
 		// The worker compiles (and caches) each constraint once up front so a bad schema or
 		// regex is a 400 here; the rank compiles it again to enforce it.
-		gc := grammar.NewCompiler(tok, runflags.GrammarEOS(runflags.ModelEOS(path), tok), gopts)
-		checkGrammar = func(kind api.GrammarKind, spec string) error {
-			_, err := runner.Compile(gc, ipc.GrammarKind(kind), spec)
-			return err
-		}
+		grammars = grammar.NewCompiler(tok, runflags.GrammarEOS(runflags.ModelEOS(path), tok), gopts)
 	}
 	method, _ := shard.ParseMethod(cmd.String("load-balance-method"))
 	ledger, err := shard.OpenLedger(worker.LedgerPath(dir), int(cmd.Int("tokenizer-worker-num")), int(cmd.Int("dp-size")))
@@ -205,7 +199,7 @@ func runWorker(ctx context.Context, cmd *cli.Command, index int) error {
 		Index: index, NumWorkers: int(cmd.Int("tokenizer-worker-num")), DPSize: int(cmd.Int("dp-size")),
 		RunDir: dir, Transport: tr, Mode: mode, Method: method, Tokenizer: tok,
 		MaxRequests: int(cmd.Int("max-queued-requests")), RankTimeout: cmd.Duration("rank-timeout"), Log: log,
-		CheckGrammar: checkGrammar, Ledger: ledger,
+		Grammars: grammars, Ledger: ledger,
 	})
 	if err != nil {
 		return err
@@ -321,6 +315,10 @@ func registerRankGauges(reg *metrics.Registry, w *worker.Worker, index, ranks in
 			get(func(rl *shard.RankLoad) float64 { return float64(rl.Reported.KVTokensUsed) }))
 		reg.NewGaugeFunc("llm_rank_kv_tokens_capacity", "KV cache positions at the rank.", l,
 			get(func(rl *shard.RankLoad) float64 { return float64(rl.Reported.KVTokensCapacity) }))
+		reg.NewCounterFunc("llm_rank_preemptions_total", "Requests the rank evicted from its batch to free KV blocks.", l,
+			get(func(rl *shard.RankLoad) float64 { return float64(rl.Reported.Preemptions) }))
+		reg.NewCounterFunc("llm_rank_prefix_hit_tokens_total", "Prompt tokens the rank took from its prefix cache.", l,
+			get(func(rl *shard.RankLoad) float64 { return float64(rl.Reported.PrefixHitTokens) }))
 		reg.NewGaugeFunc("llm_rank_pending_requests", "Requests this worker sent the rank that it has not acknowledged.", l,
 			get(func(rl *shard.RankLoad) float64 { return float64(rl.Pending) }))
 	}
