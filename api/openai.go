@@ -214,7 +214,7 @@ func (f *openAIFormat) head(dst []byte, chunk bool) []byte {
 	dst = append(dst, `,"created":`...)
 	dst = strconv.AppendInt(dst, f.created, 10)
 	dst = append(dst, `,"model":`...)
-	return appendJSONString(dst, f.s.cfg.ModelName)
+	return appendJSONString(dst, f.s.cfg.ServedModelName)
 }
 
 // appendChunkHead appends the head every chunk of the stream shares, formatted once.

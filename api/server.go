@@ -18,8 +18,8 @@ import (
 
 // Config is how a worker's API behaves.
 type Config struct {
-	// ModelName is the id served by /v1/models; requests naming another model get a 404.
-	ModelName string
+	// ServedModelName is the id served by /v1/models; requests naming another model get a 404.
+	ServedModelName string
 	// ContextLength bounds prompt + generated tokens.
 	ContextLength int
 	// DefaultSampling comes from the model's generation_config.json.
@@ -174,8 +174,8 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) error
 }
 
 func (s *Server) checkModel(model string) error {
-	if model != "" && model != s.cfg.ModelName {
-		return fmt.Errorf("model %q does not exist; this server serves %q", model, s.cfg.ModelName)
+	if model != "" && model != s.cfg.ServedModelName {
+		return fmt.Errorf("model %q does not exist; this server serves %q", model, s.cfg.ServedModelName)
 	}
 	return nil
 }
@@ -191,8 +191,8 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{
 		"object": "list",
 		"data": []map[string]any{{
-			"id": s.cfg.ModelName, "object": "model", "created": s.created, "owned_by": "llmserve",
-			"root": s.cfg.ModelName, "max_model_len": s.cfg.ContextLength,
+			"id": s.cfg.ServedModelName, "object": "model", "created": s.created, "owned_by": "llmserve",
+			"root": s.cfg.ServedModelName, "max_model_len": s.cfg.ContextLength,
 		}},
 	})
 }
