@@ -41,7 +41,7 @@ func (e *feedEngine) Abort(string)                           {}
 func (e *feedEngine) Tokenizer() *tokenizer.Tokenizer        { return nil }
 func (e *feedEngine) CheckGrammar(GrammarKind, string) error { return nil }
 func (e *feedEngine) Health() error                          { return nil }
-func (e *feedEngine) Load() any                              { return nil }
+func (e *feedEngine) Load() LoadReport                       { return LoadReport{} }
 func (e *feedEngine) NewRID() string                         { return fmt.Sprintf("r%d", time.Now().UnixNano()) }
 
 func (e *feedEngine) lastRequest() *Request {
