@@ -11,7 +11,6 @@ import (
 	"syscall"
 
 	"github.com/llmserve/llmserve/cmd/internal/runflags"
-	"github.com/llmserve/llmserve/detok"
 	"github.com/llmserve/llmserve/tokenizer"
 	"github.com/urfave/cli/v3"
 )
@@ -53,7 +52,7 @@ func run(ctx context.Context, cfg *runflags.Config) error {
 	if err != nil {
 		return err
 	}
-	svc, err := detok.NewService(tr, dir, tok, cfg.TokenizerWorkerNum, log)
+	svc, err := newService(tr, dir, tok, cfg.TokenizerWorkerNum, log)
 	if err != nil {
 		return err
 	}
