@@ -70,6 +70,8 @@ type Config struct {
 	// estimates the others' dispatches from its own.
 	Ledger *shard.Ledger
 	Log    *slog.Logger
+	// Clock replaces time.Now for rank liveness (tests drive it); nil is time.Now.
+	Clock func() time.Time
 }
 
 // LedgerPath is where the tokenizer workers of the engine using runDir share their dispatch
@@ -117,9 +119,13 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.GrammarTimeout <= 0 {
 		cfg.GrammarTimeout = DefaultGrammarTimeout
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
 	// A rank takes no requests until it first reports: it may still be loading its model, and a
 	// request sent now would sit unanswered (clients get 503 + Retry-After instead).
-	opts := []shard.Option{shard.WithWorkers(cfg.NumWorkers), shard.WithStaleAfter(cfg.RankTimeout), shard.WithAwaitFirstReport()}
+	opts := []shard.Option{shard.WithWorkers(cfg.NumWorkers), shard.WithStaleAfter(cfg.RankTimeout), shard.WithAwaitFirstReport(),
+		shard.WithClock(cfg.Clock)}
 	if cfg.Ledger != nil {
 		opts = append(opts, shard.WithLedger(cfg.Ledger))
 	}
@@ -261,12 +267,11 @@ func (w *Worker) remove(rid string) {
 	w.mu.Unlock()
 }
 
-// receiveLoop reads output batches until Close, and checks rank liveness between them.
+// receiveLoop reads output frames until Close, routes each (handle), and checks rank
+// liveness between them.
 func (w *Worker) receiveLoop() {
 	defer w.wg.Done()
-	var tb ipc.TokenBatch
-	var xb ipc.TextBatch
-	var ents []*entry
+	var buf frameBuffers
 	lastCheck := time.Now()
 	for {
 		frame, err := w.pull.Recv(100 * time.Millisecond)
@@ -280,42 +285,58 @@ func (w *Worker) receiveLoop() {
 		if err != nil {
 			return // closed
 		}
-		typ, err := ipc.PeekType(frame)
-		if err != nil {
-			w.log.Warn("dropped bad frame", "err", err)
-			continue
-		}
-		switch typ {
-		case ipc.MsgTextBatch:
-			if err := xb.Decode(frame); err != nil {
-				w.log.Warn("dropped bad text batch", "err", err)
-				continue
-			}
-			for i := range xb.Loads {
-				w.report(int(xb.Loads[i].Rank), xb.Loads[i].Seq, &xb.Loads[i].Load)
-			}
-			ents = w.lookup(ents[:0], len(xb.Items), func(i int) *ipc.TokenItem { return &xb.Items[i].TokenItem })
-			for i, e := range ents {
-				if e != nil {
-					w.deliver(e, &xb.Items[i].TokenItem, xb.Items[i].Text, true)
-				}
-			}
-		case ipc.MsgTokenBatch:
-			if err := tb.Decode(frame); err != nil {
-				w.log.Warn("dropped bad token batch", "err", err)
-				continue
-			}
-			w.report(int(tb.Rank), tb.Seq, &tb.Load)
-			ents = w.lookup(ents[:0], len(tb.Items), func(i int) *ipc.TokenItem { return &tb.Items[i] })
-			for i, e := range ents {
-				if e != nil {
-					w.deliver(e, &tb.Items[i], "", false)
-				}
-			}
-		default:
-			w.log.Warn("dropped unexpected message", "type", typ)
+		if err := w.handle(&buf, frame); err != nil {
+			w.log.Warn("dropped output frame", "err", err)
 		}
 	}
+}
+
+// frameBuffers are the receive loop's decode buffers, reused frame after frame.
+type frameBuffers struct {
+	tb   ipc.TokenBatch
+	xb   ipc.TextBatch
+	ents []*entry
+}
+
+// handle routes one output frame: its load reports to the dispatcher, each item to its
+// request's stream (items of requests this worker no longer holds are dropped). It touches no
+// socket, so tests hand it frames directly.
+func (w *Worker) handle(buf *frameBuffers, frame []byte) error {
+	typ, err := ipc.PeekType(frame)
+	if err != nil {
+		return err
+	}
+	switch typ {
+	case ipc.MsgTextBatch:
+		xb := &buf.xb
+		if err := xb.Decode(frame); err != nil {
+			return err
+		}
+		for i := range xb.Loads {
+			w.report(int(xb.Loads[i].Rank), xb.Loads[i].Seq, &xb.Loads[i].Load)
+		}
+		buf.ents = w.lookup(buf.ents[:0], len(xb.Items), func(i int) *ipc.TokenItem { return &xb.Items[i].TokenItem })
+		for i, e := range buf.ents {
+			if e != nil {
+				w.deliver(e, &xb.Items[i].TokenItem, xb.Items[i].Text, true)
+			}
+		}
+	case ipc.MsgTokenBatch:
+		tb := &buf.tb
+		if err := tb.Decode(frame); err != nil {
+			return err
+		}
+		w.report(int(tb.Rank), tb.Seq, &tb.Load)
+		buf.ents = w.lookup(buf.ents[:0], len(tb.Items), func(i int) *ipc.TokenItem { return &tb.Items[i] })
+		for i, e := range buf.ents {
+			if e != nil {
+				w.deliver(e, &tb.Items[i], "", false)
+			}
+		}
+	default:
+		return fmt.Errorf("unexpected %v on a worker's output socket", typ)
+	}
+	return nil
 }
 
 // report hands a rank's load report to the dispatcher, which also judges from it that the
@@ -359,7 +380,7 @@ func (w *Worker) deliver(e *entry, it *ipc.TokenItem, text string, hasText bool)
 
 // checkRanks fails the in-flight requests of every rank the dispatcher finds silent.
 func (w *Worker) checkRanks() {
-	for _, r := range w.disp.Expire(time.Now()) {
+	for _, r := range w.disp.Expire(w.cfg.Clock()) {
 		reason := fmt.Sprintf("no output or heartbeat from rank %d for %v (schedulerd%s stopped?)", r, w.cfg.RankTimeout, w.detokHint())
 		w.log.Error("rank is down", "rank", r, "reason", reason)
 		w.failAll(r, errors.New(reason))
