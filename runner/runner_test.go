@@ -51,7 +51,7 @@ func newReplay(t testing.TB, stepTime time.Duration) backend.Backend {
 
 func newScheduler(t testing.TB, b backend.Backend) *scheduler.Scheduler {
 	t.Helper()
-	s, err := scheduler.New(b, scheduler.Config{MaxRunning: 64, TokenBudget: 4096, ChunkSize: 512, MaxModelLen: 4096})
+	s, err := scheduler.New(b, scheduler.Config{MaxRunning: 64, MaxPrefillTokens: 4096, ChunkSize: 512, MaxModelLen: 4096})
 	if err != nil {
 		t.Fatal(err)
 	}

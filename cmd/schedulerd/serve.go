@@ -75,7 +75,7 @@ func serveCommand() *cli.Command {
 			}
 			eos, _ := model.EOSTokenIDs(path, cfg) // an unreadable generation_config.json leaves config.json's
 			sched, err := scheduler.New(b, scheduler.Config{
-				MaxRunning: int(cmd.Int("max-running-requests")), TokenBudget: int(cmd.Int("max-prefill-tokens")),
+				MaxRunning: int(cmd.Int("max-running-requests")), MaxPrefillTokens: int(cmd.Int("max-prefill-tokens")),
 				ChunkSize: int(cmd.Int("chunked-prefill-size")), EOS: eos, MaxModelLen: maxLen, Rank: rank,
 			})
 			if err != nil {
