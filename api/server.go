@@ -224,7 +224,7 @@ func (s *Server) run(ctx context.Context, req *Request) (*Stream, func(), error)
 	stop := context.AfterFunc(ctx, func() {
 		if !st.Done() {
 			s.mDisconnects.Inc()
-			s.engine.Abort(req.RID)
+			s.engine.Abort(st.RID)
 		}
 	})
 	return st, func() { stop() }, nil

@@ -124,8 +124,10 @@ func New(cfg Config) (*Worker, error) {
 	}
 	// A rank takes no requests until it first reports: it may still be loading its model, and a
 	// request sent now would sit unanswered (clients get 503 + Retry-After instead).
+	// The receive loop checks liveness every checkEvery; a longer gap is this worker's own
+	// stall, not the ranks' silence (WithWatchGap).
 	opts := []shard.Option{shard.WithWorkers(cfg.NumWorkers), shard.WithStaleAfter(cfg.RankTimeout), shard.WithAwaitFirstReport(),
-		shard.WithClock(cfg.Clock)}
+		shard.WithWatchGap(3 * checkEvery), shard.WithClock(cfg.Clock)}
 	if cfg.Ledger != nil {
 		opts = append(opts, shard.WithLedger(cfg.Ledger))
 	}
@@ -201,43 +203,43 @@ func (w *Worker) InFlight() int {
 }
 
 // Submit implements api.Engine: pick a rank, register the stream, send the request.
+//
+// The request travels under an id of the engine's own (the Stream's RID), unique engine-wide:
+// the client's rid is only a label the API echoes, so two clients choosing the same rid share
+// nothing, and a duplicate says nothing about what else is in flight.
 func (w *Worker) Submit(ctx context.Context, req *api.Request) (*api.Stream, error) {
 	if req.RoutedRank >= w.cfg.DPSize {
 		return nil, &api.BadRequestError{Param: "routed_dp_rank", Msg: fmt.Sprintf("rank %d does not exist (dp size %d)", req.RoutedRank, w.cfg.DPSize)}
+	}
+	rid := shard.NewRID(w.cfg.Index)
+	msg, err := RequestToWire(req, rid, w.cfg.Index, time.Now())
+	if err != nil {
+		return nil, err
 	}
 	w.mu.Lock()
 	if len(w.reqs) >= w.cfg.MaxRequests {
 		w.mu.Unlock()
 		return nil, api.ErrOverloaded
 	}
-	if _, dup := w.reqs[req.RID]; dup {
-		w.mu.Unlock()
-		return nil, &api.BadRequestError{Param: "rid", Msg: fmt.Sprintf("request id %q is already in flight", req.RID)}
-	}
 	rank, err := w.disp.Pick(len(req.InputIDs), req.RoutedRank)
 	if err != nil {
 		w.mu.Unlock()
 		return nil, fmt.Errorf("no rank can take the request: %w", err)
 	}
-	e := &entry{st: api.NewStream(req.RID), rank: rank}
+	e := &entry{st: api.NewStream(rid), rank: rank}
 	if w.cfg.Mode == ModeSkipDetokenization && !req.NoText {
 		e.text = detok.NewStream(w.cfg.Tokenizer.NewDecoder(req.SkipSpecialTokens), req.StopStrings)
 	}
-	w.reqs[req.RID] = e
+	w.reqs[rid] = e
 	w.mu.Unlock()
 
-	msg, err := RequestToWire(req, req.RID, w.cfg.Index, time.Now())
-	if err != nil {
-		w.remove(req.RID)
-		return nil, err
-	}
 	bp := w.framePool.Get().(*[]byte)
 	frame := msg.Append((*bp)[:0])
 	err = w.push[rank].Send(frame)
 	*bp = frame
 	w.framePool.Put(bp)
 	if err != nil {
-		w.remove(req.RID)
+		w.remove(rid)
 		if uerr := w.disp.Undo(rank, len(req.InputIDs)); uerr != nil {
 			w.log.Error("dispatch ledger", "err", uerr)
 		}
@@ -246,8 +248,9 @@ func (w *Worker) Submit(ctx context.Context, req *api.Request) (*api.Stream, err
 	return e.st, nil
 }
 
-// Abort implements api.Engine: tell the request's rank to stop it; the rank answers with a
-// finished item (reason abort), which frees the entry here.
+// Abort implements api.Engine: rid is the RID of the Stream that Submit returned. Tell the
+// request's rank to stop it; the rank answers with a finished item (reason abort), which frees
+// the entry here.
 func (w *Worker) Abort(rid string) {
 	w.mu.Lock()
 	e, ok := w.reqs[rid]
@@ -255,9 +258,14 @@ func (w *Worker) Abort(rid string) {
 	if !ok {
 		return
 	}
-	msg := ipc.Abort{RID: rid, Owner: uint32(w.cfg.Index), Reason: "client disconnected"}
-	if err := w.push[e.rank].Send(msg.Append(nil)); err != nil {
-		w.log.Warn("abort not delivered", "rid", rid, "rank", e.rank, "err", err)
+	w.abortAt(e.rank, rid, "client disconnected")
+}
+
+// abortAt tells rank to stop request rid, which this worker no longer waits for or soon won't.
+func (w *Worker) abortAt(rank int, rid, reason string) {
+	msg := ipc.Abort{RID: rid, Owner: uint32(w.cfg.Index), Reason: reason}
+	if err := w.push[rank].Send(msg.Append(nil)); err != nil {
+		w.log.Warn("abort not delivered", "rid", rid, "rank", rank, "err", err)
 	}
 }
 
@@ -267,6 +275,9 @@ func (w *Worker) remove(rid string) {
 	w.mu.Unlock()
 }
 
+// checkEvery is how often the receive loop checks rank liveness.
+const checkEvery = 100 * time.Millisecond
+
 // receiveLoop reads output frames until Close, routes each (handle), and checks rank
 // liveness between them.
 func (w *Worker) receiveLoop() {
@@ -274,8 +285,8 @@ func (w *Worker) receiveLoop() {
 	var buf frameBuffers
 	lastCheck := time.Now()
 	for {
-		frame, err := w.pull.Recv(100 * time.Millisecond)
-		if time.Since(lastCheck) >= 100*time.Millisecond {
+		frame, err := w.pull.Recv(checkEvery)
+		if time.Since(lastCheck) >= checkEvery {
 			w.checkRanks()
 			lastCheck = time.Now()
 		}

@@ -137,13 +137,13 @@ func TestDeliverMergesForAStalledConsumer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m := rank.dispatched(); m.RID != "r1" || m.StreamInterval != 1 || !m.Stream {
+	if m := rank.dispatched(); m.RID != st.RID || m.StreamInterval != 1 || !m.Stream {
 		t.Fatalf("dispatched %+v", m)
 	}
 	const n = 100
 	var want []int32
 	for i := range n {
-		rank.route(item("r1", int32(i), "ab", i == n-1))
+		rank.route(item(st.RID, int32(i), "ab", i == n-1))
 		want = append(want, int32(i))
 	}
 	if w.InFlight() != 0 {
@@ -181,7 +181,7 @@ func TestSilentRankFailsAfterDeliveredTokens(t *testing.T) {
 	}
 	rank.dispatched()
 	for i := range 5 {
-		rank.send(item("r1", int32(i), "x", false))
+		rank.send(item(st.RID, int32(i), "x", false))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -193,9 +193,11 @@ func TestSilentRankFailsAfterDeliveredTokens(t *testing.T) {
 		}
 		ids = append(ids, d.IDs...)
 	}
-	// The rank now says nothing more, for longer than its timeout.
-	rank.clock.advance(301 * time.Millisecond)
-	w.checkRanks()
+	// The rank now says nothing more, for longer than its timeout, while the worker watches.
+	for range 4 {
+		rank.clock.advance(100 * time.Millisecond)
+		w.checkRanks()
+	}
 	for !d.Finished {
 		if err := st.Take(ctx, 1, &d); err != nil {
 			t.Fatalf("no error after the rank went silent: %v (%d ids)", err, len(ids))
@@ -224,8 +226,10 @@ func TestRankTakesNothingUntilItReports(t *testing.T) {
 	// dead) when it expires; it stays "not reported yet".
 	w, rank := newWorkerRig(t, 50*time.Millisecond)
 	reqs := rank.reqs
-	rank.clock.advance(200 * time.Millisecond)
-	w.checkRanks()
+	for range 3 {
+		rank.clock.advance(100 * time.Millisecond)
+		w.checkRanks()
+	}
 	req := func() *api.Request {
 		return &api.Request{RID: w.NewRID(), InputIDs: []int32{1, 2, 3}, MaxNewTokens: 4, Stream: true, StreamInterval: 1, RoutedRank: -1}
 	}
@@ -243,11 +247,68 @@ func TestRankTakesNothingUntilItReports(t *testing.T) {
 	if err := w.Health(); err != nil {
 		t.Fatalf("health after the first report: %v", err)
 	}
-	r := req()
-	if _, err := w.Submit(context.Background(), r); err != nil {
+	st, err := w.Submit(context.Background(), req())
+	if err != nil {
 		t.Fatalf("submit after the first report: %v", err)
 	}
-	if got := rank.dispatched(); got.RID != r.RID {
-		t.Fatalf("rank got %q, want %q", got.RID, r.RID)
+	if got := rank.dispatched(); got.RID != st.RID {
+		t.Fatalf("rank got %q, want %q", got.RID, st.RID)
+	}
+}
+
+// TestClientRIDIsALabel: two requests with the same client rid are two requests: each gets an
+// engine id of its own (the one the rank sees), a duplicate is not refused (which would tell a
+// client the rid is in use), and output and aborts reach only their own request.
+func TestClientRIDIsALabel(t *testing.T) {
+	w, rank := startWorker(t, 5*time.Second)
+	submit := func() (*api.Stream, *ipc.GenerateRequest) {
+		st, err := w.Submit(context.Background(), &api.Request{RID: "mine", InputIDs: []int32{1, 2}, MaxNewTokens: 10, Stream: true, StreamInterval: 1, RoutedRank: -1})
+		if err != nil {
+			t.Fatalf("submit with a client rid in use: %v", err)
+		}
+		return st, rank.dispatched()
+	}
+	a, ma := submit()
+	b, mb := submit()
+	if a.RID == b.RID || ma.RID != a.RID || mb.RID != b.RID || a.RID == "mine" {
+		t.Fatalf("engine ids %q and %q, sent as %q and %q", a.RID, b.RID, ma.RID, mb.RID)
+	}
+	rank.route(item(b.RID, 7, "x", true))
+	w.Abort(a.RID)
+	frame, err := rank.reqs.Recv(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ab ipc.Abort
+	if err := ab.Decode(frame); err != nil || ab.RID != a.RID {
+		t.Fatalf("abort for %q (%v), want %q", ab.RID, err, a.RID)
+	}
+	var d api.Delta
+	if err := b.Take(context.Background(), 1, &d); err != nil || !slices.Equal(d.IDs, []int32{7}) || !d.Finished {
+		t.Fatalf("b got %+v, %v", d, err)
+	}
+	if w.InFlight() != 1 {
+		t.Fatalf("in flight %d, want a alone", w.InFlight())
+	}
+}
+
+// TestOwnStallBlamesNoRank: a gap in the worker's own liveness checks (it was stopped or
+// starved) is not the rank's silence: the rank stays up, its requests keep going.
+func TestOwnStallBlamesNoRank(t *testing.T) {
+	w, rank := startWorker(t, 300*time.Millisecond)
+	st, err := w.Submit(context.Background(), &api.Request{InputIDs: []int32{1, 2, 3}, MaxNewTokens: 100, Stream: true, StreamInterval: 1, RoutedRank: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rank.dispatched()
+	rank.clock.advance(5 * time.Second) // the worker was stopped
+	w.checkRanks()
+	if err := w.Health(); err != nil || w.InFlight() != 1 {
+		t.Fatalf("after the worker's own stall: health %v, %d in flight", err, w.InFlight())
+	}
+	rank.route(item(st.RID, 1, "x", true))
+	var d api.Delta
+	if err := st.Take(context.Background(), 1, &d); err != nil || d.Err != nil || !d.Finished {
+		t.Fatalf("request after the stall: %+v %v", d, err)
 	}
 }
