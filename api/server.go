@@ -263,7 +263,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *Request, f o
 	stop := context.AfterFunc(ctx, func() {
 		if !st.Done() {
 			s.mDisconnects.Inc()
-			s.engine.Abort(req.RID)
+			s.engine.Abort(st.RID)
 		}
 	})
 	defer stop()

@@ -33,7 +33,7 @@ type rankConfig struct {
 	BaseGPUID int
 	// MaxRunningRequests bounds the requests admitted into the batch at once.
 	MaxRunningRequests int
-	// MaxPrefillTokens is the token budget of one step (scheduler.Config.TokenBudget).
+	// MaxPrefillTokens is the token budget of one step (scheduler.Config.MaxPrefillTokens).
 	MaxPrefillTokens int
 	// ChunkedPrefillSize is the largest prefill chunk of one request per step (0: the budget).
 	ChunkedPrefillSize int
@@ -116,7 +116,7 @@ func serveRank(ctx context.Context, cfg *rankConfig) error {
 	}
 	eos, _ := model.EOSTokenIDs(path, mcfg) // an unreadable generation_config.json leaves config.json's
 	sched, err := scheduler.New(b, scheduler.Config{
-		MaxRunning: cfg.MaxRunningRequests, TokenBudget: cfg.MaxPrefillTokens,
+		MaxRunning: cfg.MaxRunningRequests, MaxPrefillTokens: cfg.MaxPrefillTokens,
 		ChunkSize: cfg.ChunkedPrefillSize, EOS: eos, MaxModelLen: maxLen, Rank: rank,
 	})
 	if err != nil {
