@@ -208,3 +208,47 @@ func newRecorder() *recorder { return &recorder{h: http.Header{}, status: 200} }
 func (r *recorder) Header() http.Header         { return r.h }
 func (r *recorder) Write(b []byte) (int, error) { return r.body.Write(b) }
 func (r *recorder) WriteHeader(s int)           { r.status = s }
+
+// OpenPaths decides which paths need no key; keys compare exactly.
+func TestAuthOpenPaths(t *testing.T) {
+	e := &feedEngine{feed: func(st *Stream, req *Request) {}}
+	for _, c := range []struct {
+		open       []string
+		health, mt int
+	}{
+		{nil, 200, 200},
+		{[]string{}, 401, 401},
+		{[]string{"/metrics"}, 401, 200},
+	} {
+		srv, err := NewServer(Config{ServedModelName: "m", ContextLength: 8, StreamInterval: 1, SkipTokenizerInit: true,
+			APIKeys: []string{"k1"}, OpenPaths: c.open}, e, testRegistry(), discardLog())
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := srv.Handler()
+		get := func(path, auth string) int {
+			req, _ := http.NewRequest("GET", path, nil)
+			if auth != "" {
+				req.Header.Set("Authorization", auth)
+			}
+			rec := newRecorder()
+			h.ServeHTTP(rec, req)
+			return rec.status
+		}
+		if got := get("/health", ""); got != c.health {
+			t.Errorf("open %v: /health %d, want %d", c.open, got, c.health)
+		}
+		if got := get("/metrics", ""); got != c.mt {
+			t.Errorf("open %v: /metrics %d, want %d", c.open, got, c.mt)
+		}
+		if got := get("/v1/models", "Bearer k1"); got != 200 {
+			t.Errorf("open %v: /v1/models with the key: %d", c.open, got)
+		}
+		if got := get("/v1/models", "Bearer k10"); got != 401 {
+			t.Errorf("open %v: /v1/models with a longer key: %d", c.open, got)
+		}
+	}
+	if _, err := NewServer(Config{ServedModelName: "m", ContextLength: 8, StreamInterval: 1, APIKeys: []string{"a b"}}, e, testRegistry(), discardLog()); err == nil {
+		t.Error("a key with a space was accepted")
+	}
+}

@@ -36,6 +36,10 @@ type Config struct {
 	MaxBodyBytes int64
 	// Worker is this worker's index, shown in logs and metrics.
 	Worker int
+	// APIKeys, when any, are the keys a request must carry (Authorization: Bearer KEY).
+	APIKeys []string
+	// OpenPaths need no key even when APIKeys are set (nil: DefaultOpenPaths).
+	OpenPaths []string
 }
 
 // DefaultMaxBodyBytes is the default bound on a request body: room for a 1 MiB schema and a
@@ -76,6 +80,14 @@ func NewServer(cfg Config, engine Engine, reg *metrics.Registry, log *slog.Logge
 	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.OpenPaths == nil {
+		cfg.OpenPaths = DefaultOpenPaths
+	}
+	for _, k := range cfg.APIKeys {
+		if k == "" || strings.ContainsAny(k, " \t\r\n") {
+			return nil, fmt.Errorf("an API key must be non-empty and contain no whitespace")
+		}
 	}
 	s := &Server{cfg: cfg, engine: engine, log: log, created: time.Now().Unix(), reg: reg,
 		mRequests: map[string]*metrics.Counter{}}
@@ -121,7 +133,7 @@ func (s *Server) Handler() http.Handler {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 		s.reg.WriteText(w)
 	})
-	return mux
+	return s.authenticate(mux)
 }
 
 // apiError is the OpenAI error body.
@@ -142,6 +154,8 @@ func (s *Server) writeError(w http.ResponseWriter, status int, err error) {
 	switch {
 	case status == http.StatusNotFound:
 		e.Type = "not_found_error"
+	case status == http.StatusUnauthorized:
+		e.Type = "authentication_error"
 	case status == http.StatusServiceUnavailable:
 		e.Type = "service_unavailable"
 		w.Header().Set("Retry-After", "1")
