@@ -51,7 +51,7 @@ func (s *Server) buildCompletion(body *completionRequest, start time.Time) (*Req
 	if body.Echo {
 		return nil, nil, badRequest("echo", "echo is not supported")
 	}
-	if body.BestOf != nil && *body.BestOf > 1 {
+	if body.BestOf != nil && *body.BestOf != 1 {
 		return nil, nil, badRequest("best_of", "only best_of=1 is supported")
 	}
 	if body.Suffix != nil && *body.Suffix != "" {
@@ -109,8 +109,13 @@ func (s *Server) buildChat(body *chatRequest, start time.Time) (*Request, output
 	if len(body.ToolChoice) > 0 && string(body.ToolChoice) != `"none"` && string(body.ToolChoice) != "null" {
 		return nil, nil, badRequest("tool_choice", "tool calling is not supported")
 	}
-	if body.TopLogprobs != nil && *body.TopLogprobs > 0 {
+	if body.TopLogprobs != nil && *body.TopLogprobs != 0 {
 		return nil, nil, badRequest("top_logprobs", "only the sampled token's logprob is returned: use 0")
+	}
+	for _, k := range []string{"messages", "tools", "documents", "add_generation_prompt"} {
+		if _, ok := body.ChatTemplateKwargs[k]; ok {
+			return nil, nil, badRequest("chat_template_kwargs."+k, "is set by the request itself and cannot be overridden")
+		}
 	}
 	tok := s.engine.Tokenizer()
 	prompt, err := s.tmpl.Apply(body.Messages, chat.Options{
@@ -121,6 +126,9 @@ func (s *Server) buildChat(body *chatRequest, start time.Time) (*Request, output
 	})
 	if err != nil {
 		return nil, nil, badRequest("messages", "chat template: "+err.Error())
+	}
+	if err := s.checkTextFits(len(prompt), "messages"); err != nil {
+		return nil, nil, err
 	}
 	req := &Request{RID: s.engine.NewRID(), Stream: body.Stream, Logprobs: body.Logprobs}
 	req.InputIDs = tok.Encode(prompt, false)
