@@ -13,6 +13,7 @@ import (
 
 	"github.com/llmserve/llmserve/backend"
 	"github.com/llmserve/llmserve/backend/cpu/gemm"
+	"github.com/llmserve/llmserve/backend/cpu/linear"
 	"github.com/llmserve/llmserve/model"
 )
 
@@ -34,7 +35,8 @@ type Options struct {
 	// BlockSize is the number of positions per block (DefaultBlockSize when 0).
 	BlockSize int
 	// Threads bounds the goroutines used for attention and element-wise work (GOMAXPROCS when
-	// 0). The matrix products parallelise on their own (OpenBLAS threads or gemm's workers).
+	// 0): attention, element-wise work and the weight projections (package linear), except
+	// OpenBLAS's own threads in the widened prefill products.
 	Threads int
 }
 
@@ -70,8 +72,8 @@ type Backend struct {
 	// Scratch, grown to the largest batch seen.
 	x, xn, qkv, attn, gu []float32
 	sel, logits          []float32
-	// wide is the float32 panel project widens 16-bit weight rows into.
-	wide    []float32
+	// mul multiplies activations by the weight matrices (project).
+	mul     linear.Multiplier
 	rowPos  []int
 	rowSeq  []int
 	workers []attnScratch
@@ -130,6 +132,7 @@ func New(m *model.Model, opts Options) (*Backend, error) {
 		vCache:  make([][]float32, cfg.NumLayers),
 		rope:    newRopeTable(cfg),
 		workers: make([]attnScratch, threads),
+		mul:     linear.Multiplier{Threads: threads},
 	}
 	for l := range cfg.NumLayers {
 		b.kCache[l] = make([]float32, numBlocks*perBlock)
@@ -174,7 +177,7 @@ func (b *Backend) ResetStats() { b.stats = Stats{} }
 func (b *Backend) Close() error {
 	b.closed = true
 	b.kCache, b.vCache = nil, nil
-	b.x, b.xn, b.qkv, b.attn, b.gu, b.sel, b.logits, b.wide = nil, nil, nil, nil, nil, nil, nil, nil
+	b.x, b.xn, b.qkv, b.attn, b.gu, b.sel, b.logits = nil, nil, nil, nil, nil, nil, nil
 	b.workers = nil
 	return nil
 }
