@@ -17,6 +17,7 @@ package linear
 
 import (
 	"fmt"
+	"unsafe"
 
 	"github.com/llmserve/llmserve/backend/cpu/gemm"
 	"github.com/llmserve/llmserve/model"
@@ -250,4 +251,28 @@ func dotTail(w model.Matrix, j int, x []float32, p0 int) float32 {
 		}
 	}
 	return s
+}
+
+// Widen converts 16-bit floats of type t (BF16 or F16) to float32: dst[i] = src[i] exactly.
+func Widen(t quant.Type, src []uint16, dst []float32) {
+	n := len(src)
+	if len(dst) < n {
+		panic(fmt.Sprintf("linear.Widen: %d values into %d", n, len(dst)))
+	}
+	if n == 0 {
+		return
+	}
+	ti, ok := floatIndex(t)
+	if !ok || ti == idxF32 {
+		panic(fmt.Sprintf("linear.Widen: %s is not a 16-bit float type", t))
+	}
+	set := sets[0]
+	nv := n - n%set.lanes
+	src8 := unsafe.Slice((*byte)(unsafe.Pointer(&src[0])), 2*n)
+	if nv > 0 {
+		set.widen[ti](&src8[0], &dst[0], nv)
+	}
+	if nv < n {
+		widenGo(t, &src8[2*nv], &dst[nv], n-nv)
+	}
 }
