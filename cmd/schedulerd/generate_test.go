@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"math"
 	"os"
+	"strings"
 	"testing"
 
+	"github.com/llmserve/llmserve/backend/cpu"
 	"github.com/llmserve/llmserve/sampling"
 )
 
@@ -32,7 +34,7 @@ func TestGenerateMatchesTransformers(t *testing.T) {
 		for i, p := range fx.Prompts {
 			greedy := sampling.DefaultParams()
 			greedy.Temperature = 0
-			res, err := generate(context.Background(), dir, "cpu", p.InputIDs, len(p.GreedyNewIDs), greedy, true, true)
+			res, err := generate(context.Background(), dir, "cpu", p.InputIDs, len(p.GreedyNewIDs), greedy, true, true, cpu.KVAuto)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -58,7 +60,7 @@ func TestGenerateMatchesTransformers(t *testing.T) {
 func TestGeneratePico(t *testing.T) {
 	greedy := sampling.DefaultParams()
 	greedy.Temperature = 0
-	res, err := generate(context.Background(), "../../models/pico", "cpu", []int32{328, 287, 576, 265, 1349, 2768, 618, 330}, 16, greedy, true, false)
+	res, err := generate(context.Background(), "../../models/pico", "cpu", []int32{328, 287, 576, 265, 1349, 2768, 618, 330}, 16, greedy, true, false, cpu.KVAuto)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,5 +77,34 @@ func TestParseIDs(t *testing.T) {
 		if _, err := parseIDs(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+}
+
+// --kv-cache-dtype reaches the backend: an f16 cache on the float32 qwen3 fixture stays within
+// f16 rounding of the reference, and an unknown type is refused before the model loads.
+func TestGenerateKVCacheDType(t *testing.T) {
+	cmd := generateCommand()
+	err := cmd.Run(context.Background(), []string{"generate", "--model-path", "../../testdata/models/qwen3", "--input-ids", "1,2,3", "--kv-cache-dtype", "int4"})
+	if err == nil || !strings.Contains(err.Error(), "kv-cache-dtype") || !strings.Contains(err.Error(), "int4") {
+		t.Errorf("bad --kv-cache-dtype: %v", err)
+	}
+	greedy := sampling.DefaultParams()
+	greedy.Temperature = 0
+	ids := []int32{5, 7, 9, 11}
+	f32, err := generate(context.Background(), "../../testdata/models/qwen3", "cpu", ids, 1, greedy, true, true, cpu.KVF32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f16, err := generate(context.Background(), "../../testdata/models/qwen3", "cpu", ids, 1, greedy, true, true, cpu.KVF16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var maxAbs, maxDiff float64
+	for j, v := range f32.LastLogits {
+		maxAbs = math.Max(maxAbs, math.Abs(float64(v)))
+		maxDiff = math.Max(maxDiff, math.Abs(float64(v-f16.LastLogits[j])))
+	}
+	if maxDiff == 0 || maxDiff > 2e-3*maxAbs {
+		t.Errorf("f16 KV cache changed the logits by %g (max |logit| %g): want a small nonzero rounding effect", maxDiff, maxAbs)
 	}
 }
