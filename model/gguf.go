@@ -138,10 +138,10 @@ func ggufConfig(f *gguf.File) (Config, GenerationConfig, error) {
 	}
 	gen.EOSTokenIDs = slices.Clone(cfg.EOSTokenIDs)
 	// Sampling defaults, where the file carries them (general.sampling.*).
-	if x, err := f.Float("general.sampling.temp"); err == nil && x >= 0 {
+	if x, err := ggufFloat(f, "general.sampling.temp"); err == nil && x >= 0 {
 		gen.Temperature, gen.DoSample = x, x > 0
 	}
-	if x, err := f.Float("general.sampling.top_p"); err == nil && x > 0 && x <= 1 {
+	if x, err := ggufFloat(f, "general.sampling.top_p"); err == nil && x > 0 && x <= 1 {
 		gen.TopP = x
 	}
 	if n, err := f.Uint("general.sampling.top_k"); err == nil && n <= math.MaxInt32 {

@@ -260,6 +260,9 @@ func TestGGUFTokenizerAndErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if gen.Temperature != 0.7 || gen.TopP != 0.9 || !gen.DoSample {
+		t.Errorf("sampling defaults from general.sampling.*: %+v", gen)
+	}
 	tok, err := tokenizer.Load(path)
 	if err != nil {
 		t.Fatal(err)

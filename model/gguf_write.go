@@ -69,6 +69,18 @@ func (m *Model) GGUFWriter() (*gguf.Writer, error) {
 	set(arch+".rope.dimension_count", uint32(cfg.HeadDim))
 	set(arch+".rope.freq_base", float32(cfg.Rope.Theta))
 	set(arch+".attention.layer_norm_rms_epsilon", float32(cfg.RMSNormEps))
+	// Sampling defaults of generation_config.json, under the keys llama.cpp's converter uses.
+	if g := m.Generation; g.DoSample || g.Temperature > 0 || g.TopP > 0 || g.TopK > 0 {
+		if g.Temperature > 0 {
+			set("general.sampling.temp", float32(g.Temperature))
+		}
+		if g.TopP > 0 {
+			set("general.sampling.top_p", float32(g.TopP))
+		}
+		if g.TopK > 0 {
+			set("general.sampling.top_k", int32(g.TopK))
+		}
+	}
 	if cfg.Rope.Type == RopeLinear {
 		set(arch+".rope.scaling.type", "linear")
 		set(arch+".rope.scaling.factor", float32(cfg.Rope.Factor))

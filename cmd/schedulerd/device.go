@@ -13,8 +13,9 @@ import (
 	"github.com/llmserve/llmserve/model"
 )
 
-// openBackend loads the model at path onto device ("cpu" now; "cuda:K" once that backend lands).
-func openBackend(path, device string, kvBytes int64, log *slog.Logger) (backend.Backend, model.Config, error) {
+// openBackend loads the model at path (a Hugging Face directory or a GGUF file), quantized when
+// quantization names a type, onto device ("cpu" now; "cuda:K" once that backend lands).
+func openBackend(path, device, quantization string, kvBytes int64, log *slog.Logger) (backend.Backend, model.Config, error) {
 	switch {
 	case device == "cpu":
 	case strings.HasPrefix(device, "cuda"):
@@ -23,8 +24,8 @@ func openBackend(path, device string, kvBytes int64, log *slog.Logger) (backend.
 		return nil, model.Config{}, fmt.Errorf("device %q: want cpu or cuda:K", device)
 	}
 	start := time.Now()
-	log.Info("loading model", "path", path, "device", device)
-	m, err := model.Load(path)
+	log.Info("loading model", "path", path, "device", device, "quantization", quantization)
+	m, err := loadModel(path, quantization)
 	if err != nil {
 		return nil, model.Config{}, err
 	}

@@ -31,6 +31,7 @@ func generateCommand() *cli.Command {
 			&cli.Uint64Flag{Name: "seed"},
 			&cli.BoolFlag{Name: "ignore-eos", Usage: "keep generating past the model's EOS ids"},
 			&cli.BoolFlag{Name: "print-logits", Usage: "also print the logits at the last prompt position"},
+			quantizationFlag(),
 		},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			ids, err := parseIDs(cmd.String("input-ids"))
@@ -49,8 +50,8 @@ func generateCommand() *cli.Command {
 			if err := p.Validate(); err != nil {
 				return err
 			}
-			res, err := generate(ctx, cmd.String("model-path"), cmd.String("device"), ids, int(cmd.Int("max-new-tokens")), p,
-				cmd.Bool("ignore-eos"), cmd.Bool("print-logits"))
+			res, err := generate(ctx, cmd.String("model-path"), cmd.String("device"), cmd.String("quantization"), ids,
+				int(cmd.Int("max-new-tokens")), p, cmd.Bool("ignore-eos"), cmd.Bool("print-logits"))
 			if err != nil {
 				return err
 			}
@@ -64,11 +65,11 @@ type generateResult struct {
 	LastLogits []float32 `json:"last_logits,omitempty"`
 }
 
-func generate(ctx context.Context, path, device string, prompt []int32, maxNew int, p sampling.Params, ignoreEOS, printLogits bool) (*generateResult, error) {
+func generate(ctx context.Context, path, device, quantization string, prompt []int32, maxNew int, p sampling.Params, ignoreEOS, printLogits bool) (*generateResult, error) {
 	if device != "cpu" {
 		return nil, fmt.Errorf("device %q: generate runs on cpu in this build", device)
 	}
-	m, err := model.Load(path)
+	m, err := loadModel(path, quantization)
 	if err != nil {
 		return nil, err
 	}

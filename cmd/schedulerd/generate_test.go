@@ -5,9 +5,14 @@ import (
 	"encoding/json"
 	"math"
 	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
+	"github.com/llmserve/llmserve/model"
 	"github.com/llmserve/llmserve/sampling"
+	"github.com/llmserve/llmserve/tokenizer"
 )
 
 // generate reproduces transformers' logits and greedy ids for the fixture models.
@@ -32,7 +37,7 @@ func TestGenerateMatchesTransformers(t *testing.T) {
 		for i, p := range fx.Prompts {
 			greedy := sampling.DefaultParams()
 			greedy.Temperature = 0
-			res, err := generate(context.Background(), dir, "cpu", p.InputIDs, len(p.GreedyNewIDs), greedy, true, true)
+			res, err := generate(context.Background(), dir, "cpu", "", p.InputIDs, len(p.GreedyNewIDs), greedy, true, true)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -58,12 +63,53 @@ func TestGenerateMatchesTransformers(t *testing.T) {
 func TestGeneratePico(t *testing.T) {
 	greedy := sampling.DefaultParams()
 	greedy.Temperature = 0
-	res, err := generate(context.Background(), "../../models/pico", "cpu", []int32{328, 287, 576, 265, 1349, 2768, 618, 330}, 16, greedy, true, false)
+	res, err := generate(context.Background(), "../../models/pico", "cpu", "", []int32{328, 287, 576, 265, 1349, 2768, 618, 330}, 16, greedy, true, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(res.OutputIDs) != 16 || res.LastLogits != nil {
 		t.Fatalf("pico: %+v", res)
+	}
+}
+
+// TestGenerateGGUF: the pico model written as GGUF generates what its directory does, and
+// --quantization re-stores the weights at load (bf16 -> f32 is exact here) or names a bad type.
+func TestGenerateGGUF(t *testing.T) {
+	m, err := model.Load("../../models/pico")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := m.GGUFWriter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tokenizer.SetGGUFMetadata(w, "../../models/pico", m.Config.VocabSize); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "pico.gguf")
+	if err := w.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	greedy := sampling.DefaultParams()
+	greedy.Temperature = 0
+	prompt := []int32{328, 287, 576, 265, 1349, 2768, 618, 330}
+	want, err := generate(context.Background(), "../../models/pico", "cpu", "", prompt, 8, greedy, true, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"", "f32"} {
+		got, err := generate(context.Background(), path, "cpu", q, prompt, 8, greedy, true, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got.OutputIDs, want.OutputIDs) || !slices.Equal(got.LastLogits, want.LastLogits) {
+			t.Errorf("GGUF (quantization %q): ids %v, want %v (logits equal: %v)", q, got.OutputIDs, want.OutputIDs,
+				slices.Equal(got.LastLogits, want.LastLogits))
+		}
+	}
+	if _, err := generate(context.Background(), path, "cpu", "q3_k", prompt, 1, greedy, true, false); err == nil ||
+		!strings.Contains(err.Error(), "q3_k") {
+		t.Errorf("--quantization q3_k: %v", err)
 	}
 }
 

@@ -41,6 +41,7 @@ func serveCommand() *cli.Command {
 			&cli.DurationFlag{Name: "replay-step-time", Usage: "with --load-format replay: the least time of one step", Sources: cli.EnvVars("REPLAY_STEP_TIME")},
 			&cli.IntFlag{Name: "replay-kv-tokens", Value: 4 << 20, Usage: "with --load-format replay: KV positions in the pool"},
 			&cli.DurationFlag{Name: "heartbeat", Value: 200 * time.Millisecond, Usage: "longest silence towards the workers (load reports)"},
+			quantizationFlag(),
 		),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			rank := int(cmd.Int("dp-rank"))
@@ -135,7 +136,7 @@ func rankDevice(device string, baseGPU, rank int) (string, error) {
 func openRankBackend(cmd *cli.Command, path, device string, log *slog.Logger) (backend.Backend, model.Config, error) {
 	switch cmd.String("load-format") {
 	case "auto":
-		return openBackend(path, device, int64(cmd.Int("kv-cache-mb"))<<20, log)
+		return openBackend(path, device, cmd.String("quantization"), int64(cmd.Int("kv-cache-mb"))<<20, log)
 	case "replay":
 		cfg, err := model.LoadConfig(path)
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -215,7 +216,7 @@ func runWorker(ctx context.Context, cmd *cli.Command, index int) error {
 	name := cmd.String("served-model-name")
 	if name == "" {
 		abs, _ := filepath.Abs(path)
-		name = filepath.Base(abs)
+		name = strings.TrimSuffix(filepath.Base(abs), ".gguf") // a GGUF file is served under its stem
 	}
 	ctxLen := mcfg.MaxPositions
 	if n := int(cmd.Int("context-length")); n > 0 {

@@ -20,7 +20,7 @@ func tokenizeCommand() *cli.Command {
 		Name:  "tokenize",
 		Usage: `read JSON lines {"text": ...} or {"messages": [...]} on stdin, print {"ids": [...]} lines`,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "tokenizer", Aliases: []string{"model-path"}, Usage: "directory with tokenizer.json and tokenizer_config.json", Sources: cli.EnvVars("MODEL_PATH"), Required: true},
+			&cli.StringFlag{Name: "tokenizer", Aliases: []string{"model-path"}, Usage: "directory with tokenizer.json and tokenizer_config.json, or a GGUF file", Sources: cli.EnvVars("MODEL_PATH"), Required: true},
 			&cli.BoolFlag{Name: "add-special-tokens", Usage: "add BOS / post-processor tokens to text inputs"},
 		},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
