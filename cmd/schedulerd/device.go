@@ -15,8 +15,9 @@ import (
 	"github.com/urfave/cli/v3"
 )
 
-// openBackend loads the model at path onto device ("cpu" now; "cuda:K" once that backend lands).
-func openBackend(path, device string, kvBytes int64, kvType cpu.KVDType, log *slog.Logger) (backend.Backend, model.Config, error) {
+// openBackend loads the model at path (a Hugging Face directory or a GGUF file), quantized when
+// quantization names a type, onto device ("cpu" now; "cuda:K" once that backend lands).
+func openBackend(path, device, quantization string, kvBytes int64, kvType cpu.KVDType, log *slog.Logger) (backend.Backend, model.Config, error) {
 	switch {
 	case device == "cpu":
 	case strings.HasPrefix(device, "cuda"):
@@ -26,7 +27,7 @@ func openBackend(path, device string, kvBytes int64, kvType cpu.KVDType, log *sl
 	}
 	start := time.Now()
 	log.Info("loading model", "path", path, "device", device)
-	m, err := model.Load(path)
+	m, err := loadModel(path, quantization)
 	if err != nil {
 		return nil, model.Config{}, err
 	}

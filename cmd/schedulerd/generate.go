@@ -35,6 +35,8 @@ type generateConfig struct {
 	PrintLogits bool
 	// KVCacheDType is the KV cache element type (as schedulerd serve's).
 	KVCacheDType string
+	// Quantization re-stores the weights in this type at load (as schedulerd serve's).
+	Quantization string
 }
 
 func (c *generateConfig) flags() []cli.Flag {
@@ -53,6 +55,7 @@ func (c *generateConfig) flags() []cli.Flag {
 		&cli.BoolFlag{Name: "ignore-eos", Destination: &c.IgnoreEOS, Usage: "keep generating past the model's EOS ids"},
 		&cli.BoolFlag{Name: "print-logits", Destination: &c.PrintLogits, Usage: "also print the logits at the last prompt position"},
 		kvCacheDTypeFlag(&c.KVCacheDType),
+		quantizationFlag(&c.Quantization),
 	}
 }
 
@@ -82,7 +85,7 @@ func generateCommand() *cli.Command {
 			if err := p.Validate(); err != nil {
 				return err
 			}
-			res, err := generate(ctx, cfg.ModelPath, cfg.Device, ids, cfg.MaxNewTokens, p, cfg.IgnoreEOS, cfg.PrintLogits, kvType)
+			res, err := generate(ctx, cfg.ModelPath, cfg.Device, cfg.Quantization, ids, cfg.MaxNewTokens, p, cfg.IgnoreEOS, cfg.PrintLogits, kvType)
 			if err != nil {
 				return err
 			}
@@ -96,11 +99,11 @@ type generateResult struct {
 	LastLogits []float32 `json:"last_logits,omitempty"`
 }
 
-func generate(ctx context.Context, path, device string, prompt []int32, maxNew int, p sampling.Params, ignoreEOS, printLogits bool, kvType cpu.KVDType) (*generateResult, error) {
+func generate(ctx context.Context, path, device, quantization string, prompt []int32, maxNew int, p sampling.Params, ignoreEOS, printLogits bool, kvType cpu.KVDType) (*generateResult, error) {
 	if device != "cpu" {
 		return nil, fmt.Errorf("device %q: generate runs on cpu in this build", device)
 	}
-	m, err := model.Load(path)
+	m, err := loadModel(path, quantization)
 	if err != nil {
 		return nil, err
 	}

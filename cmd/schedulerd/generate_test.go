@@ -5,11 +5,15 @@ import (
 	"encoding/json"
 	"math"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/llmserve/llmserve/backend/cpu"
+	"github.com/llmserve/llmserve/model"
 	"github.com/llmserve/llmserve/sampling"
+	"github.com/llmserve/llmserve/tokenizer"
 )
 
 // generate reproduces transformers' logits and greedy ids for the fixture models.
@@ -34,7 +38,7 @@ func TestGenerateMatchesTransformers(t *testing.T) {
 		for i, p := range fx.Prompts {
 			greedy := sampling.DefaultParams()
 			greedy.Temperature = 0
-			res, err := generate(context.Background(), dir, "cpu", p.InputIDs, len(p.GreedyNewIDs), greedy, true, true, cpu.KVAuto)
+			res, err := generate(context.Background(), dir, "cpu", "", p.InputIDs, len(p.GreedyNewIDs), greedy, true, true, cpu.KVAuto)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -60,7 +64,7 @@ func TestGenerateMatchesTransformers(t *testing.T) {
 func TestGeneratePico(t *testing.T) {
 	greedy := sampling.DefaultParams()
 	greedy.Temperature = 0
-	res, err := generate(context.Background(), "../../models/pico", "cpu", []int32{328, 287, 576, 265, 1349, 2768, 618, 330}, 16, greedy, true, false, cpu.KVAuto)
+	res, err := generate(context.Background(), "../../models/pico", "cpu", "", []int32{328, 287, 576, 265, 1349, 2768, 618, 330}, 16, greedy, true, false, cpu.KVAuto)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,11 +95,11 @@ func TestGenerateKVCacheDType(t *testing.T) {
 	greedy := sampling.DefaultParams()
 	greedy.Temperature = 0
 	ids := []int32{5, 7, 9, 11}
-	f32, err := generate(context.Background(), "../../testdata/models/qwen3", "cpu", ids, 1, greedy, true, true, cpu.KVF32)
+	f32, err := generate(context.Background(), "../../testdata/models/qwen3", "cpu", "", ids, 1, greedy, true, true, cpu.KVF32)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f16, err := generate(context.Background(), "../../testdata/models/qwen3", "cpu", ids, 1, greedy, true, true, cpu.KVF16)
+	f16, err := generate(context.Background(), "../../testdata/models/qwen3", "cpu", "", ids, 1, greedy, true, true, cpu.KVF16)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,5 +110,46 @@ func TestGenerateKVCacheDType(t *testing.T) {
 	}
 	if maxDiff == 0 || maxDiff > 2e-3*maxAbs {
 		t.Errorf("f16 KV cache changed the logits by %g (max |logit| %g): want a small nonzero rounding effect", maxDiff, maxAbs)
+	}
+}
+
+// TestGenerateGGUF: the pico model written as GGUF generates what its directory does, and
+// --quantization re-stores the weights at load (bf16 -> f32 is exact here) or names a bad type.
+func TestGenerateGGUF(t *testing.T) {
+	m, err := model.Load("../../models/pico")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := m.GGUFWriter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tokenizer.SetGGUFMetadata(w, "../../models/pico", m.Config.VocabSize); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "pico.gguf")
+	if err := w.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	greedy := sampling.DefaultParams()
+	greedy.Temperature = 0
+	prompt := []int32{328, 287, 576, 265, 1349, 2768, 618, 330}
+	want, err := generate(context.Background(), "../../models/pico", "cpu", "", prompt, 8, greedy, true, true, cpu.KVAuto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"", "f32"} {
+		got, err := generate(context.Background(), path, "cpu", q, prompt, 8, greedy, true, true, cpu.KVAuto)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got.OutputIDs, want.OutputIDs) || !slices.Equal(got.LastLogits, want.LastLogits) {
+			t.Errorf("GGUF (quantization %q): ids %v, want %v (logits equal: %v)", q, got.OutputIDs, want.OutputIDs,
+				slices.Equal(got.LastLogits, want.LastLogits))
+		}
+	}
+	if _, err := generate(context.Background(), path, "cpu", "q3_k", prompt, 1, greedy, true, false, cpu.KVAuto); err == nil ||
+		!strings.Contains(err.Error(), "q3_k") {
+		t.Errorf("--quantization q3_k: %v", err)
 	}
 }

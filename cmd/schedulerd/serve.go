@@ -42,6 +42,8 @@ type rankConfig struct {
 	KVCacheMB int
 	// KVCacheDType is the KV cache element type: auto (the weights' type), bf16, f16 or f32.
 	KVCacheDType string
+	// Quantization re-stores the weights in this type at load ("": as the checkpoint stores them).
+	Quantization string
 	// ContextLength overrides the model's max_position_embeddings when > 0.
 	ContextLength int
 	// LoadFormat is auto (the model's weights) or replay (benchmark only).
@@ -64,6 +66,7 @@ func (c *rankConfig) flags() []cli.Flag {
 		&cli.IntFlag{Name: "chunked-prefill-size", Destination: &c.ChunkedPrefillSize, Value: 512, Usage: "largest prefill chunk of one request per step (0: the step budget)"},
 		&cli.IntFlag{Name: "kv-cache-mb", Destination: &c.KVCacheMB, Value: 256, Usage: "memory for the KV cache, MiB", Sources: cli.EnvVars("KV_CACHE_MB")},
 		kvCacheDTypeFlag(&c.KVCacheDType),
+		quantizationFlag(&c.Quantization),
 		&cli.IntFlag{Name: "context-length", Destination: &c.ContextLength, Usage: "context length (default: the model's max_position_embeddings)"},
 		&cli.StringFlag{Name: "load-format", Destination: &c.LoadFormat, Value: "auto", Usage: "auto (the model's weights) or replay (BENCHMARK ONLY: deterministic tokens, no model math)", Sources: cli.EnvVars("LOAD_FORMAT")},
 		&cli.DurationFlag{Name: "replay-step-time", Destination: &c.ReplayStepTime, Usage: "with --load-format replay: the least time of one step", Sources: cli.EnvVars("REPLAY_STEP_TIME")},
@@ -182,7 +185,7 @@ func openRankBackend(cfg *rankConfig, device string, log *slog.Logger) (backend.
 		if err != nil {
 			return nil, model.Config{}, fmt.Errorf("--kv-cache-dtype: %w", err)
 		}
-		return openBackend(cfg.ModelPath, device, int64(cfg.KVCacheMB)<<20, kvType, log)
+		return openBackend(cfg.ModelPath, device, cfg.Quantization, int64(cfg.KVCacheMB)<<20, kvType, log)
 	case "replay":
 		mcfg, err := model.LoadConfig(cfg.ModelPath)
 		if err != nil {

@@ -337,7 +337,7 @@ func newAPIServer(cfg *serveConfig, w *worker.Worker, mode worker.Mode, log *slo
 	name := cfg.ServedModelName
 	if name == "" {
 		abs, _ := filepath.Abs(cfg.ModelPath)
-		name = filepath.Base(abs)
+		name = strings.TrimSuffix(filepath.Base(abs), ".gguf") // a GGUF file is served under its stem
 	}
 	ctxLen := mcfg.MaxPositions
 	if cfg.ContextLength > 0 {
