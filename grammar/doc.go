@@ -1,6 +1,7 @@
-// Package grammar compiles JSON Schemas, free JSON objects and regular
-// expressions into byte-level automata and computes, for each decoding step,
-// the mask of vocabulary tokens that keep the output inside the language.
+// Package grammar compiles JSON Schemas, free JSON objects, regular
+// expressions, GBNF grammars (llama.cpp's syntax, gbnf.go) and choices among
+// strings into byte-level automata and computes, for each decoding step, the
+// mask of vocabulary tokens that keep the output inside the language.
 //
 // # Automaton
 //
