@@ -15,6 +15,11 @@ type builder struct {
 	maxNodes int                            // node budget (Limits.MaxStates)
 	over     bool                           // the budget was exceeded
 	freeQ    map[int32][numBodyStates]int32 // freeBody normal node -> its substate nodes
+	// rule is the rule being built; reasons[r] say why rule r may accept
+	// nothing, and emptyWhat names the grammar, for emptyError
+	rule      int32
+	reasons   map[int32][]string
+	emptyWhat string
 	// edges and epsilon edges while building, in the order added, each
 	// with the node it leaves; flatten sorts them into Grammar.edges and
 	// Grammar.eps by node (a counting sort: sequential, unlike per-node

@@ -1,8 +1,10 @@
 package grammar
 
 import (
+	"fmt"
 	"math/big"
 	"slices"
+	"strings"
 )
 
 // Type bits. tInt without tNum means "integers only"; tNum implies tInt.
@@ -21,31 +23,41 @@ const (
 // away; subschemas stay unexpanded (lists of *jsonValue that must all hold) so
 // recursive schemas compile to rule calls.
 type constraints struct {
-	types         uint8
-	hasEnum       bool
-	enum          []*jsonValue
-	properties    []prop
+	types         uint8        // type bits a value may have (0: no value)
+	hasEnum       bool         // enum or const given: only the values of enum
+	enum          []*jsonValue // allowed values, when hasEnum
+	properties    []prop       // named members, in schema order
 	forbidden     map[string]bool
 	required      []string
-	additional    []*jsonValue
-	noAdditional  bool
+	additional    []*jsonValue // schemas of keys outside properties
+	noAdditional  bool         // additionalProperties false (said, not implied by strict mode)
 	patternProps  []patternProp
 	propertyNames []*jsonValue
 	minProps      int
-	maxProps      int
-	prefix        [][]*jsonValue
-	items         []*jsonValue
-	noMoreItems   bool
+	maxProps      int            // -1 unbounded
+	prefix        [][]*jsonValue // schemas of the first items (tuple)
+	items         []*jsonValue   // schemas of the items after prefix
+	noMoreItems   bool           // no items after prefix (said, not implied by strict mode)
 	minItems      int
-	maxItems      int
+	maxItems      int // -1 unbounded
 	minLen        int
-	maxLen        int
+	maxLen        int // -1 unbounded
 	patterns      []string
 	formats       []string
-	lo, hi        *big.Rat
-	loEx          bool
-	hiEx          bool
+	lo, hi        *big.Rat // number bounds (nil: none)
+	loEx          bool     // lo is exclusive
+	hiEx          bool     // hi is exclusive
 	mults         []*big.Rat
+	// conflict says why no value satisfies these constraints once types is
+	// 0 (for the compile error of a schema that allows no document)
+	conflict string
+	// Strict mode closes objects and tuples after merging (allOf, $ref and
+	// siblings): closeKeys when some merged schema listed properties,
+	// openKeys when one said additionalProperties (other than false) or
+	// patternProperties; closeItems when one was a tuple, openItems when one
+	// gave its tail schema. Closing each schema alone would forbid the keys
+	// and items the others list.
+	closeKeys, openKeys, closeItems, openItems bool
 }
 
 type prop struct {
@@ -98,6 +110,14 @@ func (s *constraints) setHi(r *big.Rat, ex bool) {
 func merge(a, b *constraints) (*constraints, error) {
 	m := a.clone()
 	m.types &= b.types
+	if m.conflict == "" {
+		m.conflict = b.conflict
+	}
+	if m.types == 0 && m.conflict == "" {
+		m.conflict = fmt.Sprintf("type: %s and %s have no value in common", typeNames(a.types), typeNames(b.types))
+	}
+	m.closeKeys, m.openKeys = a.closeKeys || b.closeKeys, a.openKeys || b.openKeys
+	m.closeItems, m.openItems = a.closeItems || b.closeItems, a.openItems || b.openItems
 	mergeEnums(m, b)
 	if err := mergeObjects(m, a, b); err != nil {
 		return nil, err
@@ -196,8 +216,11 @@ func mergeObjects(m, a, b *constraints) error {
 	m.minProps = max(a.minProps, b.minProps)
 	m.maxProps = minLimit(a.maxProps, b.maxProps)
 	for _, r := range m.required {
-		if m.forbidden[r] {
+		if m.forbidden[r] && m.types&tObj != 0 {
 			m.types &^= tObj
+			if m.types == 0 && m.conflict == "" {
+				m.conflict = fmt.Sprintf("required: property %q is not allowed (additionalProperties false or a false schema)", r)
+			}
 		}
 	}
 	return nil
@@ -245,4 +268,19 @@ func minLimit(a, b int) int {
 		return a
 	}
 	return min(a, b)
+}
+
+// typeNames spells type bits as the type keyword's names.
+func typeNames(t uint8) string {
+	if t == 0 {
+		return "no type"
+	}
+	var names []string
+	for _, n := range []string{"null", "boolean", "object", "array", "string", "integer", "number"} {
+		bit := typeBits[n]
+		if t&bit == bit && (n != "integer" || t&tNum == 0) {
+			names = append(names, n)
+		}
+	}
+	return strings.Join(names, "|")
 }

@@ -1,6 +1,7 @@
-// Package grammar compiles JSON Schemas, free JSON objects and regular
-// expressions into byte-level automata and computes, for each decoding step,
-// the mask of vocabulary tokens that keep the output inside the language.
+// Package grammar compiles JSON Schemas, free JSON objects, regular
+// expressions, GBNF grammars (llama.cpp's syntax, gbnf.go) and choices among
+// strings into byte-level automata and computes, for each decoding step, the
+// mask of vocabulary tokens that keep the output inside the language.
 //
 // # Automaton
 //
@@ -71,7 +72,8 @@
 // narrower than the schema, never wider:
 //
 //   - oneOf only when branches are provably disjoint (types, enums, a
-//     required property forbidden or const-discriminated in the other);
+//     required property forbidden or const-discriminated in the other),
+//     decided on what the schema says (not on what strict mode closes);
 //   - `$ref` siblings are and-ed (draft <= 7 would ignore them: stricter);
 //   - additional keys exclude every defined name, escaped or not, so a
 //     defined name appears at most once; patternProperties keys are split by
@@ -84,6 +86,9 @@
 //     fraction" with no exponent, multipleOf 10^-p as at most p fraction
 //     digits;
 //   - property order follows the schema.
+//
+// A schema that allows no document is a compile error naming the conflicting
+// keywords (empty.go), never a grammar that fails at run time.
 //
 // Refused by name: not, if/then/else, dependencies*, uniqueItems, contains,
 // unevaluated*, $dynamicRef, maxProperties with open keys, minProperties

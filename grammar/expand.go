@@ -42,6 +42,8 @@ func (sc *schemaCompiler) expand(conj []*jsonValue) ([]*constraints, error) {
 						}
 						if m.types != 0 {
 							next = append(next, m)
+						} else {
+							sc.b.noteEmpty(m.conflict)
 						}
 					}
 				}

@@ -175,26 +175,43 @@ func (c *Compiler) finish(b *builder, root fragment) (*Grammar, error) {
 	} else {
 		buf = nil
 	}
-	c.release(b, buf)
 	g.rules[0] = root.in
+	if prod := g.productive(); !prod[root.in] {
+		err := b.emptyError(prod)
+		c.release(b, buf)
+		return nil, err
+	}
+	c.release(b, buf)
 	g.initDFA(c.opts.Limits.MaxStates)
 	g.grow(len(g.nodes)*int(unsafe.Sizeof(node{})) + len(g.edges)*int(unsafe.Sizeof(edge{})) +
 		4*(len(g.eps)+len(g.rules)) + 16*len(g.classes))
 	return g, nil
 }
 
-// JSONSchema compiles a JSON Schema document.
+// JSONSchema compiles a JSON Schema document, strict as Options.Strict says.
 func (c *Compiler) JSONSchema(schema string) (*Grammar, error) {
+	return c.JSONSchemaStrict(schema, c.opts.Strict)
+}
+
+// JSONSchemaStrict compiles a JSON Schema document with strict mode chosen
+// per call (a request's json_schema.strict): true closes objects and tuples
+// the schema leaves open by default, false keeps JSON Schema's permissive
+// defaults (see Options.Strict).
+func (c *Compiler) JSONSchemaStrict(schema string, strict bool) (*Grammar, error) {
 	if len(schema) > c.opts.Limits.MaxSchemaBytes {
 		return nil, errf("schema is %d bytes, over the %d byte limit", len(schema), c.opts.Limits.MaxSchemaBytes)
 	}
-	return c.cached("s\x00"+schema, func() (*Grammar, error) { return c.compileSchema(schema) })
+	key := "s\x00"
+	if strict {
+		key = "S\x00"
+	}
+	return c.cached(key+schema, func() (*Grammar, error) { return c.compileSchema(schema, strict) })
 }
 
 // JSONObject compiles a grammar for any JSON object.
 func (c *Compiler) JSONObject() (*Grammar, error) {
 	return c.cached("o\x00", func() (*Grammar, error) {
-		return c.compileSchema(`{"type":"object"}`)
+		return c.compileSchema(`{"type":"object"}`, false)
 	})
 }
 
@@ -210,6 +227,7 @@ func (c *Compiler) Regex(pattern string) (*Grammar, error) {
 		}
 		b := c.newBuilder()
 		b.g.rules = []int32{0}
+		b.emptyWhat = fmt.Sprintf("regex %q matches no string", pattern)
 		return c.finish(b, b.rawChars(d))
 	})
 }

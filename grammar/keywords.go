@@ -94,7 +94,7 @@ var keywordHandlers = map[string]keywordHandler{
 func (sc *schemaCompiler) parseKeywords(j *jsonValue, p *parsed) error {
 	if j.kind == jsonBool {
 		if !j.b {
-			p.s.types = 0
+			p.s.types, p.s.conflict = 0, "the schema false allows nothing"
 		}
 		return nil
 	}
@@ -118,8 +118,8 @@ func (sc *schemaCompiler) parseKeywords(j *jsonValue, p *parsed) error {
 			}
 		}
 	}
-	if sc.c.opts.Strict {
-		sc.closeImplicit(j, p.s)
+	if sc.strict {
+		markImplicit(j, p.s)
 	}
 	return nil
 }
@@ -215,12 +215,14 @@ func enumKeyword(_ *schemaCompiler, _ *jsonValue, _ string, v *jsonValue, p *par
 	if v.kind != jsonArray {
 		return errf("enum must be an array")
 	}
-	p.s.hasEnum, p.s.enum = true, v.arr
+	mergeEnums(p.s, &constraints{hasEnum: true, enum: v.arr})
 	return nil
 }
 
+// constKeyword: const and enum in one schema both hold (the values of
+// enum equal to const).
 func constKeyword(_ *schemaCompiler, _ *jsonValue, _ string, v *jsonValue, p *parsed) error {
-	p.s.hasEnum, p.s.enum = true, []*jsonValue{v}
+	mergeEnums(p.s, &constraints{hasEnum: true, enum: []*jsonValue{v}})
 	return nil
 }
 
@@ -407,24 +409,16 @@ func multipleOfKeyword(_ *schemaCompiler, _ *jsonValue, _ string, v *jsonValue, 
 	return nil
 }
 
-// closeImplicit applies Options.Strict to one schema object: listed properties without a word
-// about other keys allow no other keys, and a tuple without a tail schema allows no more items.
-// A required name outside properties keeps the object open (closing it would leave no valid
-// document).
-func (sc *schemaCompiler) closeImplicit(j *jsonValue, s *constraints) {
-	if j.get("properties") != nil && j.get("additionalProperties") == nil && j.get("patternProperties") == nil {
-		listed := true
-		if props := j.get("properties"); props.kind == jsonObject {
-			for _, r := range s.required {
-				listed = listed && props.get(r) != nil
-			}
-		}
-		if listed {
-			s.noAdditional = true
-		}
-	}
-	if items := j.get("items"); (j.get("prefixItems") != nil && items == nil) ||
-		(items != nil && items.kind == jsonArray && j.get("additionalItems") == nil) {
-		s.noMoreItems = true
-	}
+// markImplicit records, for strict mode, what schema object j leaves open
+// by default: listed properties with no word about other keys, a tuple with
+// no tail schema. They are closed once merged with the schemas j is and-ed
+// with (see constraints.closeKeys); a required name outside the merged
+// properties keeps the object open (closing it would leave no document).
+func markImplicit(j *jsonValue, s *constraints) {
+	s.closeKeys = j.get("properties") != nil
+	s.openKeys = j.get("additionalProperties") != nil || j.get("patternProperties") != nil
+	items := j.get("items")
+	tupleItems := items != nil && items.kind == jsonArray
+	s.closeItems = j.get("prefixItems") != nil || tupleItems
+	s.openItems = items != nil && !tupleItems || tupleItems && j.get("additionalItems") != nil
 }

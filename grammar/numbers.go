@@ -1,6 +1,7 @@
 package grammar
 
 import (
+	"fmt"
 	"math/big"
 	"strconv"
 	"strings"
@@ -103,7 +104,7 @@ func (sc *schemaCompiler) integerFrag(s *constraints, k *big.Int) (fragment, err
 		}
 	}
 	if lo != nil && hi != nil && lo.Cmp(hi) > 0 {
-		return b.never(), nil
+		return sc.never(fmt.Sprintf("minimum/maximum: no integer from %s to %s", s.lo.RatString(), s.hi.RatString())), nil
 	}
 	d, err := chardfa.Regex("^(?:"+intRangeRegex(lo, hi)+")$", false)
 	if err != nil {
@@ -116,6 +117,9 @@ func (sc *schemaCompiler) integerFrag(s *constraints, k *big.Int) (fragment, err
 		if d, err = chardfa.Intersect(d, chardfa.Multiples(int(k.Int64()))); err != nil {
 			return fragment{}, err
 		}
+		if d.Empty() {
+			return sc.never(fmt.Sprintf("multipleOf %s: no multiple within minimum/maximum", k)), nil
+		}
 	}
 	return b.rawChars(d), nil
 }
@@ -123,7 +127,6 @@ func (sc *schemaCompiler) integerFrag(s *constraints, k *big.Int) (fragment, err
 // decimalFrag builds the number texts within s's bounds with at most
 // fracDigits fraction digits (-1 any), no exponent when bounded.
 func (sc *schemaCompiler) decimalFrag(s *constraints, fracDigits int) (fragment, error) {
-	b := sc.b
 	if s.lo == nil && s.hi == nil && fracDigits < 0 {
 		return sc.numberAny(), nil
 	}
@@ -165,7 +168,7 @@ func (sc *schemaCompiler) decimalFrag(s *constraints, fracDigits int) (fragment,
 		}
 	}
 	if len(alts) == 0 {
-		return b.never(), nil
+		return sc.never("minimum/maximum: no number in range"), nil
 	}
 	return sc.rawRegex("^(?:" + strings.Join(alts, "|") + ")$")
 }

@@ -1,6 +1,7 @@
 package grammar
 
 import (
+	"fmt"
 	"slices"
 	"sort"
 
@@ -27,12 +28,16 @@ type objectMembers struct {
 
 // objFrag builds the automaton of the objects s allows.
 func (sc *schemaCompiler) objFrag(s *constraints) (fragment, error) {
+	if sc.strict && s.closeKeys && !s.openKeys && !s.noAdditional && listsRequired(s) {
+		s = s.clone()
+		s.noAdditional = true
+	}
 	om, err := sc.resolveMembers(s)
 	if err != nil {
 		return fragment{}, err
 	}
 	if om == nil {
-		return sc.b.never(), nil
+		return sc.b.never(), nil // resolveMembers said why
 	}
 	nReq := 0
 	for _, p := range om.props {
@@ -55,6 +60,17 @@ func (sc *schemaCompiler) objFrag(s *constraints) (fragment, error) {
 		extra = r
 	}
 	return sc.buildObject(om, extra), nil
+}
+
+// listsRequired reports whether every required name of s is one of its
+// properties.
+func listsRequired(s *constraints) bool {
+	for _, r := range s.required {
+		if !slices.ContainsFunc(s.properties, func(p prop) bool { return p.name == r }) {
+			return false
+		}
+	}
+	return true
 }
 
 // resolveMembers applies patternProperties and propertyNames to the named
@@ -102,6 +118,7 @@ func (sc *schemaCompiler) resolveMembers(s *constraints) (*objectMembers, error)
 		for _, p := range props {
 			if !om.nameDFA.Matches(p.name) {
 				if om.required[p.name] {
+					sc.b.noteEmpty(fmt.Sprintf("required property %q does not match propertyNames", p.name))
 					return nil, nil
 				}
 				om.names[p.name] = true
@@ -115,6 +132,7 @@ func (sc *schemaCompiler) resolveMembers(s *constraints) (*objectMembers, error)
 		}
 		conj := s.additional
 		if s.noAdditional && len(om.patterns) == 0 {
+			sc.b.noteEmpty(fmt.Sprintf("required property %q is not allowed (additionalProperties false)", r))
 			return nil, nil
 		}
 		for _, pk := range om.patterns {

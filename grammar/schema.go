@@ -1,6 +1,7 @@
 package grammar
 
 import (
+	"fmt"
 	"math/big"
 	"slices"
 	"sort"
@@ -13,6 +14,7 @@ type schemaCompiler struct {
 	b       *builder
 	root    *jsonValue
 	flex    bool
+	strict  bool // close what schemas leave open by default (Options.Strict, or per compile)
 	ids     map[string]*jsonValue
 	dupIDs  map[string]bool // ids more than one schema claims
 	anchors map[string]*jsonValue
@@ -44,7 +46,9 @@ type parsed struct {
 	busy         bool // being parsed: reached again, the schema refers to itself without consuming input
 }
 
-func (c *Compiler) compileSchema(text string) (*Grammar, error) {
+// compileSchema compiles one JSON Schema document; strict closes objects
+// and tuples the schema leaves open by default (see Options.Strict).
+func (c *Compiler) compileSchema(text string, strict bool) (*Grammar, error) {
 	// Each described level takes up to two schema levels ("properties" then the name).
 	root, err := parseJSONValue([]byte(text), 2*c.opts.Limits.MaxDepth+2)
 	if err != nil {
@@ -57,15 +61,17 @@ func (c *Compiler) compileSchema(text string) (*Grammar, error) {
 		return nil, err
 	}
 	b := c.newBuilder()
-	sc := &schemaCompiler{c: c, b: b, root: root, flex: c.opts.Whitespace == Flexible,
+	sc := &schemaCompiler{c: c, b: b, root: root, flex: c.opts.Whitespace == Flexible, strict: strict,
 		ids: map[string]*jsonValue{}, dupIDs: map[string]bool{}, anchors: map[string]*jsonValue{}, base: map[*jsonValue]string{},
 		rules: map[string]int32{}, anyRule: -1, one: map[*jsonValue]*parsed{}}
 	sc.index(root, "urn:grammar:root", 0)
 	b.g.rules = []int32{-1}
+	b.emptyWhat = "the schema allows no document"
 	top := b.seq(sc.ws(), b.call(sc.ruleFor([]*jsonValue{root})), sc.ws())
 	for len(sc.queue) > 0 {
 		q := sc.queue[0]
 		sc.queue = sc.queue[1:]
+		b.rule = q.rule
 		f, err := sc.value(q.conj)
 		if err != nil {
 			return nil, err
@@ -190,9 +196,15 @@ func (sc *schemaCompiler) value(conj []*jsonValue) (fragment, error) {
 		fs = append(fs, f)
 	}
 	if len(fs) == 0 {
-		return sc.b.never(), nil
+		return sc.never("no value satisfies every schema"), nil
 	}
 	return sc.b.alt(fs...), nil
+}
+
+// never is a fragment that accepts nothing, recording why.
+func (sc *schemaCompiler) never(reason string) fragment {
+	sc.b.noteEmpty(reason)
+	return sc.b.never()
 }
 
 func (sc *schemaCompiler) schFrag(s *constraints) (fragment, error) {
@@ -212,9 +224,12 @@ func (sc *schemaCompiler) schFrag(s *constraints) (fragment, error) {
 			}
 		}
 		if len(fs) == 0 {
-			return b.never(), nil
+			return sc.never("enum/const: no listed value satisfies the other keywords"), nil
 		}
 		return b.alt(fs...), nil
+	}
+	if s.types == 0 {
+		return sc.never(s.conflict), nil
 	}
 	var fs []fragment
 	if s.types&tNull != 0 {
@@ -261,7 +276,7 @@ func (sc *schemaCompiler) schFrag(s *constraints) (fragment, error) {
 func (sc *schemaCompiler) elem(conj []*jsonValue) fragment {
 	for _, j := range conj {
 		if j.kind == jsonBool && !j.b {
-			return sc.b.never()
+			return sc.never("a property or item whose schema is false")
 		}
 	}
 	return sc.b.call(sc.ruleFor(conj))
@@ -270,11 +285,11 @@ func (sc *schemaCompiler) elem(conj []*jsonValue) fragment {
 func (sc *schemaCompiler) arrFrag(s *constraints) (fragment, error) {
 	b := sc.b
 	maxI := s.maxItems
-	if s.noMoreItems {
+	if s.noMoreItems || sc.strict && s.closeItems && !s.openItems {
 		maxI = minLimit(maxI, len(s.prefix))
 	}
 	if maxI >= 0 && s.minItems > maxI {
-		return b.never(), nil
+		return sc.never(fmt.Sprintf("minItems %d is more than the %d items allowed (maxItems, or a closed tuple)", s.minItems, maxI)), nil
 	}
 	conjAt := func(i int) []*jsonValue {
 		if i < len(s.prefix) {

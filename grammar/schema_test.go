@@ -30,6 +30,7 @@ var schemaCases = []schemaCase{
 	{"enum and const", `{"type":"object","properties":{"k":{"enum":["a","b",3,null]},"c":{"const":{"x":[1,2]}}},"required":["k","c"]}`,
 		[]string{`{"k":"a","c":{"x":[1,2]}}`, `{"k":3,"c":{"x":[1,2]}}`, `{"k":null,"c":{"x":[1,2]}}`},
 		[]string{`{"k":"c","c":{"x":[1,2]}}`, `{"k":"a","c":{"x":[1]}}`}},
+	{"enum and const together", `{"enum":["a","b","c"],"const":"c"}`, []string{`"c"`}, []string{`"a"`, `"b"`}},
 	{"arrays", `{"type":"array","items":{"type":"integer"},"minItems":2,"maxItems":3}`,
 		[]string{`[1,2]`, `[1,2,3]`}, []string{`[]`, `[1]`, `[1,2,3,4]`, `[1,"a"]`}},
 	{"prefixItems", `{"type":"array","prefixItems":[{"type":"string"},{"type":"boolean"}],"items":false}`,

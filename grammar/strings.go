@@ -85,6 +85,9 @@ func (sc *schemaCompiler) strFrag(s *constraints) (fragment, error) {
 	if d == nil {
 		return b.freeString(), nil
 	}
+	if d.Empty() {
+		return sc.never("pattern/format/minLength/maxLength: no string satisfies them all"), nil
+	}
 	if len(d.Trans) < sharedStringStates {
 		return b.charString(d), nil
 	}

@@ -464,3 +464,6 @@ func AppendAny(out []Edge, lo, hi rune, to int32) []Edge {
 	}
 	return out
 }
+
+// Negate returns the code points (surrogates aside) not in rs.
+func Negate(rs []Range) []Range { return negate(rs) }
