@@ -203,3 +203,78 @@ func TestStalledWorkerBlamesNoRank(t *testing.T) {
 		}
 	}
 }
+
+// waitIdle waits until the engine reports every rank up and nothing running, queued or
+// holding KV.
+func waitIdle(t *testing.T, e *engine, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	var l loadReport
+	for {
+		code := e.getJSON("/health", nil)
+		l = loadReport{}
+		e.getJSON("/get_load", &l)
+		if code == 200 && l.Totals.Running == 0 && l.Totals.Waiting == 0 && l.Totals.KVTokensUsed == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not idle %v after the worker gave up: health %d, load %+v", within, code, l)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestGivenUpRequestsAbortedAtTheRank: a request the worker gives up on is stopped at its rank
+// instead of decoding on, a ghost holding a slot and KV, to max_tokens (3000 tokens here, some
+// 20 s): when detokd stalls past the rank timeout, and when the worker itself crashes and its
+// supervisor restarts it.
+func TestGivenUpRequestsAbortedAtTheRank(t *testing.T) {
+	long := map[string]any{"input_ids": promptIDs, "sampling_params": map[string]any{"max_new_tokens": 3000, "ignore_eos": true}}
+	start := func(t *testing.T, e *engine) <-chan streamOutcome {
+		first := make(chan struct{})
+		res := make(chan streamOutcome, 1)
+		go func() { res <- streamGenerateTo(context.Background(), e, long, first, false) }()
+		select {
+		case <-first:
+		case <-time.After(20 * time.Second):
+			t.Fatal("the stream never started")
+		}
+		return res
+	}
+	t.Run("detokd stalls", func(t *testing.T) {
+		e := startEngine(t, engineOpts{workers: 1, rankTimeout: 700 * time.Millisecond})
+		res := start(t, e)
+		e.mu.Lock()
+		detokd := e.procs["detokd"].cmd.Process.Pid
+		e.mu.Unlock()
+		if err := syscall.Kill(detokd, syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case o := <-res:
+			if o.errEvent == "" {
+				t.Errorf("the stream ended without an error event: %+v", o)
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("the worker did not give up on the request")
+		}
+		if err := syscall.Kill(detokd, syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+		waitIdle(t, e, 3*time.Second)
+	})
+	t.Run("worker crashes", func(t *testing.T) {
+		e := startEngine(t, engineOpts{workers: 1})
+		res := start(t, e)
+		if err := syscall.Kill(workerPID(t, e, 0), syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-res:
+		case <-time.After(10 * time.Second):
+			t.Error("the stream outlived its worker")
+		}
+		e.waitHealthy(30 * time.Second)
+		waitIdle(t, e, 3*time.Second)
+	})
+}

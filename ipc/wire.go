@@ -145,7 +145,8 @@ type GenerateRequest struct {
 	ArrivalUnixNano int64
 }
 
-// Abort cancels a request at the scheduler that runs it.
+// Abort cancels a request at the scheduler that runs it. An empty RID (never a request's)
+// cancels every request of Owner: a restarted worker sends it for what its predecessor left.
 type Abort struct {
 	RID    string
 	Owner  uint32

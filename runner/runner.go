@@ -78,6 +78,7 @@ type Runner struct {
 type output struct {
 	gate     gate
 	settings outputSettings
+	owner    int // the tokenizer worker the request belongs to
 }
 
 // New binds the rank's request socket and connects its output sockets.
@@ -192,7 +193,7 @@ loop:
 			return ipc.ErrClosed
 		}
 		if m.abort != nil {
-			r.sched.Abort(m.abort.RID)
+			r.abort(m.abort)
 			continue
 		}
 		gr := m.req
@@ -212,6 +213,24 @@ loop:
 		r.send(&scheduler.Output{Items: failed, Load: r.sched.Load()})
 	}
 	return nil
+}
+
+// abort stops the request named, or every request of the worker named when the rid is empty.
+func (r *Runner) abort(m *ipc.Abort) {
+	if m.RID != "" {
+		r.sched.Abort(m.RID)
+		return
+	}
+	n := 0
+	for rid, o := range r.outputs {
+		if o.owner == int(m.Owner) {
+			r.sched.Abort(rid)
+			n++
+		}
+	}
+	if n > 0 {
+		r.log.Info("aborted every request of a worker", "worker", m.Owner, "requests", n, "reason", m.Reason)
+	}
 }
 
 // add hands a wire request to the scheduler; ctx bounds its grammar compile.
@@ -244,7 +263,7 @@ func (r *Runner) add(ctx context.Context, m *ipc.GenerateRequest) error {
 	if err := r.sched.Add(req); err != nil {
 		return err
 	}
-	r.outputs[req.RID] = &output{gate: newGate(in.out.stream, in.out.interval), settings: in.out}
+	r.outputs[req.RID] = &output{gate: newGate(in.out.stream, in.out.interval), settings: in.out, owner: req.Owner}
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"reflect"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -298,5 +299,52 @@ func TestDetokSettingsRideOnItems(t *testing.T) {
 		if !slices.Equal(it.StopStrings, wantStops) {
 			t.Errorf("item %d stop strings %q, want %q", i, it.StopStrings, wantStops)
 		}
+	}
+}
+
+// TestAbortAllOfOneWorker: an abort with no rid stops every request of its owner (a restarted
+// worker clearing what its predecessor left) and nothing of any other worker.
+func TestAbortAllOfOneWorker(t *testing.T) {
+	// The device holds its 50th step until the abort is queued; all three requests have
+	// produced output long before.
+	held := &heldBackend{Backend: newReplay(t, 0), holdAt: 50, release: make(chan struct{})}
+	g := startRunner(t, held, true, nil)
+	for _, m := range []*ipc.GenerateRequest{
+		{RID: "old-1", Owner: 0, InputIDs: prompt, MaxNewTokens: 500, IgnoreEOS: true, Stream: true, StreamInterval: 1},
+		{RID: "old-2", Owner: 0, InputIDs: prompt, MaxNewTokens: 500, IgnoreEOS: true, Stream: true, StreamInterval: 1},
+		{RID: "other", Owner: 1, InputIDs: prompt, MaxNewTokens: 200, IgnoreEOS: true, Stream: true, StreamInterval: 1},
+	} {
+		g.submit(m)
+	}
+	seen := map[string]bool{}
+	finish := map[string]ipc.FinishReason{}
+	var tb ipc.TokenBatch
+	deadline := time.Now().Add(20 * time.Second)
+	released := false
+	for len(finish) < 3 && time.Now().Before(deadline) {
+		frame, err := g.in.Recv(100 * time.Millisecond)
+		if errors.Is(err, ipc.ErrTimeout) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tb.Decode(frame); err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range tb.Items {
+			if seen[it.RID] = true; !released && len(seen) == 3 {
+				g.r.inbox <- inMsg{abort: &ipc.Abort{Owner: 0, Reason: "worker restarted"}}
+				close(held.release)
+				released = true
+			}
+			if it.Finished {
+				finish[it.RID] = it.FinishReason
+			}
+		}
+	}
+	want := map[string]ipc.FinishReason{"old-1": ipc.FinishAbort, "old-2": ipc.FinishAbort, "other": ipc.FinishLength}
+	if !reflect.DeepEqual(finish, want) {
+		t.Fatalf("finishes %v, want %v", finish, want)
 	}
 }

@@ -151,6 +151,12 @@ func New(cfg Config) (*Worker, error) {
 		}
 		w.push = append(w.push, s)
 	}
+	// Whatever a previous process of this worker left at the ranks (it crashed, and the
+	// supervisor started this one) has nobody waiting for it: abort it all, ahead of any
+	// request of ours on each socket.
+	for r := range w.push {
+		w.abortAt(r, "", "tokenizer worker restarted")
+	}
 	w.wg.Add(1)
 	go w.receiveLoop()
 	return w, nil
@@ -168,10 +174,10 @@ func (w *Worker) Close() {
 		w.pull.Close()
 	}
 	w.wg.Wait()
+	w.failAll(-1, errors.New("worker shutting down")) // aborts them at their ranks, while the sockets are open
 	for _, s := range w.push {
 		s.Close()
 	}
-	w.failAll(-1, errors.New("worker shutting down"))
 }
 
 // Tokenizer implements api.Engine.
@@ -419,6 +425,9 @@ func (w *Worker) failAll(rank int, err error) {
 	w.mu.Unlock()
 	for _, e := range failed {
 		e.st.Push(&api.Delta{Finished: true, FinishReason: api.FinishError, Err: err})
+		// The rank may well be alive (detokd, which relays its reports, may be what failed):
+		// stop it from decoding a request nobody waits for.
+		w.abortAt(e.rank, e.st.RID, "the worker gave up on it: "+err.Error())
 	}
 }
 

@@ -81,6 +81,15 @@ func newWorkerRig(t *testing.T, rankTimeout time.Duration) (*Worker, *rankSide) 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { w.Close(); out.Close(); reqs.Close() })
+	// The worker's first word to every rank aborts whatever a crashed predecessor left there.
+	frame, err := reqs.Recv(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ab ipc.Abort
+	if err := ab.Decode(frame); err != nil || ab.RID != "" || ab.Owner != 0 {
+		t.Fatalf("first message to the rank: %+v, %v; want an abort of everything of worker 0", ab, err)
+	}
 	return w, &rankSide{t: t, w: w, reqs: reqs, out: out, clock: clock}
 }
 
@@ -215,6 +224,15 @@ func TestSilentRankFailsAfterDeliveredTokens(t *testing.T) {
 	}
 	if w.Health() == nil {
 		t.Fatal("health does not report the silent rank")
+	}
+	// The worker gave up on the request: it tells the rank to stop it.
+	frame, err := rank.reqs.Recv(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ab ipc.Abort
+	if err := ab.Decode(frame); err != nil || ab.RID != st.RID {
+		t.Fatalf("after giving up: %+v %v, want an abort of %s", ab, err, st.RID)
 	}
 }
 
