@@ -278,3 +278,30 @@ func TestGivenUpRequestsAbortedAtTheRank(t *testing.T) {
 		waitIdle(t, e, 3*time.Second)
 	})
 }
+
+// TestNumericBoundsRefused: numbers a request cannot mean are 400s naming the field, never a
+// 500, and never wrapped or rounded into another valid setting (top_k 2^32+1 is not greedy,
+// min_new_tokens 2^32 is not 0, a temperature past float32 is not +Inf).
+func TestNumericBoundsRefused(t *testing.T) {
+	e := startEngine(t, engineOpts{workers: 1})
+	for _, c := range []struct {
+		path  string
+		body  string
+		field string
+	}{
+		{"/generate", `{"input_ids":[1,2,3],"sampling_params":{"top_k":2147483648}}`, "top_k"},
+		{"/generate", `{"input_ids":[1,2,3],"sampling_params":{"top_k":4294967297}}`, "top_k"},
+		{"/generate", `{"input_ids":[1,2,3],"sampling_params":{"max_new_tokens":9223372036854775807}}`, "max_"},
+		{"/generate", `{"input_ids":[1,2,3],"sampling_params":{"min_new_tokens":4294967296}}`, "min_"},
+		{"/generate", `{"input_ids":[1,2,3],"sampling_params":{"min_new_tokens":100000}}`, "min_"},
+		{"/generate", `{"input_ids":[1,2,3],"stream":true,"sampling_params":{"stream_interval":4294967297}}`, "stream_interval"},
+		{"/generate", `{"input_ids":[1,2,3],"sampling_params":{"temperature":3.5e38}}`, "temperature"},
+		{"/v1/completions", `{"model":"pico","prompt":[1,2,3],"max_tokens":9223372036854775807}`, "max_tokens"},
+		{"/v1/completions", `{"model":"pico","prompt":[1,2,3],"top_k":4294967297}`, "top_k"},
+	} {
+		code, out := e.postRaw(c.path, c.body)
+		if code != 400 || !strings.Contains(string(out), c.field) {
+			t.Errorf("%s %s: %d %s, want 400 naming %s", c.path, c.body, code, out, c.field)
+		}
+	}
+}

@@ -74,6 +74,9 @@ func TestRequestCrossesEveryHop(t *testing.T) {
 	f.fill(t, "Request", reflect.ValueOf(&req).Elem())
 	req.GrammarKind = api.GrammarRegex // an enum: any valid non-zero kind
 	req.Stream = true                  // non-streamed requests take MaxNewTokens as their interval
+	if req.MinNewTokens > req.MaxNewTokens {
+		req.MinNewTokens, req.MaxNewTokens = req.MaxNewTokens, req.MinNewTokens // min <= max, still distinct
+	}
 
 	arrival := time.Unix(0, 1_700_000_000_123_456_789)
 	m, err := worker.RequestToWire(&req, req.RID, 7, arrival)

@@ -330,3 +330,32 @@ func TestOwnStallBlamesNoRank(t *testing.T) {
 		t.Fatalf("request after the stall: %+v %v", d, err)
 	}
 }
+
+// TestCountsOutsideTheWireRefused: integer settings the wire carries as int32 are refused as
+// client errors when they do not fit, never wrapped (top_k 2^32+1 would become 1, greedy), and
+// min_tokens above the maximum is refused before it reaches a rank.
+func TestCountsOutsideTheWireRefused(t *testing.T) {
+	w, _ := startWorker(t, 5*time.Second)
+	for _, c := range []struct {
+		param string
+		edit  func(r *api.Request)
+	}{
+		{"top_k", func(r *api.Request) { r.Sampling.TopK = 1 << 31 }},
+		{"top_k", func(r *api.Request) { r.Sampling.TopK = 1<<32 + 1 }},
+		{"max_tokens", func(r *api.Request) { r.MaxNewTokens = 1<<63 - 1 }},
+		{"min_tokens", func(r *api.Request) { r.MinNewTokens = 1 << 32 }},
+		{"min_tokens", func(r *api.Request) { r.MinNewTokens = 17 }},
+		{"stream_interval", func(r *api.Request) { r.StreamInterval = 1<<32 + 1 }},
+	} {
+		r := &api.Request{InputIDs: []int32{1}, MaxNewTokens: 16, Stream: true, StreamInterval: 1, RoutedRank: -1}
+		c.edit(r)
+		_, err := w.Submit(context.Background(), r)
+		var bad *api.BadRequestError
+		if !errors.As(err, &bad) || bad.Param != c.param {
+			t.Errorf("%s: %v, want a bad request naming %s", c.param, err, c.param)
+		}
+	}
+	if w.InFlight() != 0 {
+		t.Fatalf("%d refused requests in flight", w.InFlight())
+	}
+}
