@@ -302,17 +302,18 @@ func TestDetokSettingsRideOnItems(t *testing.T) {
 	}
 }
 
-// TestAbortAllOfOneWorker: an abort with no rid stops every request of its owner (a restarted
-// worker clearing what its predecessor left) and nothing of any other worker.
+// TestAbortAllOfOneWorker: an abort with no rid stops every request of its owner from another
+// process of it (a restarted worker clearing what its predecessor left), refuses those that
+// arrive later, and touches nothing of the new process or of any other worker.
 func TestAbortAllOfOneWorker(t *testing.T) {
 	// The device holds its 50th step until the abort is queued; all three requests have
 	// produced output long before.
 	held := &heldBackend{Backend: newReplay(t, 0), holdAt: 50, release: make(chan struct{})}
 	g := startRunner(t, held, true, nil)
 	for _, m := range []*ipc.GenerateRequest{
-		{RID: "old-1", Owner: 0, InputIDs: prompt, MaxNewTokens: 500, IgnoreEOS: true, Stream: true, StreamInterval: 1},
-		{RID: "old-2", Owner: 0, InputIDs: prompt, MaxNewTokens: 500, IgnoreEOS: true, Stream: true, StreamInterval: 1},
-		{RID: "other", Owner: 1, InputIDs: prompt, MaxNewTokens: 200, IgnoreEOS: true, Stream: true, StreamInterval: 1},
+		{RID: "old-1", Owner: 0, OwnerEpoch: 1, InputIDs: prompt, MaxNewTokens: 500, IgnoreEOS: true, Stream: true, StreamInterval: 1},
+		{RID: "old-2", Owner: 0, OwnerEpoch: 1, InputIDs: prompt, MaxNewTokens: 500, IgnoreEOS: true, Stream: true, StreamInterval: 1},
+		{RID: "other", Owner: 1, OwnerEpoch: 1, InputIDs: prompt, MaxNewTokens: 200, IgnoreEOS: true, Stream: true, StreamInterval: 1},
 	} {
 		g.submit(m)
 	}
@@ -321,7 +322,7 @@ func TestAbortAllOfOneWorker(t *testing.T) {
 	var tb ipc.TokenBatch
 	deadline := time.Now().Add(20 * time.Second)
 	released := false
-	for len(finish) < 3 && time.Now().Before(deadline) {
+	for len(finish) < 5 && time.Now().Before(deadline) {
 		frame, err := g.in.Recv(100 * time.Millisecond)
 		if errors.Is(err, ipc.ErrTimeout) {
 			continue
@@ -334,7 +335,15 @@ func TestAbortAllOfOneWorker(t *testing.T) {
 		}
 		for _, it := range tb.Items {
 			if seen[it.RID] = true; !released && len(seen) == 3 {
-				g.r.inbox <- inMsg{abort: &ipc.Abort{Owner: 0, Reason: "worker restarted"}}
+				g.r.inbox <- inMsg{abort: &ipc.Abort{Owner: 0, OwnerEpoch: 2, Reason: "worker restarted"}}
+				// One of the old process's requests arrives after its successor's abort; the
+				// successor's own request runs. (Counted as the receive goroutine would.)
+				g.r.load.arrived(0, len(prompt))
+				g.r.load.arrived(0, len(prompt))
+				g.r.inbox <- inMsg{req: &ipc.GenerateRequest{RID: "old-late", Owner: 0, OwnerEpoch: 1, InputIDs: prompt, MaxNewTokens: 5,
+					Sampling: ipc.Sampling{TopP: 1, TopK: -1, RepetitionPenalty: 1}}}
+				g.r.inbox <- inMsg{req: &ipc.GenerateRequest{RID: "new", Owner: 0, OwnerEpoch: 2, InputIDs: prompt, MaxNewTokens: 5,
+					Sampling: ipc.Sampling{TopP: 1, TopK: -1, RepetitionPenalty: 1}}}
 				close(held.release)
 				released = true
 			}
@@ -343,7 +352,8 @@ func TestAbortAllOfOneWorker(t *testing.T) {
 			}
 		}
 	}
-	want := map[string]ipc.FinishReason{"old-1": ipc.FinishAbort, "old-2": ipc.FinishAbort, "other": ipc.FinishLength}
+	want := map[string]ipc.FinishReason{"old-1": ipc.FinishAbort, "old-2": ipc.FinishAbort, "other": ipc.FinishLength,
+		"old-late": ipc.FinishError, "new": ipc.FinishLength}
 	if !reflect.DeepEqual(finish, want) {
 		t.Fatalf("finishes %v, want %v", finish, want)
 	}

@@ -17,10 +17,11 @@ import (
 )
 
 // RequestToWire converts a validated API request into the wire request sent to a rank: rid is
-// the engine's id for it, owner the index of the worker that owns it. A count that does not fit
+// the engine's id for it, owner the index of the worker that owns it and epoch that worker
+// process's (see ipc.GenerateRequest.OwnerEpoch). A count that does not fit
 // the wire's int32, or bounds that contradict each other, is a client error (*api.BadRequestError),
 // never wrapped or clamped.
-func RequestToWire(req *api.Request, rid string, owner int, arrival time.Time) (ipc.GenerateRequest, error) {
+func RequestToWire(req *api.Request, rid string, owner int, epoch uint64, arrival time.Time) (ipc.GenerateRequest, error) {
 	if err := checkCounts(req); err != nil {
 		return ipc.GenerateRequest{}, err
 	}
@@ -29,7 +30,7 @@ func RequestToWire(req *api.Request, rid string, owner int, arrival time.Time) (
 		return ipc.GenerateRequest{}, err
 	}
 	m := ipc.GenerateRequest{
-		RID: rid, Owner: uint32(owner), InputIDs: req.InputIDs,
+		RID: rid, Owner: uint32(owner), OwnerEpoch: epoch, InputIDs: req.InputIDs,
 		Sampling:     samplingToWire(&req.Sampling),
 		MaxNewTokens: int32(req.MaxNewTokens), MinNewTokens: int32(req.MinNewTokens),
 		StopTokenIDs: req.StopTokenIDs, StopStrings: req.StopStrings,

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"path/filepath"
 	"sync"
 	"time"
@@ -87,6 +88,9 @@ type Worker struct {
 	log   *slog.Logger
 	start time.Time
 
+	// epoch identifies this process of the worker to the ranks (ipc.GenerateRequest.OwnerEpoch).
+	epoch uint64
+
 	mu   sync.Mutex
 	reqs map[string]*entry
 
@@ -136,7 +140,7 @@ func New(cfg Config) (*Worker, error) {
 		return nil, err
 	}
 	w := &Worker{cfg: cfg, disp: disp, log: cfg.Log, start: time.Now(),
-		reqs: map[string]*entry{}, closed: make(chan struct{})}
+		reqs: map[string]*entry{}, closed: make(chan struct{}), epoch: rand.Uint64()}
 	w.framePool.New = func() any { b := make([]byte, 0, 4096); return &b }
 	w.pull, err = cfg.Transport.Pull(ipc.WorkerEndpoint(cfg.RunDir, cfg.Index), true, ipc.WithRecvHWM(100000))
 	if err != nil {
@@ -153,7 +157,7 @@ func New(cfg Config) (*Worker, error) {
 	}
 	// Whatever a previous process of this worker left at the ranks (it crashed, and the
 	// supervisor started this one) has nobody waiting for it: abort it all, ahead of any
-	// request of ours on each socket.
+	// request of ours on each socket, and whatever of it arrives later (other epochs).
 	for r := range w.push {
 		w.abortAt(r, "", "tokenizer worker restarted")
 	}
@@ -218,7 +222,7 @@ func (w *Worker) Submit(ctx context.Context, req *api.Request) (*api.Stream, err
 		return nil, &api.BadRequestError{Param: "routed_dp_rank", Msg: fmt.Sprintf("rank %d does not exist (dp size %d)", req.RoutedRank, w.cfg.DPSize)}
 	}
 	rid := shard.NewRID(w.cfg.Index)
-	msg, err := RequestToWire(req, rid, w.cfg.Index, time.Now())
+	msg, err := RequestToWire(req, rid, w.cfg.Index, w.epoch, time.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -269,7 +273,7 @@ func (w *Worker) Abort(rid string) {
 
 // abortAt tells rank to stop request rid, which this worker no longer waits for or soon won't.
 func (w *Worker) abortAt(rank int, rid, reason string) {
-	msg := ipc.Abort{RID: rid, Owner: uint32(w.cfg.Index), Reason: reason}
+	msg := ipc.Abort{RID: rid, Owner: uint32(w.cfg.Index), OwnerEpoch: w.epoch, Reason: reason}
 	if err := w.push[rank].Send(msg.Append(nil)); err != nil {
 		w.log.Warn("abort not delivered", "rid", rid, "rank", rank, "err", err)
 	}
