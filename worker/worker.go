@@ -1,8 +1,9 @@
 // Package worker is one tokenizer worker's runtime, the Engine behind its HTTP API: it owns the
 // requests the worker accepted, dispatches each to a data-parallel rank (shard), sends it over
 // ZMQ, and routes every output item back to its request's stream, detokenizing it itself when
-// the engine runs without detokd. It also watches that every rank keeps reporting: a silent rank
-// (its schedulerd, or detokd, is gone) fails its in-flight requests instead of leaving them hung.
+// the engine runs without detokd. It also watches, through its dispatcher, that every rank keeps
+// reporting: a silent rank (its schedulerd, or detokd, is gone) fails its in-flight requests
+// instead of leaving them hung, and they are aborted at the rank so none decodes on as a ghost.
 package worker
 
 import (
@@ -59,8 +60,9 @@ type Config struct {
 	Tokenizer *tokenizer.Tokenizer
 	// MaxRequests bounds the requests this worker has in flight; more get ErrOverloaded.
 	MaxRequests int
-	// RankTimeout is how long a rank may stay silent (no output, no heartbeat) before it is
-	// marked down and its in-flight requests fail.
+	// RankTimeout is how long a rank may stay silent (no output, no heartbeat) while this
+	// worker watches before it is marked down and its in-flight requests fail; a stall of the
+	// worker itself does not count (shard.WithWatchGap).
 	RankTimeout time.Duration
 	// Grammars compiles (and caches) each constraint once, so a bad one is refused up front;
 	// nil accepts all (the rank refuses them when it has no tokenizer).
