@@ -358,3 +358,43 @@ func TestAbortAllOfOneWorker(t *testing.T) {
 		t.Fatalf("finishes %v, want %v", finish, want)
 	}
 }
+
+// TestRunWaitsForItsGoroutines: when Run returns, the goroutines it started have ended: the
+// receive goroutine has closed the inbox (its last act), and compiles are done.
+func TestRunWaitsForItsGoroutines(t *testing.T) {
+	dir, err := ipc.TempRunDir("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	tr := ipc.Default()
+	in, err := tr.Pull(ipc.WorkerEndpoint(dir, 0), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	r, err := New(Config{RunDir: dir, NumWorkers: 1, Transport: tr, Direct: true, Heartbeat: 10 * time.Millisecond,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, newScheduler(t, newReplay(t, 0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	if _, err := in.Recv(5 * time.Second); err != nil { // a heartbeat: the goroutines run
+		t.Fatal(err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case _, open := <-r.inbox:
+		if open {
+			t.Fatal("a message in the inbox after Run returned")
+		}
+	default:
+		t.Fatal("Run returned while its receive goroutine still ran (the inbox is open)")
+	}
+}
