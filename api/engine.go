@@ -10,6 +10,7 @@ import (
 	"errors"
 
 	"github.com/llmserve/llmserve/sampling"
+	"github.com/llmserve/llmserve/shard"
 	"github.com/llmserve/llmserve/tokenizer"
 )
 
@@ -61,9 +62,26 @@ type Engine interface {
 	// Health is nil when every rank (and detokd, if used) answers.
 	Health() error
 	// Load is the per-rank and total load shown by /get_load.
-	Load() any
+	Load() LoadReport
 	// NewRID returns a fresh request id owned by this worker.
 	NewRID() string
+}
+
+// LoadReport is what /get_load shows: one worker's view of every rank (its dispatch table) and
+// the totals over the ranks that are up.
+type LoadReport struct {
+	Worker   int            `json:"worker"`
+	InFlight int            `json:"in_flight"`
+	Dispatch shard.Snapshot `json:"dispatch"`
+	Totals   LoadTotals     `json:"totals"`
+}
+
+// LoadTotals sums the last reports of the ranks that are up.
+type LoadTotals struct {
+	Running          int   `json:"running"`
+	Waiting          int   `json:"waiting"`
+	KVTokensUsed     int64 `json:"kv_tokens_used"`
+	KVTokensCapacity int64 `json:"kv_tokens_capacity"`
 }
 
 // ErrOverloaded is returned by Submit when the request queue is full (HTTP 503, Retry-After).

@@ -2,7 +2,6 @@ package api
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -41,46 +40,8 @@ type generateRequest struct {
 	RoutedDPRank   *int            `json:"routed_dp_rank"`
 }
 
-func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
-	s.mRequests["/generate"].Inc()
-	var body generateRequest
-	if err := s.decodeBody(w, r, &body); err != nil {
-		s.writeError(w, http.StatusBadRequest, err)
-		return
-	}
-	req, err := s.buildGenerate(&body)
-	if err != nil {
-		s.writeError(w, http.StatusBadRequest, err)
-		return
-	}
-	ctx := r.Context()
-	st, stop, err := s.run(ctx, req)
-	if err != nil {
-		s.submitError(w, err)
-		return
-	}
-	defer stop()
-	f := &nativeFormat{rid: req.RID, text: !req.NoText, logprobs: req.Logprobs}
-	if req.Stream {
-		s.streamSSE(ctx, w, st, req.StreamInterval, f, start)
-		return
-	}
-	d, err := s.collect(ctx, st)
-	if err != nil {
-		return
-	}
-	s.observe(&d, start)
-	if d.Err != nil {
-		s.writeError(w, http.StatusInternalServerError, fmt.Errorf("generation failed after %d tokens: %w", len(d.IDs), d.Err))
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	out := f.object(nil, &d)
-	_, _ = w.Write(append(out, '\n'))
-}
-
-func (s *Server) buildGenerate(body *generateRequest) (*Request, error) {
+// buildGenerate validates a /generate body into its request and native format.
+func (s *Server) buildGenerate(body *generateRequest, _ time.Time) (*Request, outputFormat, error) {
 	sp := body.SamplingParams
 	if sp == nil {
 		sp = &nativeSampling{}
@@ -92,28 +53,28 @@ func (s *Server) buildGenerate(body *generateRequest) (*Request, error) {
 	hasText := len(body.Text) > 0 && string(body.Text) != "null"
 	switch {
 	case hasText && body.InputIDs != nil:
-		return nil, badRequest("text", "give either text or input_ids, not both")
+		return nil, nil, badRequest("text", "give either text or input_ids, not both")
 	case hasText:
 		var text string
 		if err := json.Unmarshal(body.Text, &text); err != nil {
 			var texts []string
 			if json.Unmarshal(body.Text, &texts) != nil || len(texts) != 1 {
-				return nil, badRequest("text", "must be a string (batched requests are not supported)")
+				return nil, nil, badRequest("text", "must be a string (batched requests are not supported)")
 			}
 			text = texts[0]
 		}
 		ids, err := s.encode(text)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		req.InputIDs = ids
 	case body.InputIDs != nil:
 		if err := s.checkIDs(body.InputIDs); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		req.InputIDs = body.InputIDs
 	default:
-		return nil, badRequest("text", "one of text or input_ids is required")
+		return nil, nil, badRequest("text", "one of text or input_ids is required")
 	}
 	seed := sp.Seed
 	if seed == nil {
@@ -128,9 +89,12 @@ func (s *Server) buildGenerate(body *generateRequest) (*Request, error) {
 		RoutedDPRank: body.RoutedDPRank,
 	}
 	if err := s.fillCommon(req, &common); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return req, s.checkLength(req, sp.MaxNewTokens, "max_new_tokens", s.cfg.DefaultMaxNewTokens)
+	if err := s.checkLength(req, sp.MaxNewTokens, "max_new_tokens", s.cfg.DefaultMaxNewTokens); err != nil {
+		return nil, nil, err
+	}
+	return req, &nativeFormat{rid: req.RID, text: !req.NoText, logprobs: req.Logprobs}, nil
 }
 
 // nativeFormat writes /generate objects: {text, output_ids, meta_info}.
@@ -202,6 +166,11 @@ func (f *nativeFormat) object(dst []byte, d *Delta) []byte {
 		dst = append(dst, ']')
 	}
 	return append(dst, "}}"...)
+}
+
+// whole appends the non-streamed response object.
+func (f *nativeFormat) whole(dst []byte, d *Delta) []byte {
+	return append(f.object(dst, d), '\n')
 }
 
 func (f *nativeFormat) chunk(dst []byte, d *Delta, first bool) []byte {

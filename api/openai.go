@@ -3,7 +3,6 @@ package api
 import (
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"strconv"
 	"time"
 
@@ -44,101 +43,74 @@ type chatRequest struct {
 	samplingFields
 }
 
-func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
-	s.mRequests["/v1/completions"].Inc()
-	var body completionRequest
-	if err := s.decodeBody(w, r, &body); err != nil {
-		s.writeError(w, http.StatusBadRequest, err)
-		return
-	}
+// buildCompletion validates a /v1/completions body into its request and text_completion format.
+func (s *Server) buildCompletion(body *completionRequest, start time.Time) (*Request, outputFormat, error) {
 	if err := s.checkModel(body.Model); err != nil {
-		s.writeError(w, http.StatusNotFound, err)
-		return
+		return nil, nil, err
 	}
-	req, err := s.buildCompletion(&body)
-	if err != nil {
-		s.writeError(w, http.StatusBadRequest, err)
-		return
-	}
-	includeUsage := body.StreamOptions != nil && body.StreamOptions.IncludeUsage
-	s.serveOpenAI(w, r, req, &openAIFormat{s: s, chat: false, id: "cmpl-" + req.RID, created: start.Unix(),
-		includeUsage: includeUsage, tokenIDs: body.ReturnTokenIDs}, start)
-}
-
-func (s *Server) buildCompletion(body *completionRequest) (*Request, error) {
 	if body.Echo {
-		return nil, badRequest("echo", "echo is not supported")
+		return nil, nil, badRequest("echo", "echo is not supported")
 	}
 	if body.BestOf != nil && *body.BestOf > 1 {
-		return nil, badRequest("best_of", "only best_of=1 is supported")
+		return nil, nil, badRequest("best_of", "only best_of=1 is supported")
 	}
 	if body.Suffix != nil && *body.Suffix != "" {
-		return nil, badRequest("suffix", "suffix is not supported")
+		return nil, nil, badRequest("suffix", "suffix is not supported")
 	}
 	req := &Request{RID: s.engine.NewRID(), Stream: body.Stream}
 	var err error
 	if req.InputIDs, err = s.parsePromptIDs(body.Prompt); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := s.fillCommon(req, &body.samplingFields); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if body.Logprobs != nil {
 		if *body.Logprobs < 0 || *body.Logprobs > 1 {
-			return nil, badRequest("logprobs", "only the sampled token's logprob is returned: use 0 or 1")
+			return nil, nil, badRequest("logprobs", "only the sampled token's logprob is returned: use 0 or 1")
 		}
 		req.Logprobs = true
 	}
 	req.NoText = s.cfg.SkipTokenizerInit
-	return req, s.checkLength(req, body.MaxTokens, "max_tokens", 16)
+	if err := s.checkLength(req, body.MaxTokens, "max_tokens", 16); err != nil {
+		return nil, nil, err
+	}
+	return req, s.openAIFormat(false, "cmpl-", req, body.StreamOptions, body.ReturnTokenIDs, start), nil
 }
 
-func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
-	s.mRequests["/v1/chat/completions"].Inc()
-	var body chatRequest
-	if err := s.decodeBody(w, r, &body); err != nil {
-		s.writeError(w, http.StatusBadRequest, err)
-		return
-	}
+// openAIFormat is the response format of an OpenAI completion (chat false) or chat completion.
+func (s *Server) openAIFormat(chat bool, idPrefix string, req *Request, so *streamOptions, tokenIDs bool, start time.Time) *openAIFormat {
+	return &openAIFormat{s: s, chat: chat, id: idPrefix + req.RID, created: start.Unix(),
+		includeUsage: so != nil && so.IncludeUsage, tokenIDs: tokenIDs}
+}
+
+// buildChat validates a /v1/chat/completions body into its request and chat.completion format.
+func (s *Server) buildChat(body *chatRequest, start time.Time) (*Request, outputFormat, error) {
 	if err := s.checkModel(body.Model); err != nil {
-		s.writeError(w, http.StatusNotFound, err)
-		return
+		return nil, nil, err
 	}
-	req, err := s.buildChat(&body)
-	if err != nil {
-		s.writeError(w, http.StatusBadRequest, err)
-		return
-	}
-	includeUsage := body.StreamOptions != nil && body.StreamOptions.IncludeUsage
-	s.serveOpenAI(w, r, req, &openAIFormat{s: s, chat: true, id: "chatcmpl-" + req.RID, created: start.Unix(),
-		includeUsage: includeUsage, tokenIDs: body.ReturnTokenIDs}, start)
-}
-
-func (s *Server) buildChat(body *chatRequest) (*Request, error) {
 	if err := s.needTokenizer("chat completions (chat template)"); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if s.tmpl == nil {
-		return nil, badRequest("messages", "the model has no chat template")
+		return nil, nil, badRequest("messages", "the model has no chat template")
 	}
 	if len(body.Messages) == 0 {
-		return nil, badRequest("messages", "must be a non-empty array")
+		return nil, nil, badRequest("messages", "must be a non-empty array")
 	}
 	for i, m := range body.Messages {
 		role, _ := m["role"].(string)
 		switch role {
 		case "system", "developer", "user", "assistant", "tool":
 		default:
-			return nil, badRequest(fmt.Sprintf("messages[%d].role", i), fmt.Sprintf("unknown role %q", role))
+			return nil, nil, badRequest(fmt.Sprintf("messages[%d].role", i), fmt.Sprintf("unknown role %q", role))
 		}
 	}
 	if len(body.ToolChoice) > 0 && string(body.ToolChoice) != `"none"` && string(body.ToolChoice) != "null" {
-		return nil, badRequest("tool_choice", "tool calling is not supported")
+		return nil, nil, badRequest("tool_choice", "tool calling is not supported")
 	}
 	if body.TopLogprobs != nil && *body.TopLogprobs > 0 {
-		return nil, badRequest("top_logprobs", "only the sampled token's logprob is returned: use 0")
+		return nil, nil, badRequest("top_logprobs", "only the sampled token's logprob is returned: use 0")
 	}
 	tok := s.engine.Tokenizer()
 	prompt, err := s.tmpl.Apply(body.Messages, chat.Options{
@@ -148,45 +120,22 @@ func (s *Server) buildChat(body *chatRequest) (*Request, error) {
 		Special:             tok.SpecialTokenStrings(),
 	})
 	if err != nil {
-		return nil, badRequest("messages", "chat template: "+err.Error())
+		return nil, nil, badRequest("messages", "chat template: "+err.Error())
 	}
 	req := &Request{RID: s.engine.NewRID(), Stream: body.Stream, Logprobs: body.Logprobs}
 	req.InputIDs = tok.Encode(prompt, false)
 	if err := s.fillCommon(req, &body.samplingFields); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	maxTokens := body.MaxCompletionTokens
 	param := "max_completion_tokens"
 	if maxTokens == nil {
 		maxTokens, param = body.MaxTokens, "max_tokens"
 	}
-	return req, s.checkLength(req, maxTokens, param, 0)
-}
-
-// serveOpenAI runs req and answers as one JSON object or as an SSE stream.
-func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request, req *Request, f *openAIFormat, start time.Time) {
-	ctx := r.Context()
-	st, stop, err := s.run(ctx, req)
-	if err != nil {
-		s.submitError(w, err)
-		return
+	if err := s.checkLength(req, maxTokens, param, 0); err != nil {
+		return nil, nil, err
 	}
-	defer stop()
-	if req.Stream {
-		s.streamSSE(ctx, w, st, req.StreamInterval, f, start)
-		return
-	}
-	d, err := s.collect(ctx, st)
-	if err != nil {
-		return
-	}
-	s.observe(&d, start)
-	if d.Err != nil {
-		s.writeError(w, http.StatusInternalServerError, fmt.Errorf("generation failed after %d tokens: %w", len(d.IDs), d.Err))
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(f.whole(nil, &d))
+	return req, s.openAIFormat(true, "chatcmpl-", req, body.StreamOptions, body.ReturnTokenIDs, start), nil
 }
 
 // openAIFormat writes completion and chat.completion objects and chunks.
@@ -214,7 +163,7 @@ func (f *openAIFormat) head(dst []byte, chunk bool) []byte {
 	dst = append(dst, `,"created":`...)
 	dst = strconv.AppendInt(dst, f.created, 10)
 	dst = append(dst, `,"model":`...)
-	return appendJSONString(dst, f.s.cfg.ModelName)
+	return appendJSONString(dst, f.s.cfg.ServedModelName)
 }
 
 // appendChunkHead appends the head every chunk of the stream shares, formatted once.

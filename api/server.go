@@ -18,8 +18,8 @@ import (
 
 // Config is how a worker's API behaves.
 type Config struct {
-	// ModelName is the id served by /v1/models; requests naming another model get a 404.
-	ModelName string
+	// ServedModelName is the id served by /v1/models; requests naming another model get a 404.
+	ServedModelName string
 	// ContextLength bounds prompt + generated tokens.
 	ContextLength int
 	// DefaultSampling comes from the model's generation_config.json.
@@ -94,10 +94,10 @@ func NewServer(cfg Config, engine Engine, reg *metrics.Registry, log *slog.Logge
 // Handler returns the HTTP routes.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/completions", s.handleCompletions)
-	mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
+	mux.HandleFunc("POST /v1/completions", generation(s, "/v1/completions", s.buildCompletion))
+	mux.HandleFunc("POST /v1/chat/completions", generation(s, "/v1/chat/completions", s.buildChat))
 	mux.HandleFunc("GET /v1/models", s.handleModels)
-	mux.HandleFunc("POST /generate", s.handleGenerate)
+	mux.HandleFunc("POST /generate", generation(s, "/generate", s.buildGenerate))
 	mux.HandleFunc("POST /tokenize", s.handleTokenize)
 	mux.HandleFunc("POST /detokenize", s.handleDetokenize)
 	mux.HandleFunc("GET /health", s.handleHealth)
@@ -139,18 +139,25 @@ func (s *Server) writeError(w http.ResponseWriter, status int, err error) {
 	_ = json.NewEncoder(w).Encode(map[string]apiError{"error": e})
 }
 
-// submitError maps an Engine.Submit error to its HTTP status.
-func (s *Server) submitError(w http.ResponseWriter, err error) {
+// fail answers err with its status: 400 for a *BadRequestError, 404 for an unknown model, 503
+// otherwise (the engine could not take the request: overloaded, a rank down, shutting down).
+func (s *Server) fail(w http.ResponseWriter, err error) {
 	var bre *BadRequestError
+	var nf *notFoundError
 	switch {
 	case errors.As(err, &bre):
 		s.writeError(w, http.StatusBadRequest, err)
-	case errors.Is(err, ErrOverloaded):
-		s.writeError(w, http.StatusServiceUnavailable, err)
+	case errors.As(err, &nf):
+		s.writeError(w, http.StatusNotFound, err)
 	default:
 		s.writeError(w, http.StatusServiceUnavailable, err)
 	}
 }
+
+// notFoundError names something the request asked for that this server does not have (HTTP 404).
+type notFoundError struct{ msg string }
+
+func (e *notFoundError) Error() string { return e.msg }
 
 // decodeBody reads a JSON body into v, refusing unknown fields and trailing data.
 func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
@@ -174,8 +181,8 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) error
 }
 
 func (s *Server) checkModel(model string) error {
-	if model != "" && model != s.cfg.ModelName {
-		return fmt.Errorf("model %q does not exist; this server serves %q", model, s.cfg.ModelName)
+	if model != "" && model != s.cfg.ServedModelName {
+		return &notFoundError{fmt.Sprintf("model %q does not exist; this server serves %q", model, s.cfg.ServedModelName)}
 	}
 	return nil
 }
@@ -191,8 +198,8 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{
 		"object": "list",
 		"data": []map[string]any{{
-			"id": s.cfg.ModelName, "object": "model", "created": s.created, "owned_by": "llmserve",
-			"root": s.cfg.ModelName, "max_model_len": s.cfg.ContextLength,
+			"id": s.cfg.ServedModelName, "object": "model", "created": s.created, "owned_by": "llmserve",
+			"root": s.cfg.ServedModelName, "max_model_len": s.cfg.ContextLength,
 		}},
 	})
 }
@@ -215,11 +222,43 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// run submits req and returns its stream, aborting it when the client goes away.
-func (s *Server) run(ctx context.Context, req *Request) (*Stream, func(), error) {
+// outputFormat writes one endpoint's response to a generation request.
+type outputFormat interface {
+	// chunk appends the SSE events for d (content, then error and finish events as d says).
+	chunk(dst []byte, d *Delta, first bool) []byte
+	// whole appends the non-streamed response object for the merged output d.
+	whole(dst []byte, d *Delta) []byte
+}
+
+// generation is the one request path of the generation endpoints (completions, chat, generate):
+// decode the body, let build validate it into a Request and choose its response format, run it,
+// and answer with one JSON object or an SSE stream.
+func generation[B any](s *Server, endpoint string, build func(body *B, start time.Time) (*Request, outputFormat, error)) http.HandlerFunc {
+	requests := s.mRequests[endpoint]
+	return func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		requests.Inc()
+		var body B
+		if err := s.decodeBody(w, r, &body); err != nil {
+			s.fail(w, err)
+			return
+		}
+		req, f, err := build(&body, start)
+		if err != nil {
+			s.fail(w, err)
+			return
+		}
+		s.serve(w, r, req, f, start)
+	}
+}
+
+// serve submits req, aborts it when the client goes away, and writes its output as f says.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *Request, f outputFormat, start time.Time) {
+	ctx := r.Context()
 	st, err := s.engine.Submit(ctx, req)
 	if err != nil {
-		return nil, nil, err
+		s.fail(w, err)
+		return
 	}
 	stop := context.AfterFunc(ctx, func() {
 		if !st.Done() {
@@ -227,7 +266,22 @@ func (s *Server) run(ctx context.Context, req *Request) (*Stream, func(), error)
 			s.engine.Abort(st.RID)
 		}
 	})
-	return st, func() { stop() }, nil
+	defer stop()
+	if req.Stream {
+		s.streamSSE(ctx, w, st, req.StreamInterval, f, start)
+		return
+	}
+	d, err := s.collect(ctx, st)
+	if err != nil {
+		return // client gone: the abort was sent by the AfterFunc
+	}
+	s.observe(&d, start)
+	if d.Err != nil {
+		s.writeError(w, http.StatusInternalServerError, fmt.Errorf("generation failed after %d tokens: %w", len(d.IDs), d.Err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(f.whole(nil, &d))
 }
 
 // collect waits for the whole output of a non-streaming request.

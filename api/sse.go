@@ -8,16 +8,10 @@ import (
 	"unicode/utf8"
 )
 
-// chunkWriter formats one SSE event per delta for an endpoint.
-type chunkWriter interface {
-	// chunk appends the events for d (content, then error and finish events as d says).
-	chunk(dst []byte, d *Delta, first bool) []byte
-}
-
 // streamSSE writes st to the client as server-sent events: the first tokens at once, then every
 // interval tokens, then the rest on finish; a delta that carries an error still carries every
 // token produced before it, so nothing is lost.
-func (s *Server) streamSSE(ctx context.Context, w http.ResponseWriter, st *Stream, interval int, cw chunkWriter, start time.Time) {
+func (s *Server) streamSSE(ctx context.Context, w http.ResponseWriter, st *Stream, interval int, f outputFormat, start time.Time) {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
@@ -35,7 +29,7 @@ func (s *Server) streamSSE(ctx context.Context, w http.ResponseWriter, st *Strea
 			want = 1
 		}
 		if err := st.Take(ctx, want, &d); err != nil {
-			return // client gone: the abort was sent by run's AfterFunc
+			return // client gone: the abort was sent by serve's AfterFunc
 		}
 		now := time.Now()
 		if len(d.IDs) > 0 {
@@ -46,7 +40,7 @@ func (s *Server) streamSSE(ctx context.Context, w http.ResponseWriter, st *Strea
 			}
 			last = now
 		}
-		buf = cw.chunk(buf[:0], &d, first)
+		buf = f.chunk(buf[:0], &d, first)
 		first = false
 		if d.Finished {
 			buf = append(buf, "data: [DONE]\n\n"...)

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/llmserve/llmserve/grammar/internal/chardfa"
 )
 
 // TestEscapedKeysCannotDodgeExclusions: a key spelled with \u escapes is
@@ -270,15 +272,15 @@ func TestMergeMasks(t *testing.T) {
 		return ts
 	}
 	for trial := 0; trial < 50; trial++ {
-		var subs []*cmask
+		var subs []*cachedMask
 		for k := 0; k < 1+trial%4; k++ {
 			switch rng.Intn(3) {
 			case 0:
-				subs = append(subs, &cmask{dense: randBits(), add: randToks(3)})
+				subs = append(subs, &cachedMask{dense: randBits(), add: randToks(3)})
 			case 1:
-				subs = append(subs, &cmask{base: randBits(), add: randToks(5)})
+				subs = append(subs, &cachedMask{base: randBits(), add: randToks(5)})
 			default:
-				subs = append(subs, &cmask{add: randToks(rng.Intn(1500))})
+				subs = append(subs, &cachedMask{add: randToks(rng.Intn(1500))})
 			}
 		}
 		want := make([]uint64, words)
@@ -317,21 +319,21 @@ func TestExcludeDFA(t *testing.T) {
 			names[w] = true
 			list = append(list, w, w) // duplicates are allowed
 		}
-		d := excludeDFA(list)
+		d := chardfa.Exclude(list)
 		tot := totalStates(d)
 		for i := range tot {
-			if !tot[i] || !coversAll(d.trans[i]) {
+			if !tot[i] || !coversAll(d.Trans[i]) {
 				t.Fatalf("names %q: state %d is not total", list, i)
 			}
 		}
 		for range 40 {
 			w := word()
-			if d.matches(w) == names[w] {
-				t.Fatalf("names %q: %q accepted=%v", list, w, d.matches(w))
+			if d.Matches(w) == names[w] {
+				t.Fatalf("names %q: %q accepted=%v", list, w, d.Matches(w))
 			}
 		}
 		for n := range names {
-			if d.matches(n) {
+			if d.Matches(n) {
 				t.Fatalf("names %q: name %q accepted", list, n)
 			}
 		}

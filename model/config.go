@@ -1,6 +1,6 @@
 // Package model reads Hugging Face causal-LM directories (config.json, generation_config.json,
-// safetensors weights) of the Llama, Qwen2 and Qwen3 families into typed float32 weights that the
-// backends run.
+// safetensors weights) of the Llama, Qwen2 and Qwen3 families into weights, kept in their stored
+// precision, that the backends run.
 package model
 
 import (

@@ -454,21 +454,11 @@ func (w *Worker) Health() error {
 // Ready reports whether every rank has reported since this worker started and is up.
 func (w *Worker) Ready() bool { return w.Health() == nil }
 
-// LoadReport is what /get_load shows.
-type LoadReport struct {
-	Worker   int            `json:"worker"`
-	InFlight int            `json:"in_flight"`
-	Dispatch shard.Snapshot `json:"dispatch"`
-	Totals   struct {
-		Running          int   `json:"running"`
-		Waiting          int   `json:"waiting"`
-		KVTokensUsed     int64 `json:"kv_tokens_used"`
-		KVTokensCapacity int64 `json:"kv_tokens_capacity"`
-	} `json:"totals"`
-}
+// LoadReport is what /get_load shows (api.LoadReport).
+type LoadReport = api.LoadReport
 
 // Load implements api.Engine.
-func (w *Worker) Load() any {
+func (w *Worker) Load() api.LoadReport {
 	rep := LoadReport{Worker: w.cfg.Index, InFlight: w.InFlight(), Dispatch: w.disp.Snapshot()}
 	for _, r := range rep.Dispatch.Ranks {
 		if !r.Up {

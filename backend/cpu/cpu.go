@@ -70,9 +70,11 @@ type Backend struct {
 	// Scratch, grown to the largest batch seen.
 	x, xn, qkv, attn, gu []float32
 	sel, logits          []float32
-	rowPos               []int
-	rowSeq               []int
-	workers              []attnScratch
+	// wide is the float32 panel project widens 16-bit weight rows into.
+	wide    []float32
+	rowPos  []int
+	rowSeq  []int
+	workers []attnScratch
 
 	stats  Stats
 	closed bool
@@ -92,6 +94,9 @@ func New(m *model.Model, opts Options) (*Backend, error) {
 	}
 	cfg := m.Config
 	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("cpu backend: %w", err)
+	}
+	if err := checkWeights(m); err != nil {
 		return nil, fmt.Errorf("cpu backend: %w", err)
 	}
 	if opts.BlockSize < 0 || opts.NumBlocks < 0 || opts.KVCacheBytes < 0 || opts.Threads < 0 {
@@ -169,7 +174,7 @@ func (b *Backend) ResetStats() { b.stats = Stats{} }
 func (b *Backend) Close() error {
 	b.closed = true
 	b.kCache, b.vCache = nil, nil
-	b.x, b.xn, b.qkv, b.attn, b.gu, b.sel, b.logits = nil, nil, nil, nil, nil, nil, nil
+	b.x, b.xn, b.qkv, b.attn, b.gu, b.sel, b.logits, b.wide = nil, nil, nil, nil, nil, nil, nil, nil
 	b.workers = nil
 	return nil
 }
@@ -246,7 +251,7 @@ func (b *Backend) Forward(ctx context.Context, batch *backend.Batch) ([][]float3
 			r := sp.start + i
 			b.rowPos[r] = sp.seq.Pos + i
 			b.rowSeq[r] = si
-			copy(b.x[r*h:(r+1)*h], b.m.Embed[int(tok)*h:(int(tok)+1)*h])
+			widenRow(b.m.Embed, int(tok), b.x[r*h:(r+1)*h])
 		}
 	}
 
@@ -275,7 +280,7 @@ func (b *Backend) layer(l int, spans []seqSpan, rows int) {
 	b.parallelRows(rows, h, func(r int) {
 		rmsNorm(b.xn[r*h:(r+1)*h], b.x[r*h:(r+1)*h], w.InputNorm, eps)
 	})
-	b.matMulNT(rows, qkvDim, h, b.xn, h, w.QKV, h, b.qkv, qkvDim, false)
+	b.project(w.QKV, rows, b.xn, h, b.qkv, qkvDim, false)
 
 	// Per row: bias, per-head norm, rotation, then the row's K and V go into its cache slot.
 	kc, vc := b.kCache[l], b.vCache[l]
@@ -310,19 +315,19 @@ func (b *Backend) layer(l int, spans []seqSpan, rows int) {
 
 	b.attention(l, spans)
 
-	b.matMulNT(rows, h, qDim, b.attn, qDim, w.O, qDim, b.x, h, true)
+	b.project(w.O, rows, b.attn, qDim, b.x, h, true)
 	if w.OBias != nil {
 		addBias(b.x, rows, h, w.OBias)
 	}
 	b.parallelRows(rows, h, func(r int) {
 		rmsNorm(b.xn[r*h:(r+1)*h], b.x[r*h:(r+1)*h], w.PostAttnNorm, eps)
 	})
-	b.matMulNT(rows, 2*inter, h, b.xn, h, w.GateUp, h, b.gu, 2*inter, false)
+	b.project(w.GateUp, rows, b.xn, h, b.gu, 2*inter, false)
 	b.parallelRows(rows, inter, func(r int) {
 		row := b.gu[r*2*inter : (r+1)*2*inter]
 		swiGLU(row[:inter], row[inter:])
 	})
-	b.matMulNT(rows, h, inter, b.gu, 2*inter, w.Down, inter, b.x, h, true)
+	b.project(w.Down, rows, b.gu, 2*inter, b.x, h, true)
 }
 
 // finish applies the final norm and the LM head to the last row of every sequence that asked
@@ -345,19 +350,11 @@ func (b *Backend) finish(spans []seqSpan) [][]float32 {
 		r := spans[i].start + spans[i].n - 1
 		rmsNorm(b.sel[j*h:(j+1)*h], b.x[r*h:(r+1)*h], b.m.Norm, b.cfg.RMSNormEps)
 	}
-	b.matMulNT(len(want), vocab, h, b.sel, h, b.m.LMHead, h, b.logits, vocab, false)
+	b.project(b.m.LMHead, len(want), b.sel, h, b.logits, vocab, false)
 	for j, i := range want {
 		out[i] = b.logits[j*vocab : (j+1)*vocab : (j+1)*vocab]
 	}
 	return out
-}
-
-// matMulNT is gemm.MatMulNT with the projection counters.
-func (b *Backend) matMulNT(m, n, k int, a []float32, lda int, w []float32, ldw int, c []float32, ldc int, accumulate bool) {
-	t := time.Now()
-	gemm.MatMulNT(m, n, k, a, lda, w, ldw, c, ldc, accumulate)
-	b.stats.GEMMTime += time.Since(t)
-	b.stats.GEMMFlops += 2 * float64(m) * float64(n) * float64(k)
 }
 
 // parallelRows calls fn for every row in [0, rows), spread over the worker goroutines when the

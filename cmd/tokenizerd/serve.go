@@ -30,62 +30,103 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// serveConfig is `tokenizerd serve`'s settings. Each field is its flag's name in CamelCase.
+type serveConfig struct {
+	runflags.Config
+	// Host is the HTTP listen address.
+	Host string
+	// ServedModelName is the model id in the API ("" for the model directory's name).
+	ServedModelName string
+	// ContextLength overrides the model's max_position_embeddings when > 0.
+	ContextLength int
+	// StreamInterval is the server default of tokens per streamed chunk after the first.
+	StreamInterval int
+	// LoadBalanceMethod is round_robin, shortest_queue or minimum_tokens.
+	LoadBalanceMethod string
+	// RankTimeout is how long a rank may be silent before it is marked down.
+	RankTimeout time.Duration
+	// MaxQueuedRequests bounds the requests one worker holds in flight.
+	MaxQueuedRequests int
+	// WorkerThreads is GOMAXPROCS per worker process (0: computed; see workerThreads).
+	WorkerThreads int
+	// WorkerIndex is this process's worker index, or -1 for the supervisor.
+	WorkerIndex int
+}
+
+func (c *serveConfig) flags() []cli.Flag {
+	return append(c.Config.Flags(),
+		&cli.StringFlag{Name: "host", Destination: &c.Host, Value: "127.0.0.1", Usage: "HTTP listen address", Sources: cli.EnvVars("HOST")},
+		&cli.StringFlag{Name: "served-model-name", Destination: &c.ServedModelName, Usage: "model id in the API (default: the model directory's name)", Sources: cli.EnvVars("SERVED_MODEL_NAME")},
+		&cli.IntFlag{Name: "context-length", Destination: &c.ContextLength, Usage: "context length (default: the model's max_position_embeddings)"},
+		&cli.IntFlag{Name: "stream-interval", Destination: &c.StreamInterval, Value: 1, Usage: "tokens per streamed chunk after the first (server default)", Sources: cli.EnvVars("STREAM_INTERVAL")},
+		&cli.StringFlag{Name: "load-balance-method", Destination: &c.LoadBalanceMethod, Value: "shortest_queue", Usage: "round_robin, shortest_queue or minimum_tokens", Sources: cli.EnvVars("LOAD_BALANCE_METHOD")},
+		&cli.DurationFlag{Name: "rank-timeout", Destination: &c.RankTimeout, Value: time.Second, Usage: "a rank silent this long is marked down and its requests fail"},
+		&cli.IntFlag{Name: "max-queued-requests", Destination: &c.MaxQueuedRequests, Value: 65536, Usage: "requests one worker holds in flight; more get 503"},
+		&cli.IntFlag{Name: "worker-threads", Destination: &c.WorkerThreads, Usage: "OS threads per worker process (GOMAXPROCS); default: the cores left after one per rank and one for detokd, shared by the workers, at least 1 (a GOMAXPROCS in the environment wins)", Sources: cli.EnvVars("TOKENIZER_WORKER_THREADS")},
+		&cli.IntFlag{Name: "worker-index", Destination: &c.WorkerIndex, Value: -1, Usage: "internal: run as worker i (set by the supervisor)", Hidden: true},
+	)
+}
+
+// check validates the settings both the supervisor and the workers depend on.
+func (c *serveConfig) check() error {
+	if err := c.Check(); err != nil {
+		return err
+	}
+	if c.StreamInterval < 1 {
+		return fmt.Errorf("--stream-interval must be an integer >= 1, got %d", c.StreamInterval)
+	}
+	if _, err := shard.ParseMethod(c.LoadBalanceMethod); err != nil {
+		return err
+	}
+	return nil
+}
+
+// addr is the HTTP listen address, host:port.
+func (c *serveConfig) addr() string {
+	return net.JoinHostPort(c.Host, strconv.Itoa(c.Port))
+}
+
 // serveCommand runs the supervisor, which starts --tokenizer-worker-num worker processes (this
 // binary again, with --worker-index) and restarts any that dies; with --worker-index it is one
 // worker: the HTTP API on the shared port and the worker's sockets.
 func serveCommand() *cli.Command {
+	var cfg serveConfig
 	return &cli.Command{
 		Name:  "serve",
 		Usage: "serve the HTTP API with N tokenizer worker processes",
-		Flags: append(runflags.Common(),
-			&cli.StringFlag{Name: "host", Value: "127.0.0.1", Usage: "HTTP listen address", Sources: cli.EnvVars("HOST")},
-			&cli.StringFlag{Name: "served-model-name", Usage: "model id in the API (default: the model directory's name)", Sources: cli.EnvVars("SERVED_MODEL_NAME")},
-			&cli.IntFlag{Name: "context-length", Usage: "context length (default: the model's max_position_embeddings)"},
-			&cli.IntFlag{Name: "stream-interval", Value: 1, Usage: "tokens per streamed chunk after the first (server default)", Sources: cli.EnvVars("STREAM_INTERVAL")},
-			&cli.StringFlag{Name: "load-balance-method", Value: "shortest_queue", Usage: "round_robin, shortest_queue or minimum_tokens", Sources: cli.EnvVars("LOAD_BALANCE_METHOD")},
-			&cli.DurationFlag{Name: "rank-timeout", Value: time.Second, Usage: "a rank silent this long is marked down and its requests fail"},
-			&cli.IntFlag{Name: "max-queued-requests", Value: 65536, Usage: "requests one worker holds in flight; more get 503"},
-			&cli.IntFlag{Name: "worker-threads", Usage: "OS threads per worker process (GOMAXPROCS); default: the cores left after one per rank and one for detokd, shared by the workers, at least 1 (a GOMAXPROCS in the environment wins)", Sources: cli.EnvVars("TOKENIZER_WORKER_THREADS")},
-			&cli.IntFlag{Name: "worker-index", Value: -1, Usage: "internal: run as worker i (set by the supervisor)", Hidden: true},
-		),
-		Action: func(ctx context.Context, cmd *cli.Command) error {
-			if err := runflags.Check(cmd); err != nil {
-				return err
-			}
-			if n := cmd.Int("stream-interval"); n < 1 {
-				return fmt.Errorf("--stream-interval must be an integer >= 1, got %d", n)
-			}
-			if _, err := shard.ParseMethod(cmd.String("load-balance-method")); err != nil {
+		Flags: cfg.flags(),
+		Action: func(ctx context.Context, _ *cli.Command) error {
+			if err := cfg.check(); err != nil {
 				return err
 			}
 			ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			if i := int(cmd.Int("worker-index")); i >= 0 {
-				return runWorker(ctx, cmd, i)
+			if cfg.WorkerIndex >= 0 {
+				return runWorker(ctx, &cfg)
 			}
-			return supervise(ctx, cmd)
+			return supervise(ctx, &cfg)
 		},
 	}
 }
 
 // supervise starts the workers and restarts any that exits while the supervisor runs: a
 // crashed worker loses only the requests it owned.
-func supervise(ctx context.Context, cmd *cli.Command) error {
-	log := runflags.Logger(cmd, "tokenizerd")
+func supervise(ctx context.Context, cfg *serveConfig) error {
+	log := cfg.Logger("tokenizerd")
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("find own executable: %w", err)
 	}
-	n := int(cmd.Int("tokenizer-worker-num"))
-	dir, err := runflags.RunDir(cmd)
+	n := cfg.TokenizerWorkerNum
+	dir, err := cfg.OpenRunDir()
 	if err != nil {
 		return err
 	}
-	if err := shard.CreateLedger(worker.LedgerPath(dir), n, int(cmd.Int("dp-size"))); err != nil {
+	if err := shard.CreateLedger(worker.LedgerPath(dir), n, cfg.DPSize); err != nil {
 		return err
 	}
-	threads := workerThreads(int(cmd.Int("worker-threads")), n, int(cmd.Int("dp-size")), runtime.NumCPU())
-	log.Info("starting tokenizer workers", "workers", n, "threads_per_worker", threads, "addr", net.JoinHostPort(cmd.String("host"), strconv.Itoa(int(cmd.Int("port")))))
+	threads := workerThreads(cfg.WorkerThreads, n, cfg.DPSize, runtime.NumCPU())
+	log.Info("starting tokenizer workers", "workers", n, "threads_per_worker", threads, "addr", cfg.addr())
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
 		wg.Add(1)
@@ -150,94 +191,128 @@ func workerThreads(flag, workers, ranks, cpus int) int {
 	return max(1, (cpus-ranks-1)/workers)
 }
 
-// runWorker is one worker process.
-func runWorker(ctx context.Context, cmd *cli.Command, index int) error {
-	log := runflags.Logger(cmd, "tokenizerd").With("worker", index)
-	dir, err := runflags.RunDir(cmd)
+// runWorker is one worker process: its tokenizer and grammar check, the worker engine on its
+// sockets, the API on top, and the HTTP server on the shared port.
+func runWorker(ctx context.Context, cfg *serveConfig) error {
+	log := cfg.Logger("tokenizerd").With("worker", cfg.WorkerIndex)
+	mode := workerMode(&cfg.Config)
+	tok, grammars, err := loadTokenizer(&cfg.Config, mode)
 	if err != nil {
 		return err
 	}
-	tr, err := runflags.Transport(cmd)
-	if err != nil {
-		return err
-	}
-	path := cmd.String("model-path")
-	mcfg, err := model.LoadConfig(path)
-	if err != nil {
-		return err
-	}
-	mode := worker.ModeDefault
-	switch {
-	case cmd.Bool("skip-tokenizer-init"):
-		mode = worker.ModeSkipTokenizerInit
-	case cmd.Bool("skip-detokenization"):
-		mode = worker.ModeSkipDetokenization
-	}
-	var tok *tokenizer.Tokenizer
-	if mode != worker.ModeSkipTokenizerInit {
-		if tok, err = tokenizer.Load(path); err != nil {
-			return err
-		}
-	}
-	var grammars *grammar.Compiler
-	if tok != nil {
-		gopts, err := runflags.GrammarOptions(cmd)
-		if err != nil {
-			return err
-		}
-		// The worker compiles (and caches) each constraint once up front so a bad schema or
-		// regex is a 400 here; the rank compiles it again to enforce it.
-		grammars = grammar.NewCompiler(tok, runflags.GrammarEOS(runflags.ModelEOS(path), tok), gopts)
-	}
-	method, _ := shard.ParseMethod(cmd.String("load-balance-method"))
-	ledger, err := shard.OpenLedger(worker.LedgerPath(dir), int(cmd.Int("tokenizer-worker-num")), int(cmd.Int("dp-size")))
-	if err != nil {
-		return fmt.Errorf("%w (the tokenizerd supervisor creates it; start workers through it)", err)
-	}
-	defer ledger.Close()
-	w, err := worker.New(worker.Config{
-		Index: index, NumWorkers: int(cmd.Int("tokenizer-worker-num")), DPSize: int(cmd.Int("dp-size")),
-		RunDir: dir, Transport: tr, Mode: mode, Method: method, Tokenizer: tok,
-		MaxRequests: int(cmd.Int("max-queued-requests")), RankTimeout: cmd.Duration("rank-timeout"), Log: log,
-		Grammars: grammars, Ledger: ledger,
-	})
+	w, err := openWorker(cfg, mode, tok, grammars, log)
 	if err != nil {
 		return err
 	}
 	defer w.Close()
-
-	name := cmd.String("served-model-name")
-	if name == "" {
-		abs, _ := filepath.Abs(path)
-		name = filepath.Base(abs)
-	}
-	ctxLen := mcfg.MaxPositions
-	if n := int(cmd.Int("context-length")); n > 0 {
-		ctxLen = n
-	}
-	reg := metrics.NewRegistry()
-	registerRankGauges(reg, w, index, int(cmd.Int("dp-size")))
-	srv, err := api.NewServer(api.Config{
-		ModelName: name, ContextLength: ctxLen, DefaultSampling: defaultSampling(path, log),
-		StreamInterval: int(cmd.Int("stream-interval")), SkipTokenizerInit: mode == worker.ModeSkipTokenizerInit, Worker: index,
-	}, w, reg, log)
+	srv, err := newAPIServer(cfg, w, mode, log)
 	if err != nil {
 		return err
 	}
-	addr := net.JoinHostPort(cmd.String("host"), strconv.Itoa(int(cmd.Int("port"))))
+	return serveHTTP(ctx, cfg, srv.Handler(), log)
+}
+
+// workerMode is the worker's mode from the --skip-* flags.
+func workerMode(cfg *runflags.Config) worker.Mode {
+	switch {
+	case cfg.SkipTokenizerInit:
+		return worker.ModeSkipTokenizerInit
+	case cfg.SkipDetokenization:
+		return worker.ModeSkipDetokenization
+	}
+	return worker.ModeDefault
+}
+
+// loadTokenizer loads the worker's tokenizer and the grammar compiler built on it; both are nil
+// under --skip-tokenizer-init.
+func loadTokenizer(cfg *runflags.Config, mode worker.Mode) (*tokenizer.Tokenizer, *grammar.Compiler, error) {
+	if mode == worker.ModeSkipTokenizerInit {
+		return nil, nil, nil
+	}
+	tok, err := tokenizer.Load(cfg.ModelPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	gopts, err := cfg.GrammarOptions()
+	if err != nil {
+		return nil, nil, err
+	}
+	// The worker compiles (and caches) each constraint once up front so a bad schema or
+	// regex is a 400 here; the rank compiles it again to enforce it.
+	return tok, grammar.NewCompiler(tok, model.ConstraintEOS(model.EOSTokenIDsIn(cfg.ModelPath), tok), gopts), nil
+}
+
+// openWorker opens the dispatch ledger the supervisor created and the worker's sockets.
+func openWorker(cfg *serveConfig, mode worker.Mode, tok *tokenizer.Tokenizer, grammars *grammar.Compiler, log *slog.Logger) (*worker.Worker, error) {
+	dir, err := cfg.OpenRunDir()
+	if err != nil {
+		return nil, err
+	}
+	tr, err := cfg.OpenTransport()
+	if err != nil {
+		return nil, err
+	}
+	method, err := shard.ParseMethod(cfg.LoadBalanceMethod)
+	if err != nil {
+		return nil, err
+	}
+	ledger, err := shard.OpenLedger(worker.LedgerPath(dir), cfg.TokenizerWorkerNum, cfg.DPSize)
+	if err != nil {
+		return nil, fmt.Errorf("%w (the tokenizerd supervisor creates it; start workers through it)", err)
+	}
+	w, err := worker.New(worker.Config{
+		Index: cfg.WorkerIndex, NumWorkers: cfg.TokenizerWorkerNum, DPSize: cfg.DPSize,
+		RunDir: dir, Transport: tr, Mode: mode, Method: method, Tokenizer: tok,
+		MaxRequests: cfg.MaxQueuedRequests, RankTimeout: cfg.RankTimeout, Log: log,
+		Grammars: grammars, Ledger: ledger,
+	})
+	if err != nil {
+		ledger.Close()
+		return nil, err
+	}
+	log.Info("tokenizer worker sockets open", "mode", mode, "ranks", cfg.DPSize, "method", method,
+		"run_dir", dir, "transport", tr.Name())
+	return w, nil
+}
+
+// newAPIServer builds the HTTP API over w, with this worker's metrics registry.
+func newAPIServer(cfg *serveConfig, w *worker.Worker, mode worker.Mode, log *slog.Logger) (*api.Server, error) {
+	mcfg, err := model.LoadConfig(cfg.ModelPath)
+	if err != nil {
+		return nil, err
+	}
+	name := cfg.ServedModelName
+	if name == "" {
+		abs, _ := filepath.Abs(cfg.ModelPath)
+		name = filepath.Base(abs)
+	}
+	ctxLen := mcfg.MaxPositions
+	if cfg.ContextLength > 0 {
+		ctxLen = cfg.ContextLength
+	}
+	reg := metrics.NewRegistry()
+	registerRankGauges(reg, w, cfg.WorkerIndex, cfg.DPSize)
+	return api.NewServer(api.Config{
+		ServedModelName: name, ContextLength: ctxLen, DefaultSampling: defaultSampling(cfg.ModelPath, log),
+		StreamInterval: cfg.StreamInterval, SkipTokenizerInit: mode == worker.ModeSkipTokenizerInit, Worker: cfg.WorkerIndex,
+	}, w, reg, log)
+}
+
+// serveHTTP serves h on the shared port until ctx ends, then shuts the server down.
+func serveHTTP(ctx context.Context, cfg *serveConfig, h http.Handler, log *slog.Logger) error {
+	addr := cfg.addr()
 	ln, err := listenReusePort(ctx, addr)
 	if err != nil {
 		return err
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = hs.Shutdown(sctx)
 	}()
-	log.Info("tokenizer worker ready", "addr", addr, "mode", mode, "ranks", cmd.Int("dp-size"),
-		"method", method, "run_dir", dir, "transport", tr.Name(), "model", name)
+	log.Info("tokenizer worker ready", "addr", addr)
 	if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}

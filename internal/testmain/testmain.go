@@ -1,5 +1,6 @@
-// Package testmain is the TestMain that packages whose code logs progress (model loading,
-// scheduler steps) share: their log lines stay out of test and benchmark output unless -v.
+// Package testmain is the TestMain that test packages share: model loading and engine steps log
+// progress through slog, which would bury test and benchmark output, so those lines are
+// dropped unless the tests run with -v.
 package testmain
 
 import (
@@ -9,8 +10,8 @@ import (
 	"testing"
 )
 
-// Run parses the test flags, discards the default logger's output unless -v, and runs the
-// tests. Call it as a package's TestMain: func TestMain(m *testing.M) { testmain.Run(m) }.
+// Run quiets the default slog logger unless -v, runs the tests and exits with their status.
+// A package uses it as: func TestMain(m *testing.M) { testmain.Run(m) }
 func Run(m *testing.M) {
 	flag.Parse()
 	if !testing.Verbose() {

@@ -1,0 +1,225 @@
+package grammar
+
+import (
+	"math/big"
+	"slices"
+)
+
+// Type bits. tInt without tNum means "integers only"; tNum implies tInt.
+const (
+	tNull uint8 = 1 << iota
+	tBool
+	tObj
+	tArr
+	tStr
+	tInt
+	tNum
+	tAll = tNull | tBool | tObj | tArr | tStr | tInt | tNum
+)
+
+// constraints is one conjunction of constraints with its disjunctions distributed
+// away; subschemas stay unexpanded (lists of *jsonValue that must all hold) so
+// recursive schemas compile to rule calls.
+type constraints struct {
+	types         uint8
+	hasEnum       bool
+	enum          []*jsonValue
+	properties    []prop
+	forbidden     map[string]bool
+	required      []string
+	additional    []*jsonValue
+	noAdditional  bool
+	patternProps  []patternProp
+	propertyNames []*jsonValue
+	minProps      int
+	maxProps      int
+	prefix        [][]*jsonValue
+	items         []*jsonValue
+	noMoreItems   bool
+	minItems      int
+	maxItems      int
+	minLen        int
+	maxLen        int
+	patterns      []string
+	formats       []string
+	lo, hi        *big.Rat
+	loEx          bool
+	hiEx          bool
+	mults         []*big.Rat
+}
+
+type prop struct {
+	name string
+	conj []*jsonValue
+}
+
+type patternProp struct {
+	pat  string
+	conj []*jsonValue
+}
+
+func newConstraints() *constraints {
+	return &constraints{types: tAll, maxProps: -1, maxItems: -1, maxLen: -1}
+}
+
+func (s *constraints) clone() *constraints {
+	c := *s
+	c.enum = slices.Clone(s.enum)
+	c.properties = slices.Clone(s.properties)
+	c.forbidden = map[string]bool{}
+	for k := range s.forbidden {
+		c.forbidden[k] = true
+	}
+	c.required = slices.Clone(s.required)
+	c.additional = slices.Clone(s.additional)
+	c.patternProps = slices.Clone(s.patternProps)
+	c.propertyNames = slices.Clone(s.propertyNames)
+	c.prefix = slices.Clone(s.prefix)
+	c.items = slices.Clone(s.items)
+	c.patterns = slices.Clone(s.patterns)
+	c.formats = slices.Clone(s.formats)
+	c.mults = slices.Clone(s.mults)
+	return &c
+}
+
+func (s *constraints) setLo(r *big.Rat, ex bool) {
+	if s.lo == nil || r.Cmp(s.lo) > 0 || (r.Cmp(s.lo) == 0 && ex) {
+		s.lo, s.loEx = r, ex
+	}
+}
+
+func (s *constraints) setHi(r *big.Rat, ex bool) {
+	if s.hi == nil || r.Cmp(s.hi) < 0 || (r.Cmp(s.hi) == 0 && ex) {
+		s.hi, s.hiEx = r, ex
+	}
+}
+
+// merge intersects two constraint sets.
+func merge(a, b *constraints) (*constraints, error) {
+	m := a.clone()
+	m.types &= b.types
+	if b.hasEnum {
+		if !m.hasEnum {
+			m.hasEnum, m.enum = true, slices.Clone(b.enum)
+		} else {
+			in := valueSet(b.enum)
+			var keep []*jsonValue
+			for _, x := range m.enum {
+				if in[string(appendCompact(nil, x))] {
+					keep = append(keep, x)
+				}
+			}
+			m.enum = keep
+		}
+	}
+	// objects
+	if len(a.patternProps) > 0 && b.hasObjectKeywords() || len(b.patternProps) > 0 && a.hasObjectKeywords() {
+		return nil, errf("patternProperties combined with other object constraints is not supported")
+	}
+	if len(a.propertyNames) > 0 && b.hasObjectKeywords() || len(b.propertyNames) > 0 && a.hasObjectKeywords() {
+		return nil, errf("propertyNames combined with other object constraints is not supported")
+	}
+	m.patternProps = append(m.patternProps, b.patternProps...)
+	m.propertyNames = append(m.propertyNames, b.propertyNames...)
+	conjIn := func(s *constraints, name string) ([]*jsonValue, bool) {
+		if s.forbidden[name] {
+			return nil, false
+		}
+		for _, p := range s.properties {
+			if p.name == name {
+				return p.conj, true
+			}
+		}
+		if s.noAdditional {
+			return nil, false
+		}
+		return s.additional, true
+	}
+	var props []prop
+	seen := map[string]bool{}
+	for _, p := range append(slices.Clone(a.properties), b.properties...) {
+		if seen[p.name] {
+			continue
+		}
+		seen[p.name] = true
+		ca, oka := conjIn(a, p.name)
+		cb, okb := conjIn(b, p.name)
+		if !oka || !okb {
+			m.forbidden[p.name] = true
+			continue
+		}
+		props = append(props, prop{p.name, append(slices.Clone(ca), cb...)})
+	}
+	m.properties = props
+	for k := range b.forbidden {
+		m.forbidden[k] = true
+	}
+	for _, r := range b.required {
+		if !slices.Contains(m.required, r) {
+			m.required = append(m.required, r)
+		}
+	}
+	m.additional = append(m.additional, b.additional...)
+	m.noAdditional = a.noAdditional || b.noAdditional
+	m.minProps = max(a.minProps, b.minProps)
+	m.maxProps = minLimit(a.maxProps, b.maxProps)
+	// arrays
+	n := max(len(a.prefix), len(b.prefix))
+	at := func(s *constraints, i int) ([]*jsonValue, bool) {
+		if i < len(s.prefix) {
+			return s.prefix[i], true
+		}
+		if s.noMoreItems {
+			return nil, false
+		}
+		return s.items, true
+	}
+	m.prefix = nil
+	maxI := minLimit(a.maxItems, b.maxItems)
+	for i := 0; i < n; i++ {
+		ca, oka := at(a, i)
+		cb, okb := at(b, i)
+		if !oka || !okb {
+			maxI = minLimit(maxI, i)
+			break
+		}
+		m.prefix = append(m.prefix, append(slices.Clone(ca), cb...))
+	}
+	m.items = append(slices.Clone(a.items), b.items...)
+	m.noMoreItems = a.noMoreItems || b.noMoreItems
+	m.minItems = max(a.minItems, b.minItems)
+	m.maxItems = maxI
+	// strings
+	m.minLen = max(a.minLen, b.minLen)
+	m.maxLen = minLimit(a.maxLen, b.maxLen)
+	m.patterns = append(m.patterns, b.patterns...)
+	m.formats = append(m.formats, b.formats...)
+	// numbers
+	if b.lo != nil {
+		m.setLo(b.lo, b.loEx)
+	}
+	if b.hi != nil {
+		m.setHi(b.hi, b.hiEx)
+	}
+	m.mults = append(m.mults, b.mults...)
+	for _, r := range m.required {
+		if m.forbidden[r] {
+			m.types &^= tObj
+		}
+	}
+	return m, nil
+}
+
+func (s *constraints) hasObjectKeywords() bool {
+	return len(s.properties) > 0 || len(s.required) > 0 || len(s.additional) > 0 || s.noAdditional || len(s.patternProps) > 0 || len(s.propertyNames) > 0 || len(s.forbidden) > 0
+}
+
+func minLimit(a, b int) int {
+	if a < 0 {
+		return b
+	}
+	if b < 0 {
+		return a
+	}
+	return min(a, b)
+}

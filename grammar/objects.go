@@ -1,0 +1,232 @@
+package grammar
+
+import (
+	"slices"
+	"sort"
+
+	"github.com/llmserve/llmserve/grammar/internal/chardfa"
+)
+
+type patternKey struct {
+	d    *chardfa.DFA
+	conj []*jsonValue
+}
+
+func (sc *schemaCompiler) objFrag(s *constraints) (fragment, error) {
+	b := sc.b
+	names := map[string]bool{}
+	for _, p := range s.properties {
+		names[p.name] = true
+	}
+	for k := range s.forbidden {
+		names[k] = true
+	}
+	required := map[string]bool{}
+	for _, r := range s.required {
+		required[r] = true
+	}
+	// Pattern properties: defined names matching a pattern take its schema too.
+	var pats []patternKey
+	props := slices.Clone(s.properties)
+	for _, pp := range s.patternProps {
+		d, err := chardfa.Regex(pp.pat, true)
+		if err != nil {
+			return fragment{}, inKeyword("patternProperties", err)
+		}
+		pats = append(pats, patternKey{d, pp.conj})
+		for i := range props {
+			if d.Matches(props[i].name) {
+				props[i].conj = append(slices.Clone(props[i].conj), pp.conj...)
+			}
+		}
+	}
+	var nameDFA *chardfa.DFA
+	if len(s.propertyNames) > 0 {
+		disj, err := sc.expand(s.propertyNames)
+		if err != nil {
+			return fragment{}, err
+		}
+		if len(disj) != 1 || disj[0].hasEnum || disj[0].types&tStr == 0 {
+			return fragment{}, errf("unsupported propertyNames schema")
+		}
+		nameDFA, err = sc.stringDFA(disj[0])
+		if err != nil {
+			return fragment{}, err
+		}
+		if nameDFA == nil {
+			nameDFA = chardfa.Length(0, -1)
+		}
+		for _, p := range props {
+			if !nameDFA.Matches(p.name) {
+				if required[p.name] {
+					return b.never(), nil
+				}
+				names[p.name] = true
+			}
+		}
+	}
+	// Required names not among properties are governed by additional schemas.
+	for _, r := range s.required {
+		if !names[r] {
+			conj := s.additional
+			if s.noAdditional && len(pats) == 0 {
+				return b.never(), nil
+			}
+			for _, pk := range pats {
+				if pk.d.Matches(r) {
+					conj = append(slices.Clone(conj), pk.conj...)
+				}
+			}
+			props = append(props, prop{r, conj})
+			names[r] = true
+		}
+	}
+	var kept []prop
+	for _, p := range props {
+		if !s.forbidden[p.name] && (nameDFA == nil || nameDFA.Matches(p.name)) {
+			kept = append(kept, p)
+		}
+	}
+	props = kept
+	nReq := 0
+	for _, p := range props {
+		if required[p.name] {
+			nReq++
+		}
+	}
+	extraAllowed := !s.noAdditional || len(pats) > 0
+	if s.maxProps >= 0 && (extraAllowed || len(props) > s.maxProps) {
+		return fragment{}, errf("maxProperties is not supported here")
+	}
+	if s.minProps > nReq {
+		return fragment{}, errf("minProperties beyond required properties is not supported")
+	}
+	var extra int32 = -1
+	if extraAllowed {
+		r, err := sc.extraRule(names, pats, s, nameDFA)
+		if err != nil {
+			return fragment{}, err
+		}
+		extra = r
+	}
+	open := b.seq(b.lit("{"), sc.ws())
+	end := b.node()
+	closeF := func(from int32) {
+		f := b.seq(sc.ws(), b.lit("}"))
+		b.eps(from, f.in)
+		b.eps(f.out, end)
+	}
+	member := func(p prop) fragment {
+		return b.seq(b.lit(string(appendJSONString(nil, p.name))), sc.ws(), b.lit(":"), sc.ws(), sc.elem(p.conj))
+	}
+	comma := func(f fragment) fragment { return b.seq(sc.ws(), b.lit(","), sc.ws(), f) }
+	// noneYet[i]: before member i, nothing emitted; someEmitted[i]: something emitted.
+	// Extra members loop only at the hubs hub[i] (after member i-1 or an
+	// extra member) and at the start: an extra member between skipped
+	// optional properties can always be emitted before skipping them, so
+	// the language is the same as with a loop at every position, but the
+	// closure of a position reaches one open-key call site instead of one
+	// per remaining property (each with its own stack, hence DFA states and
+	// masks that could not be shared across positions).
+	noneYet, someEmitted, hub := make([]int32, len(props)+1), make([]int32, len(props)+1), make([]int32, len(props)+1)
+	for i := range noneYet {
+		noneYet[i], someEmitted[i], hub[i] = b.node(), b.node(), b.node()
+		b.eps(hub[i], someEmitted[i])
+	}
+	b.eps(open.out, noneYet[0])
+	for i, p := range props {
+		// one member, entered directly or after a comma
+		f := member(p)
+		b.eps(noneYet[i], f.in)
+		b.eps(f.out, hub[i+1])
+		c := b.seq(sc.ws(), b.lit(","), sc.ws())
+		b.eps(someEmitted[i], c.in)
+		b.eps(c.out, f.in)
+		if !required[p.name] {
+			b.eps(noneYet[i], noneYet[i+1])
+			b.eps(someEmitted[i], someEmitted[i+1])
+		}
+	}
+	if extra >= 0 {
+		f := b.call(extra)
+		b.eps(noneYet[0], f.in)
+		b.eps(f.out, hub[0])
+		for i := range hub {
+			g := comma(b.call(extra))
+			b.eps(hub[i], g.in)
+			b.eps(g.out, hub[i])
+		}
+	}
+	closeF(noneYet[len(props)])
+	closeF(someEmitted[len(props)])
+	return fragment{open.in, end}, nil
+}
+
+// extraRule matches one `"key":value` member for keys outside properties.
+func (sc *schemaCompiler) extraRule(names map[string]bool, pats []patternKey, s *constraints, nameDFA *chardfa.DFA) (int32, error) {
+	b := sc.b
+	var list []string
+	for n := range names {
+		list = append(list, n)
+	}
+	sort.Strings(list)
+	excl := chardfa.Exclude(list)
+	if nameDFA != nil {
+		var err error
+		if excl, err = chardfa.Intersect(excl, nameDFA); err != nil {
+			return 0, err
+		}
+	}
+	var alts []fragment
+	member := func(key *chardfa.DFA, conj []*jsonValue) {
+		alts = append(alts, b.seq(b.charString(key), sc.ws(), b.lit(":"), sc.ws(), sc.elem(conj)))
+	}
+	if len(pats) == 0 {
+		if len(list) == 0 && nameDFA == nil {
+			alts = append(alts, b.seq(b.freeString(), sc.ws(), b.lit(":"), sc.ws(), sc.elem(s.additional)))
+		} else {
+			member(excl, s.additional)
+		}
+	} else {
+		if len(pats) > 4 {
+			return 0, errf("more than 4 patternProperties with open keys is not supported")
+		}
+		// Each subset of matching patterns gets its own key language, so a
+		// key is always checked against every pattern it matches.
+		for mask := 0; mask < 1<<len(pats); mask++ {
+			if mask == 0 && s.noAdditional {
+				continue
+			}
+			d := excl
+			var conj []*jsonValue
+			for i, pk := range pats {
+				var err error
+				if mask&(1<<i) != 0 {
+					d, err = chardfa.Intersect(d, pk.d)
+					conj = append(conj, pk.conj...)
+				} else {
+					d, err = chardfa.Intersect(d, chardfa.Complement(pk.d))
+				}
+				if err != nil {
+					return 0, err
+				}
+			}
+			if mask == 0 {
+				conj = s.additional
+			}
+			if d.Empty() {
+				continue
+			}
+			member(d, conj)
+		}
+		if len(alts) == 0 {
+			return -1, nil
+		}
+	}
+	r := int32(len(b.g.rules))
+	b.g.rules = append(b.g.rules, -1)
+	f := b.alt(alts...)
+	b.g.nodes[f.out].final = true
+	b.g.rules[r] = f.in
+	return r, nil
+}
