@@ -203,3 +203,105 @@ func TestStalledWorkerBlamesNoRank(t *testing.T) {
 		}
 	}
 }
+
+// waitIdle waits until the engine reports every rank up and nothing running, queued or
+// holding KV.
+func waitIdle(t *testing.T, e *engine, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	var l loadReport
+	for {
+		code := e.getJSON("/health", nil)
+		l = loadReport{}
+		e.getJSON("/get_load", &l)
+		if code == 200 && l.Totals.Running == 0 && l.Totals.Waiting == 0 && l.Totals.KVTokensUsed == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not idle %v after the worker gave up: health %d, load %+v", within, code, l)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestGivenUpRequestsAbortedAtTheRank: a request the worker gives up on is stopped at its rank
+// instead of decoding on, a ghost holding a slot and KV, to max_tokens (3000 tokens here, some
+// 20 s): when detokd stalls past the rank timeout, and when the worker itself crashes and its
+// supervisor restarts it.
+func TestGivenUpRequestsAbortedAtTheRank(t *testing.T) {
+	long := map[string]any{"input_ids": promptIDs, "sampling_params": map[string]any{"max_new_tokens": 3000, "ignore_eos": true}}
+	start := func(t *testing.T, e *engine) <-chan streamOutcome {
+		first := make(chan struct{})
+		res := make(chan streamOutcome, 1)
+		go func() { res <- streamGenerateTo(context.Background(), e, long, first, false) }()
+		select {
+		case <-first:
+		case <-time.After(20 * time.Second):
+			t.Fatal("the stream never started")
+		}
+		return res
+	}
+	t.Run("detokd stalls", func(t *testing.T) {
+		e := startEngine(t, engineOpts{workers: 1, rankTimeout: 700 * time.Millisecond})
+		res := start(t, e)
+		e.mu.Lock()
+		detokd := e.procs["detokd"].cmd.Process.Pid
+		e.mu.Unlock()
+		if err := syscall.Kill(detokd, syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case o := <-res:
+			if o.errEvent == "" {
+				t.Errorf("the stream ended without an error event: %+v", o)
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("the worker did not give up on the request")
+		}
+		if err := syscall.Kill(detokd, syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+		waitIdle(t, e, 3*time.Second)
+	})
+	t.Run("worker crashes", func(t *testing.T) {
+		e := startEngine(t, engineOpts{workers: 1})
+		res := start(t, e)
+		if err := syscall.Kill(workerPID(t, e, 0), syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-res:
+		case <-time.After(10 * time.Second):
+			t.Error("the stream outlived its worker")
+		}
+		e.waitHealthy(30 * time.Second)
+		waitIdle(t, e, 3*time.Second)
+	})
+}
+
+// TestNumericBoundsRefused: numbers a request cannot mean are 400s naming the field, never a
+// 500, and never wrapped or rounded into another valid setting (top_k 2^32+1 is not greedy,
+// min_new_tokens 2^32 is not 0, a temperature past float32 is not +Inf).
+func TestNumericBoundsRefused(t *testing.T) {
+	e := startEngine(t, engineOpts{workers: 1})
+	for _, c := range []struct {
+		path  string
+		body  string
+		field string
+	}{
+		{"/generate", `{"input_ids":[1,2,3],"sampling_params":{"top_k":2147483648}}`, "top_k"},
+		{"/generate", `{"input_ids":[1,2,3],"sampling_params":{"top_k":4294967297}}`, "top_k"},
+		{"/generate", `{"input_ids":[1,2,3],"sampling_params":{"max_new_tokens":9223372036854775807}}`, "max_"},
+		{"/generate", `{"input_ids":[1,2,3],"sampling_params":{"min_new_tokens":4294967296}}`, "min_"},
+		{"/generate", `{"input_ids":[1,2,3],"sampling_params":{"min_new_tokens":100000}}`, "min_"},
+		{"/generate", `{"input_ids":[1,2,3],"stream":true,"sampling_params":{"stream_interval":4294967297}}`, "stream_interval"},
+		{"/generate", `{"input_ids":[1,2,3],"sampling_params":{"temperature":3.5e38}}`, "temperature"},
+		{"/v1/completions", `{"model":"pico","prompt":[1,2,3],"max_tokens":9223372036854775807}`, "max_tokens"},
+		{"/v1/completions", `{"model":"pico","prompt":[1,2,3],"top_k":4294967297}`, "top_k"},
+	} {
+		code, out := e.postRaw(c.path, c.body)
+		if code != 400 || !strings.Contains(string(out), c.field) {
+			t.Errorf("%s %s: %d %s, want 400 naming %s", c.path, c.body, code, out, c.field)
+		}
+	}
+}

@@ -380,7 +380,7 @@ const (
 )
 
 func (m *GenerateRequest) size() int {
-	return headerLen + sizeStr(m.RID) + 4 + sizeI32s(m.InputIDs) + samplingLen + 2*4 +
+	return headerLen + sizeStr(m.RID) + 4 + 8 + sizeI32s(m.InputIDs) + samplingLen + 2*4 +
 		sizeI32s(m.StopTokenIDs) + sizeStrs(m.StopStrings) + 1 + 4 + 1 + sizeStr(m.Grammar.Spec) + 4 + 8
 }
 
@@ -390,6 +390,7 @@ func (m *GenerateRequest) Append(dst []byte) []byte {
 	dst = append(dst, WireVersion, byte(MsgGenerateRequest))
 	dst = appendStr(dst, m.RID)
 	dst = appendU32(dst, m.Owner)
+	dst = appendU64(dst, m.OwnerEpoch)
 	dst = appendI32s(dst, m.InputIDs)
 	dst = appendSampling(dst, &m.Sampling)
 	dst = appendI32(dst, m.MaxNewTokens)
@@ -412,6 +413,7 @@ func (m *GenerateRequest) Decode(frame []byte) error {
 	r.header(MsgGenerateRequest)
 	m.RID = r.str(m.RID, "rid")
 	m.Owner = r.u32("owner")
+	m.OwnerEpoch = r.u64("owner_epoch")
 	m.InputIDs = r.i32s(m.InputIDs, "input_ids")
 	r.sampling(&m.Sampling)
 	m.MaxNewTokens = r.i32("max_new_tokens")
@@ -437,7 +439,7 @@ func (m *GenerateRequest) Decode(frame []byte) error {
 
 // ---- Abort ----
 
-func (m *Abort) size() int { return headerLen + sizeStr(m.RID) + 4 + sizeStr(m.Reason) }
+func (m *Abort) size() int { return headerLen + sizeStr(m.RID) + 4 + 8 + sizeStr(m.Reason) }
 
 // Append implements Message.
 func (m *Abort) Append(dst []byte) []byte {
@@ -445,6 +447,7 @@ func (m *Abort) Append(dst []byte) []byte {
 	dst = append(dst, WireVersion, byte(MsgAbort))
 	dst = appendStr(dst, m.RID)
 	dst = appendU32(dst, m.Owner)
+	dst = appendU64(dst, m.OwnerEpoch)
 	return appendStr(dst, m.Reason)
 }
 
@@ -454,6 +457,7 @@ func (m *Abort) Decode(frame []byte) error {
 	r.header(MsgAbort)
 	m.RID = r.str(m.RID, "rid")
 	m.Owner = r.u32("owner")
+	m.OwnerEpoch = r.u64("owner_epoch")
 	m.Reason = r.str(m.Reason, "reason")
 	return r.done(MsgAbort)
 }

@@ -4,7 +4,7 @@ import "fmt"
 
 // WireVersion is the first byte of every frame. Bump it on any incompatible layout change;
 // decoders refuse frames of any other version.
-const WireVersion byte = 3
+const WireVersion byte = 4
 
 // MsgType is the second byte of every frame.
 type MsgType uint8
@@ -122,9 +122,12 @@ type Sampling struct {
 // GenerateRequest is one tokenized request, sent by the tokenizer worker that owns it to the
 // scheduler of the rank it was dispatched to.
 type GenerateRequest struct {
-	RID      string
-	Owner    uint32 // index of the tokenizer worker that owns the request
-	InputIDs []int32
+	RID   string
+	Owner uint32 // index of the tokenizer worker that owns the request
+	// OwnerEpoch identifies the process of worker Owner that sent the request (drawn at its
+	// start), so a rank can tell a crashed predecessor's requests from its successor's.
+	OwnerEpoch uint64
+	InputIDs   []int32
 
 	Sampling Sampling
 
@@ -145,11 +148,14 @@ type GenerateRequest struct {
 	ArrivalUnixNano int64
 }
 
-// Abort cancels a request at the scheduler that runs it.
+// Abort cancels a request at the scheduler that runs it. An empty RID (never a request's)
+// cancels every request of Owner from an epoch other than OwnerEpoch, now and when they arrive
+// later: a worker's process sends it at its start, for whatever a crashed predecessor left.
 type Abort struct {
-	RID    string
-	Owner  uint32
-	Reason string
+	RID        string
+	Owner      uint32
+	OwnerEpoch uint64
+	Reason     string
 }
 
 // Load is a rank's load report, piggybacked on every output batch.

@@ -67,6 +67,7 @@ type Runner struct {
 
 	// The step loop's own.
 	outputs map[string]*output // per live request: its gate and output settings
+	epochs  map[uint32]uint64  // per worker: the epoch of its current process, once announced
 	flushed []*gate            // gates whose buffers the batch being sent points into
 	batch   ipc.TokenBatch
 	frame   []byte
@@ -78,6 +79,8 @@ type Runner struct {
 type output struct {
 	gate     gate
 	settings outputSettings
+	owner    int    // the tokenizer worker the request belongs to
+	epoch    uint64 // of the worker process that sent it
 }
 
 // New binds the rank's request socket and connects its output sockets.
@@ -89,7 +92,7 @@ func New(cfg Config, sched *scheduler.Scheduler) (*Runner, error) {
 		cfg.Log = slog.Default()
 	}
 	r := &Runner{cfg: cfg, sched: sched, log: cfg.Log.With("rank", cfg.Rank),
-		load: newLoadState(cfg.Rank, cfg.NumWorkers), outputs: map[string]*output{}, inbox: make(chan inMsg, inboxSize)}
+		load: newLoadState(cfg.Rank, cfg.NumWorkers), outputs: map[string]*output{}, epochs: map[uint32]uint64{}, inbox: make(chan inMsg, inboxSize)}
 	var err error
 	r.in, err = cfg.Transport.Pull(ipc.SchedulerEndpoint(cfg.RunDir, cfg.Rank), true, ipc.WithRecvHWM(100000))
 	if err != nil {
@@ -192,7 +195,7 @@ loop:
 			return ipc.ErrClosed
 		}
 		if m.abort != nil {
-			r.sched.Abort(m.abort.RID)
+			r.abort(m.abort)
 			continue
 		}
 		gr := m.req
@@ -214,11 +217,34 @@ loop:
 	return nil
 }
 
+// abort stops the request named or, when the rid is empty, every request of the worker named
+// that another process of it sent (and, from now on, refuses those that arrive late).
+func (r *Runner) abort(m *ipc.Abort) {
+	if m.RID != "" {
+		r.sched.Abort(m.RID)
+		return
+	}
+	r.epochs[m.Owner] = m.OwnerEpoch
+	n := 0
+	for rid, o := range r.outputs {
+		if o.owner == int(m.Owner) && o.epoch != m.OwnerEpoch {
+			r.sched.Abort(rid)
+			n++
+		}
+	}
+	if n > 0 {
+		r.log.Info("aborted every request of a worker", "worker", m.Owner, "requests", n, "reason", m.Reason)
+	}
+}
+
 // add hands a wire request to the scheduler; ctx bounds its grammar compile.
 func (r *Runner) add(ctx context.Context, m *ipc.GenerateRequest) error {
 	in, err := requestFromWire(m)
 	if err != nil {
 		return err
+	}
+	if epoch, ok := r.epochs[m.Owner]; ok && epoch != in.ownerEpoch {
+		return fmt.Errorf("request of a previous process of worker %d, which restarted", m.Owner)
 	}
 	if in.routedRank >= 0 && in.routedRank != r.cfg.Rank {
 		return fmt.Errorf("request routed to rank %d arrived at rank %d", in.routedRank, r.cfg.Rank)
@@ -244,7 +270,7 @@ func (r *Runner) add(ctx context.Context, m *ipc.GenerateRequest) error {
 	if err := r.sched.Add(req); err != nil {
 		return err
 	}
-	r.outputs[req.RID] = &output{gate: newGate(in.out.stream, in.out.interval), settings: in.out}
+	r.outputs[req.RID] = &output{gate: newGate(in.out.stream, in.out.interval), settings: in.out, owner: req.Owner, epoch: in.ownerEpoch}
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"reflect"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -298,5 +299,102 @@ func TestDetokSettingsRideOnItems(t *testing.T) {
 		if !slices.Equal(it.StopStrings, wantStops) {
 			t.Errorf("item %d stop strings %q, want %q", i, it.StopStrings, wantStops)
 		}
+	}
+}
+
+// TestAbortAllOfOneWorker: an abort with no rid stops every request of its owner from another
+// process of it (a restarted worker clearing what its predecessor left), refuses those that
+// arrive later, and touches nothing of the new process or of any other worker.
+func TestAbortAllOfOneWorker(t *testing.T) {
+	// The device holds its 50th step until the abort is queued; all three requests have
+	// produced output long before.
+	held := &heldBackend{Backend: newReplay(t, 0), holdAt: 50, release: make(chan struct{})}
+	g := startRunner(t, held, true, nil)
+	for _, m := range []*ipc.GenerateRequest{
+		{RID: "old-1", Owner: 0, OwnerEpoch: 1, InputIDs: prompt, MaxNewTokens: 500, IgnoreEOS: true, Stream: true, StreamInterval: 1},
+		{RID: "old-2", Owner: 0, OwnerEpoch: 1, InputIDs: prompt, MaxNewTokens: 500, IgnoreEOS: true, Stream: true, StreamInterval: 1},
+		{RID: "other", Owner: 1, OwnerEpoch: 1, InputIDs: prompt, MaxNewTokens: 200, IgnoreEOS: true, Stream: true, StreamInterval: 1},
+	} {
+		g.submit(m)
+	}
+	seen := map[string]bool{}
+	finish := map[string]ipc.FinishReason{}
+	var tb ipc.TokenBatch
+	deadline := time.Now().Add(20 * time.Second)
+	released := false
+	for len(finish) < 5 && time.Now().Before(deadline) {
+		frame, err := g.in.Recv(100 * time.Millisecond)
+		if errors.Is(err, ipc.ErrTimeout) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tb.Decode(frame); err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range tb.Items {
+			if seen[it.RID] = true; !released && len(seen) == 3 {
+				g.r.inbox <- inMsg{abort: &ipc.Abort{Owner: 0, OwnerEpoch: 2, Reason: "worker restarted"}}
+				// One of the old process's requests arrives after its successor's abort; the
+				// successor's own request runs. (Counted as the receive goroutine would.)
+				g.r.load.arrived(0, len(prompt))
+				g.r.load.arrived(0, len(prompt))
+				g.r.inbox <- inMsg{req: &ipc.GenerateRequest{RID: "old-late", Owner: 0, OwnerEpoch: 1, InputIDs: prompt, MaxNewTokens: 5,
+					Sampling: ipc.Sampling{TopP: 1, TopK: -1, RepetitionPenalty: 1}}}
+				g.r.inbox <- inMsg{req: &ipc.GenerateRequest{RID: "new", Owner: 0, OwnerEpoch: 2, InputIDs: prompt, MaxNewTokens: 5,
+					Sampling: ipc.Sampling{TopP: 1, TopK: -1, RepetitionPenalty: 1}}}
+				close(held.release)
+				released = true
+			}
+			if it.Finished {
+				finish[it.RID] = it.FinishReason
+			}
+		}
+	}
+	want := map[string]ipc.FinishReason{"old-1": ipc.FinishAbort, "old-2": ipc.FinishAbort, "other": ipc.FinishLength,
+		"old-late": ipc.FinishError, "new": ipc.FinishLength}
+	if !reflect.DeepEqual(finish, want) {
+		t.Fatalf("finishes %v, want %v", finish, want)
+	}
+}
+
+// TestRunWaitsForItsGoroutines: when Run returns, the goroutines it started have ended: the
+// receive goroutine has closed the inbox (its last act), and compiles are done.
+func TestRunWaitsForItsGoroutines(t *testing.T) {
+	dir, err := ipc.TempRunDir("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	tr := ipc.Default()
+	in, err := tr.Pull(ipc.WorkerEndpoint(dir, 0), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	r, err := New(Config{RunDir: dir, NumWorkers: 1, Transport: tr, Direct: true, Heartbeat: 10 * time.Millisecond,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, newScheduler(t, newReplay(t, 0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	if _, err := in.Recv(5 * time.Second); err != nil { // a heartbeat: the goroutines run
+		t.Fatal(err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case _, open := <-r.inbox:
+		if open {
+			t.Fatal("a message in the inbox after Run returned")
+		}
+	default:
+		t.Fatal("Run returned while its receive goroutine still ran (the inbox is open)")
 	}
 }

@@ -22,6 +22,8 @@ type request struct {
 	grammar grammar.Spec
 	// routedRank is the rank the client pinned the request to; -1 = any.
 	routedRank int
+	// ownerEpoch is the process of the owning worker that sent it.
+	ownerEpoch uint64
 }
 
 // outputSettings are a request's settings for its output items: how often they go out, and
@@ -52,6 +54,7 @@ func requestFromWire(m *ipc.GenerateRequest) (request, error) {
 			skipSpecial: m.SkipSpecialTokens, stops: m.StopStrings},
 		grammar:    spec,
 		routedRank: int(m.RoutedRank),
+		ownerEpoch: m.OwnerEpoch,
 	}, nil
 }
 

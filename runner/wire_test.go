@@ -74,9 +74,12 @@ func TestRequestCrossesEveryHop(t *testing.T) {
 	f.fill(t, "Request", reflect.ValueOf(&req).Elem())
 	req.GrammarKind = api.GrammarRegex // an enum: any valid non-zero kind
 	req.Stream = true                  // non-streamed requests take MaxNewTokens as their interval
+	if req.MinNewTokens > req.MaxNewTokens {
+		req.MinNewTokens, req.MaxNewTokens = req.MaxNewTokens, req.MinNewTokens // min <= max, still distinct
+	}
 
 	arrival := time.Unix(0, 1_700_000_000_123_456_789)
-	m, err := worker.RequestToWire(&req, req.RID, 7, arrival)
+	m, err := worker.RequestToWire(&req, req.RID, 7, 0xfeed, arrival)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,8 +137,8 @@ func TestRequestCrossesEveryHop(t *testing.T) {
 		t.Errorf("check for %s names no field of api.Request", name)
 	}
 	// The two values the worker adds on the way.
-	if s.Owner != 7 || !s.Arrival.Equal(arrival) {
-		t.Errorf("owner %d arrival %v, want 7 and %v", s.Owner, s.Arrival, arrival)
+	if s.Owner != 7 || in.ownerEpoch != 0xfeed || !s.Arrival.Equal(arrival) {
+		t.Errorf("owner %d epoch %#x arrival %v, want 7, 0xfeed and %v", s.Owner, in.ownerEpoch, s.Arrival, arrival)
 	}
 }
 
@@ -158,7 +161,7 @@ func TestGrammarKindCrossing(t *testing.T) {
 		{api.GrammarJSONObject, grammar.KindJSONObject},
 		{api.GrammarRegex, grammar.KindRegex},
 	} {
-		m, err := worker.RequestToWire(&api.Request{GrammarKind: c.api, GrammarSpec: "x"}, "r", 0, time.Now())
+		m, err := worker.RequestToWire(&api.Request{GrammarKind: c.api, GrammarSpec: "x"}, "r", 0, 1, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -171,7 +174,7 @@ func TestGrammarKindCrossing(t *testing.T) {
 			t.Errorf("api kind %d: the worker's own check compiles %v, want %v", c.api, direct.Kind, c.want)
 		}
 	}
-	if _, err := worker.RequestToWire(&api.Request{GrammarKind: api.GrammarRegex + 1}, "r", 0, time.Now()); err == nil {
+	if _, err := worker.RequestToWire(&api.Request{GrammarKind: api.GrammarRegex + 1}, "r", 0, 1, time.Now()); err == nil {
 		t.Error("an unknown API grammar kind was converted")
 	}
 	if _, err := grammarFromWire(ipc.Grammar{Kind: ipc.GrammarRegex + 1}); err == nil || !strings.Contains(err.Error(), "unknown") {

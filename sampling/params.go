@@ -6,6 +6,7 @@ package sampling
 import (
 	"errors"
 	"fmt"
+	"math"
 )
 
 // Params are one request's sampling settings, with OpenAI / SGLang meanings. The zero value is
@@ -36,24 +37,29 @@ func DefaultParams() Params {
 	return Params{Temperature: 1, TopP: 1, TopK: -1, RepetitionPenalty: 1}
 }
 
-// Validate reports every setting that is out of range, each with the accepted range. NaN fails
-// every check.
+// MaxTopK is the largest top_k accepted: the wire carries it as an int32, and no vocabulary
+// comes near it.
+const MaxTopK = math.MaxInt32
+
+// Validate reports every setting that is out of range, each with the accepted range. NaN and
+// infinities fail every check: a value too large for a float32 (the API's parsers round it to
+// +Inf) is refused, never sampled with.
 func (p Params) Validate() error {
 	var errs []error
-	if !(p.Temperature >= 0) {
-		errs = append(errs, fmt.Errorf("temperature must be >= 0 (0 means greedy), got %v", p.Temperature))
+	if !(p.Temperature >= 0 && p.Temperature <= math.MaxFloat32) {
+		errs = append(errs, fmt.Errorf("temperature must be a finite number >= 0 (0 means greedy), got %v", p.Temperature))
 	}
 	if !(p.TopP > 0 && p.TopP <= 1) {
 		errs = append(errs, fmt.Errorf("top_p must be in (0, 1], got %v", p.TopP))
 	}
-	if p.TopK < -1 {
-		errs = append(errs, fmt.Errorf("top_k must be -1 or 0 (disabled) or >= 1, got %d", p.TopK))
+	if p.TopK < -1 || p.TopK > MaxTopK {
+		errs = append(errs, fmt.Errorf("top_k must be -1 or 0 (disabled) or in [1, %d], got %d", MaxTopK, p.TopK))
 	}
 	if !(p.MinP >= 0 && p.MinP <= 1) {
 		errs = append(errs, fmt.Errorf("min_p must be in [0, 1], got %v", p.MinP))
 	}
-	if !(p.RepetitionPenalty > 0) {
-		errs = append(errs, fmt.Errorf("repetition_penalty must be > 0 (1 disables it), got %v", p.RepetitionPenalty))
+	if !(p.RepetitionPenalty > 0 && p.RepetitionPenalty <= math.MaxFloat32) {
+		errs = append(errs, fmt.Errorf("repetition_penalty must be a finite number > 0 (1 disables it), got %v", p.RepetitionPenalty))
 	}
 	if !(p.FrequencyPenalty >= -2 && p.FrequencyPenalty <= 2) {
 		errs = append(errs, fmt.Errorf("frequency_penalty must be in [-2, 2], got %v", p.FrequencyPenalty))

@@ -67,6 +67,7 @@ func TestValidate(t *testing.T) {
 	ok := DefaultParams()
 	ok.Temperature, ok.TopP, ok.TopK, ok.MinP = 0, 0.01, 0, 1
 	ok.RepetitionPenalty, ok.FrequencyPenalty, ok.PresencePenalty = 0.5, -2, 2
+	ok.TopK = MaxTopK
 	if err := ok.Validate(); err != nil {
 		t.Fatalf("boundary values: %v", err)
 	}
@@ -76,14 +77,18 @@ func TestValidate(t *testing.T) {
 		edit func(*Params)
 		want string
 	}{
-		{"negative temperature", func(p *Params) { p.Temperature = -0.1 }, "temperature must be >= 0"},
-		{"NaN temperature", func(p *Params) { p.Temperature = nan }, "temperature must be >= 0"},
+		{"negative temperature", func(p *Params) { p.Temperature = -0.1 }, "temperature must be a finite number >= 0"},
+		{"NaN temperature", func(p *Params) { p.Temperature = nan }, "temperature must be a finite number >= 0"},
 		{"zero top_p", func(p *Params) { p.TopP = 0 }, "top_p must be in (0, 1], got 0"},
 		{"top_p above 1", func(p *Params) { p.TopP = 1.5 }, "top_p must be in (0, 1], got 1.5"},
-		{"top_k -2", func(p *Params) { p.TopK = -2 }, "top_k must be -1 or 0 (disabled) or >= 1, got -2"},
+		{"top_k -2", func(p *Params) { p.TopK = -2 }, "top_k must be -1 or 0 (disabled) or in [1, 2147483647], got -2"},
+		{"top_k 2^31", func(p *Params) { p.TopK = 1 << 31 }, "top_k must be -1 or 0 (disabled) or in [1, 2147483647], got 2147483648"},
+		{"top_k 2^32+1", func(p *Params) { p.TopK = 1<<32 + 1 }, "got 4294967297"},
+		{"infinite temperature", func(p *Params) { p.Temperature = float32(math.Inf(1)) }, "temperature must be a finite number >= 0"},
+		{"infinite repetition_penalty", func(p *Params) { p.RepetitionPenalty = float32(math.Inf(1)) }, "repetition_penalty must be a finite number > 0"},
 		{"negative min_p", func(p *Params) { p.MinP = -0.1 }, "min_p must be in [0, 1]"},
 		{"min_p above 1", func(p *Params) { p.MinP = 1.1 }, "min_p must be in [0, 1]"},
-		{"zero repetition_penalty", func(p *Params) { p.RepetitionPenalty = 0 }, "repetition_penalty must be > 0"},
+		{"zero repetition_penalty", func(p *Params) { p.RepetitionPenalty = 0 }, "repetition_penalty must be a finite number > 0"},
 		{"frequency_penalty above 2", func(p *Params) { p.FrequencyPenalty = 2.5 }, "frequency_penalty must be in [-2, 2]"},
 		{"presence_penalty below -2", func(p *Params) { p.PresencePenalty = -3 }, "presence_penalty must be in [-2, 2]"},
 	}

@@ -286,10 +286,10 @@ func (s *Scheduler) Step(ctx context.Context) (Output, error) {
 		rows, err = s.b.Forward(ctx, &s.batch)
 		s.wg.Wait()
 		if err != nil {
-			return Output{Load: s.Load()}, fmt.Errorf("scheduler rank %d: forward of %d seqs: %w", s.cfg.Rank, len(s.batch.Seqs), err)
+			return Output{Load: s.Load()}, fmt.Errorf("scheduler rank %d: forward of %d sequences: %w", s.cfg.Rank, len(s.batch.Seqs), err)
 		}
 		if len(rows) != len(s.batch.Seqs) {
-			return Output{Load: s.Load()}, fmt.Errorf("scheduler rank %d: backend returned %d logits rows for %d seqs",
+			return Output{Load: s.Load()}, fmt.Errorf("scheduler rank %d: backend returned %d logits rows for %d sequences",
 				s.cfg.Rank, len(rows), len(s.batch.Seqs))
 		}
 		s.stats.Steps++

@@ -97,9 +97,8 @@ func WithClock(now func() time.Time) Option { return func(x *Dispatcher) { x.now
 //
 // Liveness: a rank is up once it has reported (WithAwaitFirstReport) and stays
 // up until Expire finds its last accepted report older than the stale timeout;
-// the next report brings it back with a clean slate (Reset), since a silent
-// rank has most likely restarted. MarkDown and MarkUp are an operator's
-// override on top of that.
+// the next report brings it back with a clean slate, since a silent rank has
+// most likely restarted.
 //
 // Effective load of a rank = its last accepted report + what this worker
 // dispatched to it that the report does not acknowledge yet (sent minus
@@ -135,13 +134,11 @@ type Dispatcher struct {
 type rankState struct {
 	load       Load
 	hasReport  bool
-	heardAt    time.Time     // last accepted report, MarkUp, Reset or creation
+	heardAt    time.Time     // last accepted report, comeback or creation
 	heardWatch time.Duration // the watched clock (Dispatcher.watched) at heardAt
 	sent       uint64        // requests this worker dispatched here, ever
 	sentTokens uint64        // their prompt tokens
 	silent     string        // why Expire declared the rank down; "" while it is not
-	manualDown bool
-	downReason string // why MarkDown took the rank out
 }
 
 // NewDispatcher returns the dispatcher of tokenizer worker `worker` over
@@ -196,12 +193,6 @@ func NewDispatcher(numRanks int, method Method, worker int, opts ...Option) (*Di
 	return d, nil
 }
 
-// NumRanks returns the data-parallel size.
-func (d *Dispatcher) NumRanks() int { return len(d.ranks) }
-
-// Method returns the balancing policy.
-func (d *Dispatcher) Method() Method { return d.method }
-
 // Pick chooses the rank for a request with promptTokens prompt tokens and
 // records the dispatch in the ledger. routed >= 0 forces that rank (it must
 // be up); routed == -1 lets the policy choose.
@@ -248,7 +239,7 @@ func (d *Dispatcher) Undo(rank, promptTokens int) error {
 	defer d.mu.Unlock()
 	rs := &d.ranks[rank]
 	if rs.sent == 0 || rs.sentTokens < uint64(promptTokens) {
-		return nil // the rank was Reset since the pick: nothing of it is left to undo
+		return nil // the rank came back clean since the pick: nothing of it is left to undo
 	}
 	rs.sent--
 	rs.sentTokens -= uint64(promptTokens)
@@ -379,7 +370,7 @@ func (d *Dispatcher) pickLeastLoadedLocked() int {
 }
 
 // pending is sent minus acknowledged, clamped at zero (a rank that restarted
-// may acknowledge more than this ledger remembers until Reset is called).
+// may acknowledge more than this ledger remembers until it is expired and comes back).
 func pending(sent, acked uint64) uint64 {
 	if acked >= sent {
 		return 0
@@ -391,8 +382,6 @@ func pending(sent, acked uint64) uint64 {
 func (d *Dispatcher) downLocked(r int) (string, bool) {
 	rs := &d.ranks[r]
 	switch {
-	case rs.manualDown:
-		return rs.downReason, true
 	case rs.silent != "":
 		return rs.silent, true
 	case d.awaitFirst && !rs.hasReport:
@@ -417,7 +406,7 @@ func (d *Dispatcher) heardLocked(r int, now time.Time) {
 }
 
 // Expire declares down every rank that is up and has been silent (no accepted
-// report since creation, MarkUp or Reset) for more than the stale timeout of
+// report since creation) for more than the stale timeout of
 // watched time (see WithWatchGap), and returns them: the caller fails their
 // in-flight requests. A rank stays down until its next report.
 func (d *Dispatcher) Expire(now time.Time) []int {
@@ -467,7 +456,7 @@ const (
 	// ReportAccepted: the report is the rank's latest.
 	ReportAccepted
 	// ReportCameUp: the report is the rank's first, or the first since Expire
-	// declared it down; the rank is back in dispatch (unless MarkDown holds it).
+	// declared it down; the rank is back in dispatch.
 	ReportCameUp
 )
 
@@ -476,7 +465,7 @@ func (r ReportResult) Accepted() bool { return r != ReportStale }
 
 // Report records a load report from rank. An accepted report also counts as a
 // heartbeat. A report from a rank that Expire declared down brings it back
-// after a Reset: the rank (or what relays its reports) has most likely
+// with a clean slate: the rank (or what relays its reports) has most likely
 // restarted, and its Seq and acknowledgements with it.
 func (d *Dispatcher) Report(rank int, load Load) (ReportResult, error) {
 	if err := d.checkRank(rank); err != nil {
@@ -508,54 +497,12 @@ func (d *Dispatcher) Report(rank int, load Load) (ReportResult, error) {
 	return result, nil
 }
 
-// MarkDown takes rank out of dispatch until MarkUp (load reports alone do
-// not bring it back, so an operator can drain a rank that still reports).
-func (d *Dispatcher) MarkDown(rank int, reason string) error {
-	if err := d.checkRank(rank); err != nil {
-		return fmt.Errorf("mark down: %w", err)
-	}
-	if reason == "" {
-		reason = "marked down"
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.ranks[rank].manualDown, d.ranks[rank].downReason = true, reason
-	return nil
-}
-
-// MarkUp undoes MarkDown and counts as a heartbeat, so a rank that was down
-// for silence gets a fresh stale window.
-func (d *Dispatcher) MarkUp(rank int) error {
-	if err := d.checkRank(rank); err != nil {
-		return fmt.Errorf("mark up: %w", err)
-	}
-	now := d.now()
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	rs := &d.ranks[rank]
-	rs.manualDown, rs.downReason = false, ""
-	d.heardLocked(rank, now)
-	return nil
-}
-
-// Reset forgets everything known about rank except a MarkDown: its last
-// report (so a restarted rank's Seq may start over) and the ledger of
-// dispatches to it (lost with the old process). Call it when a rank
-// process is known to have restarted.
-func (d *Dispatcher) Reset(rank int) error {
-	if err := d.checkRank(rank); err != nil {
-		return fmt.Errorf("reset rank: %w", err)
-	}
-	now := d.now()
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.resetLocked(rank, now)
-	return nil
-}
-
+// resetLocked forgets everything known about rank: its last report (so a
+// restarted rank's Seq may start over) and the ledger of dispatches to it
+// (lost with the old process).
 func (d *Dispatcher) resetLocked(rank int, now time.Time) {
 	rs := &d.ranks[rank]
-	*rs = rankState{manualDown: rs.manualDown, downReason: rs.downReason}
+	*rs = rankState{}
 	d.heardLocked(rank, now)
 	if d.ledger != nil {
 		d.ledger.Reset(d.worker, rank)
@@ -584,7 +531,7 @@ type RankLoad struct {
 	Pending       uint64 `json:"pending"`
 	PendingTokens uint64 `json:"pending_tokens"`
 	// LastReportAgeSeconds is the time since the last accepted report (or
-	// since creation, MarkUp or Reset if later).
+	// since creation if later).
 	LastReportAgeSeconds float64 `json:"last_report_age_s"`
 }
 

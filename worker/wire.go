@@ -6,6 +6,7 @@ package worker
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/llmserve/llmserve/api"
@@ -16,14 +17,20 @@ import (
 )
 
 // RequestToWire converts a validated API request into the wire request sent to a rank: rid is
-// the engine's id for it, owner the index of the worker that owns it.
-func RequestToWire(req *api.Request, rid string, owner int, arrival time.Time) (ipc.GenerateRequest, error) {
+// the engine's id for it, owner the index of the worker that owns it and epoch that worker
+// process's (see ipc.GenerateRequest.OwnerEpoch). A count that does not fit
+// the wire's int32, or bounds that contradict each other, is a client error (*api.BadRequestError),
+// never wrapped or clamped.
+func RequestToWire(req *api.Request, rid string, owner int, epoch uint64, arrival time.Time) (ipc.GenerateRequest, error) {
+	if err := checkCounts(req); err != nil {
+		return ipc.GenerateRequest{}, err
+	}
 	kind, err := grammarKindToWire(req.GrammarKind)
 	if err != nil {
 		return ipc.GenerateRequest{}, err
 	}
 	m := ipc.GenerateRequest{
-		RID: rid, Owner: uint32(owner), InputIDs: req.InputIDs,
+		RID: rid, Owner: uint32(owner), OwnerEpoch: epoch, InputIDs: req.InputIDs,
 		Sampling:     samplingToWire(&req.Sampling),
 		MaxNewTokens: int32(req.MaxNewTokens), MinNewTokens: int32(req.MinNewTokens),
 		StopTokenIDs: req.StopTokenIDs, StopStrings: req.StopStrings,
@@ -37,6 +44,29 @@ func RequestToWire(req *api.Request, rid string, owner int, arrival time.Time) (
 		m.StreamInterval = int32(req.MaxNewTokens)
 	}
 	return m, nil
+}
+
+// checkCounts refuses the request's integer settings that the wire cannot carry exactly.
+func checkCounts(req *api.Request) error {
+	for _, c := range []struct {
+		param string
+		v     int
+		min   int
+	}{
+		{"max_tokens", req.MaxNewTokens, 0},
+		{"min_tokens", req.MinNewTokens, 0},
+		{"stream_interval", req.StreamInterval, 0},
+		{"top_k", req.Sampling.TopK, -1},
+		{"routed_dp_rank", req.RoutedRank, -1},
+	} {
+		if c.v < c.min || c.v > math.MaxInt32 {
+			return &api.BadRequestError{Param: c.param, Msg: fmt.Sprintf("must be in [%d, %d], got %d", c.min, math.MaxInt32, c.v)}
+		}
+	}
+	if req.MinNewTokens > req.MaxNewTokens {
+		return &api.BadRequestError{Param: "min_tokens", Msg: fmt.Sprintf("%d exceeds the maximum number of new tokens (%d)", req.MinNewTokens, req.MaxNewTokens)}
+	}
+	return nil
 }
 
 func samplingToWire(p *sampling.Params) ipc.Sampling {

@@ -1,8 +1,9 @@
 // Package worker is one tokenizer worker's runtime, the Engine behind its HTTP API: it owns the
 // requests the worker accepted, dispatches each to a data-parallel rank (shard), sends it over
 // ZMQ, and routes every output item back to its request's stream, detokenizing it itself when
-// the engine runs without detokd. It also watches that every rank keeps reporting: a silent rank
-// (its schedulerd, or detokd, is gone) fails its in-flight requests instead of leaving them hung.
+// the engine runs without detokd. It also watches, through its dispatcher, that every rank keeps
+// reporting: a silent rank (its schedulerd, or detokd, is gone) fails its in-flight requests
+// instead of leaving them hung, and they are aborted at the rank so none decodes on as a ghost.
 package worker
 
 import (
@@ -10,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"path/filepath"
 	"sync"
 	"time"
@@ -58,8 +60,9 @@ type Config struct {
 	Tokenizer *tokenizer.Tokenizer
 	// MaxRequests bounds the requests this worker has in flight; more get ErrOverloaded.
 	MaxRequests int
-	// RankTimeout is how long a rank may stay silent (no output, no heartbeat) before it is
-	// marked down and its in-flight requests fail.
+	// RankTimeout is how long a rank may stay silent (no output, no heartbeat) while this
+	// worker watches before it is marked down and its in-flight requests fail; a stall of the
+	// worker itself does not count (shard.WithWatchGap).
 	RankTimeout time.Duration
 	// Grammars compiles (and caches) each constraint once, so a bad one is refused up front;
 	// nil accepts all (the rank refuses them when it has no tokenizer).
@@ -86,6 +89,9 @@ type Worker struct {
 	pull  ipc.Receiver
 	log   *slog.Logger
 	start time.Time
+
+	// epoch identifies this process of the worker to the ranks (ipc.GenerateRequest.OwnerEpoch).
+	epoch uint64
 
 	mu   sync.Mutex
 	reqs map[string]*entry
@@ -136,7 +142,7 @@ func New(cfg Config) (*Worker, error) {
 		return nil, err
 	}
 	w := &Worker{cfg: cfg, disp: disp, log: cfg.Log, start: time.Now(),
-		reqs: map[string]*entry{}, closed: make(chan struct{})}
+		reqs: map[string]*entry{}, closed: make(chan struct{}), epoch: rand.Uint64()}
 	w.framePool.New = func() any { b := make([]byte, 0, 4096); return &b }
 	w.pull, err = cfg.Transport.Pull(ipc.WorkerEndpoint(cfg.RunDir, cfg.Index), true, ipc.WithRecvHWM(100000))
 	if err != nil {
@@ -150,6 +156,12 @@ func New(cfg Config) (*Worker, error) {
 			return nil, fmt.Errorf("worker %d: connect to rank %d: %w", cfg.Index, r, err)
 		}
 		w.push = append(w.push, s)
+	}
+	// Whatever a previous process of this worker left at the ranks (it crashed, and the
+	// supervisor started this one) has nobody waiting for it: abort it all, ahead of any
+	// request of ours on each socket, and whatever of it arrives later (other epochs).
+	for r := range w.push {
+		w.abortAt(r, "", "tokenizer worker restarted")
 	}
 	w.wg.Add(1)
 	go w.receiveLoop()
@@ -168,10 +180,10 @@ func (w *Worker) Close() {
 		w.pull.Close()
 	}
 	w.wg.Wait()
+	w.failAll(-1, errors.New("worker shutting down")) // aborts them at their ranks, while the sockets are open
 	for _, s := range w.push {
 		s.Close()
 	}
-	w.failAll(-1, errors.New("worker shutting down"))
 }
 
 // Tokenizer implements api.Engine.
@@ -212,7 +224,7 @@ func (w *Worker) Submit(ctx context.Context, req *api.Request) (*api.Stream, err
 		return nil, &api.BadRequestError{Param: "routed_dp_rank", Msg: fmt.Sprintf("rank %d does not exist (dp size %d)", req.RoutedRank, w.cfg.DPSize)}
 	}
 	rid := shard.NewRID(w.cfg.Index)
-	msg, err := RequestToWire(req, rid, w.cfg.Index, time.Now())
+	msg, err := RequestToWire(req, rid, w.cfg.Index, w.epoch, time.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -263,7 +275,7 @@ func (w *Worker) Abort(rid string) {
 
 // abortAt tells rank to stop request rid, which this worker no longer waits for or soon won't.
 func (w *Worker) abortAt(rank int, rid, reason string) {
-	msg := ipc.Abort{RID: rid, Owner: uint32(w.cfg.Index), Reason: reason}
+	msg := ipc.Abort{RID: rid, Owner: uint32(w.cfg.Index), OwnerEpoch: w.epoch, Reason: reason}
 	if err := w.push[rank].Send(msg.Append(nil)); err != nil {
 		w.log.Warn("abort not delivered", "rid", rid, "rank", rank, "err", err)
 	}
@@ -419,6 +431,9 @@ func (w *Worker) failAll(rank int, err error) {
 	w.mu.Unlock()
 	for _, e := range failed {
 		e.st.Push(&api.Delta{Finished: true, FinishReason: api.FinishError, Err: err})
+		// The rank may well be alive (detokd, which relays its reports, may be what failed):
+		// stop it from decoding a request nobody waits for.
+		w.abortAt(e.rank, e.st.RID, "the worker gave up on it: "+err.Error())
 	}
 }
 

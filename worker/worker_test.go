@@ -81,6 +81,15 @@ func newWorkerRig(t *testing.T, rankTimeout time.Duration) (*Worker, *rankSide) 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { w.Close(); out.Close(); reqs.Close() })
+	// The worker's first word to every rank aborts whatever a crashed predecessor left there.
+	frame, err := reqs.Recv(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ab ipc.Abort
+	if err := ab.Decode(frame); err != nil || ab.RID != "" || ab.Owner != 0 {
+		t.Fatalf("first message to the rank: %+v, %v; want an abort of everything of worker 0", ab, err)
+	}
 	return w, &rankSide{t: t, w: w, reqs: reqs, out: out, clock: clock}
 }
 
@@ -216,6 +225,15 @@ func TestSilentRankFailsAfterDeliveredTokens(t *testing.T) {
 	if w.Health() == nil {
 		t.Fatal("health does not report the silent rank")
 	}
+	// The worker gave up on the request: it tells the rank to stop it.
+	frame, err := rank.reqs.Recv(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ab ipc.Abort
+	if err := ab.Decode(frame); err != nil || ab.RID != st.RID {
+		t.Fatalf("after giving up: %+v %v, want an abort of %s", ab, err, st.RID)
+	}
 }
 
 // TestRankTakesNothingUntilItReports: a rank that has not reported yet (still loading its
@@ -310,5 +328,34 @@ func TestOwnStallBlamesNoRank(t *testing.T) {
 	var d api.Delta
 	if err := st.Take(context.Background(), 1, &d); err != nil || d.Err != nil || !d.Finished {
 		t.Fatalf("request after the stall: %+v %v", d, err)
+	}
+}
+
+// TestCountsOutsideTheWireRefused: integer settings the wire carries as int32 are refused as
+// client errors when they do not fit, never wrapped (top_k 2^32+1 would become 1, greedy), and
+// min_tokens above the maximum is refused before it reaches a rank.
+func TestCountsOutsideTheWireRefused(t *testing.T) {
+	w, _ := startWorker(t, 5*time.Second)
+	for _, c := range []struct {
+		param string
+		edit  func(r *api.Request)
+	}{
+		{"top_k", func(r *api.Request) { r.Sampling.TopK = 1 << 31 }},
+		{"top_k", func(r *api.Request) { r.Sampling.TopK = 1<<32 + 1 }},
+		{"max_tokens", func(r *api.Request) { r.MaxNewTokens = 1<<63 - 1 }},
+		{"min_tokens", func(r *api.Request) { r.MinNewTokens = 1 << 32 }},
+		{"min_tokens", func(r *api.Request) { r.MinNewTokens = 17 }},
+		{"stream_interval", func(r *api.Request) { r.StreamInterval = 1<<32 + 1 }},
+	} {
+		r := &api.Request{InputIDs: []int32{1}, MaxNewTokens: 16, Stream: true, StreamInterval: 1, RoutedRank: -1}
+		c.edit(r)
+		_, err := w.Submit(context.Background(), r)
+		var bad *api.BadRequestError
+		if !errors.As(err, &bad) || bad.Param != c.param {
+			t.Errorf("%s: %v, want a bad request naming %s", c.param, err, c.param)
+		}
+	}
+	if w.InFlight() != 0 {
+		t.Fatalf("%d refused requests in flight", w.InFlight())
 	}
 }
