@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/llmserve/llmserve/metrics"
@@ -40,6 +41,11 @@ type Config struct {
 	APIKeys []string
 	// OpenPaths need no key even when APIKeys are set (nil: DefaultOpenPaths).
 	OpenPaths []string
+	// ReadBodyTimeout bounds the time to read a request's body (0: none).
+	ReadBodyTimeout time.Duration
+	// WriteTimeout bounds each write: a whole response, or one chunk of a stream, so a client
+	// that stops reading is cut (0: none).
+	WriteTimeout time.Duration
 }
 
 // DefaultMaxBodyBytes is the default bound on a request body: room for a 1 MiB schema and a
@@ -57,6 +63,10 @@ type Server struct {
 	// maxTokenBytes is the longest token's text in bytes: a text prompt longer than
 	// ContextLength*maxTokenBytes*promptSlack cannot fit, and is refused before it is tokenized.
 	maxTokenBytes int
+
+	// stopping is canceled by Stop: requests in flight end.
+	stopping context.Context
+	stopNow  context.CancelFunc
 
 	reg          *metrics.Registry
 	mRequests    map[string]*metrics.Counter
@@ -91,6 +101,7 @@ func NewServer(cfg Config, engine Engine, reg *metrics.Registry, log *slog.Logge
 	}
 	s := &Server{cfg: cfg, engine: engine, log: log, created: time.Now().Unix(), reg: reg,
 		mRequests: map[string]*metrics.Counter{}}
+	s.stopping, s.stopNow = context.WithCancel(context.Background())
 	if tok := engine.Tokenizer(); tok != nil {
 		for id := 0; id < tok.VocabSize(); id++ {
 			s.maxTokenBytes = max(s.maxTokenBytes, len(tok.TokenBytes(int32(id))))
@@ -133,7 +144,18 @@ func (s *Server) Handler() http.Handler {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 		s.reg.WriteText(w)
 	})
-	return s.authenticate(mux)
+	return s.readDeadline(s.authenticate(mux))
+}
+
+// readDeadline bounds the time to read each request's body (serve lifts it once the body is in).
+func (s *Server) readDeadline(h http.Handler) http.Handler {
+	if s.cfg.ReadBodyTimeout <= 0 {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.cfg.ReadBodyTimeout))
+		h.ServeHTTP(w, r)
+	})
 }
 
 // apiError is the OpenAI error body.
@@ -301,39 +323,79 @@ func generation[B any](s *Server, endpoint string, build func(body *B, start tim
 	}
 }
 
-// serve submits req, aborts it when the client goes away, and writes its output as f says.
+// serve submits req, aborts it when the client goes away, and writes its output as f says. When
+// the server is stopped (Stop) it ends the request cleanly: a stream gets the tokens pending and
+// a final error event, a whole response a 503 saying how far it got.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *Request, f outputFormat, start time.Time) {
-	ctx := r.Context()
-	st, err := s.engine.Submit(ctx, req)
+	rc := http.NewResponseController(w)
+	// The body has been read: no read deadline while the request runs (an expired one would end
+	// the server's watch for a client that goes away, and cancel the request with it).
+	_ = rc.SetReadDeadline(time.Time{})
+	st, err := s.engine.Submit(r.Context(), req)
 	if err != nil {
 		s.fail(w, err)
 		return
 	}
-	stop := context.AfterFunc(ctx, func() {
+	// The client is gone when its connection ends (the request context) or when it stopped
+	// reading and a write timed out (streamSSE returns unfinished): either way the request is
+	// aborted, once.
+	gone := sync.OnceFunc(func() {
 		if !st.Done() {
 			s.mDisconnects.Inc()
 			s.engine.Abort(st.RID)
 		}
 	})
+	disconnect := context.AfterFunc(r.Context(), gone)
+	defer disconnect()
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	stop := context.AfterFunc(s.stopping, func() {
+		cancel(errShuttingDown)
+		if !st.Done() {
+			s.engine.Abort(req.RID)
+		}
+	})
 	defer stop()
 	if req.Stream {
-		s.streamSSE(ctx, w, st, req.StreamInterval, f, start)
+		if !s.streamSSE(ctx, w, st, req.StreamInterval, f, start) && context.Cause(ctx) != errShuttingDown {
+			gone()
+		}
 		return
 	}
 	d, err := s.collect(ctx, st)
-	if err != nil {
+	if err != nil && context.Cause(ctx) != errShuttingDown {
 		return // client gone: the abort was sent by the AfterFunc
 	}
 	s.observe(&d, start)
-	if d.Err != nil {
+	_ = rc.SetWriteDeadline(s.writeDeadline())
+	switch {
+	case err != nil:
+		s.writeError(w, http.StatusServiceUnavailable, fmt.Errorf("request ended after %d tokens: %w", len(d.IDs), errShuttingDown))
+	case d.Err != nil:
 		s.writeError(w, http.StatusInternalServerError, fmt.Errorf("generation failed after %d tokens: %w", len(d.IDs), d.Err))
-		return
+	default:
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(f.whole(nil, &d))
 	}
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(f.whole(nil, &d))
 }
 
-// collect waits for the whole output of a non-streaming request.
+// errShuttingDown ends the requests still running when the server stops.
+var errShuttingDown = errors.New("server shutting down")
+
+// Stop ends every request in flight, and every one that arrives later, as serve describes, and
+// aborts each at the engine. The HTTP server's drain calls it when its grace period is over.
+func (s *Server) Stop() { s.stopNow() }
+
+// writeDeadline is the deadline of the next write (0 WriteTimeout: none).
+func (s *Server) writeDeadline() time.Time {
+	if s.cfg.WriteTimeout <= 0 {
+		return time.Time{}
+	}
+	return time.Now().Add(s.cfg.WriteTimeout)
+}
+
+// collect waits for the whole output of a non-streaming request. When ctx ends first it returns
+// what has arrived so far with ctx's error.
 func (s *Server) collect(ctx context.Context, st *Stream) (Delta, error) {
 	var all Delta
 	for {

@@ -60,6 +60,18 @@ type serveConfig struct {
 	APIKeyFile string
 	// OpenPaths need no key even when keys are set.
 	OpenPaths []string
+	// ReadHeaderTimeout, ReadBodyTimeout, WriteTimeout and IdleTimeout bound how long a client
+	// may take to send a request's headers and body, to take each write, and to stay idle
+	// between requests.
+	ReadHeaderTimeout time.Duration
+	ReadBodyTimeout   time.Duration
+	WriteTimeout      time.Duration
+	IdleTimeout       time.Duration
+	// MaxConnections bounds a worker's open connections (0: its descriptor limit less a reserve).
+	MaxConnections int
+	// ShutdownTimeout is how long a stopping worker lets requests in flight finish before it
+	// ends them.
+	ShutdownTimeout time.Duration
 }
 
 func (c *serveConfig) flags() []cli.Flag {
@@ -76,6 +88,12 @@ func (c *serveConfig) flags() []cli.Flag {
 		&cli.Int64Flag{Name: "max-body-bytes", Destination: &c.MaxBodyBytes, Value: api.DefaultMaxBodyBytes, Usage: "largest request body; a larger one is a 413, refused from its Content-Length before it is read", Sources: cli.EnvVars("MAX_BODY_BYTES")},
 		&cli.StringFlag{Name: "api-key", Destination: &c.APIKey, Usage: "require Authorization: Bearer KEY on every request but those to --open-paths", Sources: cli.EnvVars("API_KEY")},
 		&cli.StringFlag{Name: "api-key-file", Destination: &c.APIKeyFile, Usage: "file of API keys, one per line ('#' comments), each accepted (with or without --api-key)", Sources: cli.EnvVars("API_KEY_FILE")},
+		&cli.DurationFlag{Name: "read-header-timeout", Destination: &c.ReadHeaderTimeout, Value: 10 * time.Second, Usage: "time a client has to send a request's headers", Sources: cli.EnvVars("READ_HEADER_TIMEOUT")},
+		&cli.DurationFlag{Name: "read-body-timeout", Destination: &c.ReadBodyTimeout, Value: 60 * time.Second, Usage: "time a client has to send a request's body", Sources: cli.EnvVars("READ_BODY_TIMEOUT")},
+		&cli.DurationFlag{Name: "write-timeout", Destination: &c.WriteTimeout, Value: 60 * time.Second, Usage: "time a client has to take each write (a response, or one chunk of a stream) before it is cut", Sources: cli.EnvVars("WRITE_TIMEOUT")},
+		&cli.DurationFlag{Name: "idle-timeout", Destination: &c.IdleTimeout, Value: 60 * time.Second, Usage: "how long a kept-alive connection may idle between requests", Sources: cli.EnvVars("IDLE_TIMEOUT")},
+		&cli.IntFlag{Name: "max-connections", Destination: &c.MaxConnections, Usage: "open connections per worker; at the bound the longest-idle one is closed for a new one (default: the descriptor limit less 256)", Sources: cli.EnvVars("MAX_CONNECTIONS")},
+		&cli.DurationFlag{Name: "shutdown-timeout", Destination: &c.ShutdownTimeout, Value: 30 * time.Second, Usage: "on SIGTERM: how long requests in flight may finish before they are ended (streams with a final error event, others with a 503)", Sources: cli.EnvVars("SHUTDOWN_TIMEOUT")},
 		&cli.StringSliceFlag{Name: "open-paths", Destination: &c.OpenPaths, Value: api.DefaultOpenPaths, Usage: "paths that need no API key when keys are set (comma-separated; \"\" for none)", Sources: cli.EnvVars("OPEN_PATHS")},
 	)
 }
@@ -93,6 +111,18 @@ func (c *serveConfig) check() error {
 	}
 	if c.MaxBodyBytes < 1 {
 		return fmt.Errorf("--max-body-bytes must be >= 1, got %d", c.MaxBodyBytes)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"read-header-timeout", c.ReadHeaderTimeout}, {"read-body-timeout", c.ReadBodyTimeout}, {"write-timeout", c.WriteTimeout},
+		{"idle-timeout", c.IdleTimeout}, {"shutdown-timeout", c.ShutdownTimeout}} {
+		if d.v <= 0 {
+			return fmt.Errorf("--%s must be > 0, got %v", d.name, d.v)
+		}
+	}
+	if c.MaxConnections < 0 {
+		return fmt.Errorf("--max-connections must be >= 0, got %d", c.MaxConnections)
 	}
 	_, err := c.apiKeys()
 	return err
@@ -205,7 +235,7 @@ func supervise(ctx context.Context, cfg *serveConfig) error {
 					_ = c.Process.Signal(syscall.SIGTERM)
 					select {
 					case <-done:
-					case <-time.After(10 * time.Second):
+					case <-time.After(cfg.ShutdownTimeout + 5*time.Second):
 						_ = c.Process.Kill()
 						<-done
 					}
@@ -258,11 +288,12 @@ func runWorker(ctx context.Context, cfg *serveConfig) error {
 		return err
 	}
 	defer w.Close()
-	srv, err := newAPIServer(cfg, w, mode, log)
+	reg := metrics.NewRegistry()
+	srv, err := newAPIServer(cfg, w, mode, reg, log)
 	if err != nil {
 		return err
 	}
-	return serveHTTP(ctx, cfg, srv.Handler(), log)
+	return serveHTTP(ctx, cfg, srv, reg, log)
 }
 
 // workerMode is the worker's mode from the --skip-* flags.
@@ -329,7 +360,7 @@ func openWorker(cfg *serveConfig, mode worker.Mode, tok *tokenizer.Tokenizer, gr
 }
 
 // newAPIServer builds the HTTP API over w, with this worker's metrics registry.
-func newAPIServer(cfg *serveConfig, w *worker.Worker, mode worker.Mode, log *slog.Logger) (*api.Server, error) {
+func newAPIServer(cfg *serveConfig, w *worker.Worker, mode worker.Mode, reg *metrics.Registry, log *slog.Logger) (*api.Server, error) {
 	mcfg, err := model.LoadConfig(cfg.ModelPath)
 	if err != nil {
 		return nil, err
@@ -347,34 +378,76 @@ func newAPIServer(cfg *serveConfig, w *worker.Worker, mode worker.Mode, log *slo
 	if err != nil {
 		return nil, err
 	}
-	reg := metrics.NewRegistry()
 	registerRankGauges(reg, w, cfg.WorkerIndex, cfg.DPSize)
 	return api.NewServer(api.Config{
 		ServedModelName: name, ContextLength: ctxLen, DefaultSampling: defaultSampling(cfg.ModelPath, log),
 		StreamInterval: cfg.StreamInterval, SkipTokenizerInit: mode == worker.ModeSkipTokenizerInit, Worker: cfg.WorkerIndex,
 		MaxBodyBytes: cfg.MaxBodyBytes, APIKeys: keys, OpenPaths: cfg.openPaths(),
+		ReadBodyTimeout: cfg.ReadBodyTimeout, WriteTimeout: cfg.WriteTimeout,
 	}, w, reg, log)
 }
 
-// serveHTTP serves h on the shared port until ctx ends, then shuts the server down.
-func serveHTTP(ctx context.Context, cfg *serveConfig, h http.Handler, log *slog.Logger) error {
+// serveHTTP serves srv on the shared port until ctx ends, then drains: it stops accepting, lets
+// requests in flight finish for --shutdown-timeout, ends the rest cleanly (srv.Stop) and gives
+// them a moment to write their last event before the connections close.
+func serveHTTP(ctx context.Context, cfg *serveConfig, srv *api.Server, reg *metrics.Registry, log *slog.Logger) error {
 	addr := cfg.addr()
 	ln, err := listenReusePort(ctx, addr)
 	if err != nil {
 		return err
 	}
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = hs.Shutdown(sctx)
-	}()
-	log.Info("tokenizer worker ready", "addr", addr)
-	if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	lim := api.NewConnLimiter(ln, maxConnections(cfg.MaxConnections))
+	wl := metrics.Labels{{"worker", strconv.Itoa(cfg.WorkerIndex)}}
+	reg.NewGaugeFunc("llm_http_connections_open", "Open HTTP connections.", wl, func() float64 { return float64(lim.Open()) })
+	reg.NewGaugeFunc("llm_http_connections_shed_total", "Idle connections closed to admit new ones at --max-connections.", wl,
+		func() float64 { return float64(lim.Shed()) })
+	reg.NewGaugeFunc("llm_http_connections_refused_total", "New connections refused at --max-connections, every open one busy.", wl,
+		func() float64 { return float64(lim.Refused()) })
+	hs := &http.Server{
+		Handler:           srv.Handler(),
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		WriteTimeout:      cfg.WriteTimeout, // generation handlers move it forward before each write
+		IdleTimeout:       cfg.IdleTimeout,
+		ConnState:         lim.Track,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(lim) }()
+	log.Info("tokenizer worker ready", "addr", addr, "max_connections", lim.Max)
+	select {
+	case err := <-served:
 		return err
+	case <-ctx.Done():
+	}
+	log.Info("draining: no new connections; requests in flight may finish", "shutdown_timeout", cfg.ShutdownTimeout)
+	dctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	err = hs.Shutdown(dctx)
+	cancel()
+	if err == nil {
+		log.Info("drained")
+		return nil
+	}
+	log.Warn("shutdown timeout: ending the requests still in flight")
+	srv.Stop()
+	dctx, cancel = context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if hs.Shutdown(dctx) != nil && dctx.Err() != nil {
+		return hs.Close()
 	}
 	return nil
+}
+
+// maxConnections is --max-connections, or the descriptor limit less a reserve for the worker's
+// own sockets and files.
+func maxConnections(flag int) int {
+	if flag > 0 {
+		return flag
+	}
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil || rl.Cur > 1<<30 {
+		return 1 << 20
+	}
+	return max(64, int(rl.Cur)-256)
 }
 
 // listenReusePort listens with SO_REUSEPORT so that every worker process accepts on one port
