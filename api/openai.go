@@ -36,10 +36,11 @@ type chatRequest struct {
 	StreamOptions       *streamOptions   `json:"stream_options"`
 	Logprobs            bool             `json:"logprobs"`
 	TopLogprobs         *int             `json:"top_logprobs"`
-	Tools               []map[string]any `json:"tools"`
+	Tools               json.RawMessage  `json:"tools"`
 	ToolChoice          json.RawMessage  `json:"tool_choice"`
 	ParallelToolCalls   *bool            `json:"parallel_tool_calls"`
 	ChatTemplateKwargs  map[string]any   `json:"chat_template_kwargs"`
+	ReasoningEffort     *string          `json:"reasoning_effort"`
 	samplingFields
 }
 
@@ -106,21 +107,21 @@ func (s *Server) buildChat(body *chatRequest, start time.Time) (*Request, output
 			return nil, nil, badRequest(fmt.Sprintf("messages[%d].role", i), fmt.Sprintf("unknown role %q", role))
 		}
 	}
-	if len(body.ToolChoice) > 0 && string(body.ToolChoice) != `"none"` && string(body.ToolChoice) != "null" {
-		return nil, nil, badRequest("tool_choice", "tool calling is not supported")
+	tr, err := s.parseTools(body.Tools, body.ToolChoice, body.ParallelToolCalls)
+	if err != nil {
+		return nil, nil, err
+	}
+	kwargs, err := reasoningKwargs(body.ChatTemplateKwargs, body.ReasoningEffort)
+	if err != nil {
+		return nil, nil, err
 	}
 	if body.TopLogprobs != nil && *body.TopLogprobs > 0 {
 		return nil, nil, badRequest("top_logprobs", "only the sampled token's logprob is returned: use 0")
 	}
 	tok := s.engine.Tokenizer()
-	prompt, err := s.tmpl.Apply(body.Messages, chat.Options{
-		AddGenerationPrompt: true,
-		Tools:               body.Tools,
-		Extra:               body.ChatTemplateKwargs,
-		Special:             tok.SpecialTokenStrings(),
-	})
+	prompt, err := s.renderChat(body.Messages, body.Tools, tr, kwargs)
 	if err != nil {
-		return nil, nil, badRequest("messages", "chat template: "+err.Error())
+		return nil, nil, err
 	}
 	req := &Request{RID: s.engine.NewRID(), Stream: body.Stream, Logprobs: body.Logprobs}
 	req.InputIDs = tok.Encode(prompt, false)
@@ -135,7 +136,16 @@ func (s *Server) buildChat(body *chatRequest, start time.Time) (*Request, output
 	if err := s.checkLength(req, maxTokens, param, 0); err != nil {
 		return nil, nil, err
 	}
-	return req, s.openAIFormat(true, "chatcmpl-", req, body.StreamOptions, body.ReturnTokenIDs, start), nil
+	parser := s.reasoningParser()
+	thinking := thinkingOn(parser, kwargs)
+	if err := s.composeOutputGrammar(req, tr, thinking, parser); err != nil {
+		return nil, nil, err
+	}
+	f := s.openAIFormat(true, "chatcmpl-", req, body.StreamOptions, body.ReturnTokenIDs, start)
+	if tr.active() || parser != "" {
+		f.out = newChatOutput(parser, tr)
+	}
+	return req, f, nil
 }
 
 // openAIFormat writes completion and chat.completion objects and chunks.
@@ -147,6 +157,9 @@ type openAIFormat struct {
 	includeUsage bool
 	tokenIDs     bool
 	chunkHead    []byte // head(nil, true), built once per stream
+	// out splits chat output into reasoning, content and tool calls; nil when the request has
+	// neither tools nor a reasoning parser
+	out *chatOutput
 }
 
 func (f *openAIFormat) head(dst []byte, chunk bool) []byte {
@@ -247,6 +260,8 @@ func (f *openAIFormat) logprobs(dst []byte, d *Delta) []byte {
 func (f *openAIFormat) choice(dst []byte, d *Delta, chunk, first bool) []byte {
 	dst = append(dst, `{"index":0,`...)
 	switch {
+	case f.chat && f.out != nil:
+		dst = f.parsedMessage(dst, d, chunk, first)
 	case f.chat && chunk:
 		dst = append(dst, `"delta":{`...)
 		if first {
@@ -270,7 +285,11 @@ func (f *openAIFormat) choice(dst []byte, d *Delta, chunk, first bool) []byte {
 	dst = append(dst, `,"logprobs":`...)
 	dst = f.logprobs(dst, d)
 	dst = append(dst, `,"finish_reason":`...)
-	dst = append(dst, finishJSON(d)...)
+	if f.out != nil && d.Finished && d.FinishReason == FinishStop && f.out.hasCalls() {
+		dst = append(dst, `"tool_calls"`...)
+	} else {
+		dst = append(dst, finishJSON(d)...)
+	}
 	if d.Finished && d.MatchedStop != nil {
 		dst = append(dst, `,"matched_stop":`...)
 		switch m := d.MatchedStop.(type) {
@@ -285,6 +304,9 @@ func (f *openAIFormat) choice(dst []byte, d *Delta, chunk, first bool) []byte {
 
 // chunk appends the SSE events for one delta of a streamed completion.
 func (f *openAIFormat) chunk(dst []byte, d *Delta, first bool) []byte {
+	if f.out != nil && !f.readChunk(d, first) {
+		return dst
+	}
 	content := len(d.IDs) > 0 || d.Text != "" || first
 	if content || (d.Finished && d.Err == nil) {
 		dst = append(dst, "data: "...)

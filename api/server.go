@@ -34,6 +34,12 @@ type Config struct {
 	MaxBodyBytes int64
 	// Worker is this worker's index, shown in logs and metrics.
 	Worker int
+	// ToolCallParser is the tool-call syntax (hermes, llama3_json, fallback); "" or auto
+	// detects it from the chat template.
+	ToolCallParser string
+	// ReasoningParser reads thinking blocks into reasoning_content (qwen3, deepseek_r1); "" or
+	// auto detects it from the chat template, none turns it off.
+	ReasoningParser string
 }
 
 // Server is the HTTP API of one tokenizer worker.

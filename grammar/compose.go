@@ -22,6 +22,8 @@ type Part struct {
 	Schema json.RawMessage `json:"schema,omitempty"`
 	// Text is free text with the limits FreeText gives.
 	Text *FreeText `json:"text,omitempty"`
+	// Regex is text fully matching this regular expression (the dialect of Compiler.Regex).
+	Regex string `json:"regex,omitempty"`
 	// Seq is its parts one after another (an empty Seq is the empty string).
 	Seq []Part `json:"seq,omitempty"`
 	// Alt is any one of its parts.
@@ -102,13 +104,13 @@ func (cc *composer) part(p *Part, depth int) (fragment, error) {
 		return fragment{}, errf("composed grammar nests deeper than %d", cc.c.opts.Limits.MaxDepth)
 	}
 	set := 0
-	for _, on := range []bool{p.Lit != "", p.Schema != nil, p.Text != nil, p.Seq != nil, p.Alt != nil, p.Repeat != nil} {
+	for _, on := range []bool{p.Lit != "", p.Schema != nil, p.Text != nil, p.Regex != "", p.Seq != nil, p.Alt != nil, p.Repeat != nil} {
 		if on {
 			set++
 		}
 	}
 	if set != 1 {
-		return fragment{}, errf("composed grammar: a part sets %d of lit, schema, text, seq, alt, repeat; want exactly one", set)
+		return fragment{}, errf("composed grammar: a part sets %d of lit, schema, text, regex, seq, alt, repeat; want exactly one", set)
 	}
 	b := cc.b
 	switch {
@@ -124,6 +126,12 @@ func (cc *composer) part(p *Part, depth int) (fragment, error) {
 		d, err := freeTextDFA(p.Text)
 		if err != nil {
 			return fragment{}, err
+		}
+		return b.rawChars(d), nil
+	case p.Regex != "":
+		d, err := chardfa.Regex(p.Regex, false)
+		if err != nil {
+			return fragment{}, errf("composed grammar: regex: %v", err)
 		}
 		return b.rawChars(d), nil
 	case p.Seq != nil:
