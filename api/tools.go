@@ -238,7 +238,8 @@ func (tr *toolRequest) grammar() grammar.Part {
 // a call an earlier assistant message made (by tool_call_id), and every call names a function
 // and carries its arguments as a JSON object (or a string holding one). It returns the messages
 // ready for the template: arguments given as strings are decoded (key order kept) so templates
-// that write them with tojson print JSON, as vLLM and SGLang pass them.
+// that write them with tojson print JSON, and the null content of a message with calls is "",
+// as vLLM and SGLang pass them.
 func checkToolMessages(msgs []map[string]any) ([]map[string]any, error) {
 	calls := map[string]bool{}
 	out := make([]map[string]any, len(msgs))
@@ -300,6 +301,10 @@ func checkToolMessages(msgs []map[string]any) ([]map[string]any, error) {
 				nm[k] = v
 			}
 			nm["tool_calls"] = fixed
+			if nm["content"] == nil {
+				// as vLLM passes it: templates test `'</think>' in message.content`
+				nm["content"] = ""
+			}
 			out[i] = nm
 		case "tool":
 			id, _ := m["tool_call_id"].(string)

@@ -4,8 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"testing"
+
+	"github.com/llmserve/llmserve/tokenizer/chat"
 )
 
 // parsed is a chat output as a client sees it.
@@ -194,6 +197,56 @@ func TestCheckToolMessages(t *testing.T) {
 	} {
 		if _, err := checkToolMessages(msgs); err == nil {
 			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// TestQwen3ToolRendering renders conversations with tools, calls and results through Qwen3's
+// own template and compares with Jinja2's rendering (testdata/chat/gen_tools.py).
+func TestQwen3ToolRendering(t *testing.T) {
+	var cfg struct {
+		ChatTemplate string `json:"chat_template"`
+	}
+	raw, err := os.ReadFile("../testdata/tokenizer-files/qwen3/tokenizer_config.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	tmpl, err := chat.Compile(cfg.ChatTemplate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err = os.ReadFile("../testdata/chat/qwen3-tools-expected.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cases []struct {
+		Name           string           `json:"name"`
+		Messages       []map[string]any `json:"messages"`
+		Tools          json.RawMessage  `json:"tools"`
+		EnableThinking *bool            `json:"enable_thinking"`
+		Prompt         string           `json:"prompt"`
+	}
+	if err := json.Unmarshal(raw, &cases); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cases {
+		msgs, err := checkToolMessages(c.Messages)
+		if err != nil {
+			t.Fatalf("%s: %v", c.Name, err)
+		}
+		opts := chat.Options{AddGenerationPrompt: true, ToolsJSON: c.Tools}
+		if c.EnableThinking != nil {
+			opts.Extra = map[string]any{"enable_thinking": *c.EnableThinking}
+		}
+		got, err := tmpl.Apply(msgs, opts)
+		if err != nil {
+			t.Fatalf("%s: %v", c.Name, err)
+		}
+		if got != c.Prompt {
+			t.Errorf("%s: rendered\n%s\nwant\n%s", c.Name, got, c.Prompt)
 		}
 	}
 }
