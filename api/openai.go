@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"time"
-
-	"github.com/llmserve/llmserve/tokenizer/chat"
 )
 
 type streamOptions struct {
@@ -41,6 +39,8 @@ type chatRequest struct {
 	ParallelToolCalls   *bool            `json:"parallel_tool_calls"`
 	ChatTemplateKwargs  map[string]any   `json:"chat_template_kwargs"`
 	ReasoningEffort     *string          `json:"reasoning_effort"`
+	// MaxReasoningChars bounds the thinking block (an extension; see composeOutputGrammar).
+	MaxReasoningChars *int `json:"max_reasoning_chars"`
 	samplingFields
 }
 
@@ -138,7 +138,11 @@ func (s *Server) buildChat(body *chatRequest, start time.Time) (*Request, output
 	}
 	parser := s.reasoningParser()
 	thinking := thinkingOn(parser, kwargs)
-	if err := s.composeOutputGrammar(req, tr, thinking, parser); err != nil {
+	budget, err := reasoningBudget(body.MaxReasoningChars, parser)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := s.composeOutputGrammar(req, tr, thinking, parser, budget); err != nil {
 		return nil, nil, err
 	}
 	f := s.openAIFormat(true, "chatcmpl-", req, body.StreamOptions, body.ReturnTokenIDs, start)
@@ -340,8 +344,4 @@ func (f *openAIFormat) whole(dst []byte, d *Delta) []byte {
 	dst = append(dst, `],"usage":`...)
 	dst = f.usage(dst, d)
 	return append(dst, "}\n"...)
-}
-
-func chatOptions(tok interface{ SpecialTokenStrings() map[string]string }, addGen bool) chat.Options {
-	return chat.Options{AddGenerationPrompt: addGen, Special: tok.SpecialTokenStrings()}
 }

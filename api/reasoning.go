@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 
 	"github.com/llmserve/llmserve/grammar"
@@ -67,18 +68,34 @@ func thinkingOn(parser string, kwargs map[string]any) bool {
 
 // reasoningPrefix is the grammar of the reasoning block a constrained output starts with: free
 // text up to </think>, then the blank line the models write, after which the constraint holds.
-func reasoningPrefix(parser string) []grammar.Part {
+func reasoningPrefix(parser string, budget int) []grammar.Part {
 	var ps []grammar.Part
 	if parser == ReasoningQwen3 {
 		ps = append(ps, grammar.Literal("<think>"))
 	}
-	return append(ps, grammar.TextUntil("</think>"), grammar.Literal("</think>\n\n"))
+	return append(ps, grammar.Part{Text: &grammar.FreeText{Without: "</think>", MaxChars: budget}}, grammar.Literal("</think>\n\n"))
+}
+
+// reasoningBudget validates max_reasoning_chars: the most characters a thinking block may have
+// before the grammar closes it (0: unbounded).
+func reasoningBudget(v *int, parser string) (int, error) {
+	if v == nil {
+		return 0, nil
+	}
+	if parser == "" {
+		return 0, badRequest("max_reasoning_chars", "the server reads no reasoning block (--reasoning-parser)")
+	}
+	if *v < 1 || *v > grammar.MaxFreeTextChars {
+		return 0, badRequest("max_reasoning_chars", fmt.Sprintf("must be 1 to %d, got %d", grammar.MaxFreeTextChars, *v))
+	}
+	return *v, nil
 }
 
 // composeOutputGrammar replaces req's constraint by the composition the request needs: tool
 // calls (and free text before them for auto), or the response_format constraint, after the
-// reasoning block when thinking is on. It changes nothing when neither applies.
-func (s *Server) composeOutputGrammar(req *Request, tr *toolRequest, thinking bool, parser string) error {
+// reasoning block when thinking is on. A reasoning budget (max_reasoning_chars) bounds the block
+// by grammar, so it applies to unconstrained output too. It changes nothing when none applies.
+func (s *Server) composeOutputGrammar(req *Request, tr *toolRequest, thinking bool, parser string, budget int) error {
 	var base *grammar.Part
 	if tr.active() {
 		if req.GrammarKind != GrammarNone {
@@ -97,13 +114,15 @@ func (s *Server) composeOutputGrammar(req *Request, tr *toolRequest, thinking bo
 			p = grammar.Part{Regex: req.GrammarSpec}
 		}
 		base = &p
+	} else if thinking && budget > 0 {
+		base = &grammar.Part{Text: &grammar.FreeText{}}
 	}
 	if base == nil {
 		return nil
 	}
 	whole := *base
 	if thinking {
-		whole = grammar.Sequence(append(reasoningPrefix(parser), *base)...)
+		whole = grammar.Sequence(append(reasoningPrefix(parser, budget), *base)...)
 	}
 	spec, err := grammar.ComposeSpec(whole)
 	if err != nil {

@@ -403,6 +403,16 @@ func (s *Server) renderChat(msgs []map[string]any, toolsJSON json.RawMessage, tr
 	return prompt, nil
 }
 
+// renderMessages renders messages (and tools) as a chat request with them would be: what
+// /tokenize shows for messages.
+func (s *Server) renderMessages(msgs []map[string]any, toolsJSON json.RawMessage, kwargs map[string]any) (string, error) {
+	tr, err := s.parseTools(toolsJSON, nil, nil)
+	if err != nil {
+		return "", err
+	}
+	return s.renderChat(msgs, toolsJSON, tr, kwargs)
+}
+
 // toolSyntax is the server's tool-call syntax: the flag's, or the template's own.
 func (s *Server) toolSyntax() string {
 	if p := s.cfg.ToolCallParser; p != "" && p != "auto" {

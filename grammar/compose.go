@@ -32,13 +32,18 @@ type Part struct {
 	Repeat *Repeat `json:"repeat,omitempty"`
 }
 
-// FreeText is any UTF-8 text that never contains Without (when set) and does not begin with any
-// of NotFirst's characters (when set). A composition lets such text run until the trigger that
-// Without names, which then starts the constrained part.
+// FreeText is any UTF-8 text that never contains Without (when set), does not begin with any
+// of NotFirst's characters (when set), and is at most MaxChars characters long (when > 0). A
+// composition lets such text run until the trigger that Without names, which then starts the
+// constrained part; MaxChars bounds it (a reasoning budget), after which the trigger is forced.
 type FreeText struct {
 	Without  string `json:"without,omitempty"`
 	NotFirst string `json:"not_first,omitempty"`
+	MaxChars int    `json:"max_chars,omitempty"`
 }
+
+// MaxFreeTextChars bounds FreeText.MaxChars (each character counted is automaton states).
+const MaxFreeTextChars = 4096
 
 // Repeat is Part at least Min and at most Max times (Max < 0: unbounded), Sep between two.
 type Repeat struct {
@@ -274,6 +279,9 @@ func freeTextDFA(t *FreeText) (*chardfa.DFA, error) {
 	if !utf8.ValidString(t.Without) || !utf8.ValidString(t.NotFirst) {
 		return nil, errf("composed grammar: free text limits must be UTF-8")
 	}
+	if t.MaxChars < 0 || t.MaxChars > MaxFreeTextChars {
+		return nil, errf("composed grammar: free text max_chars %d (want 0 to %d)", t.MaxChars, MaxFreeTextChars)
+	}
 	w := []rune(t.Without)
 	n := len(w)
 	// fail[i]: the longest proper border of w[:i]
@@ -343,7 +351,7 @@ func freeTextDFA(t *FreeText) (*chardfa.DFA, error) {
 		d.Accept = append(d.Accept, true)
 	}
 	if t.NotFirst == "" {
-		return d, nil
+		return counted(d, t.MaxChars), nil
 	}
 	// a separate start state: refused first runes, then as from state 0
 	refuse := slices.Compact(slices.Sorted(slices.Values([]rune(t.NotFirst))))
@@ -355,7 +363,32 @@ func freeTextDFA(t *FreeText) (*chardfa.DFA, error) {
 			d.Trans[i][k].To++
 		}
 	}
-	return d, nil
+	return counted(d, t.MaxChars), nil
+}
+
+// counted is d limited to strings of at most max chars (max 0: d itself): the product of d with
+// a counter, state s*(max+1)+c having read c chars.
+func counted(d *chardfa.DFA, most int) *chardfa.DFA {
+	if most <= 0 {
+		return d
+	}
+	w := int32(most + 1)
+	out := &chardfa.DFA{Trans: make([][]chardfa.Edge, len(d.Trans)*int(w)), Accept: make([]bool, len(d.Trans)*int(w))}
+	for s, tr := range d.Trans {
+		for c := int32(0); c < w; c++ {
+			i := int32(s)*w + c
+			out.Accept[i] = d.Accept[s]
+			if c == w-1 {
+				continue
+			}
+			es := make([]chardfa.Edge, len(tr))
+			for k, e := range tr {
+				es[k] = chardfa.Edge{Lo: e.Lo, Hi: e.Hi, To: e.To*w + c + 1}
+			}
+			out.Trans[i] = es
+		}
+	}
+	return out
 }
 
 // ComposeSpec is the Spec of a composition.

@@ -82,6 +82,12 @@ func TestComposeFreeText(t *testing.T) {
 		{FreeText{NotFirst: "{", Without: "ab"}, "", true},
 		{FreeText{NotFirst: "{", Without: "ab"}, "xa{b", true},
 		{FreeText{NotFirst: "{", Without: "ab"}, "xab", false},
+		{FreeText{MaxChars: 3}, "é€x", true},
+		{FreeText{MaxChars: 3}, "é€xy", false},
+		{FreeText{MaxChars: 4, Without: "</t>"}, "a</t", true},
+		{FreeText{MaxChars: 4, Without: "</t>"}, "</t>", false},
+		{FreeText{MaxChars: 2, NotFirst: "{"}, "{", false},
+		{FreeText{MaxChars: 2, NotFirst: "{"}, "a{", true},
 	} {
 		g := composeGrammar(t, e.comp, Part{Text: &c.ft})
 		if got := acceptBytes(g, c.doc); got != c.want {
