@@ -23,6 +23,9 @@ const (
 	GrammarJSONSchema
 	GrammarJSONObject
 	GrammarRegex
+	// GrammarCompose is a composed grammar (tool calls, reasoning): GrammarSpec is a grammar.Part
+	// as JSON.
+	GrammarCompose
 )
 
 // Request is one validated generation request, ready to dispatch.

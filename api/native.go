@@ -200,6 +200,8 @@ type tokenizeRequest struct {
 	Text             *string          `json:"text"`
 	Prompt           *string          `json:"prompt"`
 	Messages         []map[string]any `json:"messages"`
+	Tools            json.RawMessage  `json:"tools"`
+	ChatTemplateArgs map[string]any   `json:"chat_template_kwargs"`
 	AddSpecialTokens *bool            `json:"add_special_tokens"`
 	Model            string           `json:"model"`
 }
@@ -227,9 +229,9 @@ func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, http.StatusBadRequest, badRequest("messages", "the model has no chat template"))
 			return
 		}
-		p, err := s.tmpl.Apply(body.Messages, chatOptions(tok, true))
+		p, err := s.renderMessages(body.Messages, body.Tools, body.ChatTemplateArgs)
 		if err != nil {
-			s.writeError(w, http.StatusBadRequest, badRequest("messages", "chat template: "+err.Error()))
+			s.writeError(w, http.StatusBadRequest, err)
 			return
 		}
 		text, addSpecial = p, false

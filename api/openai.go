@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"time"
-
-	"github.com/llmserve/llmserve/tokenizer/chat"
 )
 
 type streamOptions struct {
@@ -36,10 +34,13 @@ type chatRequest struct {
 	StreamOptions       *streamOptions   `json:"stream_options"`
 	Logprobs            bool             `json:"logprobs"`
 	TopLogprobs         *int             `json:"top_logprobs"`
-	Tools               []map[string]any `json:"tools"`
+	Tools               json.RawMessage  `json:"tools"`
 	ToolChoice          json.RawMessage  `json:"tool_choice"`
 	ParallelToolCalls   *bool            `json:"parallel_tool_calls"`
 	ChatTemplateKwargs  map[string]any   `json:"chat_template_kwargs"`
+	ReasoningEffort     *string          `json:"reasoning_effort"`
+	// MaxReasoningChars bounds the thinking block (an extension; see composeOutputGrammar).
+	MaxReasoningChars *int `json:"max_reasoning_chars"`
 	samplingFields
 }
 
@@ -106,8 +107,13 @@ func (s *Server) buildChat(body *chatRequest, start time.Time) (*Request, output
 			return nil, nil, badRequest(fmt.Sprintf("messages[%d].role", i), fmt.Sprintf("unknown role %q", role))
 		}
 	}
-	if len(body.ToolChoice) > 0 && string(body.ToolChoice) != `"none"` && string(body.ToolChoice) != "null" {
-		return nil, nil, badRequest("tool_choice", "tool calling is not supported")
+	tr, err := s.parseTools(body.Tools, body.ToolChoice, body.ParallelToolCalls)
+	if err != nil {
+		return nil, nil, err
+	}
+	kwargs, err := reasoningKwargs(body.ChatTemplateKwargs, body.ReasoningEffort)
+	if err != nil {
+		return nil, nil, err
 	}
 	if body.TopLogprobs != nil && *body.TopLogprobs != 0 {
 		return nil, nil, badRequest("top_logprobs", "only the sampled token's logprob is returned: use 0")
@@ -118,14 +124,9 @@ func (s *Server) buildChat(body *chatRequest, start time.Time) (*Request, output
 		}
 	}
 	tok := s.engine.Tokenizer()
-	prompt, err := s.tmpl.Apply(body.Messages, chat.Options{
-		AddGenerationPrompt: true,
-		Tools:               body.Tools,
-		Extra:               body.ChatTemplateKwargs,
-		Special:             tok.SpecialTokenStrings(),
-	})
+	prompt, err := s.renderChat(body.Messages, body.Tools, tr, kwargs)
 	if err != nil {
-		return nil, nil, badRequest("messages", "chat template: "+err.Error())
+		return nil, nil, err
 	}
 	if err := s.checkTextFits(len(prompt), "messages"); err != nil {
 		return nil, nil, err
@@ -143,7 +144,20 @@ func (s *Server) buildChat(body *chatRequest, start time.Time) (*Request, output
 	if err := s.checkLength(req, maxTokens, param, 0); err != nil {
 		return nil, nil, err
 	}
-	return req, s.openAIFormat(true, "chatcmpl-", req, body.StreamOptions, body.ReturnTokenIDs, start), nil
+	parser := s.reasoningParser()
+	thinking := thinkingOn(parser, kwargs)
+	budget, err := reasoningBudget(body.MaxReasoningChars, parser)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := s.composeOutputGrammar(req, tr, thinking, parser, budget); err != nil {
+		return nil, nil, err
+	}
+	f := s.openAIFormat(true, "chatcmpl-", req, body.StreamOptions, body.ReturnTokenIDs, start)
+	if tr.active() || parser != "" {
+		f.out = newChatOutput(parser, tr)
+	}
+	return req, f, nil
 }
 
 // openAIFormat writes completion and chat.completion objects and chunks.
@@ -155,6 +169,9 @@ type openAIFormat struct {
 	includeUsage bool
 	tokenIDs     bool
 	chunkHead    []byte // head(nil, true), built once per stream
+	// out splits chat output into reasoning, content and tool calls; nil when the request has
+	// neither tools nor a reasoning parser
+	out *chatOutput
 }
 
 func (f *openAIFormat) head(dst []byte, chunk bool) []byte {
@@ -255,6 +272,8 @@ func (f *openAIFormat) logprobs(dst []byte, d *Delta) []byte {
 func (f *openAIFormat) choice(dst []byte, d *Delta, chunk, first bool) []byte {
 	dst = append(dst, `{"index":0,`...)
 	switch {
+	case f.chat && f.out != nil:
+		dst = f.parsedMessage(dst, d, chunk, first)
 	case f.chat && chunk:
 		dst = append(dst, `"delta":{`...)
 		if first {
@@ -278,7 +297,11 @@ func (f *openAIFormat) choice(dst []byte, d *Delta, chunk, first bool) []byte {
 	dst = append(dst, `,"logprobs":`...)
 	dst = f.logprobs(dst, d)
 	dst = append(dst, `,"finish_reason":`...)
-	dst = append(dst, finishJSON(d)...)
+	if f.out != nil && d.Finished && d.FinishReason == FinishStop && f.out.hasCalls() {
+		dst = append(dst, `"tool_calls"`...)
+	} else {
+		dst = append(dst, finishJSON(d)...)
+	}
 	if d.Finished && d.MatchedStop != nil {
 		dst = append(dst, `,"matched_stop":`...)
 		switch m := d.MatchedStop.(type) {
@@ -293,6 +316,9 @@ func (f *openAIFormat) choice(dst []byte, d *Delta, chunk, first bool) []byte {
 
 // chunk appends the SSE events for one delta of a streamed completion.
 func (f *openAIFormat) chunk(dst []byte, d *Delta, first bool) []byte {
+	if f.out != nil && !f.readChunk(d, first) {
+		return dst
+	}
 	content := len(d.IDs) > 0 || d.Text != "" || first
 	if content || (d.Finished && d.Err == nil) {
 		dst = append(dst, "data: "...)
@@ -326,8 +352,4 @@ func (f *openAIFormat) whole(dst []byte, d *Delta) []byte {
 	dst = append(dst, `],"usage":`...)
 	dst = f.usage(dst, d)
 	return append(dst, "}\n"...)
-}
-
-func chatOptions(tok interface{ SpecialTokenStrings() map[string]string }, addGen bool) chat.Options {
-	return chat.Options{AddGenerationPrompt: addGen, Special: tok.SpecialTokenStrings()}
 }

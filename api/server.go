@@ -46,6 +46,12 @@ type Config struct {
 	// WriteTimeout bounds each write: a whole response, or one chunk of a stream, so a client
 	// that stops reading is cut (0: none).
 	WriteTimeout time.Duration
+	// ToolCallParser is the tool-call syntax (hermes, llama3_json, fallback); "" or auto
+	// detects it from the chat template.
+	ToolCallParser string
+	// ReasoningParser reads thinking blocks into reasoning_content (qwen3, deepseek_r1); "" or
+	// auto detects it from the chat template, none turns it off.
+	ReasoningParser string
 }
 
 // DefaultMaxBodyBytes is the default bound on a request body: room for a 1 MiB schema and a

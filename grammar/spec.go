@@ -15,6 +15,7 @@ const (
 	KindJSONSchema             // Text is a JSON Schema document
 	KindJSONObject             // any JSON object; Text is empty
 	KindRegex                  // Text is a regular expression
+	KindCompose                // Text is the JSON of a Part (compose.go): tool calls, reasoning
 )
 
 func (k Kind) String() string {
@@ -27,6 +28,8 @@ func (k Kind) String() string {
 		return "json_object"
 	case KindRegex:
 		return "regex"
+	case KindCompose:
+		return "compose"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
@@ -70,6 +73,8 @@ func (c *Compiler) compileSpec(s Spec) (*Grammar, error) {
 		return c.JSONObject()
 	case KindRegex:
 		return c.Regex(s.Text)
+	case KindCompose:
+		return c.Compose(s.Text)
 	}
 	return nil, fmt.Errorf("compile: unknown grammar kind %v", s.Kind)
 }

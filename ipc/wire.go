@@ -51,9 +51,10 @@ const (
 	GrammarJSONSchema GrammarKind = 1 // Spec is a JSON Schema document
 	GrammarJSONObject GrammarKind = 2 // any JSON object; Spec is empty
 	GrammarRegex      GrammarKind = 3 // Spec is a regular expression
+	GrammarCompose    GrammarKind = 4 // Spec is a composed grammar (grammar.Part as JSON)
 )
 
-const maxGrammarKind = GrammarRegex
+const maxGrammarKind = GrammarCompose
 
 func (k GrammarKind) String() string {
 	switch k {
@@ -65,6 +66,8 @@ func (k GrammarKind) String() string {
 		return "json_object"
 	case GrammarRegex:
 		return "regex"
+	case GrammarCompose:
+		return "compose"
 	}
 	return fmt.Sprintf("GrammarKind(%d)", uint8(k))
 }

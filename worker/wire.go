@@ -90,6 +90,8 @@ func grammarKindToWire(k api.GrammarKind) (ipc.GrammarKind, error) {
 		return ipc.GrammarJSONObject, nil
 	case api.GrammarRegex:
 		return ipc.GrammarRegex, nil
+	case api.GrammarCompose:
+		return ipc.GrammarCompose, nil
 	}
 	return 0, fmt.Errorf("unknown grammar kind %d", k)
 }
@@ -106,6 +108,8 @@ func GrammarSpec(k api.GrammarKind, text string) (grammar.Spec, error) {
 		return grammar.Spec{Kind: grammar.KindJSONObject, Text: text}, nil
 	case api.GrammarRegex:
 		return grammar.Spec{Kind: grammar.KindRegex, Text: text}, nil
+	case api.GrammarCompose:
+		return grammar.Spec{Kind: grammar.KindCompose, Text: text}, nil
 	}
 	return grammar.Spec{}, fmt.Errorf("unknown grammar kind %d", k)
 }

@@ -72,6 +72,12 @@ type serveConfig struct {
 	// ShutdownTimeout is how long a stopping worker lets requests in flight finish before it
 	// ends them.
 	ShutdownTimeout time.Duration
+	// ToolCallParser is the tool-call syntax: auto (from the chat template), hermes,
+	// llama3_json or fallback.
+	ToolCallParser string
+	// ReasoningParser reads thinking blocks: auto (from the chat template), none, qwen3 or
+	// deepseek_r1.
+	ReasoningParser string
 }
 
 func (c *serveConfig) flags() []cli.Flag {
@@ -84,6 +90,8 @@ func (c *serveConfig) flags() []cli.Flag {
 		&cli.DurationFlag{Name: "rank-timeout", Destination: &c.RankTimeout, Value: time.Second, Usage: "a rank silent this long is marked down and its requests fail"},
 		&cli.IntFlag{Name: "max-queued-requests", Destination: &c.MaxQueuedRequests, Value: 65536, Usage: "requests one worker holds in flight; more get 503"},
 		&cli.IntFlag{Name: "worker-threads", Destination: &c.WorkerThreads, Usage: "OS threads per worker process (GOMAXPROCS); default: the cores left after one per rank and one for detokd, shared by the workers, at least 1 (a GOMAXPROCS in the environment wins)", Sources: cli.EnvVars("TOKENIZER_WORKER_THREADS")},
+		&cli.StringFlag{Name: "tool-call-parser", Destination: &c.ToolCallParser, Value: "auto", Usage: "tool-call syntax: auto (from the chat template), hermes, llama3_json or fallback (the engine's own, for templates without tools)", Sources: cli.EnvVars("TOOL_CALL_PARSER")},
+		&cli.StringFlag{Name: "reasoning-parser", Destination: &c.ReasoningParser, Value: "auto", Usage: "thinking blocks into reasoning_content: auto (from the chat template), none, qwen3 or deepseek_r1", Sources: cli.EnvVars("REASONING_PARSER")},
 		&cli.IntFlag{Name: "worker-index", Destination: &c.WorkerIndex, Value: -1, Usage: "internal: run as worker i (set by the supervisor)", Hidden: true},
 		&cli.Int64Flag{Name: "max-body-bytes", Destination: &c.MaxBodyBytes, Value: api.DefaultMaxBodyBytes, Usage: "largest request body; a larger one is a 413, refused from its Content-Length before it is read", Sources: cli.EnvVars("MAX_BODY_BYTES")},
 		&cli.StringFlag{Name: "api-key", Destination: &c.APIKey, Usage: "require Authorization: Bearer KEY on every request but those to --open-paths", Sources: cli.EnvVars("API_KEY")},
@@ -124,8 +132,10 @@ func (c *serveConfig) check() error {
 	if c.MaxConnections < 0 {
 		return fmt.Errorf("--max-connections must be >= 0, got %d", c.MaxConnections)
 	}
-	_, err := c.apiKeys()
-	return err
+	if _, err := c.apiKeys(); err != nil {
+		return err
+	}
+	return checkParsers(c.ToolCallParser, c.ReasoningParser)
 }
 
 // apiKeys is --api-key and the keys in --api-key-file.
@@ -162,6 +172,21 @@ func (c *serveConfig) openPaths() []string {
 		}
 	}
 	return paths
+}
+
+// checkParsers refuses unknown --tool-call-parser and --reasoning-parser values.
+func checkParsers(tool, reasoning string) error {
+	switch tool {
+	case "auto", api.ToolSyntaxHermes, api.ToolSyntaxLlama3JSON, api.ToolSyntaxFallback:
+	default:
+		return fmt.Errorf("--tool-call-parser %q: want auto, hermes, llama3_json or fallback", tool)
+	}
+	switch reasoning {
+	case "auto", "none", api.ReasoningQwen3, api.ReasoningDeepSeekR1:
+	default:
+		return fmt.Errorf("--reasoning-parser %q: want auto, none, qwen3 or deepseek_r1", reasoning)
+	}
+	return nil
 }
 
 // addr is the HTTP listen address, host:port.
@@ -384,6 +409,7 @@ func newAPIServer(cfg *serveConfig, w *worker.Worker, mode worker.Mode, reg *met
 		StreamInterval: cfg.StreamInterval, SkipTokenizerInit: mode == worker.ModeSkipTokenizerInit, Worker: cfg.WorkerIndex,
 		MaxBodyBytes: cfg.MaxBodyBytes, APIKeys: keys, OpenPaths: cfg.openPaths(),
 		ReadBodyTimeout: cfg.ReadBodyTimeout, WriteTimeout: cfg.WriteTimeout,
+		ToolCallParser: cfg.ToolCallParser, ReasoningParser: cfg.ReasoningParser,
 	}, w, reg, log)
 }
 
