@@ -28,6 +28,8 @@ type nativeSampling struct {
 	N                 *int            `json:"n"`
 	Regex             *string         `json:"regex"`
 	JSONSchema        *string         `json:"json_schema"`
+	// SpacesBetweenSpecialTokens is accepted; see ignoredNames.
+	SpacesBetweenSpecialTokens *bool `json:"spaces_between_special_tokens"`
 }
 
 type generateRequest struct {
@@ -239,9 +241,10 @@ func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
 }
 
 type detokenizeRequest struct {
-	Tokens            []int32 `json:"tokens"`
-	SkipSpecialTokens bool    `json:"skip_special_tokens"`
-	Model             string  `json:"model"`
+	Tokens []int32 `json:"tokens"`
+	// SkipSpecialTokens defaults to true, as in SGLang.
+	SkipSpecialTokens *bool  `json:"skip_special_tokens"`
+	Model             string `json:"model"`
 }
 
 func (s *Server) handleDetokenize(w http.ResponseWriter, r *http.Request) {
@@ -259,5 +262,8 @@ func (s *Server) handleDetokenize(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, http.StatusBadRequest, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"text": s.engine.Tokenizer().Decode(body.Tokens, body.SkipSpecialTokens)})
+	skip := body.SkipSpecialTokens == nil || *body.SkipSpecialTokens
+	text := s.engine.Tokenizer().Decode(body.Tokens, skip)
+	// SGLang answers {text}, vLLM {prompt}: both, so either client reads its own.
+	writeJSON(w, http.StatusOK, map[string]string{"text": text, "prompt": text})
 }

@@ -12,6 +12,8 @@ import (
 type streamOptions struct {
 	IncludeUsage         bool `json:"include_usage"`
 	ContinuousUsageStats bool `json:"continuous_usage_stats"`
+	// IncludeObfuscation is openai-go's; accepted and ignored (policy.go).
+	IncludeObfuscation json.RawMessage `json:"include_obfuscation"`
 }
 
 type completionRequest struct {
@@ -81,7 +83,7 @@ func (s *Server) buildCompletion(body *completionRequest, start time.Time) (*Req
 // openAIFormat is the response format of an OpenAI completion (chat false) or chat completion.
 func (s *Server) openAIFormat(chat bool, idPrefix string, req *Request, so *streamOptions, tokenIDs bool, start time.Time) *openAIFormat {
 	return &openAIFormat{s: s, chat: chat, id: idPrefix + req.RID, created: start.Unix(),
-		includeUsage: so != nil && so.IncludeUsage, tokenIDs: tokenIDs}
+		includeUsage: so != nil && so.IncludeUsage, continuousUsage: so != nil && so.ContinuousUsageStats, tokenIDs: tokenIDs}
 }
 
 // buildChat validates a /v1/chat/completions body into its request and chat.completion format.
@@ -145,8 +147,12 @@ type openAIFormat struct {
 	id           string
 	created      int64
 	includeUsage bool
-	tokenIDs     bool
-	chunkHead    []byte // head(nil, true), built once per stream
+	// continuousUsage (stream_options.continuous_usage_stats, vLLM's) puts the usage so far on
+	// every chunk; counts holds the latest counts seen.
+	continuousUsage bool
+	counts          Delta
+	tokenIDs        bool
+	chunkHead       []byte // head(nil, true), built once per stream
 }
 
 func (f *openAIFormat) head(dst []byte, chunk bool) []byte {
@@ -295,7 +301,13 @@ func (f *openAIFormat) chunk(dst []byte, d *Delta, first bool) []byte {
 			fin.Finished = false // the error event below ends the stream
 		}
 		dst = f.choice(dst, &fin, true, first)
-		dst = append(dst, "]}\n\n"...)
+		dst = append(dst, ']')
+		if f.continuousUsage {
+			f.counts.mergeMeta(d)
+			dst = append(dst, `,"usage":`...)
+			dst = f.usage(dst, &f.counts)
+		}
+		dst = append(dst, "}\n\n"...)
 	}
 	if d.Err != nil {
 		dst = appendErrorEvent(dst, d.Err)

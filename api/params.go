@@ -32,11 +32,15 @@ type samplingFields struct {
 	ReturnTokenIDs    bool               `json:"return_token_ids"`
 	RoutedDPRank      *int               `json:"routed_dp_rank"`
 	LogitBias         map[string]float64 `json:"logit_bias"`
-	// Accepted and ignored: they change nothing about generation.
-	User        string          `json:"user"`
-	Metadata    json.RawMessage `json:"metadata"`
-	Store       *bool           `json:"store"`
-	ServiceTier *string         `json:"service_tier"`
+	// Aliases of response_format (policy.go): vLLM's guided decoding and structured outputs.
+	GuidedJSON        json.RawMessage    `json:"guided_json"`
+	GuidedRegex       *string            `json:"guided_regex"`
+	GuidedChoice      []string           `json:"guided_choice"`
+	StructuredOutputs *structuredOutputs `json:"structured_outputs"`
+	// SpacesBetweenSpecialTokens is vLLM's; see ignoredNames.
+	SpacesBetweenSpecialTokens *bool `json:"spaces_between_special_tokens"`
+	// Accepted and ignored (named in the response): they change nothing about generation.
+	ignoredFields
 }
 
 type responseFormat struct {
@@ -164,7 +168,7 @@ func (s *Server) fillCommon(req *Request, f *samplingFields) error {
 		}
 		req.RoutedRank = *f.RoutedDPRank
 	}
-	return s.fillGrammar(req, f.ResponseFormat, f.Regex, f.JSONSchema)
+	return s.fillConstraint(req, f)
 }
 
 // fillGrammar sets the structured-output constraint from response_format or the SGLang fields.

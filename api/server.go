@@ -34,6 +34,9 @@ type Config struct {
 	MaxBodyBytes int64
 	// Worker is this worker's index, shown in logs and metrics.
 	Worker int
+	// GrammarStrict is the grammar compiler's strict setting (--grammar-strict); a request whose
+	// json_schema.strict differs has its schema rewritten to match (strict.go).
+	GrammarStrict bool
 }
 
 // Server is the HTTP API of one tokenizer worker.
@@ -101,12 +104,12 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /tokenize", s.handleTokenize)
 	mux.HandleFunc("POST /detokenize", s.handleDetokenize)
 	mux.HandleFunc("GET /health", s.handleHealth)
-	mux.HandleFunc("GET /health_generate", s.handleHealth)
 	mux.HandleFunc("GET /get_load", s.handleLoad)
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 		s.reg.WriteText(w)
 	})
+	s.extRoutes(mux)
 	return mux
 }
 
@@ -195,13 +198,7 @@ func (s *Server) needTokenizer(what string) error {
 }
 
 func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{
-		"object": "list",
-		"data": []map[string]any{{
-			"id": s.cfg.ServedModelName, "object": "model", "created": s.created, "owned_by": "llmserve",
-			"root": s.cfg.ServedModelName, "max_model_len": s.cfg.ContextLength,
-		}},
-	})
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []map[string]any{s.modelObject()}})
 }
 
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
@@ -248,6 +245,7 @@ func generation[B any](s *Server, endpoint string, build func(body *B, start tim
 			s.fail(w, err)
 			return
 		}
+		s.reportIgnored(w, endpoint, &body)
 		s.serve(w, r, req, f, start)
 	}
 }

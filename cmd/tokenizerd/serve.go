@@ -295,6 +295,7 @@ func newAPIServer(cfg *serveConfig, w *worker.Worker, mode worker.Mode, log *slo
 	return api.NewServer(api.Config{
 		ServedModelName: name, ContextLength: ctxLen, DefaultSampling: defaultSampling(cfg.ModelPath, log),
 		StreamInterval: cfg.StreamInterval, SkipTokenizerInit: mode == worker.ModeSkipTokenizerInit, Worker: cfg.WorkerIndex,
+		GrammarStrict: cfg.GrammarStrict,
 	}, w, reg, log)
 }
 
