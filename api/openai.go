@@ -77,7 +77,9 @@ func (s *Server) buildCompletion(body *completionRequest, start time.Time) (*Req
 	if err := s.checkLength(req, body.MaxTokens, "max_tokens", 16); err != nil {
 		return nil, nil, err
 	}
-	return req, s.openAIFormat(false, "cmpl-", req, body.StreamOptions, body.ReturnTokenIDs, start), nil
+	f := s.openAIFormat(false, "cmpl-", req, body.StreamOptions, body.ReturnTokenIDs, start)
+	f.includeStop = body.IncludeStopStrInOutput
+	return req, f, nil
 }
 
 // openAIFormat is the response format of an OpenAI completion (chat false) or chat completion.
@@ -137,7 +139,9 @@ func (s *Server) buildChat(body *chatRequest, start time.Time) (*Request, output
 	if err := s.checkLength(req, maxTokens, param, 0); err != nil {
 		return nil, nil, err
 	}
-	return req, s.openAIFormat(true, "chatcmpl-", req, body.StreamOptions, body.ReturnTokenIDs, start), nil
+	f := s.openAIFormat(true, "chatcmpl-", req, body.StreamOptions, body.ReturnTokenIDs, start)
+	f.includeStop = body.IncludeStopStrInOutput
+	return req, f, nil
 }
 
 // openAIFormat writes completion and chat.completion objects and chunks.
@@ -151,8 +155,10 @@ type openAIFormat struct {
 	// every chunk; counts holds the latest counts seen.
 	continuousUsage bool
 	counts          Delta
-	tokenIDs        bool
-	chunkHead       []byte // head(nil, true), built once per stream
+	// includeStop is include_stop_str_in_output: a matched stop string ends the text.
+	includeStop bool
+	tokenIDs    bool
+	chunkHead   []byte // head(nil, true), built once per stream
 }
 
 func (f *openAIFormat) head(dst []byte, chunk bool) []byte {
@@ -251,6 +257,11 @@ func (f *openAIFormat) logprobs(dst []byte, d *Delta) []byte {
 
 // choice appends one choice: the text (as delta content for chat chunks, message for chat).
 func (f *openAIFormat) choice(dst []byte, d *Delta, chunk, first bool) []byte {
+	if m, ok := d.MatchedStop.(string); ok && f.includeStop && d.Finished {
+		withStop := *d
+		withStop.Text += m // the detokenizer cut the output at the stop string
+		d = &withStop
+	}
 	dst = append(dst, `{"index":0,`...)
 	switch {
 	case f.chat && chunk:

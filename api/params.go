@@ -37,6 +37,10 @@ type samplingFields struct {
 	GuidedRegex       *string            `json:"guided_regex"`
 	GuidedChoice      []string           `json:"guided_choice"`
 	StructuredOutputs *structuredOutputs `json:"structured_outputs"`
+	// vLLM's: the stop string that ended the output stays in its text; keep only the prompt's
+	// last k tokens (-1: as many as the context holds).
+	IncludeStopStrInOutput bool `json:"include_stop_str_in_output"`
+	TruncatePromptTokens   *int `json:"truncate_prompt_tokens"`
 	// SpacesBetweenSpecialTokens is vLLM's; see ignoredNames.
 	SpacesBetweenSpecialTokens *bool `json:"spaces_between_special_tokens"`
 	// Accepted and ignored (named in the response): they change nothing about generation.
@@ -129,10 +133,8 @@ func (s *Server) fillCommon(req *Request, f *samplingFields) error {
 	if f.N != nil && *f.N != 1 {
 		return badRequest("n", "only n=1 is supported")
 	}
-	for k, v := range f.LogitBias {
-		if v != 0 {
-			return badRequest("logit_bias", fmt.Sprintf("logit_bias is not supported (token %s)", k))
-		}
+	if err := s.fillGenerationExtras(req, f); err != nil {
+		return err
 	}
 	if req.StopStrings, err = parseStop(f.Stop); err != nil {
 		return err

@@ -62,6 +62,9 @@ func samplingFromWire(s *ipc.Sampling) sampling.Params {
 		seed := s.Seed
 		p.Seed = &seed
 	}
+	for i, id := range s.LogitBiasIDs {
+		p.LogitBias = append(p.LogitBias, sampling.Bias{ID: id, Value: s.LogitBiasValues[i]})
+	}
 	return p
 }
 

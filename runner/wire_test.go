@@ -102,6 +102,7 @@ func TestRequestCrossesEveryHop(t *testing.T) {
 		"Sampling.FrequencyPenalty":  {s.Sampling.FrequencyPenalty, req.Sampling.FrequencyPenalty},
 		"Sampling.PresencePenalty":   {s.Sampling.PresencePenalty, req.Sampling.PresencePenalty},
 		"Sampling.Seed":              {deref(s.Sampling.Seed), *req.Sampling.Seed},
+		"Sampling.LogitBias":         {s.Sampling.LogitBias, req.Sampling.LogitBias},
 		"MaxNewTokens":               {s.MaxNewTokens, req.MaxNewTokens},
 		"MinNewTokens":               {s.MinNewTokens, req.MinNewTokens},
 		"StopStrings":                {in.out.stops, req.StopStrings},

@@ -471,3 +471,31 @@ func TestLogprobs(t *testing.T) {
 		t.Errorf("LogSoftmaxAt out of range = %v, want -Inf", got)
 	}
 }
+
+// TestLogitBias: +100 restricts the choice to the tokens biased +100 (whatever their logits),
+// -100 bans a token even when it is the most likely, and other biases shift the distribution.
+func TestLogitBias(t *testing.T) {
+	row := func() []float32 { return []float32{5, 1, 0, -1, 3} }
+	for seed := range uint64(50) {
+		p := DefaultParams()
+		p.Seed = &seed
+		p.LogitBias = []Bias{{ID: 3, Value: 100}, {ID: 2, Value: 100}, {ID: 0, Value: 50}}
+		if tok := New(p, nil).Sample(row(), nil); tok != 2 && tok != 3 {
+			t.Fatalf("seed %d: +100 on 2 and 3, sampled %d", seed, tok)
+		}
+		p.LogitBias = []Bias{{ID: 0, Value: -100}, {ID: 4, Value: -100}}
+		if tok := New(p, nil).Sample(row(), nil); tok == 0 || tok == 4 {
+			t.Fatalf("seed %d: banned token %d sampled", seed, tok)
+		}
+	}
+	p := DefaultParams()
+	p.Temperature = 0
+	p.LogitBias = []Bias{{ID: 1, Value: 4.5}}
+	if tok := New(p, nil).Sample(row(), nil); tok != 1 {
+		t.Fatalf("greedy with +4.5 on token 1 (logit 5.5 > 5): got %d", tok)
+	}
+	p.LogitBias = []Bias{{ID: 1, Value: 101}}
+	if err := p.Validate(); err == nil {
+		t.Fatal("bias 101 validated")
+	}
+}

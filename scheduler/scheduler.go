@@ -145,7 +145,7 @@ func (s *Scheduler) Add(req *Request) error {
 	}
 	p := req.Sampling
 	st.sampler = sampling.New(p, req.InputIDs)
-	st.mutates = p.RepetitionPenalty != 1 || p.FrequencyPenalty != 0 || p.PresencePenalty != 0
+	st.mutates = p.RepetitionPenalty != 1 || p.FrequencyPenalty != 0 || p.PresencePenalty != 0 || len(p.LogitBias) > 0
 	if req.Constraint != nil {
 		st.mask = make([]uint64, (s.vocab+63)/64)
 	}

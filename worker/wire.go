@@ -47,6 +47,10 @@ func samplingToWire(p *sampling.Params) ipc.Sampling {
 	if p.Seed != nil {
 		s.Seed, s.HasSeed = *p.Seed, true
 	}
+	for _, b := range p.LogitBias {
+		s.LogitBiasIDs = append(s.LogitBiasIDs, b.ID)
+		s.LogitBiasValues = append(s.LogitBiasValues, b.Value)
+	}
 	return s
 }
 
