@@ -39,7 +39,11 @@ type generateRequest struct {
 	Stream         bool            `json:"stream"`
 	RID            string          `json:"rid"`
 	ReturnLogprob  bool            `json:"return_logprob"`
-	RoutedDPRank   *int            `json:"routed_dp_rank"`
+	// TopLogprobsNum is how many most likely tokens to report per output position;
+	// LogprobStartLen is where prompt logprobs start (-1, the default: none).
+	TopLogprobsNum  *int `json:"top_logprobs_num"`
+	LogprobStartLen *int `json:"logprob_start_len"`
+	RoutedDPRank    *int `json:"routed_dp_rank"`
 }
 
 // buildGenerate validates a /generate body into its request and native format.
@@ -96,7 +100,10 @@ func (s *Server) buildGenerate(body *generateRequest, _ time.Time) (*Request, ou
 	if err := s.checkLength(req, sp.MaxNewTokens, "max_new_tokens", s.cfg.DefaultMaxNewTokens); err != nil {
 		return nil, nil, err
 	}
-	return req, &nativeFormat{rid: req.RID, text: !req.NoText, logprobs: req.Logprobs}, nil
+	if err := s.fillNativeLogprobs(req, body); err != nil {
+		return nil, nil, err
+	}
+	return req, &nativeFormat{rid: req.RID, text: !req.NoText, logprobs: req.Logprobs, top: req.TopLogprobs > 0}, nil
 }
 
 // nativeFormat writes /generate objects: {text, output_ids, meta_info}.
@@ -104,6 +111,7 @@ type nativeFormat struct {
 	rid      string
 	text     bool
 	logprobs bool
+	top      bool // output_top_logprobs too (top_logprobs_num > 0)
 }
 
 func (f *nativeFormat) object(dst []byte, d *Delta) []byte {
@@ -160,12 +168,15 @@ func (f *nativeFormat) object(dst []byte, d *Delta) []byte {
 				dst = append(dst, ',')
 			}
 			dst = append(dst, '[')
-			dst = appendFloat(dst, lp)
+			dst = appendLogprob(dst, lp)
 			dst = append(dst, ',')
 			dst = strconv.AppendInt(dst, int64(d.IDs[i]), 10)
 			dst = append(dst, ",null]"...)
 		}
 		dst = append(dst, ']')
+		if f.top {
+			dst = appendNativeTop(dst, d)
+		}
 	}
 	return append(dst, "}}"...)
 }

@@ -68,10 +68,10 @@ func (s *Server) buildCompletion(body *completionRequest, start time.Time) (*Req
 		return nil, nil, err
 	}
 	if body.Logprobs != nil {
-		if *body.Logprobs < 0 || *body.Logprobs > 1 {
-			return nil, nil, badRequest("logprobs", "only the sampled token's logprob is returned: use 0 or 1")
+		if *body.Logprobs < 0 || *body.Logprobs > MaxTopLogprobs {
+			return nil, nil, badRequest("logprobs", fmt.Sprintf("must be in [0, %d], got %d", MaxTopLogprobs, *body.Logprobs))
 		}
-		req.Logprobs = true
+		req.Logprobs, req.TopLogprobs = true, *body.Logprobs
 	}
 	req.NoText = s.cfg.SkipTokenizerInit
 	if err := s.checkLength(req, body.MaxTokens, "max_tokens", 16); err != nil {
@@ -79,6 +79,7 @@ func (s *Server) buildCompletion(body *completionRequest, start time.Time) (*Req
 	}
 	f := s.openAIFormat(false, "cmpl-", req, body.StreamOptions, body.ReturnTokenIDs, start)
 	f.includeStop = body.IncludeStopStrInOutput
+	f.wantLogprobs, f.topN = req.Logprobs, req.TopLogprobs
 	return req, f, nil
 }
 
@@ -113,8 +114,11 @@ func (s *Server) buildChat(body *chatRequest, start time.Time) (*Request, output
 	if len(body.ToolChoice) > 0 && string(body.ToolChoice) != `"none"` && string(body.ToolChoice) != "null" {
 		return nil, nil, badRequest("tool_choice", "tool calling is not supported")
 	}
-	if body.TopLogprobs != nil && *body.TopLogprobs > 0 {
-		return nil, nil, badRequest("top_logprobs", "only the sampled token's logprob is returned: use 0")
+	if t := body.TopLogprobs; t != nil && (*t < 0 || *t > MaxTopLogprobs) {
+		return nil, nil, badRequest("top_logprobs", fmt.Sprintf("must be in [0, %d], got %d", MaxTopLogprobs, *t))
+	}
+	if t := body.TopLogprobs; t != nil && *t > 0 && !body.Logprobs {
+		return nil, nil, badRequest("top_logprobs", "needs logprobs: true")
 	}
 	tok := s.engine.Tokenizer()
 	prompt, err := s.tmpl.Apply(body.Messages, chat.Options{
@@ -127,6 +131,9 @@ func (s *Server) buildChat(body *chatRequest, start time.Time) (*Request, output
 		return nil, nil, badRequest("messages", "chat template: "+err.Error())
 	}
 	req := &Request{RID: s.engine.NewRID(), Stream: body.Stream, Logprobs: body.Logprobs}
+	if body.TopLogprobs != nil {
+		req.TopLogprobs = *body.TopLogprobs
+	}
 	req.InputIDs = tok.Encode(prompt, false)
 	if err := s.fillCommon(req, &body.samplingFields); err != nil {
 		return nil, nil, err
@@ -141,6 +148,7 @@ func (s *Server) buildChat(body *chatRequest, start time.Time) (*Request, output
 	}
 	f := s.openAIFormat(true, "chatcmpl-", req, body.StreamOptions, body.ReturnTokenIDs, start)
 	f.includeStop = body.IncludeStopStrInOutput
+	f.wantLogprobs, f.topN = req.Logprobs, req.TopLogprobs
 	return req, f, nil
 }
 
@@ -157,8 +165,13 @@ type openAIFormat struct {
 	counts          Delta
 	// includeStop is include_stop_str_in_output: a matched stop string ends the text.
 	includeStop bool
-	tokenIDs    bool
-	chunkHead   []byte // head(nil, true), built once per stream
+	// wantLogprobs: the choices carry logprobs, with topN top entries per token; textOffset is
+	// the completion text's length so far in characters (completions' text_offset).
+	wantLogprobs bool
+	topN         int
+	textOffset   int
+	tokenIDs     bool
+	chunkHead    []byte // head(nil, true), built once per stream
 }
 
 func (f *openAIFormat) head(dst []byte, chunk bool) []byte {
@@ -211,48 +224,6 @@ func (f *openAIFormat) usage(dst []byte, d *Delta) []byte {
 	dst = append(dst, `,"prompt_tokens_details":{"cached_tokens":`...)
 	dst = strconv.AppendInt(dst, int64(d.CachedTokens), 10)
 	return append(dst, `}}`...)
-}
-
-func (f *openAIFormat) logprobs(dst []byte, d *Delta) []byte {
-	if len(d.Logprobs) == 0 {
-		return append(dst, "null"...)
-	}
-	tok := f.s.engine.Tokenizer()
-	text := func(id int32) string {
-		if tok == nil {
-			return ""
-		}
-		return tok.Decode([]int32{id}, false)
-	}
-	if f.chat {
-		dst = append(dst, `{"content":[`...)
-		for i, lp := range d.Logprobs {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = append(dst, `{"token":`...)
-			dst = appendJSONString(dst, text(d.IDs[i]))
-			dst = append(dst, `,"logprob":`...)
-			dst = appendFloat(dst, lp)
-			dst = append(dst, `,"top_logprobs":[]}`...)
-		}
-		return append(dst, `]}`...)
-	}
-	dst = append(dst, `{"tokens":[`...)
-	for i := range d.Logprobs {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = appendJSONString(dst, text(d.IDs[i]))
-	}
-	dst = append(dst, `],"token_logprobs":[`...)
-	for i, lp := range d.Logprobs {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = appendFloat(dst, lp)
-	}
-	return append(dst, `],"top_logprobs":null}`...)
 }
 
 // choice appends one choice: the text (as delta content for chat chunks, message for chat).

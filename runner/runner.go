@@ -80,6 +80,9 @@ type gate struct {
 	sentAny  bool
 	ids      []int32 // buffered since the last flush; reused after each flush
 	logprobs []float32
+	// topIDs and topLogprobs are the buffered items' top logprobs (scheduler.Item's).
+	topIDs      []int32
+	topLogprobs []float32
 
 	out outputSettings
 }
@@ -268,19 +271,18 @@ func (r *Runner) send(out *scheduler.Output) {
 			g = &none
 		}
 		ids, lps := it.NewIDs, it.Logprobs
+		top := topLogprobs{it.TopLogprobIDs, it.TopLogprobs}
 		if len(g.ids) > 0 {
-			g.ids = append(g.ids, it.NewIDs...)
-			g.logprobs = append(g.logprobs, it.Logprobs...)
-			ids, lps = g.ids, g.logprobs
+			g.buffer(it)
+			ids, lps, top = g.ids, g.logprobs, topLogprobs{g.topIDs, g.topLogprobs}
 		}
 		if !it.Finished && (g.whole || len(ids) == 0 || (g.sentAny && len(ids) < g.interval)) {
 			if len(g.ids) == 0 {
-				g.ids = append(g.ids, it.NewIDs...)
-				g.logprobs = append(g.logprobs, it.Logprobs...)
+				g.buffer(it)
 			}
 			continue
 		}
-		ti := itemToWire(it, ids, lps, &g.out, !g.sentAny)
+		ti := itemToWire(it, ids, lps, top, &g.out, !g.sentAny)
 		b.Items = append(b.Items, ti)
 		g.sentAny = true
 		if it.Finished {
@@ -294,9 +296,18 @@ func (r *Runner) send(out *scheduler.Output) {
 	// The batch is encoded: the flushed gates may refill their buffers.
 	for _, g := range r.flushed {
 		g.ids, g.logprobs = g.ids[:0], g.logprobs[:0]
+		g.topIDs, g.topLogprobs = g.topIDs[:0], g.topLogprobs[:0]
 	}
 	clear(r.flushed)
 	r.flushed = r.flushed[:0]
+}
+
+// buffer appends it's output to the gate's buffers.
+func (g *gate) buffer(it *scheduler.Item) {
+	g.ids = append(g.ids, it.NewIDs...)
+	g.logprobs = append(g.logprobs, it.Logprobs...)
+	g.topIDs = append(g.topIDs, it.TopLogprobIDs...)
+	g.topLogprobs = append(g.topLogprobs, it.TopLogprobs...)
 }
 
 func (r *Runner) publishLoad(l scheduler.Load) {

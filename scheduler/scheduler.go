@@ -320,6 +320,10 @@ func (s *Scheduler) Step(ctx context.Context) (Output, error) {
 				lps = append(lps, st.pick.logprob)
 				it.Logprobs = lps[len(lps)-1 : len(lps) : len(lps)]
 			}
+			if st.req.TopLogprobs > 0 {
+				// The seq's own buffers, rewritten at its next sample: valid until the next Step.
+				it.TopLogprobIDs, it.TopLogprobs = st.pick.topIDs, st.pick.topLogprobs
+			}
 		}
 		if done {
 			s.finish(st)

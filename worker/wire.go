@@ -31,6 +31,7 @@ func RequestToWire(req *api.Request, rid string, owner int, arrival time.Time) (
 		Stream: req.Stream, NoText: req.NoText, StreamInterval: int32(req.StreamInterval), Logprobs: req.Logprobs,
 		Grammar:    ipc.Grammar{Kind: kind, Spec: req.GrammarSpec},
 		RoutedRank: int32(req.RoutedRank), ArrivalUnixNano: arrival.UnixNano(),
+		TopLogprobs: int32(req.TopLogprobs),
 	}
 	if !req.Stream {
 		// Non-streaming requests are sent whole at the end, not flushed every step.
@@ -89,6 +90,7 @@ func GrammarSpec(k api.GrammarKind, text string) (grammar.Spec, error) {
 func deltaFromWire(it *ipc.TokenItem, text string) api.Delta {
 	d := api.Delta{
 		IDs: it.NewIDs, Text: text, Logprobs: it.Logprobs,
+		TopLogprobIDs: it.TopLogprobIDs, TopLogprobs: it.TopLogprobs,
 		PromptTokens: int(it.PromptTokens), CachedTokens: int(it.CachedTokens), CompletionTokens: int(it.CompletionTokens),
 		Finished: it.Finished, FinishReason: finishReasonFromWire(it.FinishReason),
 	}
