@@ -1,0 +1,233 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// referenceLogits runs `schedulerd generate --print-logits` on ids: the logits at the last
+// position, computed with no scheduler, batching, sockets or HTTP.
+func referenceLogits(t *testing.T, ids []int32) []float32 {
+	t.Helper()
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = fmt.Sprint(id)
+	}
+	out, err := exec.Command(filepath.Join(binDir, "schedulerd"), "generate", "--model-path", modelPath,
+		"--input-ids", strings.Join(s, ","), "--max-new-tokens", "1", "--print-logits").Output()
+	if err != nil {
+		t.Fatalf("schedulerd generate --print-logits: %v", err)
+	}
+	var res struct {
+		LastLogits []float32 `json:"last_logits"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil || len(res.LastLogits) == 0 {
+		t.Fatalf("schedulerd generate output: %v", err)
+	}
+	return res.LastLogits
+}
+
+// logSoftmax is the float64 log softmax over the whole vocabulary.
+func logSoftmax(logits []float32) []float64 {
+	m := math.Inf(-1)
+	for _, l := range logits {
+		m = math.Max(m, float64(l))
+	}
+	var z float64
+	for _, l := range logits {
+		z += math.Exp(float64(l) - m)
+	}
+	out := make([]float64, len(logits))
+	for i, l := range logits {
+		out[i] = float64(l) - m - math.Log(z)
+	}
+	return out
+}
+
+// TestAPIExtensions runs the issue-13 features against a real two-rank engine.
+func TestAPIExtensions(t *testing.T) {
+	e := startEngine(t, engineOpts{workers: 1, dpSize: 2})
+
+	t.Run("health_generate", func(t *testing.T) {
+		var v struct {
+			Status string `json:"status"`
+			Ranks  []struct {
+				Rank  int   `json:"rank"`
+				Token int32 `json:"token"`
+			} `json:"ranks"`
+		}
+		if code := e.getJSON("/health_generate", &v); code != 200 || v.Status != "ok" || len(v.Ranks) != 2 {
+			t.Fatalf("/health_generate: %d %+v", code, v)
+		}
+		// Both ranks ran the same greedy step on the same id.
+		if v.Ranks[0].Token < 0 || v.Ranks[0].Token != v.Ranks[1].Token {
+			t.Fatalf("ranks generated %+v", v.Ranks)
+		}
+	})
+
+	t.Run("top logprobs equal a full-vocabulary softmax", func(t *testing.T) {
+		code, body := e.post("/v1/completions", map[string]any{"prompt": promptIDs, "max_tokens": 4, "temperature": 0,
+			"logprobs": 5, "ignore_eos": true, "return_token_ids": true})
+		if code != 200 {
+			t.Fatalf("%d %s", code, body)
+		}
+		var v struct {
+			Choices []struct {
+				TokenIDs []int32 `json:"token_ids"`
+				Logprobs struct {
+					TokenLogprobs []float64            `json:"token_logprobs"`
+					TopLogprobs   []map[string]float64 `json:"top_logprobs"`
+				} `json:"logprobs"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal(body, &v); err != nil {
+			t.Fatal(err)
+		}
+		c := v.Choices[0]
+		// /generate gives the top ids (completions key them by token text).
+		code, gbody := e.post("/generate", map[string]any{"input_ids": promptIDs, "return_logprob": true, "top_logprobs_num": 5,
+			"sampling_params": map[string]any{"max_new_tokens": 4, "temperature": 0, "ignore_eos": true}})
+		if code != 200 {
+			t.Fatalf("%d %s", code, gbody)
+		}
+		var g struct {
+			OutputIDs []int32 `json:"output_ids"`
+			MetaInfo  struct {
+				Output [][3]any   `json:"output_token_logprobs"`
+				Top    [][][3]any `json:"output_top_logprobs"`
+			} `json:"meta_info"`
+		}
+		if err := json.Unmarshal(gbody, &g); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(g.OutputIDs, c.TokenIDs) || len(g.MetaInfo.Top) != 4 || len(c.Logprobs.TopLogprobs) != 4 {
+			t.Fatalf("completions %v, generate %v (%d top)", c.TokenIDs, g.OutputIDs, len(g.MetaInfo.Top))
+		}
+		ctx := slices.Clone(promptIDs)
+		for i, id := range g.OutputIDs {
+			ref := logSoftmax(referenceLogits(t, ctx))
+			order := make([]int, len(ref))
+			for j := range order {
+				order[j] = j
+			}
+			sort.SliceStable(order, func(a, b int) bool { return ref[order[a]] > ref[order[b]] })
+			var sumGot, sumRef float64
+			for j, entry := range g.MetaInfo.Top[i] {
+				lp, tid := entry[0].(float64), int(entry[1].(float64))
+				if tid != order[j] || math.Abs(lp-ref[tid]) > 2e-3 {
+					t.Fatalf("position %d rank %d: id %d logprob %v, reference id %d logprob %v", i, j, tid, lp, order[j], ref[order[j]])
+				}
+				sumGot += math.Exp(lp)
+				sumRef += math.Exp(ref[order[j]])
+			}
+			if sumGot > 1+1e-4 || math.Abs(sumGot-sumRef) > 2e-3 {
+				t.Fatalf("position %d: top-5 probability mass %v, reference %v", i, sumGot, sumRef)
+			}
+			// Greedy: the sampled token is the top one, with the same logprob everywhere.
+			if int(id) != order[0] || math.Abs(c.Logprobs.TokenLogprobs[i]-ref[id]) > 2e-3 ||
+				math.Abs(g.MetaInfo.Output[i][0].(float64)-ref[id]) > 2e-3 {
+				t.Fatalf("position %d: sampled %d (%v / %v), reference top %d (%v)", i, id, c.Logprobs.TokenLogprobs[i], g.MetaInfo.Output[i][0], order[0], ref[order[0]])
+			}
+			if len(c.Logprobs.TopLogprobs[i]) < 5 {
+				t.Fatalf("position %d: completions top_logprobs %v", i, c.Logprobs.TopLogprobs[i])
+			}
+			ctx = append(ctx, id)
+		}
+	})
+
+	t.Run("logit_bias forces and bans", func(t *testing.T) {
+		greedy := directGenerate(t, promptIDs, 1)[0]
+		const forced = 1234
+		r := generateWith(t, e, "/v1/completions", map[string]any{"prompt": promptIDs, "max_tokens": 6, "temperature": 1, "seed": 7,
+			"ignore_eos": true, "return_token_ids": true, "logit_bias": map[string]float64{fmt.Sprint(forced): 100}})
+		for _, id := range r {
+			if id != forced {
+				t.Fatalf("+100 on %d generated %v", forced, r)
+			}
+		}
+		r = generateWith(t, e, "/v1/completions", map[string]any{"prompt": promptIDs, "max_tokens": 1, "temperature": 0,
+			"return_token_ids": true, "logit_bias": map[string]float64{fmt.Sprint(greedy): -100}})
+		if len(r) != 1 || r[0] == greedy {
+			t.Fatalf("-100 on the greedy token %d generated %v", greedy, r)
+		}
+	})
+
+	t.Run("guided_choice and ignored fields", func(t *testing.T) {
+		choices := []string{"alpha", "beta (b)", "gamma.*"}
+		for seed := range 4 {
+			b, _ := json.Marshal(map[string]any{"prompt": "Pick one:", "max_tokens": 16, "temperature": 1, "seed": seed,
+				"guided_choice": choices, "request_id": "mine", "priority": 1, "prompt_cache_key": "k"})
+			resp, err := http.Post(e.base+"/v1/completions", "application/json", strings.NewReader(string(b)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var v struct {
+				Choices []struct {
+					Text string `json:"text"`
+				} `json:"choices"`
+			}
+			_ = json.NewDecoder(resp.Body).Decode(&v)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || len(v.Choices) != 1 || !slices.Contains(choices, v.Choices[0].Text) {
+				t.Fatalf("seed %d: %d %+v, want one of %q", seed, resp.StatusCode, v, choices)
+			}
+			if h := resp.Header.Get("X-LLMServe-Ignored-Fields"); h != "request_id,priority,prompt_cache_key" {
+				t.Fatalf("ignored header %q", h)
+			}
+		}
+	})
+
+	t.Run("models, version, 404", func(t *testing.T) {
+		var m map[string]any
+		if code := e.getJSON("/v1/models/pico", &m); code != 200 || m["id"] != "pico" {
+			t.Fatalf("/v1/models/pico: %d %v", code, m)
+		}
+		var errBody struct {
+			Error struct {
+				Type string `json:"type"`
+			} `json:"error"`
+		}
+		if code := e.getJSON("/v1/models/nope", &errBody); code != 404 || errBody.Error.Type != "not_found_error" {
+			t.Fatalf("/v1/models/nope: %d %+v", code, errBody)
+		}
+		if code := e.getJSON("/v1/nothing", &errBody); code != 404 || errBody.Error.Type != "not_found_error" {
+			t.Fatalf("/v1/nothing: %d %+v", code, errBody)
+		}
+		var ver map[string]string
+		if code := e.getJSON("/version", &ver); code != 200 || ver["version"] == "" {
+			t.Fatalf("/version: %d %v", code, ver)
+		}
+		for _, bin := range []string{"tokenizerd", "schedulerd", "detokd"} {
+			out, err := exec.Command(filepath.Join(binDir, bin), "--version").CombinedOutput()
+			if err != nil || !strings.Contains(string(out), ver["version"]) {
+				t.Fatalf("%s --version: %v %s", bin, err, out)
+			}
+		}
+	})
+}
+
+// generateWith posts a non-streamed completion and returns its token ids.
+func generateWith(t *testing.T, e *engine, path string, body map[string]any) []int32 {
+	t.Helper()
+	code, b := e.post(path, body)
+	if code != 200 {
+		t.Fatalf("%s: %d %s", path, code, b)
+	}
+	var v struct {
+		Choices []struct {
+			TokenIDs []int32 `json:"token_ids"`
+		} `json:"choices"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil || len(v.Choices) == 0 {
+		t.Fatalf("%s: %s: %v", path, b, err)
+	}
+	return v.Choices[0].TokenIDs
+}
