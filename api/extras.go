@@ -30,17 +30,25 @@ func (s *Server) fillGenerationExtras(req *Request, f *samplingFields) error {
 	}
 	// Map order is random: sort so the same request is the same wire message.
 	slices.SortFunc(req.Sampling.LogitBias, func(a, b sampling.Bias) int { return cmp.Compare(a.ID, b.ID) })
-	if t := f.TruncatePromptTokens; t != nil {
-		k := *t
-		if k == -1 {
-			k = s.cfg.ContextLength
-		}
-		if k < 1 {
-			return badRequest("truncate_prompt_tokens", fmt.Sprintf("must be -1 (the context length) or >= 1, got %d", *t))
-		}
-		if n := len(req.InputIDs); n > k {
-			req.InputIDs = req.InputIDs[n-k:]
-		}
+	var err error
+	req.InputIDs, err = s.truncatePrompt(req.InputIDs, f.TruncatePromptTokens)
+	return err
+}
+
+// truncatePrompt keeps the last t tokens of ids (truncate_prompt_tokens; -1: the context length).
+func (s *Server) truncatePrompt(ids []int32, t *int) ([]int32, error) {
+	if t == nil {
+		return ids, nil
 	}
-	return nil
+	k := *t
+	if k == -1 {
+		k = s.cfg.ContextLength
+	}
+	if k < 1 {
+		return nil, badRequest("truncate_prompt_tokens", fmt.Sprintf("must be -1 (the context length) or >= 1, got %d", *t))
+	}
+	if n := len(ids); n > k {
+		ids = ids[n-k:]
+	}
+	return ids, nil
 }

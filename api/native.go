@@ -82,6 +82,9 @@ func (s *Server) buildGenerate(body *generateRequest, _ time.Time) (*Request, ou
 	default:
 		return nil, nil, badRequest("text", "one of text or input_ids is required")
 	}
+	if sp.N != nil && *sp.N != 1 {
+		return nil, nil, badRequest("sampling_params.n", "only n=1 is supported on /generate: use /v1/completions for n > 1")
+	}
 	seed := sp.Seed
 	if seed == nil {
 		seed = sp.SamplingSeed

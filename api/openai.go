@@ -53,17 +53,15 @@ func (s *Server) buildCompletion(body *completionRequest, start time.Time) (*Req
 	if body.Echo {
 		return nil, nil, badRequest("echo", "echo is not supported")
 	}
-	if body.BestOf != nil && *body.BestOf > 1 {
-		return nil, nil, badRequest("best_of", "only best_of=1 is supported")
-	}
 	if body.Suffix != nil && *body.Suffix != "" {
 		return nil, nil, badRequest("suffix", "suffix is not supported")
 	}
 	req := &Request{RID: s.engine.NewRID(), Stream: body.Stream}
-	var err error
-	if req.InputIDs, err = s.parsePromptIDs(body.Prompt); err != nil {
+	prompts, err := s.parsePrompts(body.Prompt)
+	if err != nil {
 		return nil, nil, err
 	}
+	req.InputIDs = prompts[0]
 	if err := s.fillCommon(req, &body.samplingFields); err != nil {
 		return nil, nil, err
 	}
@@ -80,6 +78,9 @@ func (s *Server) buildCompletion(body *completionRequest, start time.Time) (*Req
 	f := s.openAIFormat(false, "cmpl-", req, body.StreamOptions, body.ReturnTokenIDs, start)
 	f.includeStop = body.IncludeStopStrInOutput
 	f.wantLogprobs, f.topN = req.Logprobs, req.TopLogprobs
+	if len(prompts) > 1 || body.N != nil && *body.N > 1 || body.BestOf != nil {
+		return s.expandChoices(req, f, prompts, body.N, body.BestOf, body.TruncatePromptTokens, body.MaxTokens)
+	}
 	return req, f, nil
 }
 
@@ -149,6 +150,9 @@ func (s *Server) buildChat(body *chatRequest, start time.Time) (*Request, output
 	f := s.openAIFormat(true, "chatcmpl-", req, body.StreamOptions, body.ReturnTokenIDs, start)
 	f.includeStop = body.IncludeStopStrInOutput
 	f.wantLogprobs, f.topN = req.Logprobs, req.TopLogprobs
+	if body.N != nil && *body.N > 1 {
+		return s.expandChoices(req, f, [][]int32{req.InputIDs}, body.N, nil, nil, nil)
+	}
 	return req, f, nil
 }
 
@@ -170,8 +174,12 @@ type openAIFormat struct {
 	wantLogprobs bool
 	topN         int
 	textOffset   int
-	tokenIDs     bool
-	chunkHead    []byte // head(nil, true), built once per stream
+	// index is the choice's index (choices.go: several prompts, n, best_of); totals, when set,
+	// are the whole response's counts, which continuous usage reports instead of this choice's.
+	index     int
+	totals    *usageTotals
+	tokenIDs  bool
+	chunkHead []byte // head(nil, true), built once per stream
 }
 
 func (f *openAIFormat) head(dst []byte, chunk bool) []byte {
@@ -233,7 +241,9 @@ func (f *openAIFormat) choice(dst []byte, d *Delta, chunk, first bool) []byte {
 		withStop.Text += m // the detokenizer cut the output at the stop string
 		d = &withStop
 	}
-	dst = append(dst, `{"index":0,`...)
+	dst = append(dst, `{"index":`...)
+	dst = strconv.AppendInt(dst, int64(f.index), 10)
+	dst = append(dst, ',')
 	switch {
 	case f.chat && chunk:
 		dst = append(dst, `"delta":{`...)
@@ -287,7 +297,13 @@ func (f *openAIFormat) chunk(dst []byte, d *Delta, first bool) []byte {
 		if f.continuousUsage {
 			f.counts.mergeMeta(d)
 			dst = append(dst, `,"usage":`...)
-			dst = f.usage(dst, &f.counts)
+			if f.totals != nil {
+				f.totals.update(f.index, &f.counts)
+				u := f.totals.sum()
+				dst = f.usage(dst, &u)
+			} else {
+				dst = f.usage(dst, &f.counts)
+			}
 		}
 		dst = append(dst, "}\n\n"...)
 	}

@@ -130,8 +130,8 @@ func (s *Server) fillCommon(req *Request, f *samplingFields) error {
 	if req.Sampling, err = applySampling(s.cfg.DefaultSampling, f); err != nil {
 		return err
 	}
-	if f.N != nil && *f.N != 1 {
-		return badRequest("n", "only n=1 is supported")
+	if f.N != nil && (*f.N < 1 || *f.N > MaxChoices) {
+		return badRequest("n", fmt.Sprintf("must be in [1, %d], got %d", MaxChoices, *f.N))
 	}
 	if err := s.fillGenerationExtras(req, f); err != nil {
 		return err
@@ -242,27 +242,47 @@ func (s *Server) checkLength(req *Request, maxTokens *int, param string, dflt in
 	return nil
 }
 
-// parsePromptIDs reads an OpenAI prompt: a string, [string], or an array of token ids.
-func (s *Server) parsePromptIDs(raw json.RawMessage) ([]int32, error) {
+// parsePrompts reads an OpenAI prompt: a string, an array of token ids, or a batch (an array of
+// strings or of token-id arrays), one entry per prompt.
+func (s *Server) parsePrompts(raw json.RawMessage) ([][]int32, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, badRequest("prompt", "is required")
 	}
 	var text string
 	if err := json.Unmarshal(raw, &text); err == nil {
-		return s.encode(text)
-	}
-	var texts []string
-	if err := json.Unmarshal(raw, &texts); err == nil {
-		if len(texts) != 1 {
-			return nil, badRequest("prompt", "batched prompts are not supported: send one prompt per request")
-		}
-		return s.encode(texts[0])
+		ids, err := s.encode(text)
+		return [][]int32{ids}, err
 	}
 	var ids []int32
 	if err := json.Unmarshal(raw, &ids); err == nil {
-		return ids, s.checkIDs(ids)
+		return [][]int32{ids}, s.checkIDs(ids)
 	}
-	return nil, badRequest("prompt", "must be a string or an array of token ids")
+	var texts []string
+	if err := json.Unmarshal(raw, &texts); err == nil {
+		if len(texts) == 0 {
+			return nil, badRequest("prompt", "is an empty batch")
+		}
+		out := make([][]int32, len(texts))
+		for i, t := range texts {
+			if out[i], err = s.encode(t); err != nil {
+				return nil, err
+			}
+		}
+		return out, s.checkBatch(len(out))
+	}
+	var batch [][]int32
+	if err := json.Unmarshal(raw, &batch); err == nil {
+		if len(batch) == 0 {
+			return nil, badRequest("prompt", "is an empty batch")
+		}
+		for i, ids := range batch {
+			if err := s.checkIDs(ids); err != nil {
+				return nil, badRequest(fmt.Sprintf("prompt[%d]", i), err.(*BadRequestError).Msg)
+			}
+		}
+		return batch, s.checkBatch(len(batch))
+	}
+	return nil, badRequest("prompt", "must be a string, an array of token ids, or an array of either")
 }
 
 func (s *Server) encode(text string) ([]int32, error) {

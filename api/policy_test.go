@@ -53,6 +53,12 @@ func newTokServer(t *testing.T, e *tokEngine, strict bool) *httptest.Server {
 		t.Fatal(err)
 	}
 	e.tok = tok
+	return serveEngine(t, e, strict)
+}
+
+// serveEngine serves e on a test server with the settings the tests share.
+func serveEngine(t *testing.T, e Engine, strict bool) *httptest.Server {
+	t.Helper()
 	srv, err := NewServer(Config{ServedModelName: "m", ContextLength: 4096, StreamInterval: 1,
 		DefaultSampling: sampling.DefaultParams(), GrammarStrict: strict},
 		e, metrics.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))

@@ -246,6 +246,10 @@ func generation[B any](s *Server, endpoint string, build func(body *B, start tim
 			return
 		}
 		s.reportIgnored(w, endpoint, &body)
+		if cs, ok := f.(*choiceSet); ok {
+			s.serveChoices(w, r, cs, start)
+			return
+		}
 		s.serve(w, r, req, f, start)
 	}
 }
