@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 )
 
 // referenceLogits runs `schedulerd generate --print-logits` on ids: the logits at the last
@@ -182,6 +184,126 @@ func TestAPIExtensions(t *testing.T) {
 			if h := resp.Header.Get("X-LLMServe-Ignored-Fields"); h != "request_id,priority,prompt_cache_key" {
 				t.Fatalf("ignored header %q", h)
 			}
+		}
+	})
+
+	t.Run("n=4 shares the prompt's KV and is deterministic per seed", func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(13, 13))
+		prompt := make([]int32, 40) // two full 16-token blocks to share, and a partial one
+		for i := range prompt {
+			prompt[i] = int32(100 + rng.IntN(3000))
+		}
+		hits := func() float64 {
+			var sum float64
+			for _, ranks := range rankMetrics(t, e)["llm_rank_prefix_hit_tokens_total"] {
+				for _, v := range ranks {
+					sum += v
+				}
+			}
+			return sum
+		}
+		before := hits()
+		body := map[string]any{"prompt": prompt, "max_tokens": 6, "temperature": 1, "seed": 42, "n": 4,
+			"ignore_eos": true, "return_token_ids": true}
+		run := func() ([][]int32, map[string]any) {
+			code, b := e.post("/v1/completions", body)
+			if code != 200 {
+				t.Fatalf("%d %s", code, b)
+			}
+			var v struct {
+				Choices []struct {
+					Index    int     `json:"index"`
+					TokenIDs []int32 `json:"token_ids"`
+				} `json:"choices"`
+				Usage map[string]any `json:"usage"`
+			}
+			if err := json.Unmarshal(b, &v); err != nil || len(v.Choices) != 4 {
+				t.Fatalf("%s: %v", b, err)
+			}
+			var out [][]int32
+			for j, c := range v.Choices {
+				if c.Index != j || len(c.TokenIDs) != 6 {
+					t.Fatalf("choice %d: %+v", j, c)
+				}
+				out = append(out, c.TokenIDs)
+			}
+			return out, v.Usage
+		}
+		first, usage := run()
+		if usage["prompt_tokens"] != 40.0 || usage["completion_tokens"] != 24.0 {
+			t.Fatalf("usage %v", usage)
+		}
+		distinct := map[string]bool{}
+		for _, ids := range first {
+			distinct[fmt.Sprint(ids)] = true
+		}
+		if len(distinct) < 2 {
+			t.Fatalf("4 choices at temperature 1 are all %v", first[0])
+		}
+		// The three siblings took the two full prompt blocks from the prefix cache.
+		deadline := time.Now().Add(5 * time.Second)
+		for hits()-before < 3*32 {
+			if time.Now().After(deadline) {
+				t.Fatalf("prefix-hit tokens grew by %v, want >= 96", hits()-before)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		again, _ := run()
+		for j := range first {
+			if !slices.Equal(first[j], again[j]) {
+				t.Fatalf("choice %d: %v then %v with the same seed", j, first[j], again[j])
+			}
+		}
+		// Choice 0 is what n=1 with the same seed gives.
+		single := generateWith(t, e, "/v1/completions", map[string]any{"prompt": prompt, "max_tokens": 6, "temperature": 1,
+			"seed": 42, "ignore_eos": true, "return_token_ids": true})
+		if !slices.Equal(single, first[0]) {
+			t.Fatalf("n=1 gave %v, choice 0 of n=4 %v", single, first[0])
+		}
+	})
+
+	t.Run("a batch of 3 prompts has exact usage", func(t *testing.T) {
+		texts := []string{"def add(a, b):", "import os\n", "class Stack:"}
+		wantPrompt := 0
+		for _, txt := range texts {
+			var tk struct {
+				Count int `json:"count"`
+			}
+			code, b := e.post("/tokenize", map[string]any{"text": txt})
+			if code != 200 || json.Unmarshal(b, &tk) != nil {
+				t.Fatalf("/tokenize: %d %s", code, b)
+			}
+			wantPrompt += tk.Count
+		}
+		code, b := e.post("/v1/completions", map[string]any{"prompt": texts, "max_tokens": 5, "temperature": 0, "return_token_ids": true})
+		if code != 200 {
+			t.Fatalf("%d %s", code, b)
+		}
+		var v struct {
+			Choices []struct {
+				Index    int     `json:"index"`
+				Text     string  `json:"text"`
+				TokenIDs []int32 `json:"token_ids"`
+			} `json:"choices"`
+			Usage struct {
+				Prompt     int `json:"prompt_tokens"`
+				Completion int `json:"completion_tokens"`
+				Total      int `json:"total_tokens"`
+			} `json:"usage"`
+		}
+		if err := json.Unmarshal(b, &v); err != nil || len(v.Choices) != 3 {
+			t.Fatalf("%s: %v", b, err)
+		}
+		gen := 0
+		for i, c := range v.Choices {
+			single := generateWith(t, e, "/v1/completions", map[string]any{"prompt": texts[i], "max_tokens": 5, "temperature": 0, "return_token_ids": true})
+			if c.Index != i || !slices.Equal(c.TokenIDs, single) {
+				t.Fatalf("choice %d: %+v, alone %v", i, c, single)
+			}
+			gen += len(c.TokenIDs)
+		}
+		if v.Usage.Prompt != wantPrompt || v.Usage.Completion != gen || v.Usage.Total != wantPrompt+gen {
+			t.Fatalf("usage %+v, want prompt %d completion %d", v.Usage, wantPrompt, gen)
 		}
 	})
 
