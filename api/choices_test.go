@@ -138,7 +138,6 @@ func TestNChoicesSeedsAndSiblings(t *testing.T) {
 	}
 }
 
-
 func TestStreamedChoices(t *testing.T) {
 	e := &tokEngine{feedEngine: feedEngine{feed: seedFeed}}
 	ts := newTokServer(t, e, true)

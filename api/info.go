@@ -21,6 +21,7 @@ const HealthGenerateTimeout = 30 * time.Second
 // extRoutes registers the routes of this file on mux, including the catch-all that answers
 // unknown paths and methods as JSON.
 func (s *Server) extRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("POST /v1/responses", generation(s, "/v1/responses", s.buildResponses))
 	mux.HandleFunc("GET /v1/models/{id...}", s.handleModel)
 	mux.HandleFunc("GET /version", s.handleVersion)
 	mux.HandleFunc("GET /health_generate", s.handleHealthGenerate)

@@ -80,7 +80,7 @@ func NewServer(cfg Config, engine Engine, reg *metrics.Registry, log *slog.Logge
 		}
 	}
 	w := metrics.Labels{{"worker", fmt.Sprint(cfg.Worker)}}
-	for _, ep := range []string{"/v1/completions", "/v1/chat/completions", "/generate", "/tokenize", "/detokenize"} {
+	for _, ep := range []string{"/v1/completions", "/v1/chat/completions", "/generate", "/tokenize", "/detokenize", "/v1/responses"} {
 		s.mRequests[ep] = reg.NewCounter("llm_requests_total", "Requests received, by endpoint.",
 			append(metrics.Labels{{"endpoint", ep}}, w...))
 	}

@@ -43,7 +43,9 @@ func (s *Server) streamSSE(ctx context.Context, w http.ResponseWriter, st *Strea
 		buf = f.chunk(buf[:0], &d, first)
 		first = false
 		if d.Finished {
-			buf = append(buf, "data: [DONE]\n\n"...)
+			if t, ok := f.(interface{ streamsDone() bool }); !ok || t.streamsDone() {
+				buf = append(buf, "data: [DONE]\n\n"...)
+			}
 			s.observe(&d, start)
 		}
 		if _, err := w.Write(buf); err != nil {
