@@ -353,3 +353,121 @@ func generateWith(t *testing.T, e *engine, path string, body map[string]any) []i
 	}
 	return v.Choices[0].TokenIDs
 }
+
+// TestAPIExtensionsNodeClient runs e2e/node/api_ext.mjs (the official OpenAI Node client)
+// against a real engine and checks what it read.
+func TestAPIExtensionsNodeClient(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed")
+	}
+	e := startEngine(t, engineOpts{workers: 1})
+	cmd := exec.Command(node, "api_ext.mjs", e.base+"/v1", "pico")
+	cmd.Dir = "node"
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("openai client: %v\n%s", err, out)
+	}
+	type usage struct {
+		Prompt     int `json:"prompt_tokens"`
+		Completion int `json:"completion_tokens"`
+	}
+	var res struct {
+		StreamUsage usage `json:"streamUsage"`
+		Streamed    map[string]struct {
+			Content  string `json:"content"`
+			Logprobs int    `json:"logprobs"`
+			Tops     []int  `json:"tops"`
+			Finish   string `json:"finish"`
+		} `json:"streamed"`
+		Whole []struct {
+			Index    int    `json:"index"`
+			Content  string `json:"content"`
+			Logprobs int    `json:"logprobs"`
+			BytesOK  bool   `json:"bytesOK"`
+		} `json:"whole"`
+		WholeUsage  usage `json:"wholeUsage"`
+		Completions []struct {
+			Index   int   `json:"index"`
+			Tokens  int   `json:"tokens"`
+			Top     []int `json:"top"`
+			Offsets []int `json:"offsets"`
+		} `json:"completions"`
+		CompletionsUsage usage `json:"completionsUsage"`
+		Response         struct {
+			Status string         `json:"status"`
+			Text   string         `json:"text"`
+			Usage  map[string]any `json:"usage"`
+		} `json:"response"`
+		ResponseStream struct {
+			Deltas       string         `json:"deltas"`
+			Text         string         `json:"text"`
+			TerminalText string         `json:"terminalText"`
+			Status       string         `json:"status"`
+			Usage        map[string]any `json:"usage"`
+			First        string         `json:"first"`
+			Last         string         `json:"last"`
+		} `json:"responseStream"`
+		ResponseJSON struct {
+			Status string `json:"status"`
+			Text   string `json:"text"`
+		} `json:"responseJSON"`
+		Model   string `json:"model"`
+		Ignored string `json:"ignored"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("client output %q: %v", out, err)
+	}
+	// Streamed n=3 equals the whole n=3 with the same seed, choice by choice; every token has
+	// its logprob entry with 3 top entries.
+	total := 0
+	for _, w := range res.Whole {
+		s := res.Streamed[fmt.Sprint(w.Index)]
+		if s.Content != w.Content || s.Logprobs != w.Logprobs || s.Finish == "" || !w.BytesOK {
+			t.Fatalf("choice %d: streamed %+v, whole %+v", w.Index, s, w)
+		}
+		for _, k := range s.Tops {
+			if k != 3 {
+				t.Fatalf("choice %d: top_logprobs sizes %v", w.Index, s.Tops)
+			}
+		}
+		total += w.Logprobs
+	}
+	if len(res.Whole) != 3 || res.WholeUsage.Completion != total || res.StreamUsage != res.WholeUsage {
+		t.Fatalf("whole %+v usage %+v, streamed usage %+v", res.Whole, res.WholeUsage, res.StreamUsage)
+	}
+	gen := 0
+	for i, c := range res.Completions {
+		if c.Index != i || len(c.Top) != c.Tokens || len(c.Offsets) != c.Tokens {
+			t.Fatalf("completion %d: %+v", i, c)
+		}
+		for _, k := range c.Top {
+			if k < 2 || k > 3 {
+				t.Fatalf("completion %d: top sizes %v", i, c.Top)
+			}
+		}
+		gen += c.Tokens
+	}
+	if len(res.Completions) != 2 || res.CompletionsUsage.Completion != gen {
+		t.Fatalf("completions %+v usage %+v", res.Completions, res.CompletionsUsage)
+	}
+	if res.Response.Status == "" || res.Response.Usage["output_tokens"] == nil {
+		t.Fatalf("response %+v", res.Response)
+	}
+	rs := res.ResponseStream
+	if rs.Deltas != rs.Text || rs.Text != rs.TerminalText || rs.Text != res.Response.Text || rs.Status != res.Response.Status ||
+		rs.First != "response.created" || rs.Last != "response."+map[string]string{"completed": "completed", "incomplete": "incomplete"}[rs.Status] ||
+		rs.Usage["total_tokens"] != res.Response.Usage["total_tokens"] {
+		t.Fatalf("streamed response %+v, whole %+v", rs, res.Response)
+	}
+	var doc struct {
+		Name *string `json:"name"`
+		Age  *int    `json:"age"`
+	}
+	if res.ResponseJSON.Status != "completed" || json.Unmarshal([]byte(res.ResponseJSON.Text), &doc) != nil || doc.Name == nil || doc.Age == nil {
+		t.Fatalf("json_schema response %+v", res.ResponseJSON)
+	}
+	if res.Model != "pico" || res.Ignored != "user,metadata" {
+		t.Fatalf("model %q, ignored %q", res.Model, res.Ignored)
+	}
+}
