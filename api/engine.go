@@ -42,8 +42,10 @@ type Request struct {
 	Stream            bool
 	StreamInterval    int
 	Logprobs          bool
-	GrammarKind       GrammarKind
-	GrammarSpec       string
+	// TopLogprobs is how many most likely tokens to report at each generated position (0-20).
+	TopLogprobs int
+	GrammarKind GrammarKind
+	GrammarSpec string
 	// RoutedRank pins the request to one data-parallel rank; -1 lets the dispatcher choose.
 	RoutedRank int
 	// NoText asks for token ids only (no detokenization).

@@ -52,6 +52,9 @@ type Config struct {
 	// ReasoningParser reads thinking blocks into reasoning_content (qwen3, deepseek_r1); "" or
 	// auto detects it from the chat template, none turns it off.
 	ReasoningParser string
+	// GrammarStrict is the grammar compiler's strict setting (--grammar-strict); a request whose
+	// json_schema.strict differs has its schema rewritten to match (strict.go).
+	GrammarStrict bool
 }
 
 // DefaultMaxBodyBytes is the default bound on a request body: room for a 1 MiB schema and a
@@ -120,7 +123,7 @@ func NewServer(cfg Config, engine Engine, reg *metrics.Registry, log *slog.Logge
 		}
 	}
 	w := metrics.Labels{{"worker", fmt.Sprint(cfg.Worker)}}
-	for _, ep := range []string{"/v1/completions", "/v1/chat/completions", "/generate", "/tokenize", "/detokenize"} {
+	for _, ep := range []string{"/v1/completions", "/v1/chat/completions", "/generate", "/tokenize", "/detokenize", "/v1/responses"} {
 		s.mRequests[ep] = reg.NewCounter("llm_requests_total", "Requests received, by endpoint.",
 			append(metrics.Labels{{"endpoint", ep}}, w...))
 	}
@@ -144,12 +147,12 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /tokenize", s.handleTokenize)
 	mux.HandleFunc("POST /detokenize", s.handleDetokenize)
 	mux.HandleFunc("GET /health", s.handleHealth)
-	mux.HandleFunc("GET /health_generate", s.handleHealth)
 	mux.HandleFunc("GET /get_load", s.handleLoad)
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 		s.reg.WriteText(w)
 	})
+	s.extRoutes(mux)
 	return s.readDeadline(s.authenticate(mux))
 }
 
@@ -272,13 +275,7 @@ func (s *Server) needTokenizer(what string) error {
 }
 
 func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{
-		"object": "list",
-		"data": []map[string]any{{
-			"id": s.cfg.ServedModelName, "object": "model", "created": s.created, "owned_by": "llmserve",
-			"root": s.cfg.ServedModelName, "max_model_len": s.cfg.ContextLength,
-		}},
-	})
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []map[string]any{s.modelObject()}})
 }
 
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
@@ -323,6 +320,11 @@ func generation[B any](s *Server, endpoint string, build func(body *B, start tim
 		req, f, err := build(&body, start)
 		if err != nil {
 			s.fail(w, err)
+			return
+		}
+		s.reportIgnored(w, endpoint, &body)
+		if cs, ok := f.(*choiceSet); ok {
+			s.serveChoices(w, r, cs, start)
 			return
 		}
 		s.serve(w, r, req, f, start)

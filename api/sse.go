@@ -52,7 +52,9 @@ func (s *Server) streamSSE(ctx context.Context, w http.ResponseWriter, st *Strea
 		buf = f.chunk(buf[:0], &d, first)
 		first = false
 		if d.Finished {
-			buf = append(buf, "data: [DONE]\n\n"...)
+			if t, ok := f.(interface{ streamsDone() bool }); !ok || t.streamsDone() {
+				buf = append(buf, "data: [DONE]\n\n"...)
+			}
 			s.observe(&d, start)
 		}
 		_ = rc.SetWriteDeadline(s.writeDeadline()) // a client that stops reading is cut

@@ -24,6 +24,10 @@ type Delta struct {
 	IDs      []int32
 	Text     string
 	Logprobs []float32
+	// TopLogprobIDs and TopLogprobs hold Request.TopLogprobs entries per IDs entry, most likely
+	// first (flattened), when the request asked for them.
+	TopLogprobIDs []int32
+	TopLogprobs   []float32
 
 	Finished     bool
 	FinishReason FinishReason
@@ -44,6 +48,8 @@ func (d *Delta) Merge(later *Delta) {
 	d.IDs = append(d.IDs, later.IDs...)
 	d.Text += later.Text
 	d.Logprobs = append(d.Logprobs, later.Logprobs...)
+	d.TopLogprobIDs = append(d.TopLogprobIDs, later.TopLogprobIDs...)
+	d.TopLogprobs = append(d.TopLogprobs, later.TopLogprobs...)
 	d.mergeMeta(later)
 }
 
@@ -80,10 +86,12 @@ type Stream struct {
 	ids      []int32
 	text     []byte
 	logprobs []float32
-	meta     Delta // finish, error and usage of what is pending; its slices stay empty
-	has      bool  // something is pending that has not been taken
-	done     bool  // a finished delta has been pushed
-	waiting  bool  // the consumer is parked on notify
+	topIDs   []int32   // pending top-logprob ids (Delta.TopLogprobIDs)
+	topLps   []float32 // pending top logprobs (Delta.TopLogprobs)
+	meta     Delta     // finish, error and usage of what is pending; its slices stay empty
+	has      bool      // something is pending that has not been taken
+	done     bool      // a finished delta has been pushed
+	waiting  bool      // the consumer is parked on notify
 	notify   chan struct{}
 }
 
@@ -104,6 +112,8 @@ func (s *Stream) Push(d *Delta) {
 	s.ids = append(s.ids, d.IDs...)
 	s.text = append(s.text, d.Text...)
 	s.logprobs = append(s.logprobs, d.Logprobs...)
+	s.topIDs = append(s.topIDs, d.TopLogprobIDs...)
+	s.topLps = append(s.topLps, d.TopLogprobs...)
 	m := &s.meta
 	m.mergeMeta(d)
 	s.has = true
@@ -140,10 +150,12 @@ func (s *Stream) Take(ctx context.Context, minIDs int, d *Delta) error {
 	for {
 		s.mu.Lock()
 		if s.has && (s.done || len(s.ids) >= minIDs || (minIDs <= 1 && len(s.text) > 0)) {
-			ids, lps := d.IDs[:0], d.Logprobs[:0]
+			ids, lps, topIDs, topLps := d.IDs[:0], d.Logprobs[:0], d.TopLogprobIDs[:0], d.TopLogprobs[:0]
 			*d = s.meta
 			d.IDs, s.ids = s.ids, ids
 			d.Logprobs, s.logprobs = s.logprobs, lps
+			d.TopLogprobIDs, s.topIDs = s.topIDs, topIDs
+			d.TopLogprobs, s.topLps = s.topLps, topLps
 			if len(s.text) > 0 {
 				d.Text = string(s.text)
 				s.text = s.text[:0]

@@ -76,6 +76,15 @@ func newChatOutput(reasoning string, tr *toolRequest) *chatOutput {
 	return o
 }
 
+// fresh is a new parser of the same kind, for another choice of the same request.
+func (o *chatOutput) fresh() *chatOutput {
+	n := &chatOutput{reasoning: o.reasoning, tools: o.tools, syn: o.syn}
+	if n.reasoning == "" {
+		n.st = stContent
+	}
+	return n
+}
+
 func (ev *outputEvents) addArgs(i int, s string) {
 	if s == "" {
 		return

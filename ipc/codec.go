@@ -340,8 +340,11 @@ const (
 	sampAllFlags       = sampHasSeed
 )
 
-// samplingLen is the encoded size of a Sampling: six floats, top_k, seed and the flags byte.
-const samplingLen = 6*4 + 4 + 8 + 1
+// sizeSampling is the encoded size of a Sampling: six floats, top_k, seed, the flags byte and
+// the logit bias.
+func sizeSampling(s *Sampling) int {
+	return 6*4 + 4 + 8 + 1 + sizeI32s(s.LogitBiasIDs) + sizeF32s(s.LogitBiasValues)
+}
 
 func appendSampling(dst []byte, s *Sampling) []byte {
 	dst = appendF32(dst, s.Temperature)
@@ -352,7 +355,9 @@ func appendSampling(dst []byte, s *Sampling) []byte {
 	dst = appendF32(dst, s.PresencePenalty)
 	dst = appendI32(dst, s.TopK)
 	dst = appendU64(dst, s.Seed)
-	return append(dst, flag(s.HasSeed, sampHasSeed))
+	dst = append(dst, flag(s.HasSeed, sampHasSeed))
+	dst = appendI32s(dst, s.LogitBiasIDs)
+	return appendF32s(dst, s.LogitBiasValues)
 }
 
 func (r *reader) sampling(s *Sampling) {
@@ -366,6 +371,11 @@ func (r *reader) sampling(s *Sampling) {
 	s.Seed = r.u64("seed")
 	f := r.flags(sampAllFlags, "sampling flags")
 	s.HasSeed = f&sampHasSeed != 0
+	s.LogitBiasIDs = r.i32s(s.LogitBiasIDs, "logit_bias ids")
+	s.LogitBiasValues = r.f32s(s.LogitBiasValues, "logit_bias values")
+	if r.err == nil && len(s.LogitBiasIDs) != len(s.LogitBiasValues) {
+		r.bad(fmt.Errorf("%w: %d logit_bias ids but %d values", ErrMalformed, len(s.LogitBiasIDs), len(s.LogitBiasValues)))
+	}
 }
 
 // ---- GenerateRequest ----
@@ -380,8 +390,8 @@ const (
 )
 
 func (m *GenerateRequest) size() int {
-	return headerLen + sizeStr(m.RID) + 4 + 8 + sizeI32s(m.InputIDs) + samplingLen + 2*4 +
-		sizeI32s(m.StopTokenIDs) + sizeStrs(m.StopStrings) + 1 + 4 + 1 + sizeStr(m.Grammar.Spec) + 4 + 8
+	return headerLen + sizeStr(m.RID) + 4 + 8 + sizeI32s(m.InputIDs) + sizeSampling(&m.Sampling) + 2*4 +
+		sizeI32s(m.StopTokenIDs) + sizeStrs(m.StopStrings) + 1 + 4 + 1 + sizeStr(m.Grammar.Spec) + 4 + 8 + 4
 }
 
 // Append implements Message.
@@ -404,6 +414,7 @@ func (m *GenerateRequest) Append(dst []byte) []byte {
 	dst = appendStr(dst, m.Grammar.Spec)
 	dst = appendI32(dst, m.RoutedRank)
 	dst = appendI64(dst, m.ArrivalUnixNano)
+	dst = appendI32(dst, m.TopLogprobs)
 	return dst
 }
 
@@ -434,6 +445,7 @@ func (m *GenerateRequest) Decode(frame []byte) error {
 	m.Grammar.Spec = r.str(m.Grammar.Spec, "grammar spec")
 	m.RoutedRank = r.i32("routed_rank")
 	m.ArrivalUnixNano = r.i64("arrival")
+	m.TopLogprobs = r.i32("top_logprobs")
 	return r.done(MsgGenerateRequest)
 }
 
@@ -502,11 +514,12 @@ const (
 
 func sizeTokenItem(it *TokenItem) int {
 	return sizeStr(it.RID) + 4 + sizeI32s(it.NewIDs) + sizeF32s(it.Logprobs) + 3*4 + 2 + 4 +
-		sizeStr(it.MatchedStop) + sizeStr(it.Error) + sizeStrs(it.StopStrings)
+		sizeStr(it.MatchedStop) + sizeStr(it.Error) + sizeStrs(it.StopStrings) +
+		sizeI32s(it.TopLogprobIDs) + sizeF32s(it.TopLogprobs)
 }
 
 // minTokenItemLen is the encoded size of an empty TokenItem; it bounds item counts.
-const minTokenItemLen = 4 + 4 + 4 + 4 + 3*4 + 2 + 4 + 4 + 4 + 4
+const minTokenItemLen = 4 + 4 + 4 + 4 + 3*4 + 2 + 4 + 4 + 4 + 4 + 4 + 4
 
 func appendTokenItem(dst []byte, it *TokenItem) []byte {
 	dst = appendStr(dst, it.RID)
@@ -521,7 +534,9 @@ func appendTokenItem(dst []byte, it *TokenItem) []byte {
 	dst = appendI32(dst, it.MatchedStopToken)
 	dst = appendStr(dst, it.MatchedStop)
 	dst = appendStr(dst, it.Error)
-	return appendStrs(dst, it.StopStrings)
+	dst = appendStrs(dst, it.StopStrings)
+	dst = appendI32s(dst, it.TopLogprobIDs)
+	return appendF32s(dst, it.TopLogprobs)
 }
 
 func (r *reader) tokenItem(it *TokenItem) {
@@ -552,6 +567,11 @@ func (r *reader) tokenItem(it *TokenItem) {
 	it.MatchedStop = r.str(it.MatchedStop, "item.matched_stop")
 	it.Error = r.str(it.Error, "item.error")
 	it.StopStrings = r.strs(it.StopStrings, "item.stop_strings")
+	it.TopLogprobIDs = r.i32s(it.TopLogprobIDs, "item.top_logprob_ids")
+	it.TopLogprobs = r.f32s(it.TopLogprobs, "item.top_logprobs")
+	if r.err == nil && len(it.TopLogprobIDs) != len(it.TopLogprobs) {
+		r.bad(fmt.Errorf("%w: %d top logprob ids but %d values", ErrMalformed, len(it.TopLogprobIDs), len(it.TopLogprobs)))
+	}
 }
 
 // ---- TokenBatch ----

@@ -15,12 +15,13 @@ func sampleRequest() *GenerateRequest {
 	return &GenerateRequest{
 		RID: "req-7f3a", Owner: 3, OwnerEpoch: 0x1234_5678_9abc_def0, InputIDs: []int32{1, 2, 3, -4, math.MaxInt32},
 		Sampling: Sampling{Temperature: 0.7, TopP: 0.95, MinP: 0.05, RepetitionPenalty: 1.1,
-			FrequencyPenalty: -0.5, PresencePenalty: 0.25, TopK: 40, Seed: 1 << 60, HasSeed: true},
+			FrequencyPenalty: -0.5, PresencePenalty: 0.25, TopK: 40, Seed: 1 << 60, HasSeed: true,
+			LogitBiasIDs: []int32{5, 9}, LogitBiasValues: []float32{-100, 2.5}},
 		MaxNewTokens: 128, MinNewTokens: 2, StopTokenIDs: []int32{151643, 151645},
 		StopStrings: []string{"\n\n", "</s>", ""}, IgnoreEOS: true, SkipSpecialTokens: true,
 		Stream: true, NoText: false, StreamInterval: 4, Logprobs: true,
 		Grammar:    Grammar{Kind: GrammarJSONSchema, Spec: `{"type":"object"}`},
-		RoutedRank: -1, ArrivalUnixNano: 1_700_000_000_123_456_789,
+		RoutedRank: -1, ArrivalUnixNano: 1_700_000_000_123_456_789, TopLogprobs: 5,
 	}
 }
 
@@ -41,6 +42,7 @@ func sampleItem(i int) TokenItem {
 	}
 	if i%3 == 0 {
 		it.Logprobs = []float32{-0.25, float32(-i)}
+		it.TopLogprobIDs, it.TopLogprobs = []int32{int32(i), 3, int32(i + 1), 4}, []float32{-0.25, -2, float32(-i), -3}
 	}
 	if i%7 == 0 {
 		it.Finished, it.FinishReason = true, FinishStop
@@ -344,27 +346,27 @@ func TestWireGolden(t *testing.T) {
 		m    Message
 		want string
 	}{
-		{&Abort{RID: "r1", Owner: 2, OwnerEpoch: 5, Reason: "x"}, "0402" + "02000000" + "7231" + "02000000" + "0500000000000000" + "01000000" + "78"},
+		{&Abort{RID: "r1", Owner: 2, OwnerEpoch: 5, Reason: "x"}, "0502" + "02000000" + "7231" + "02000000" + "0500000000000000" + "01000000" + "78"},
 		{&GenerateRequest{RID: "g", Owner: 1, OwnerEpoch: 3, InputIDs: []int32{7},
 			Sampling: Sampling{Temperature: 1, TopP: 0.5, MinP: 0, RepetitionPenalty: 2, FrequencyPenalty: -1, PresencePenalty: 0,
 				TopK: 3, Seed: 9, HasSeed: true},
 			MaxNewTokens: 4, MinNewTokens: 1, StopTokenIDs: []int32{2}, StopStrings: []string{"s"}, Stream: true, NoText: true,
 			StreamInterval: 5, Grammar: Grammar{Kind: GrammarRegex, Spec: "a"}, RoutedRank: -1, ArrivalUnixNano: 6},
-			"0401" + "01000000" + "67" + "01000000" + "0300000000000000" + "01000000" + "07000000" +
-				"0000803f" + "0000003f" + "00000000" + "00000040" + "000080bf" + "00000000" + "03000000" + "0900000000000000" + "01" +
+			"0501" + "01000000" + "67" + "01000000" + "0300000000000000" + "01000000" + "07000000" +
+				"0000803f" + "0000003f" + "00000000" + "00000040" + "000080bf" + "00000000" + "03000000" + "0900000000000000" + "01" + "00000000" + "00000000" +
 				"04000000" + "01000000" + "01000000" + "02000000" + "01000000" + "01000000" + "73" +
-				"0c" + "05000000" + "03" + "01000000" + "61" + "ffffffff" + "0600000000000000"},
+				"0c" + "05000000" + "03" + "01000000" + "61" + "ffffffff" + "0600000000000000" + "00000000"},
 		{&TokenBatch{Rank: 1, Seq: 2, Load: Load{Running: 3, Received: []uint64{4}, Preemptions: 7, PrefixHitTokens: 8},
 			Items: []TokenItem{{RID: "a", NewIDs: []int32{-1}, Finished: true, FinishReason: FinishLength, MatchedStopToken: -1,
 				SkipSpecialTokens: true, StopStrings: []string{"z"}}}},
-			"0403" + "01000000" + "0200000000000000" +
+			"0503" + "01000000" + "0200000000000000" +
 				"0300000000000000" + "0000000000000000" + "0000000000000000" + "0000000000000000" + "0000000000000000" +
 				"0700000000000000" + "0800000000000000" +
 				"01000000" + "0400000000000000" + "00000000" +
 				"01000000" + // one item
 				"01000000" + "61" + "00000000" + "01000000" + "ffffffff" + "00000000" +
 				"00000000" + "00000000" + "00000000" + "05" + "02" + "ffffffff" + "00000000" + "00000000" +
-				"01000000" + "01000000" + "7a"},
+				"01000000" + "01000000" + "7a" + "00000000" + "00000000"},
 	}
 	for _, c := range cases {
 		if got := fmt.Sprintf("%x", Encode(c.m)); got != c.want {

@@ -4,7 +4,7 @@ import "fmt"
 
 // WireVersion is the first byte of every frame. Bump it on any incompatible layout change;
 // decoders refuse frames of any other version.
-const WireVersion byte = 4
+const WireVersion byte = 5
 
 // MsgType is the second byte of every frame.
 type MsgType uint8
@@ -120,6 +120,9 @@ type Sampling struct {
 	TopK              int32
 	Seed              uint64
 	HasSeed           bool // Seed is set; without it the rank draws a fresh seed
+	// LogitBiasIDs[i] gets LogitBiasValues[i] added to its logit (sampling.Bias).
+	LogitBiasIDs    []int32
+	LogitBiasValues []float32
 }
 
 // GenerateRequest is one tokenized request, sent by the tokenizer worker that owns it to the
@@ -149,6 +152,8 @@ type GenerateRequest struct {
 	Grammar         Grammar
 	RoutedRank      int32 // DP rank the request must run on; -1 = any
 	ArrivalUnixNano int64
+	// TopLogprobs is how many most likely tokens to report with each generated token (0-20).
+	TopLogprobs int32
 }
 
 // Abort cancels a request at the scheduler that runs it. An empty RID (never a request's)
@@ -202,6 +207,11 @@ type TokenItem struct {
 	NoText            bool
 	SkipSpecialTokens bool
 	StopStrings       []string
+
+	// TopLogprobIDs and TopLogprobs hold, for each NewIDs entry in order, the request's k most
+	// likely tokens and their logprobs (k = len(TopLogprobIDs) / len(NewIDs)); else empty.
+	TopLogprobIDs []int32
+	TopLogprobs   []float32
 }
 
 // TokenBatch is what a scheduler sends after a step: the new token ids of every request that

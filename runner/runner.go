@@ -289,11 +289,11 @@ func (r *Runner) send(out *scheduler.Output) {
 			o = &none
 		}
 		first := !o.gate.sentAny
-		ids, lps, ok := o.gate.push(it.NewIDs, it.Logprobs, it.Finished)
+		ids, lps, top, ok := o.gate.pushTop(it.NewIDs, it.Logprobs, topLogprobs{it.TopLogprobIDs, it.TopLogprobs}, it.Finished)
 		if !ok {
 			continue
 		}
-		b.Items = append(b.Items, itemToWire(it, ids, lps, &o.settings, first))
+		b.Items = append(b.Items, itemToWire(it, ids, lps, top, &o.settings, first))
 		if it.Finished {
 			delete(r.outputs, it.RID)
 		} else if o.gate.holding() {

@@ -48,7 +48,7 @@ func requestFromWire(m *ipc.GenerateRequest) (request, error) {
 			RID: m.RID, Owner: int(m.Owner), InputIDs: m.InputIDs,
 			MaxNewTokens: int(m.MaxNewTokens), MinNewTokens: int(m.MinNewTokens),
 			StopTokenIDs: m.StopTokenIDs, IgnoreEOS: m.IgnoreEOS,
-			Sampling: samplingFromWire(&m.Sampling), Logprobs: m.Logprobs, Arrival: time.Unix(0, m.ArrivalUnixNano),
+			Sampling: samplingFromWire(&m.Sampling), Logprobs: m.Logprobs, TopLogprobs: int(m.TopLogprobs), Arrival: time.Unix(0, m.ArrivalUnixNano),
 		},
 		out: outputSettings{stream: m.Stream, interval: max(int(m.StreamInterval), 1), noText: m.NoText,
 			skipSpecial: m.SkipSpecialTokens, stops: m.StopStrings},
@@ -64,6 +64,9 @@ func samplingFromWire(s *ipc.Sampling) sampling.Params {
 	if s.HasSeed {
 		seed := s.Seed
 		p.Seed = &seed
+	}
+	for i, id := range s.LogitBiasIDs {
+		p.LogitBias = append(p.LogitBias, sampling.Bias{ID: id, Value: s.LogitBiasValues[i]})
 	}
 	return p
 }
@@ -87,9 +90,10 @@ func grammarFromWire(g ipc.Grammar) (grammar.Spec, error) {
 // itemToWire converts one scheduler item whose output goes out now: ids and logprobs are what
 // the stream gate releases (the step's own, or its buffer); first says whether it is the
 // request's first item.
-func itemToWire(it *scheduler.Item, ids []int32, logprobs []float32, out *outputSettings, first bool) ipc.TokenItem {
+func itemToWire(it *scheduler.Item, ids []int32, logprobs []float32, top topLogprobs, out *outputSettings, first bool) ipc.TokenItem {
 	ti := ipc.TokenItem{
 		RID: it.RID, Owner: uint32(it.Owner), NewIDs: ids, Logprobs: logprobs,
+		TopLogprobIDs: top.ids, TopLogprobs: top.logprobs,
 		PromptTokens: int32(it.PromptTokens), CachedTokens: int32(it.CachedTokens), CompletionTokens: int32(it.CompletionTokens),
 		Finished: it.Finished, FinishReason: finishReasonToWire(it.FinishReason),
 		MatchedStopToken: it.MatchedStopToken, MatchedStop: it.MatchedStop, Error: it.Err,
@@ -99,6 +103,12 @@ func itemToWire(it *scheduler.Item, ids []int32, logprobs []float32, out *output
 		ti.StopStrings = out.stops
 	}
 	return ti
+}
+
+// topLogprobs are the top-logprob entries of an item's ids (k per id, flattened).
+type topLogprobs struct {
+	ids      []int32
+	logprobs []float32
 }
 
 func finishReasonToWire(r scheduler.FinishReason) ipc.FinishReason {

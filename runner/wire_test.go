@@ -105,6 +105,7 @@ func TestRequestCrossesEveryHop(t *testing.T) {
 		"Sampling.FrequencyPenalty":  {s.Sampling.FrequencyPenalty, req.Sampling.FrequencyPenalty},
 		"Sampling.PresencePenalty":   {s.Sampling.PresencePenalty, req.Sampling.PresencePenalty},
 		"Sampling.Seed":              {deref(s.Sampling.Seed), *req.Sampling.Seed},
+		"Sampling.LogitBias":         {s.Sampling.LogitBias, req.Sampling.LogitBias},
 		"MaxNewTokens":               {s.MaxNewTokens, req.MaxNewTokens},
 		"MinNewTokens":               {s.MinNewTokens, req.MinNewTokens},
 		"StopStrings":                {in.out.stops, req.StopStrings},
@@ -114,6 +115,7 @@ func TestRequestCrossesEveryHop(t *testing.T) {
 		"Stream":                     {in.out.stream, req.Stream},
 		"StreamInterval":             {in.out.interval, req.StreamInterval},
 		"Logprobs":                   {s.Logprobs, req.Logprobs},
+		"TopLogprobs":                {s.TopLogprobs, req.TopLogprobs},
 		"GrammarKind":                {in.grammar.Kind, grammar.KindRegex},
 		"GrammarSpec":                {in.grammar.Text, req.GrammarSpec},
 		"RoutedRank":                 {in.routedRank, req.RoutedRank},
@@ -190,10 +192,11 @@ func TestItemCrossesToTheWire(t *testing.T) {
 	f.fill(t, "Item", reflect.ValueOf(&it).Elem())
 	it.FinishReason = 3
 	out := outputSettings{noText: true, skipSpecial: true, stops: []string{"x"}}
-	w := itemToWire(&it, it.NewIDs, it.Logprobs, &out, true)
+	w := itemToWire(&it, it.NewIDs, it.Logprobs, topLogprobs{it.TopLogprobIDs, it.TopLogprobs}, &out, true)
 	checks := map[string][2]any{
 		"RID": {w.RID, it.RID}, "Owner": {int(w.Owner), it.Owner}, "NewIDs": {w.NewIDs, it.NewIDs},
-		"Logprobs": {w.Logprobs, it.Logprobs}, "PromptTokens": {int(w.PromptTokens), it.PromptTokens},
+		"Logprobs": {w.Logprobs, it.Logprobs}, "TopLogprobIDs": {w.TopLogprobIDs, it.TopLogprobIDs},
+		"TopLogprobs": {w.TopLogprobs, it.TopLogprobs}, "PromptTokens": {int(w.PromptTokens), it.PromptTokens},
 		"CachedTokens": {int(w.CachedTokens), it.CachedTokens}, "CompletionTokens": {int(w.CompletionTokens), it.CompletionTokens},
 		"Finished": {w.Finished, it.Finished}, "FinishReason": {w.FinishReason.String(), it.FinishReason.String()},
 		"MatchedStopToken": {w.MatchedStopToken, it.MatchedStopToken}, "MatchedStop": {w.MatchedStop, it.MatchedStop},

@@ -1,6 +1,9 @@
 package sampling
 
-import "math"
+import (
+	"math"
+	"slices"
+)
 
 // LogSoftmaxAt returns log softmax(logits)[tok]: the natural-log probability of tok under the
 // raw logits, before penalties, mask or temperature, as OpenAI's logprobs report it. It returns
@@ -36,4 +39,29 @@ func logPartition(logits []float32) (maxLogit, logZ float32) {
 		}
 	}
 	return maxLogit, float32(math.Log(z))
+}
+
+// TopLogprobs appends to ids and lps the k most likely tokens of logits (ties to the lower id),
+// most likely first, with their log softmax under the raw logits (as LogSoftmaxAt). NaN logits
+// are never listed.
+func TopLogprobs(logits []float32, k int, ids []int32, lps []float32) ([]int32, []float32) {
+	if k <= 0 || len(logits) == 0 {
+		return ids, lps
+	}
+	maxLogit, logZ := logPartition(logits)
+	top := topK(make([]scored, 0, k), logits, k, float32(math.Inf(-1)))
+	slices.SortFunc(top, func(a, b scored) int {
+		if ranksBelow(a, b) {
+			return 1
+		}
+		if ranksBelow(b, a) {
+			return -1
+		}
+		return 0
+	})
+	for _, c := range top {
+		ids = append(ids, c.id)
+		lps = append(lps, c.logit-maxLogit-logZ)
+	}
+	return ids, lps
 }

@@ -29,7 +29,20 @@ type Params struct {
 	PresencePenalty float32
 	// Seed makes the random stream reproducible; nil draws a fresh seed.
 	Seed *uint64
+	// LogitBias is added to the named tokens' logits before anything else (OpenAI's logit_bias):
+	// a bias of -100 bans its token, and if any bias is +100 only the tokens biased +100 may be
+	// chosen, as OpenAI describes those values ("ban or exclusive selection").
+	LogitBias []Bias
 }
+
+// Bias is one logit_bias entry: Value (in [-100, 100]) added to token ID's logit.
+type Bias struct {
+	ID    int32
+	Value float32
+}
+
+// MaxBias bounds a logit bias's magnitude; the bounds themselves ban or force.
+const MaxBias = 100
 
 // DefaultParams returns the OpenAI / SGLang defaults: temperature 1, top_p 1, top_k disabled,
 // min_p 0, no penalties, no seed.
@@ -66,6 +79,14 @@ func (p Params) Validate() error {
 	}
 	if !(p.PresencePenalty >= -2 && p.PresencePenalty <= 2) {
 		errs = append(errs, fmt.Errorf("presence_penalty must be in [-2, 2], got %v", p.PresencePenalty))
+	}
+	for _, b := range p.LogitBias {
+		if !(b.Value >= -MaxBias && b.Value <= MaxBias) {
+			errs = append(errs, fmt.Errorf("logit_bias for token %d must be in [-100, 100], got %v", b.ID, b.Value))
+		}
+		if b.ID < 0 {
+			errs = append(errs, fmt.Errorf("logit_bias token id %d is negative", b.ID))
+		}
 	}
 	return errors.Join(errs...)
 }

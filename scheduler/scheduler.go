@@ -145,7 +145,7 @@ func (s *Scheduler) Add(req *Request) error {
 	}
 	p := req.Sampling
 	st.sampler = sampling.New(p, req.InputIDs)
-	st.mutates = p.RepetitionPenalty != 1 || p.FrequencyPenalty != 0 || p.PresencePenalty != 0
+	st.mutates = p.RepetitionPenalty != 1 || p.FrequencyPenalty != 0 || p.PresencePenalty != 0 || len(p.LogitBias) > 0
 	if req.Constraint != nil {
 		st.mask = make([]uint64, (s.vocab+63)/64)
 	}
@@ -319,6 +319,10 @@ func (s *Scheduler) Step(ctx context.Context) (Output, error) {
 			if st.req.Logprobs {
 				lps = append(lps, st.pick.logprob)
 				it.Logprobs = lps[len(lps)-1 : len(lps) : len(lps)]
+			}
+			if st.req.TopLogprobs > 0 {
+				// The seq's own buffers, rewritten at its next sample: valid until the next Step.
+				it.TopLogprobIDs, it.TopLogprobs = st.pick.topIDs, st.pick.topLogprobs
 			}
 		}
 		if done {

@@ -38,6 +38,7 @@ func RequestToWire(req *api.Request, rid string, owner int, epoch uint64, arriva
 		Stream: req.Stream, NoText: req.NoText, StreamInterval: int32(req.StreamInterval), Logprobs: req.Logprobs,
 		Grammar:    ipc.Grammar{Kind: kind, Spec: req.GrammarSpec},
 		RoutedRank: int32(req.RoutedRank), ArrivalUnixNano: arrival.UnixNano(),
+		TopLogprobs: int32(req.TopLogprobs),
 	}
 	if !req.Stream {
 		// Non-streaming requests are sent whole at the end, not flushed every step.
@@ -76,6 +77,10 @@ func samplingToWire(p *sampling.Params) ipc.Sampling {
 	}
 	if p.Seed != nil {
 		s.Seed, s.HasSeed = *p.Seed, true
+	}
+	for _, b := range p.LogitBias {
+		s.LogitBiasIDs = append(s.LogitBiasIDs, b.ID)
+		s.LogitBiasValues = append(s.LogitBiasValues, b.Value)
 	}
 	return s
 }
@@ -119,6 +124,7 @@ func GrammarSpec(k api.GrammarKind, text string) (grammar.Spec, error) {
 func deltaFromWire(it *ipc.TokenItem, text string) api.Delta {
 	d := api.Delta{
 		IDs: it.NewIDs, Text: text, Logprobs: it.Logprobs,
+		TopLogprobIDs: it.TopLogprobIDs, TopLogprobs: it.TopLogprobs,
 		PromptTokens: int(it.PromptTokens), CachedTokens: int(it.CachedTokens), CompletionTokens: int(it.CompletionTokens),
 		Finished: it.Finished, FinishReason: finishReasonFromWire(it.FinishReason),
 	}

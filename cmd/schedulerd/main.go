@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/llmserve/llmserve/internal/version"
 	"github.com/urfave/cli/v3"
 )
 
@@ -15,6 +16,7 @@ func main() {
 	cmd := &cli.Command{
 		Name:     "schedulerd",
 		Usage:    "one data-parallel rank of the llmserve engine",
+		Version:  version.String(),
 		Commands: []*cli.Command{serveCommand(), generateCommand()},
 	}
 	if err := cmd.Run(context.Background(), os.Args); err != nil {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/llmserve/llmserve/internal/version"
 	"github.com/urfave/cli/v3"
 )
 
@@ -15,6 +16,7 @@ func main() {
 	cmd := &cli.Command{
 		Name:     "tokenizerd",
 		Usage:    "HTTP API and tokenizer workers of the llmserve engine",
+		Version:  version.String(),
 		Commands: []*cli.Command{serveCommand(), tokenizeCommand()},
 	}
 	if err := cmd.Run(context.Background(), os.Args); err != nil {
