@@ -33,10 +33,8 @@ func (s *Server) streamSSE(ctx context.Context, w http.ResponseWriter, st *Strea
 		}
 		now := time.Now()
 		if len(d.IDs) > 0 {
-			if first {
-				s.mTTFT.Observe(now.Sub(start).Seconds())
-			} else {
-				s.mITL.Observe(now.Sub(last).Seconds() / float64(len(d.IDs)))
+			if !first {
+				s.met.itl.Observe(now.Sub(last).Seconds() / float64(len(d.IDs)))
 			}
 			last = now
 		}
@@ -44,7 +42,7 @@ func (s *Server) streamSSE(ctx context.Context, w http.ResponseWriter, st *Strea
 		first = false
 		if d.Finished {
 			buf = append(buf, "data: [DONE]\n\n"...)
-			s.observe(&d, start)
+			s.met.finished(&d, st, start)
 		}
 		if _, err := w.Write(buf); err != nil {
 			return
