@@ -329,4 +329,3 @@ func (s *Server) collect(ctx context.Context, st *Stream) (Delta, error) {
 		}
 	}
 }
-
