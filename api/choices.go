@@ -133,8 +133,9 @@ func (s *Server) expandChoices(tmpl *Request, f *openAIFormat, prompts [][]int32
 
 // choiceEvent is one candidate's delta.
 type choiceEvent struct {
-	i int
-	d Delta
+	i  int
+	d  Delta
+	st *Stream // the choice's stream, for its times
 }
 
 // serveChoices runs every candidate of cs and answers with one response object or one stream.
@@ -169,7 +170,7 @@ func (s *Server) serveChoices(w http.ResponseWriter, r *http.Request, cs *choice
 				first = nil
 			}
 			select {
-			case events <- choiceEvent{i, d}:
+			case events <- choiceEvent{i, d, st}:
 			case <-ctx.Done():
 				return
 			}
@@ -192,7 +193,7 @@ func (s *Server) serveChoices(w http.ResponseWriter, r *http.Request, cs *choice
 		mu.Unlock()
 		firsts = append(firsts, st)
 	}
-	stop := context.AfterFunc(r.Context(), func() { s.mDisconnects.Inc(); abortAll() })
+	stop := context.AfterFunc(r.Context(), func() { s.met.disconnects.Inc(); abortAll() })
 	defer stop()
 	for gi, st := range firsts {
 		g := gi * cs.per
@@ -221,7 +222,7 @@ func (s *Server) serveChoices(w http.ResponseWriter, r *http.Request, cs *choice
 				st, err := s.engine.Submit(ctx, req)
 				if err != nil {
 					select {
-					case events <- choiceEvent{i, Delta{Finished: true, FinishReason: FinishError, Err: fmt.Errorf("submit choice %d: %w", i, err)}}:
+					case events <- choiceEvent{i, Delta{Finished: true, FinishReason: FinishError, Err: fmt.Errorf("submit choice %d: %w", i, err)}, nil}:
 					case <-ctx.Done():
 					}
 					continue
@@ -248,7 +249,7 @@ func (s *Server) serveChoices(w http.ResponseWriter, r *http.Request, cs *choice
 		all[ev.i].Merge(&ev.d)
 		if ev.d.Finished {
 			left--
-			s.observe(&all[ev.i], start)
+			s.met.finished(&all[ev.i], ev.st, start)
 			cs.totals.update(ev.i, &all[ev.i])
 			if err := all[ev.i].Err; err != nil {
 				abortAll()
@@ -334,7 +335,7 @@ func (s *Server) streamChoices(ctx context.Context, w http.ResponseWriter, cs *c
 		if ev.d.Finished {
 			left--
 			done[ev.i] = true
-			s.observe(&totals[ev.i], start)
+			s.met.finished(&totals[ev.i], ev.st, start)
 		}
 		if left == 0 {
 			if cs.includeUsage {

@@ -223,7 +223,7 @@ type tokenizeRequest struct {
 }
 
 func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
-	s.mRequests["/tokenize"].Inc()
+	s.met.requests["/tokenize"].Inc()
 	var body tokenizeRequest
 	if err := s.decodeBody(w, r, &body); err != nil {
 		s.writeError(w, http.StatusBadRequest, err)
@@ -271,7 +271,7 @@ type detokenizeRequest struct {
 }
 
 func (s *Server) handleDetokenize(w http.ResponseWriter, r *http.Request) {
-	s.mRequests["/detokenize"].Inc()
+	s.met.requests["/detokenize"].Inc()
 	var body detokenizeRequest
 	if err := s.decodeBody(w, r, &body); err != nil {
 		s.writeError(w, http.StatusBadRequest, err)

@@ -77,15 +77,9 @@ type Server struct {
 	stopping context.Context
 	stopNow  context.CancelFunc
 
-	reg          *metrics.Registry
-	mRequests    map[string]*metrics.Counter
-	mErrors      *metrics.Counter
-	mPrompt      *metrics.Counter
-	mGenerated   *metrics.Counter
-	mTTFT        *metrics.Histogram
-	mITL         *metrics.Histogram
-	mE2E         *metrics.Histogram
-	mDisconnects *metrics.Counter
+	// reg is what /metrics writes; met are the API's series in it.
+	reg *metrics.Registry
+	met *serverMetrics
 }
 
 // NewServer wires the handlers. reg receives the API's metrics and is what /metrics writes
@@ -108,8 +102,7 @@ func NewServer(cfg Config, engine Engine, reg *metrics.Registry, log *slog.Logge
 			return nil, fmt.Errorf("an API key must be non-empty and contain no whitespace")
 		}
 	}
-	s := &Server{cfg: cfg, engine: engine, log: log, created: time.Now().Unix(), reg: reg,
-		mRequests: map[string]*metrics.Counter{}}
+	s := &Server{cfg: cfg, engine: engine, log: log, created: time.Now().Unix(), reg: reg}
 	s.stopping, s.stopNow = context.WithCancel(context.Background())
 	if tok := engine.Tokenizer(); tok != nil {
 		for id := 0; id < tok.VocabSize(); id++ {
@@ -122,18 +115,7 @@ func NewServer(cfg Config, engine Engine, reg *metrics.Registry, log *slog.Logge
 			return nil, fmt.Errorf("compile chat template: %w", s.tmplErr)
 		}
 	}
-	w := metrics.Labels{{"worker", fmt.Sprint(cfg.Worker)}}
-	for _, ep := range []string{"/v1/completions", "/v1/chat/completions", "/generate", "/tokenize", "/detokenize", "/v1/responses"} {
-		s.mRequests[ep] = reg.NewCounter("llm_requests_total", "Requests received, by endpoint.",
-			append(metrics.Labels{{"endpoint", ep}}, w...))
-	}
-	s.mErrors = reg.NewCounter("llm_request_errors_total", "Requests answered with an error.", w)
-	s.mPrompt = reg.NewCounter("llm_prompt_tokens_total", "Prompt tokens of finished requests.", w)
-	s.mGenerated = reg.NewCounter("llm_generation_tokens_total", "Tokens generated for finished requests.", w)
-	s.mDisconnects = reg.NewCounter("llm_client_disconnects_total", "Requests aborted because the client went away.", w)
-	s.mTTFT = reg.NewHistogram("llm_time_to_first_token_seconds", "Time to first token.", w, metrics.LatencyBuckets)
-	s.mITL = reg.NewHistogram("llm_inter_token_latency_seconds", "Time between streamed chunks, per token.", w, metrics.LatencyBuckets)
-	s.mE2E = reg.NewHistogram("llm_e2e_request_latency_seconds", "Request latency, arrival to finish.", w, metrics.LatencyBuckets)
+	s.met = newServerMetrics(reg, cfg.ServedModelName)
 	return s, nil
 }
 
@@ -176,7 +158,7 @@ type apiError struct {
 }
 
 func (s *Server) writeError(w http.ResponseWriter, status int, err error) {
-	s.mErrors.Inc()
+	s.met.errorCounter(status).Inc()
 	e := apiError{Message: clipMessage(err.Error()), Code: status, Type: "invalid_request_error"}
 	var bre *BadRequestError
 	if errors.As(err, &bre) {
@@ -308,7 +290,7 @@ type outputFormat interface {
 // decode the body, let build validate it into a Request and choose its response format, run it,
 // and answer with one JSON object or an SSE stream.
 func generation[B any](s *Server, endpoint string, build func(body *B, start time.Time) (*Request, outputFormat, error)) http.HandlerFunc {
-	requests := s.mRequests[endpoint]
+	requests := s.met.requests[endpoint]
 	return func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		requests.Inc()
@@ -349,7 +331,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *Request, f o
 	// aborted, once.
 	gone := sync.OnceFunc(func() {
 		if !st.Done() {
-			s.mDisconnects.Inc()
+			s.met.disconnects.Inc()
 			s.engine.Abort(st.RID)
 		}
 	})
@@ -374,7 +356,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *Request, f o
 	if err != nil && context.Cause(ctx) != errShuttingDown {
 		return // client gone: the abort was sent by the AfterFunc
 	}
-	s.observe(&d, start)
+	s.met.finished(&d, st, start)
 	_ = rc.SetWriteDeadline(s.writeDeadline())
 	switch {
 	case err != nil:
@@ -416,11 +398,4 @@ func (s *Server) collect(ctx context.Context, st *Stream) (Delta, error) {
 			return all, nil
 		}
 	}
-}
-
-// observe records a finished request's usage and latency.
-func (s *Server) observe(d *Delta, start time.Time) {
-	s.mPrompt.Add(float64(d.PromptTokens))
-	s.mGenerated.Add(float64(d.CompletionTokens))
-	s.mE2E.Observe(time.Since(start).Seconds())
 }

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // FinishReason says why a request stopped producing tokens.
@@ -40,6 +41,10 @@ type Delta struct {
 	PromptTokens     int
 	CachedTokens     int
 	CompletionTokens int
+
+	// QueueTime, PrefillTime and DecodeTime are the rank's account of a finished request: waiting
+	// to be scheduled, scheduled until its first token, first token until the finish.
+	QueueTime, PrefillTime, DecodeTime time.Duration
 }
 
 // Merge appends later onto d: ids and logprobs appended, text concatenated, the finish and the
@@ -72,6 +77,9 @@ func (d *Delta) mergeMeta(later *Delta) {
 	if later.CompletionTokens > 0 {
 		d.CompletionTokens = later.CompletionTokens
 	}
+	if later.Finished {
+		d.QueueTime, d.PrefillTime, d.DecodeTime = later.QueueTime, later.PrefillTime, later.DecodeTime
+	}
 }
 
 // Stream is the output mailbox of one request: the worker's receive loop pushes deltas without
@@ -93,6 +101,9 @@ type Stream struct {
 	done     bool      // a finished delta has been pushed
 	waiting  bool      // the consumer is parked on notify
 	notify   chan struct{}
+	// firstToken and finished are when the first token id and the finish reached this stream
+	// (zero until then): TTFT and decode time for every request, streamed or not.
+	firstToken, finished time.Time
 }
 
 // NewStream returns an empty mailbox for rid.
@@ -109,6 +120,9 @@ func (s *Stream) Push(d *Delta) {
 		s.mu.Unlock()
 		return
 	}
+	if len(d.IDs) > 0 && s.firstToken.IsZero() {
+		s.firstToken = time.Now()
+	}
 	s.ids = append(s.ids, d.IDs...)
 	s.text = append(s.text, d.Text...)
 	s.logprobs = append(s.logprobs, d.Logprobs...)
@@ -119,6 +133,7 @@ func (s *Stream) Push(d *Delta) {
 	s.has = true
 	if d.Finished || d.Err != nil {
 		s.done = true
+		s.finished = time.Now()
 		m.Finished = true
 		if m.FinishReason == FinishNone {
 			m.FinishReason = FinishError
@@ -183,4 +198,11 @@ func (s *Stream) Done() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.done
+}
+
+// Times returns when the first token id and the finish reached the stream (zero when not yet).
+func (s *Stream) Times() (firstToken, finished time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.firstToken, s.finished
 }

@@ -233,6 +233,9 @@ func supervise(ctx context.Context, cfg *serveConfig) error {
 	if err := shard.CreateLedger(worker.LedgerPath(dir), n, cfg.DPSize); err != nil {
 		return err
 	}
+	if err := metrics.CreateShared(metricsPath(dir), n); err != nil {
+		return err
+	}
 	threads := workerThreads(cfg.WorkerThreads, n, cfg.DPSize, runtime.NumCPU())
 	log.Info("starting tokenizer workers", "workers", n, "threads_per_worker", threads, "addr", cfg.addr())
 	var wg sync.WaitGroup
@@ -313,8 +316,13 @@ func runWorker(ctx context.Context, cfg *serveConfig) error {
 		return err
 	}
 	defer w.Close()
-	reg := metrics.NewRegistry()
+	reg, store, err := openMetrics(cfg)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
 	srv, err := newAPIServer(cfg, w, mode, reg, log)
+	store.Seal() // every counter and histogram is registered: publish this worker's layout
 	if err != nil {
 		return err
 	}
@@ -403,7 +411,7 @@ func newAPIServer(cfg *serveConfig, w *worker.Worker, mode worker.Mode, reg *met
 	if err != nil {
 		return nil, err
 	}
-	registerRankGauges(reg, w, cfg.WorkerIndex, cfg.DPSize)
+	registerRankGauges(reg, w, cfg.WorkerIndex, cfg.DPSize, name)
 	return api.NewServer(api.Config{
 		ServedModelName: name, ContextLength: ctxLen, DefaultSampling: defaultSampling(cfg.ModelPath, log),
 		StreamInterval: cfg.StreamInterval, SkipTokenizerInit: mode == worker.ModeSkipTokenizerInit, Worker: cfg.WorkerIndex,
@@ -517,8 +525,58 @@ func defaultSampling(path string, log *slog.Logger) sampling.Params {
 	return p
 }
 
-// registerRankGauges exposes what this worker knows of every rank's load, labelled by rank.
-func registerRankGauges(reg *metrics.Registry, w *worker.Worker, index, ranks int) {
+// openMetrics opens this worker's registry. Its counters and histograms live in the store the
+// supervisor created, one slot per worker, so /metrics shows the whole engine whichever worker
+// the scrape's connection reached.
+func openMetrics(cfg *serveConfig) (*metrics.Registry, *metrics.Shared, error) {
+	dir, err := cfg.OpenRunDir()
+	if err != nil {
+		return nil, nil, err
+	}
+	store, err := metrics.OpenShared(metricsPath(dir), cfg.TokenizerWorkerNum, cfg.WorkerIndex)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w (the tokenizerd supervisor creates it; start workers through it)", err)
+	}
+	return metrics.NewSharedRegistry(store), store, nil
+}
+
+// metricsPath is the workers' shared metrics store in the run directory.
+func metricsPath(runDir string) string { return filepath.Join(runDir, "metrics") }
+
+// registerRankGauges exposes what this worker knows of every rank's load (every worker hears
+// every rank), labelled by rank, and the engine-wide gauges under vLLM's names.
+func registerRankGauges(reg *metrics.Registry, w *worker.Worker, index, ranks int, model string) {
+	ml := metrics.Labels{{"model_name", model}}
+	total := func(f func(rl *shard.RankLoad) float64) func() float64 {
+		return func() float64 {
+			var v float64
+			for _, rl := range w.Snapshot().Ranks {
+				v += f(&rl)
+			}
+			return v
+		}
+	}
+	reg.NewGaugeFunc("vllm:num_requests_running", "Requests in the ranks' batches.", ml,
+		total(func(rl *shard.RankLoad) float64 { return float64(rl.Reported.Running) }))
+	reg.NewGaugeFunc("vllm:num_requests_waiting", "Requests queued at the ranks.", ml,
+		total(func(rl *shard.RankLoad) float64 { return float64(rl.Reported.Waiting) }))
+	kvUsage := func() float64 {
+		var used, capacity float64
+		for _, rl := range w.Snapshot().Ranks {
+			used += float64(rl.Reported.KVTokensUsed)
+			capacity += float64(rl.Reported.KVTokensCapacity)
+		}
+		if capacity == 0 {
+			return 0
+		}
+		return used / capacity
+	}
+	// vLLM's dashboard reads gpu_cache_usage_perc; newer vLLM names it kv_cache_usage_perc.
+	// Both are fractions (0-1) despite the name, as in vLLM.
+	reg.NewGaugeFunc("vllm:gpu_cache_usage_perc", "KV cache positions in use over capacity, all ranks (0-1).", ml, kvUsage)
+	reg.NewGaugeFunc("vllm:kv_cache_usage_perc", "KV cache positions in use over capacity, all ranks (0-1).", ml, kvUsage)
+	reg.NewCounterFunc("vllm:num_preemptions_total", "Requests the ranks evicted from their batches to free KV blocks.", ml,
+		total(func(rl *shard.RankLoad) float64 { return float64(rl.Reported.Preemptions) }))
 	wl := metrics.Labels{{"worker", strconv.Itoa(index)}}
 	reg.NewGaugeFunc("llm_worker_in_flight_requests", "Requests this worker owns that have not finished.", wl,
 		func() float64 { return float64(w.InFlight()) })
