@@ -189,7 +189,7 @@ func (s *Server) serveChoices(w http.ResponseWriter, r *http.Request, cs *choice
 			return
 		}
 		mu.Lock()
-		submitted = append(submitted, cs.reqs[g].RID)
+		submitted = append(submitted, st.RID)
 		mu.Unlock()
 		firsts = append(firsts, st)
 	}
@@ -204,7 +204,7 @@ func (s *Server) serveChoices(w http.ResponseWriter, r *http.Request, cs *choice
 		}
 		rank := -1
 		if rf, ok := s.engine.(RankFinder); ok {
-			if rk, ok := rf.RankOf(cs.reqs[g].RID); ok {
+			if rk, ok := rf.RankOf(st.RID); ok {
 				rank = rk
 			}
 		}
@@ -228,7 +228,7 @@ func (s *Server) serveChoices(w http.ResponseWriter, r *http.Request, cs *choice
 					continue
 				}
 				mu.Lock()
-				submitted = append(submitted, req.RID)
+				submitted = append(submitted, st.RID)
 				mu.Unlock()
 				go pump(i, st, nil)
 			}

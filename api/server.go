@@ -342,7 +342,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *Request, f o
 	stop := context.AfterFunc(s.stopping, func() {
 		cancel(errShuttingDown)
 		if !st.Done() {
-			s.engine.Abort(req.RID)
+			s.engine.Abort(st.RID)
 		}
 	})
 	defer stop()
