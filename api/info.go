@@ -120,7 +120,7 @@ func (s *Server) probeRank(ctx context.Context, rank int) rankProbe {
 	p.Seconds = time.Since(start).Seconds()
 	switch {
 	case err != nil:
-		s.engine.Abort(req.RID)
+		s.engine.Abort(st.RID)
 		p.Error = fmt.Sprintf("no token within %v: %v", HealthGenerateTimeout, err)
 	case d.Err != nil:
 		p.Error = d.Err.Error()
