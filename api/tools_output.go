@@ -122,6 +122,12 @@ func (o *chatOutput) feed(text string) {
 func (o *chatOutput) finish() {
 	for o.step(true) {
 	}
+	if n := len(o.calls); n > 0 && o.calls[n-1].name == "" {
+		// the output ended inside a call's head: no call was made, its text is content
+		o.calls = o.calls[:n-1]
+		o.buf = o.syn.open + o.buf
+		o.st = stText
+	}
 	switch o.st {
 	case stReasoning, stStart:
 		if o.st == stStart && o.reasoning == ReasoningQwen3 {
