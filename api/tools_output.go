@@ -31,6 +31,11 @@ type chatOutput struct {
 	last outputEvents
 }
 
+// maxSyntaxRun bounds the text held while looking for a call's name or end: the grammar makes
+// both short, and an unconstrained output that never completes them is content, not a call
+// (and is not rescanned forever).
+const maxSyntaxRun = 4096
+
 type parseState uint8
 
 const (
@@ -217,12 +222,23 @@ func (o *chatOutput) step(final bool) bool {
 		o.buf = ""
 		return false
 	case stCallHead:
+		if len(o.buf) > maxSyntaxRun && o.calls[len(o.calls)-1].name == "" {
+			// not a call after all (an unconstrained output): its text is content
+			o.calls = o.calls[:len(o.calls)-1]
+			o.buf = o.syn.open + o.buf
+			o.st = stText
+			return true
+		}
 		return o.readHead()
 	case stArgs:
 		return o.readArgs()
 	case stCallTail:
 		i := strings.Index(o.buf, o.syn.end)
 		if i < 0 {
+			if len(o.buf) > maxSyntaxRun {
+				o.st = stText
+				return true
+			}
 			return false
 		}
 		o.buf = o.buf[i+len(o.syn.end):]
