@@ -37,11 +37,14 @@ func DetectToolSyntax(template string) string {
 		return ToolSyntaxHermes
 	case strings.Contains(template, `"parameters": `) && strings.Contains(template, "<|eot_id|>"):
 		return ToolSyntaxLlama3JSON
-	case !regexp.MustCompile(`\btools\b`).MatchString(template):
+	case !readsTools.MatchString(template):
 		return ToolSyntaxFallback
 	}
 	return ToolSyntaxHermes
 }
+
+// readsTools finds a template's use of the tools variable.
+var readsTools = regexp.MustCompile(`\btools\b`)
 
 // toolSyntax is what one syntax looks like around a call.
 type toolSyntax struct {

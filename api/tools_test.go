@@ -165,9 +165,10 @@ func TestDetectSyntaxAndReasoning(t *testing.T) {
 		}
 	}
 	for tmpl, want := range map[string]string{
-		"<|im_start|>{{ '<think>\\n\\n</think>' }}": ReasoningQwen3,
-		"<｜Assistant｜><think>\\n{{ x }}</think>":    ReasoningDeepSeekR1,
-		"<|im_start|>assistant":                     "",
+		"<|im_start|>{{ '<think>\\n\\n</think>' }}":          ReasoningQwen3,
+		"<｜Assistant｜><think>\\n{{ x }}</think>":             ReasoningDeepSeekR1,
+		"<|im_start|>assistant":                              "",
+		"{{ '<|im_start|>assistant\\n<think>\\n' }}</think>": ReasoningDeepSeekR1,
 	} {
 		if got := DetectReasoning(tmpl); got != want {
 			t.Errorf("%s: %q, want %q", tmpl, got, want)
