@@ -55,7 +55,8 @@ type Engine interface {
 	// Submit dispatches req and returns its output mailbox. ErrOverloaded means the queue is
 	// full; a *BadRequestError means req was refused for a reason the client can fix.
 	Submit(ctx context.Context, req *Request) (*Stream, error)
-	// Abort stops a request and frees its resources; unknown rids are ignored.
+	// Abort stops the request whose Stream has RID rid (the engine's id for it, not the
+	// client's) and frees its resources; unknown rids are ignored.
 	Abort(rid string)
 	// Tokenizer is nil when the engine runs with --skip-tokenizer-init.
 	Tokenizer() *tokenizer.Tokenizer

@@ -2,6 +2,8 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -32,7 +34,7 @@ type nativeSampling struct {
 
 type generateRequest struct {
 	Text           json.RawMessage `json:"text"`
-	InputIDs       []int32         `json:"input_ids"`
+	InputIDs       json.RawMessage `json:"input_ids"` // parsed by promptIDs, counted as read
 	SamplingParams *nativeSampling `json:"sampling_params"`
 	Stream         bool            `json:"stream"`
 	RID            string          `json:"rid"`
@@ -46,13 +48,17 @@ func (s *Server) buildGenerate(body *generateRequest, _ time.Time) (*Request, ou
 	if sp == nil {
 		sp = &nativeSampling{}
 	}
+	if len(body.RID) > maxRIDBytes {
+		return nil, nil, badRequest("rid", fmt.Sprintf("is %d bytes; at most %d are allowed", len(body.RID), maxRIDBytes))
+	}
 	req := &Request{RID: body.RID, Stream: body.Stream, Logprobs: body.ReturnLogprob, NoText: s.cfg.SkipTokenizerInit}
 	if req.RID == "" {
 		req.RID = s.engine.NewRID()
 	}
 	hasText := len(body.Text) > 0 && string(body.Text) != "null"
+	hasIDs := len(body.InputIDs) > 0 && string(body.InputIDs) != "null"
 	switch {
-	case hasText && body.InputIDs != nil:
+	case hasText && hasIDs:
 		return nil, nil, badRequest("text", "give either text or input_ids, not both")
 	case hasText:
 		var text string
@@ -63,16 +69,17 @@ func (s *Server) buildGenerate(body *generateRequest, _ time.Time) (*Request, ou
 			}
 			text = texts[0]
 		}
-		ids, err := s.encode(text)
+		ids, err := s.encode(text, "text")
 		if err != nil {
 			return nil, nil, err
 		}
 		req.InputIDs = ids
-	case body.InputIDs != nil:
-		if err := s.checkIDs(body.InputIDs); err != nil {
+	case hasIDs:
+		ids, err := s.promptIDs(body.InputIDs, "input_ids")
+		if err != nil {
 			return nil, nil, err
 		}
-		req.InputIDs = body.InputIDs
+		req.InputIDs = ids
 	default:
 		return nil, nil, badRequest("text", "one of text or input_ids is required")
 	}
@@ -241,9 +248,9 @@ func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
 }
 
 type detokenizeRequest struct {
-	Tokens            []int32 `json:"tokens"`
-	SkipSpecialTokens bool    `json:"skip_special_tokens"`
-	Model             string  `json:"model"`
+	Tokens            json.RawMessage `json:"tokens"` // parsed by parseTokenIDs
+	SkipSpecialTokens bool            `json:"skip_special_tokens"`
+	Model             string          `json:"model"`
 }
 
 func (s *Server) handleDetokenize(w http.ResponseWriter, r *http.Request) {
@@ -257,9 +264,13 @@ func (s *Server) handleDetokenize(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, http.StatusBadRequest, err)
 		return
 	}
-	if err := s.checkIDs(body.Tokens); err != nil {
+	tokens, err := parseTokenIDs(body.Tokens, "tokens", math.MaxInt)
+	if err == nil {
+		err = s.checkIDRange(tokens, "tokens")
+	}
+	if err != nil {
 		s.writeError(w, http.StatusBadRequest, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"text": s.engine.Tokenizer().Decode(body.Tokens, body.SkipSpecialTokens)})
+	writeJSON(w, http.StatusOK, map[string]string{"text": s.engine.Tokenizer().Decode(tokens, body.SkipSpecialTokens)})
 }

@@ -52,7 +52,7 @@ func (s *Server) buildCompletion(body *completionRequest, start time.Time) (*Req
 	if body.Echo {
 		return nil, nil, badRequest("echo", "echo is not supported")
 	}
-	if body.BestOf != nil && *body.BestOf > 1 {
+	if body.BestOf != nil && *body.BestOf != 1 {
 		return nil, nil, badRequest("best_of", "only best_of=1 is supported")
 	}
 	if body.Suffix != nil && *body.Suffix != "" {
@@ -115,12 +115,20 @@ func (s *Server) buildChat(body *chatRequest, start time.Time) (*Request, output
 	if err != nil {
 		return nil, nil, err
 	}
-	if body.TopLogprobs != nil && *body.TopLogprobs > 0 {
+	if body.TopLogprobs != nil && *body.TopLogprobs != 0 {
 		return nil, nil, badRequest("top_logprobs", "only the sampled token's logprob is returned: use 0")
+	}
+	for _, k := range []string{"messages", "tools", "documents", "add_generation_prompt"} {
+		if _, ok := body.ChatTemplateKwargs[k]; ok {
+			return nil, nil, badRequest("chat_template_kwargs."+k, "is set by the request itself and cannot be overridden")
+		}
 	}
 	tok := s.engine.Tokenizer()
 	prompt, err := s.renderChat(body.Messages, body.Tools, tr, kwargs)
 	if err != nil {
+		return nil, nil, err
+	}
+	if err := s.checkTextFits(len(prompt), "messages"); err != nil {
 		return nil, nil, err
 	}
 	req := &Request{RID: s.engine.NewRID(), Stream: body.Stream, Logprobs: body.Logprobs}

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"strings"
 	"time"
 
@@ -30,7 +32,7 @@ type Config struct {
 	StreamInterval int
 	// SkipTokenizerInit: ids only; text, chat, stop strings and grammars are refused.
 	SkipTokenizerInit bool
-	// MaxBodyBytes bounds a request body.
+	// MaxBodyBytes bounds a request body (0: DefaultMaxBodyBytes); a larger one is a 413.
 	MaxBodyBytes int64
 	// Worker is this worker's index, shown in logs and metrics.
 	Worker int
@@ -40,7 +42,15 @@ type Config struct {
 	// ReasoningParser reads thinking blocks into reasoning_content (qwen3, deepseek_r1); "" or
 	// auto detects it from the chat template, none turns it off.
 	ReasoningParser string
+	// APIKeys, when any, are the keys a request must carry (Authorization: Bearer KEY).
+	APIKeys []string
+	// OpenPaths need no key even when APIKeys are set (nil: DefaultOpenPaths).
+	OpenPaths []string
 }
+
+// DefaultMaxBodyBytes is the default bound on a request body: room for a 1 MiB schema and a
+// long prompt as text or ids, far below what would tie up a worker.
+const DefaultMaxBodyBytes = 16 << 20
 
 // Server is the HTTP API of one tokenizer worker.
 type Server struct {
@@ -50,6 +60,9 @@ type Server struct {
 	tmplErr error
 	log     *slog.Logger
 	created int64
+	// maxTokenBytes is the longest token's text in bytes: a text prompt longer than
+	// ContextLength*maxTokenBytes*promptSlack cannot fit, and is refused before it is tokenized.
+	maxTokenBytes int
 
 	reg          *metrics.Registry
 	mRequests    map[string]*metrics.Counter
@@ -72,10 +85,23 @@ func NewServer(cfg Config, engine Engine, reg *metrics.Registry, log *slog.Logge
 		cfg.DefaultMaxNewTokens = 128
 	}
 	if cfg.MaxBodyBytes <= 0 {
-		cfg.MaxBodyBytes = 64 << 20
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.OpenPaths == nil {
+		cfg.OpenPaths = DefaultOpenPaths
+	}
+	for _, k := range cfg.APIKeys {
+		if k == "" || strings.ContainsAny(k, " \t\r\n") {
+			return nil, fmt.Errorf("an API key must be non-empty and contain no whitespace")
+		}
 	}
 	s := &Server{cfg: cfg, engine: engine, log: log, created: time.Now().Unix(), reg: reg,
 		mRequests: map[string]*metrics.Counter{}}
+	if tok := engine.Tokenizer(); tok != nil {
+		for id := 0; id < tok.VocabSize(); id++ {
+			s.maxTokenBytes = max(s.maxTokenBytes, len(tok.TokenBytes(int32(id))))
+		}
+	}
 	if tok := engine.Tokenizer(); tok != nil && tok.ChatTemplate() != "" {
 		s.tmpl, s.tmplErr = chat.Compile(tok.ChatTemplate())
 		if s.tmplErr != nil {
@@ -113,7 +139,7 @@ func (s *Server) Handler() http.Handler {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 		s.reg.WriteText(w)
 	})
-	return mux
+	return s.authenticate(mux)
 }
 
 // apiError is the OpenAI error body.
@@ -126,14 +152,16 @@ type apiError struct {
 
 func (s *Server) writeError(w http.ResponseWriter, status int, err error) {
 	s.mErrors.Inc()
-	e := apiError{Message: err.Error(), Code: status, Type: "invalid_request_error"}
+	e := apiError{Message: clipMessage(err.Error()), Code: status, Type: "invalid_request_error"}
 	var bre *BadRequestError
 	if errors.As(err, &bre) {
-		e.Param = bre.Param
+		e.Param = clip(bre.Param)
 	}
 	switch {
 	case status == http.StatusNotFound:
 		e.Type = "not_found_error"
+	case status == http.StatusUnauthorized:
+		e.Type = "authentication_error"
 	case status == http.StatusServiceUnavailable:
 		e.Type = "service_unavailable"
 		w.Header().Set("Retry-After", "1")
@@ -150,9 +178,12 @@ func (s *Server) writeError(w http.ResponseWriter, status int, err error) {
 func (s *Server) fail(w http.ResponseWriter, err error) {
 	var bre *BadRequestError
 	var nf *notFoundError
+	var tl *tooLargeError
 	switch {
 	case errors.As(err, &bre):
 		s.writeError(w, http.StatusBadRequest, err)
+	case errors.As(err, &tl):
+		s.writeError(w, http.StatusRequestEntityTooLarge, err)
 	case errors.As(err, &nf):
 		s.writeError(w, http.StatusNotFound, err)
 	default:
@@ -165,25 +196,43 @@ type notFoundError struct{ msg string }
 
 func (e *notFoundError) Error() string { return e.msg }
 
-// decodeBody reads a JSON body into v, refusing unknown fields and trailing data.
+// decodeBody reads a JSON body into v: at most MaxBodyBytes (a larger Content-Length is refused
+// before anything is read), keys matched exactly (see checkKeys), unknown fields and trailing
+// data refused.
 func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
-	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
-	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	if r.ContentLength > s.cfg.MaxBodyBytes {
+		return &tooLargeError{limit: s.cfg.MaxBodyBytes}
+	}
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return badRequest("", fmt.Sprintf("request body larger than %d bytes", mbe.Limit))
+			return &tooLargeError{limit: mbe.Limit}
 		}
-		if errors.Is(err, io.EOF) {
-			return badRequest("", "empty request body")
-		}
-		return badRequest("", "invalid JSON body: "+strings.TrimPrefix(err.Error(), "json: "))
+		return badRequest("", "reading the request body: "+err.Error())
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return badRequest("", "empty request body")
+	}
+	if err := checkKeys(data, reflect.TypeOf(v), ""); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return badRequest("", "invalid JSON body: "+clip(strings.TrimPrefix(err.Error(), "json: ")))
 	}
 	if dec.More() {
 		return badRequest("", "invalid JSON body: trailing data after the object")
 	}
 	return nil
+}
+
+// tooLargeError is a request body over the limit (HTTP 413).
+type tooLargeError struct{ limit int64 }
+
+func (e *tooLargeError) Error() string {
+	return fmt.Sprintf("request body larger than %d bytes", e.limit)
 }
 
 func (s *Server) checkModel(model string) error {
@@ -269,7 +318,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *Request, f o
 	stop := context.AfterFunc(ctx, func() {
 		if !st.Done() {
 			s.mDisconnects.Inc()
-			s.engine.Abort(req.RID)
+			s.engine.Abort(st.RID)
 		}
 	})
 	defer stop()

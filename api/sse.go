@@ -126,6 +126,6 @@ func appendFloat(dst []byte, f float32) []byte {
 
 func appendErrorEvent(dst []byte, err error) []byte {
 	dst = append(dst, `data: {"error":{"message":`...)
-	dst = appendJSONString(dst, err.Error())
+	dst = appendJSONString(dst, clipMessage(err.Error()))
 	return append(dst, `,"type":"server_error","code":500}}`+"\n\n"...)
 }

@@ -94,47 +94,79 @@ func (s *constraints) setHi(r *big.Rat, ex bool) {
 	}
 }
 
-// merge intersects two constraint sets.
+// merge intersects two constraint sets, one keyword family at a time.
 func merge(a, b *constraints) (*constraints, error) {
 	m := a.clone()
 	m.types &= b.types
-	if b.hasEnum {
-		if !m.hasEnum {
-			m.hasEnum, m.enum = true, slices.Clone(b.enum)
-		} else {
-			in := valueSet(b.enum)
-			var keep []*jsonValue
-			for _, x := range m.enum {
-				if in[string(appendCompact(nil, x))] {
-					keep = append(keep, x)
-				}
-			}
-			m.enum = keep
+	mergeEnums(m, b)
+	if err := mergeObjects(m, a, b); err != nil {
+		return nil, err
+	}
+	mergeArrays(m, a, b)
+	// strings
+	m.minLen = max(a.minLen, b.minLen)
+	m.maxLen = minLimit(a.maxLen, b.maxLen)
+	m.patterns = append(m.patterns, b.patterns...)
+	m.formats = append(m.formats, b.formats...)
+	// numbers
+	if b.lo != nil {
+		m.setLo(b.lo, b.loEx)
+	}
+	if b.hi != nil {
+		m.setHi(b.hi, b.hiEx)
+	}
+	m.mults = append(m.mults, b.mults...)
+	return m, nil
+}
+
+// mergeEnums keeps in m (a copy of one side) the enum values b allows too.
+func mergeEnums(m, b *constraints) {
+	if !b.hasEnum {
+		return
+	}
+	if !m.hasEnum {
+		m.hasEnum, m.enum = true, slices.Clone(b.enum)
+		return
+	}
+	in := valueSet(b.enum)
+	var keep []*jsonValue
+	for _, x := range m.enum {
+		if in[string(appendCompact(nil, x))] {
+			keep = append(keep, x)
 		}
 	}
-	// objects
+	m.enum = keep
+}
+
+// propertySchemas returns the schemas s puts on a member named name, or ok
+// false when s forbids the name.
+func (s *constraints) propertySchemas(name string) (conj []*jsonValue, ok bool) {
+	if s.forbidden[name] {
+		return nil, false
+	}
+	for _, p := range s.properties {
+		if p.name == name {
+			return p.conj, true
+		}
+	}
+	if s.noAdditional {
+		return nil, false
+	}
+	return s.additional, true
+}
+
+// mergeObjects intersects the object keywords of a and b into m (a copy of
+// a): a property gets both sides' schemas for it, and a name one side
+// forbids is forbidden.
+func mergeObjects(m, a, b *constraints) error {
 	if len(a.patternProps) > 0 && b.hasObjectKeywords() || len(b.patternProps) > 0 && a.hasObjectKeywords() {
-		return nil, errf("patternProperties combined with other object constraints is not supported")
+		return errf("patternProperties combined with other object constraints is not supported")
 	}
 	if len(a.propertyNames) > 0 && b.hasObjectKeywords() || len(b.propertyNames) > 0 && a.hasObjectKeywords() {
-		return nil, errf("propertyNames combined with other object constraints is not supported")
+		return errf("propertyNames combined with other object constraints is not supported")
 	}
 	m.patternProps = append(m.patternProps, b.patternProps...)
 	m.propertyNames = append(m.propertyNames, b.propertyNames...)
-	conjIn := func(s *constraints, name string) ([]*jsonValue, bool) {
-		if s.forbidden[name] {
-			return nil, false
-		}
-		for _, p := range s.properties {
-			if p.name == name {
-				return p.conj, true
-			}
-		}
-		if s.noAdditional {
-			return nil, false
-		}
-		return s.additional, true
-	}
 	var props []prop
 	seen := map[string]bool{}
 	for _, p := range append(slices.Clone(a.properties), b.properties...) {
@@ -142,8 +174,8 @@ func merge(a, b *constraints) (*constraints, error) {
 			continue
 		}
 		seen[p.name] = true
-		ca, oka := conjIn(a, p.name)
-		cb, okb := conjIn(b, p.name)
+		ca, oka := a.propertySchemas(p.name)
+		cb, okb := b.propertySchemas(p.name)
 		if !oka || !okb {
 			m.forbidden[p.name] = true
 			continue
@@ -163,8 +195,18 @@ func merge(a, b *constraints) (*constraints, error) {
 	m.noAdditional = a.noAdditional || b.noAdditional
 	m.minProps = max(a.minProps, b.minProps)
 	m.maxProps = minLimit(a.maxProps, b.maxProps)
-	// arrays
-	n := max(len(a.prefix), len(b.prefix))
+	for _, r := range m.required {
+		if m.forbidden[r] {
+			m.types &^= tObj
+		}
+	}
+	return nil
+}
+
+// mergeArrays intersects the array keywords of a and b into m (a copy of
+// a): position i takes both sides' schemas for it, and the first position
+// one side does not allow ends the array.
+func mergeArrays(m, a, b *constraints) {
 	at := func(s *constraints, i int) ([]*jsonValue, bool) {
 		if i < len(s.prefix) {
 			return s.prefix[i], true
@@ -176,7 +218,7 @@ func merge(a, b *constraints) (*constraints, error) {
 	}
 	m.prefix = nil
 	maxI := minLimit(a.maxItems, b.maxItems)
-	for i := 0; i < n; i++ {
+	for i := 0; i < max(len(a.prefix), len(b.prefix)); i++ {
 		ca, oka := at(a, i)
 		cb, okb := at(b, i)
 		if !oka || !okb {
@@ -189,25 +231,6 @@ func merge(a, b *constraints) (*constraints, error) {
 	m.noMoreItems = a.noMoreItems || b.noMoreItems
 	m.minItems = max(a.minItems, b.minItems)
 	m.maxItems = maxI
-	// strings
-	m.minLen = max(a.minLen, b.minLen)
-	m.maxLen = minLimit(a.maxLen, b.maxLen)
-	m.patterns = append(m.patterns, b.patterns...)
-	m.formats = append(m.formats, b.formats...)
-	// numbers
-	if b.lo != nil {
-		m.setLo(b.lo, b.loEx)
-	}
-	if b.hi != nil {
-		m.setHi(b.hi, b.hiEx)
-	}
-	m.mults = append(m.mults, b.mults...)
-	for _, r := range m.required {
-		if m.forbidden[r] {
-			m.types &^= tObj
-		}
-	}
-	return m, nil
 }
 
 func (s *constraints) hasObjectKeywords() bool {

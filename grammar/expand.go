@@ -27,7 +27,7 @@ func (sc *schemaCompiler) expand(conj []*jsonValue) ([]*constraints, error) {
 				return nil, err
 			}
 		}
-		for _, g := range p.groups {
+		for _, g := range p.alternatives {
 			var next []*constraints
 			for _, alt := range g {
 				subs, err := sc.expand([]*jsonValue{alt})

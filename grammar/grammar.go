@@ -1,6 +1,3 @@
-// Package grammar compiles JSON Schemas, free JSON objects and regular
-// expressions into byte-level automata and computes, for each decoding step,
-// the mask of vocabulary tokens that keep the output inside the language.
 package grammar
 
 import (

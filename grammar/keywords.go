@@ -19,11 +19,11 @@ func (sc *schemaCompiler) parseOne(j *jsonValue) (*parsed, error) {
 		}
 		return p, p.err
 	}
-	p := &parsed{busy: true}
+	p := &parsed{s: newConstraints(), busy: true}
 	sc.one[j] = p
-	s, groups, oneOf, err := sc.parseKeywords(j)
-	p.s, p.groups, p.oneOf, p.err, p.busy = s, groups, oneOf, err, false
-	return p, err
+	p.err = sc.parseKeywords(j, p)
+	p.busy = false
+	return p, p.err
 }
 
 func (sc *schemaCompiler) subList(j *jsonValue, key string) ([]*jsonValue, error) {
@@ -58,15 +58,46 @@ func asInt(v *jsonValue, key string) (int, error) {
 
 func isSchema(v *jsonValue) bool { return v != nil && (v.kind == jsonObject || v.kind == jsonBool) }
 
-func (sc *schemaCompiler) parseKeywords(j *jsonValue) (*constraints, [][]*jsonValue, [][]*jsonValue, error) {
-	s := newConstraints()
+// keywordHandler reads keyword name (value v) of schema object j into p.
+type keywordHandler func(sc *schemaCompiler, j *jsonValue, name string, v *jsonValue, p *parsed) error
+
+// keywordHandlers are the validation keywords the compiler enforces, by family:
+// applicators, type and values, objects, arrays, strings, numbers. A keyword in neither this
+// table, unsupportedKeys nor annotationKeys is an annotation to validators too.
+var keywordHandlers = map[string]keywordHandler{
+	"$ref": refKeyword, "allOf": allOfKeyword, "anyOf": anyOfKeyword, "oneOf": oneOfKeyword, "if": ifKeyword,
+
+	"type": typeKeyword, "enum": enumKeyword, "const": constKeyword,
+
+	"properties": propertiesKeyword, "required": requiredKeyword,
+	"additionalProperties": additionalPropertiesKeyword, "patternProperties": patternPropertiesKeyword,
+	"propertyNames": propertyNamesKeyword,
+	"minProperties": countKeyword(func(s *constraints, n int) { s.minProps = n }),
+	"maxProperties": countKeyword(func(s *constraints, n int) { s.maxProps = n }),
+
+	"items": itemsKeyword, "prefixItems": prefixItemsKeyword,
+	"additionalItems": func(*schemaCompiler, *jsonValue, string, *jsonValue, *parsed) error {
+		return nil // read with array-form items; alone it has no effect
+	},
+	"minItems": countKeyword(func(s *constraints, n int) { s.minItems = n }),
+	"maxItems": countKeyword(func(s *constraints, n int) { s.maxItems = n }),
+
+	"minLength": countKeyword(func(s *constraints, n int) { s.minLen = n }),
+	"maxLength": countKeyword(func(s *constraints, n int) { s.maxLen = n }),
+	"pattern":   patternKeyword, "format": formatKeyword,
+
+	"minimum": boundKeyword, "maximum": boundKeyword, "exclusiveMinimum": boundKeyword, "exclusiveMaximum": boundKeyword,
+	"multipleOf": multipleOfKeyword,
+}
+
+// parseKeywords reads schema j's own keywords into p.
+func (sc *schemaCompiler) parseKeywords(j *jsonValue, p *parsed) error {
 	if j.kind == jsonBool {
 		if !j.b {
-			s.types = 0
+			p.s.types = 0
 		}
-		return s, nil, nil, nil
+		return nil
 	}
-	var groups, oneOfs [][]*jsonValue
 	for i, k := range j.keys {
 		v := j.vals[i]
 		if annotationKeys[k] {
@@ -79,244 +110,301 @@ func (sc *schemaCompiler) parseKeywords(j *jsonValue) (*constraints, [][]*jsonVa
 			if (k == "then" || k == "else") && j.get("if") == nil {
 				continue
 			}
-			return nil, nil, nil, errf("unsupported keyword %q", k)
+			return errf("unsupported keyword %q", k)
 		}
-		switch k {
-		case "$ref":
-			if v.kind != jsonString {
-				return nil, nil, nil, errf("$ref must be a string")
+		if h := keywordHandlers[k]; h != nil {
+			if err := h(sc, j, k, v, p); err != nil {
+				return err
 			}
-			t, err := sc.resolveRef(j, v.str)
-			if err != nil {
-				return nil, nil, nil, err
-			}
-			groups = append(groups, []*jsonValue{t})
-		case "allOf":
-			l, err := sc.subList(j, k)
-			if err != nil {
-				return nil, nil, nil, err
-			}
-			for _, x := range l {
-				groups = append(groups, []*jsonValue{x})
-			}
-		case "anyOf":
-			l, err := sc.subList(j, k)
-			if err != nil {
-				return nil, nil, nil, err
-			}
-			groups = append(groups, l)
-		case "oneOf":
-			l, err := sc.subList(j, k)
-			if err != nil {
-				return nil, nil, nil, err
-			}
-			groups = append(groups, l)
-			oneOfs = append(oneOfs, l)
-		case "if":
-			if j.get("then") != nil || j.get("else") != nil {
-				return nil, nil, nil, errf("unsupported keyword %q", "if")
-			}
-		case "type":
-			var names []string
-			switch v.kind {
-			case jsonString:
-				names = []string{v.str}
-			case jsonArray:
-				for _, e := range v.arr {
-					if e.kind != jsonString {
-						return nil, nil, nil, errf("type entries must be strings")
-					}
-					names = append(names, e.str)
-				}
-			default:
-				return nil, nil, nil, errf("type must be a string or array")
-			}
-			var t uint8
-			for _, n := range names {
-				switch n {
-				case "null":
-					t |= tNull
-				case "boolean":
-					t |= tBool
-				case "object":
-					t |= tObj
-				case "array":
-					t |= tArr
-				case "string":
-					t |= tStr
-				case "integer":
-					t |= tInt
-				case "number":
-					t |= tInt | tNum
-				default:
-					return nil, nil, nil, errf("unknown type %q", n)
-				}
-			}
-			s.types &= t
-		case "enum":
-			if v.kind != jsonArray {
-				return nil, nil, nil, errf("enum must be an array")
-			}
-			s.hasEnum, s.enum = true, v.arr
-		case "const":
-			s.hasEnum, s.enum = true, []*jsonValue{v}
-		case "properties":
-			if v.kind != jsonObject {
-				return nil, nil, nil, errf("properties must be an object")
-			}
-			for pi, name := range v.keys {
-				if !isSchema(v.vals[pi]) {
-					return nil, nil, nil, errf("property %q is not a schema", name)
-				}
-				s.properties = append(s.properties, prop{name, []*jsonValue{v.vals[pi]}})
-			}
-		case "required":
-			if v.kind != jsonArray {
-				return nil, nil, nil, errf("required must be an array")
-			}
-			for _, e := range v.arr {
-				if e.kind != jsonString {
-					return nil, nil, nil, errf("required entries must be strings")
-				}
-				if !slices.Contains(s.required, e.str) {
-					s.required = append(s.required, e.str)
-				}
-			}
-		case "additionalProperties":
-			if !isSchema(v) {
-				return nil, nil, nil, errf("additionalProperties must be a schema")
-			}
-			if v.kind == jsonBool && !v.b {
-				s.noAdditional = true
-			} else if !isTrivial([]*jsonValue{v}) {
-				s.additional = []*jsonValue{v}
-			}
-		case "patternProperties":
-			if v.kind != jsonObject {
-				return nil, nil, nil, errf("patternProperties must be an object")
-			}
-			for pi, pat := range v.keys {
-				if !isSchema(v.vals[pi]) {
-					return nil, nil, nil, errf("patternProperties entries must be schemas")
-				}
-				s.patternProps = append(s.patternProps, patternProp{pat, []*jsonValue{v.vals[pi]}})
-			}
-		case "propertyNames":
-			if !isSchema(v) {
-				return nil, nil, nil, errf("propertyNames must be a schema")
-			}
-			if !isTrivial([]*jsonValue{v}) {
-				s.propertyNames = []*jsonValue{v}
-			}
-		case "minProperties", "maxProperties", "minItems", "maxItems", "minLength", "maxLength":
-			n, err := asInt(v, k)
-			if err != nil {
-				return nil, nil, nil, err
-			}
-			switch k {
-			case "minProperties":
-				s.minProps = n
-			case "maxProperties":
-				s.maxProps = n
-			case "minItems":
-				s.minItems = n
-			case "maxItems":
-				s.maxItems = n
-			case "minLength":
-				s.minLen = n
-			case "maxLength":
-				s.maxLen = n
-			}
-		case "items":
-			if v.kind == jsonArray {
-				for _, e := range v.arr {
-					if !isSchema(e) {
-						return nil, nil, nil, errf("items entries must be schemas")
-					}
-					s.prefix = append(s.prefix, []*jsonValue{e})
-				}
-				if ai := j.get("additionalItems"); ai != nil {
-					if !isSchema(ai) {
-						return nil, nil, nil, errf("additionalItems must be a schema")
-					}
-					if ai.kind == jsonBool && !ai.b {
-						s.noMoreItems = true
-					} else if !isTrivial([]*jsonValue{ai}) {
-						s.items = []*jsonValue{ai}
-					}
-				}
-			} else if isSchema(v) {
-				if v.kind == jsonBool && !v.b {
-					s.noMoreItems = true
-				} else if !isTrivial([]*jsonValue{v}) {
-					s.items = []*jsonValue{v}
-				}
-			} else {
-				return nil, nil, nil, errf("items must be a schema or array")
-			}
-		case "prefixItems":
-			if v.kind != jsonArray {
-				return nil, nil, nil, errf("prefixItems must be an array")
-			}
-			for _, e := range v.arr {
-				if !isSchema(e) {
-					return nil, nil, nil, errf("prefixItems entries must be schemas")
-				}
-				s.prefix = append(s.prefix, []*jsonValue{e})
-			}
-		case "additionalItems":
-			// handled with array-form items; alone it has no effect
-		case "pattern":
-			if v.kind != jsonString {
-				return nil, nil, nil, errf("pattern must be a string")
-			}
-			s.patterns = append(s.patterns, v.str)
-		case "format":
-			if v.kind != jsonString {
-				return nil, nil, nil, errf("format must be a string")
-			}
-			s.formats = append(s.formats, v.str)
-		case "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum":
-			if v.kind == jsonBool {
-				continue // draft 4 modifier, read below
-			}
-			if v.kind != jsonNumber {
-				return nil, nil, nil, errf("%s must be a number", k)
-			}
-			r, _ := numRat(v.num)
-			switch k {
-			case "minimum":
-				ex := false
-				if e := j.get("exclusiveMinimum"); e != nil && e.kind == jsonBool {
-					ex = e.b
-				}
-				s.setLo(r, ex)
-			case "maximum":
-				ex := false
-				if e := j.get("exclusiveMaximum"); e != nil && e.kind == jsonBool {
-					ex = e.b
-				}
-				s.setHi(r, ex)
-			case "exclusiveMinimum":
-				s.setLo(r, true)
-			case "exclusiveMaximum":
-				s.setHi(r, true)
-			}
-		case "multipleOf":
-			if v.kind != jsonNumber {
-				return nil, nil, nil, errf("multipleOf must be a number")
-			}
-			r, _ := numRat(v.num)
-			if r.Sign() <= 0 {
-				return nil, nil, nil, errf("multipleOf must be positive")
-			}
-			s.mults = append(s.mults, r)
 		}
 	}
 	if sc.c.opts.Strict {
-		sc.closeImplicit(j, s)
+		sc.closeImplicit(j, p.s)
 	}
-	return s, groups, oneOfs, nil
+	return nil
+}
+
+// Applicators: each adds a list of schemas of which at least one must hold.
+
+func refKeyword(sc *schemaCompiler, j *jsonValue, _ string, v *jsonValue, p *parsed) error {
+	if v.kind != jsonString {
+		return errf("$ref must be a string")
+	}
+	t, err := sc.resolveRef(j, v.str)
+	if err != nil {
+		return err
+	}
+	p.alternatives = append(p.alternatives, []*jsonValue{t})
+	return nil
+}
+
+func allOfKeyword(sc *schemaCompiler, j *jsonValue, name string, _ *jsonValue, p *parsed) error {
+	l, err := sc.subList(j, name)
+	if err != nil {
+		return err
+	}
+	for _, x := range l {
+		p.alternatives = append(p.alternatives, []*jsonValue{x})
+	}
+	return nil
+}
+
+func anyOfKeyword(sc *schemaCompiler, j *jsonValue, name string, _ *jsonValue, p *parsed) error {
+	l, err := sc.subList(j, name)
+	if err != nil {
+		return err
+	}
+	p.alternatives = append(p.alternatives, l)
+	return nil
+}
+
+func oneOfKeyword(sc *schemaCompiler, j *jsonValue, name string, _ *jsonValue, p *parsed) error {
+	l, err := sc.subList(j, name)
+	if err != nil {
+		return err
+	}
+	p.alternatives = append(p.alternatives, l)
+	p.oneOf = append(p.oneOf, l)
+	return nil
+}
+
+// ifKeyword: an if without then/else asserts nothing.
+func ifKeyword(_ *schemaCompiler, j *jsonValue, _ string, _ *jsonValue, _ *parsed) error {
+	if j.get("then") != nil || j.get("else") != nil {
+		return errf("unsupported keyword %q", "if")
+	}
+	return nil
+}
+
+// Type and values.
+
+// typeBits are the type keyword's names.
+var typeBits = map[string]uint8{
+	"null": tNull, "boolean": tBool, "object": tObj, "array": tArr, "string": tStr,
+	"integer": tInt, "number": tInt | tNum,
+}
+
+func typeKeyword(_ *schemaCompiler, _ *jsonValue, _ string, v *jsonValue, p *parsed) error {
+	var names []string
+	switch v.kind {
+	case jsonString:
+		names = []string{v.str}
+	case jsonArray:
+		for _, e := range v.arr {
+			if e.kind != jsonString {
+				return errf("type entries must be strings")
+			}
+			names = append(names, e.str)
+		}
+	default:
+		return errf("type must be a string or array")
+	}
+	var t uint8
+	for _, n := range names {
+		bit, ok := typeBits[n]
+		if !ok {
+			return errf("unknown type %q", n)
+		}
+		t |= bit
+	}
+	p.s.types &= t
+	return nil
+}
+
+func enumKeyword(_ *schemaCompiler, _ *jsonValue, _ string, v *jsonValue, p *parsed) error {
+	if v.kind != jsonArray {
+		return errf("enum must be an array")
+	}
+	p.s.hasEnum, p.s.enum = true, v.arr
+	return nil
+}
+
+func constKeyword(_ *schemaCompiler, _ *jsonValue, _ string, v *jsonValue, p *parsed) error {
+	p.s.hasEnum, p.s.enum = true, []*jsonValue{v}
+	return nil
+}
+
+// countKeyword reads a non-negative integer keyword into the field set writes.
+func countKeyword(set func(s *constraints, n int)) keywordHandler {
+	return func(_ *schemaCompiler, _ *jsonValue, name string, v *jsonValue, p *parsed) error {
+		n, err := asInt(v, name)
+		if err != nil {
+			return err
+		}
+		set(p.s, n)
+		return nil
+	}
+}
+
+// Objects.
+
+func propertiesKeyword(_ *schemaCompiler, _ *jsonValue, _ string, v *jsonValue, p *parsed) error {
+	if v.kind != jsonObject {
+		return errf("properties must be an object")
+	}
+	for i, name := range v.keys {
+		if !isSchema(v.vals[i]) {
+			return errf("property %q is not a schema", name)
+		}
+		p.s.properties = append(p.s.properties, prop{name, []*jsonValue{v.vals[i]}})
+	}
+	return nil
+}
+
+func requiredKeyword(_ *schemaCompiler, _ *jsonValue, _ string, v *jsonValue, p *parsed) error {
+	if v.kind != jsonArray {
+		return errf("required must be an array")
+	}
+	for _, e := range v.arr {
+		if e.kind != jsonString {
+			return errf("required entries must be strings")
+		}
+		if !slices.Contains(p.s.required, e.str) {
+			p.s.required = append(p.s.required, e.str)
+		}
+	}
+	return nil
+}
+
+func additionalPropertiesKeyword(_ *schemaCompiler, _ *jsonValue, _ string, v *jsonValue, p *parsed) error {
+	if !isSchema(v) {
+		return errf("additionalProperties must be a schema")
+	}
+	if v.kind == jsonBool && !v.b {
+		p.s.noAdditional = true
+	} else if !isTrivial([]*jsonValue{v}) {
+		p.s.additional = []*jsonValue{v}
+	}
+	return nil
+}
+
+func patternPropertiesKeyword(_ *schemaCompiler, _ *jsonValue, _ string, v *jsonValue, p *parsed) error {
+	if v.kind != jsonObject {
+		return errf("patternProperties must be an object")
+	}
+	for i, pat := range v.keys {
+		if !isSchema(v.vals[i]) {
+			return errf("patternProperties entries must be schemas")
+		}
+		p.s.patternProps = append(p.s.patternProps, patternProp{pat, []*jsonValue{v.vals[i]}})
+	}
+	return nil
+}
+
+func propertyNamesKeyword(_ *schemaCompiler, _ *jsonValue, _ string, v *jsonValue, p *parsed) error {
+	if !isSchema(v) {
+		return errf("propertyNames must be a schema")
+	}
+	if !isTrivial([]*jsonValue{v}) {
+		p.s.propertyNames = []*jsonValue{v}
+	}
+	return nil
+}
+
+// Arrays.
+
+func itemsKeyword(_ *schemaCompiler, j *jsonValue, _ string, v *jsonValue, p *parsed) error {
+	s := p.s
+	switch {
+	case v.kind == jsonArray: // draft <= 2019-09 tuple, its tail in additionalItems
+		for _, e := range v.arr {
+			if !isSchema(e) {
+				return errf("items entries must be schemas")
+			}
+			s.prefix = append(s.prefix, []*jsonValue{e})
+		}
+		if ai := j.get("additionalItems"); ai != nil {
+			if !isSchema(ai) {
+				return errf("additionalItems must be a schema")
+			}
+			if ai.kind == jsonBool && !ai.b {
+				s.noMoreItems = true
+			} else if !isTrivial([]*jsonValue{ai}) {
+				s.items = []*jsonValue{ai}
+			}
+		}
+	case isSchema(v):
+		if v.kind == jsonBool && !v.b {
+			s.noMoreItems = true
+		} else if !isTrivial([]*jsonValue{v}) {
+			s.items = []*jsonValue{v}
+		}
+	default:
+		return errf("items must be a schema or array")
+	}
+	return nil
+}
+
+func prefixItemsKeyword(_ *schemaCompiler, _ *jsonValue, _ string, v *jsonValue, p *parsed) error {
+	if v.kind != jsonArray {
+		return errf("prefixItems must be an array")
+	}
+	for _, e := range v.arr {
+		if !isSchema(e) {
+			return errf("prefixItems entries must be schemas")
+		}
+		p.s.prefix = append(p.s.prefix, []*jsonValue{e})
+	}
+	return nil
+}
+
+// Strings.
+
+func patternKeyword(_ *schemaCompiler, _ *jsonValue, _ string, v *jsonValue, p *parsed) error {
+	if v.kind != jsonString {
+		return errf("pattern must be a string")
+	}
+	p.s.patterns = append(p.s.patterns, v.str)
+	return nil
+}
+
+func formatKeyword(_ *schemaCompiler, _ *jsonValue, _ string, v *jsonValue, p *parsed) error {
+	if v.kind != jsonString {
+		return errf("format must be a string")
+	}
+	p.s.formats = append(p.s.formats, v.str)
+	return nil
+}
+
+// Numbers.
+
+// boundKeyword reads minimum, maximum and their exclusive forms: numbers
+// (draft 6 on), or draft 4's booleans that make minimum/maximum exclusive.
+func boundKeyword(_ *schemaCompiler, j *jsonValue, name string, v *jsonValue, p *parsed) error {
+	if v.kind == jsonBool {
+		return nil // draft 4 modifier, read with minimum/maximum
+	}
+	if v.kind != jsonNumber {
+		return errf("%s must be a number", name)
+	}
+	r, _ := numRat(v.num)
+	draft4Exclusive := func(key string) bool {
+		e := j.get(key)
+		return e != nil && e.kind == jsonBool && e.b
+	}
+	switch name {
+	case "minimum":
+		p.s.setLo(r, draft4Exclusive("exclusiveMinimum"))
+	case "maximum":
+		p.s.setHi(r, draft4Exclusive("exclusiveMaximum"))
+	case "exclusiveMinimum":
+		p.s.setLo(r, true)
+	case "exclusiveMaximum":
+		p.s.setHi(r, true)
+	}
+	return nil
+}
+
+func multipleOfKeyword(_ *schemaCompiler, _ *jsonValue, _ string, v *jsonValue, p *parsed) error {
+	if v.kind != jsonNumber {
+		return errf("multipleOf must be a number")
+	}
+	r, _ := numRat(v.num)
+	if r.Sign() <= 0 {
+		return errf("multipleOf must be positive")
+	}
+	p.s.mults = append(p.s.mults, r)
+	return nil
 }
 
 // closeImplicit applies Options.Strict to one schema object: listed properties without a word

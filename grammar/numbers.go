@@ -23,11 +23,32 @@ func ratFloor(r *big.Rat) *big.Int {
 
 var one = big.NewInt(1)
 
+// numFrag builds the number texts s allows, as a regex over the JSON
+// number syntax. It is sound and may be narrower than the schema:
+//   - integers only (type integer, or an integer multipleOf): an exact
+//     digit-range regex of [ceil(lo), floor(hi)], intersected with a mod-k
+//     DFA for multipleOf k (the lcm of the integer multipleOfs);
+//   - otherwise, a multipleOf of the form 10^-p allows at most p fraction
+//     digits (other fractional multipleOfs are refused), and bounds allow
+//     "integer part in range + any fraction" without an exponent (magRegex);
+//   - no bounds and no multipleOf: any JSON number.
 func (sc *schemaCompiler) numFrag(s *constraints) (fragment, error) {
-	b := sc.b
-	intOnly := s.types&tNum == 0
-	var k *big.Int // integer multipleOf (lcm)
-	fracDigits := -1
+	k, fracDigits, intOnly, err := numberMultiples(s)
+	if err != nil {
+		return fragment{}, err
+	}
+	if intOnly {
+		return sc.integerFrag(s, k)
+	}
+	return sc.decimalFrag(s, fracDigits)
+}
+
+// numberMultiples reads s's multipleOfs: k is the lcm of the integer ones
+// (nil when none or 1), fracDigits the fewest fraction digits a 10^-p one
+// allows (-1 none), intOnly whether only integers are allowed.
+func numberMultiples(s *constraints) (k *big.Int, fracDigits int, intOnly bool, err error) {
+	intOnly = s.types&tNum == 0
+	fracDigits = -1
 	for _, m := range s.mults {
 		if m.IsInt() {
 			intOnly = true
@@ -46,13 +67,13 @@ func (sc *schemaCompiler) numFrag(s *constraints) (fragment, error) {
 		for d.Cmp(one) > 0 {
 			q, r := new(big.Int).QuoRem(d, ten, new(big.Int))
 			if r.Sign() != 0 {
-				return fragment{}, errf("multipleOf %s is not supported", m.RatString())
+				return nil, 0, false, errf("multipleOf %s is not supported", m.RatString())
 			}
 			d = q
 			p++
 		}
 		if m.Num().Cmp(one) != 0 {
-			return fragment{}, errf("multipleOf %s is not supported", m.RatString())
+			return nil, 0, false, errf("multipleOf %s is not supported", m.RatString())
 		}
 		if fracDigits < 0 || p < fracDigits {
 			fracDigits = p
@@ -61,37 +82,48 @@ func (sc *schemaCompiler) numFrag(s *constraints) (fragment, error) {
 	if k != nil && k.Cmp(one) == 0 {
 		k = nil
 	}
-	if intOnly {
-		var lo, hi *big.Int
-		if s.lo != nil {
-			lo = ratCeil(s.lo)
-			if s.loEx && s.lo.IsInt() {
-				lo.Add(lo, one)
-			}
+	return k, fracDigits, intOnly, nil
+}
+
+// integerFrag builds the integer texts within s's bounds that k (nil: 1)
+// divides.
+func (sc *schemaCompiler) integerFrag(s *constraints, k *big.Int) (fragment, error) {
+	b := sc.b
+	var lo, hi *big.Int
+	if s.lo != nil {
+		lo = ratCeil(s.lo)
+		if s.loEx && s.lo.IsInt() {
+			lo.Add(lo, one)
 		}
-		if s.hi != nil {
-			hi = ratFloor(s.hi)
-			if s.hiEx && s.hi.IsInt() {
-				hi.Sub(hi, one)
-			}
+	}
+	if s.hi != nil {
+		hi = ratFloor(s.hi)
+		if s.hiEx && s.hi.IsInt() {
+			hi.Sub(hi, one)
 		}
-		if lo != nil && hi != nil && lo.Cmp(hi) > 0 {
-			return b.never(), nil
+	}
+	if lo != nil && hi != nil && lo.Cmp(hi) > 0 {
+		return b.never(), nil
+	}
+	d, err := chardfa.Regex("^(?:"+intRangeRegex(lo, hi)+")$", false)
+	if err != nil {
+		return fragment{}, err
+	}
+	if k != nil {
+		if !k.IsInt64() || k.Int64() > 10000 {
+			return fragment{}, errf("multipleOf %s is too large", k)
 		}
-		d, err := chardfa.Regex("^(?:"+intRangeRegex(lo, hi)+")$", false)
-		if err != nil {
+		if d, err = chardfa.Intersect(d, chardfa.Multiples(int(k.Int64()))); err != nil {
 			return fragment{}, err
 		}
-		if k != nil {
-			if !k.IsInt64() || k.Int64() > 10000 {
-				return fragment{}, errf("multipleOf %s is too large", k)
-			}
-			if d, err = chardfa.Intersect(d, chardfa.Multiples(int(k.Int64()))); err != nil {
-				return fragment{}, err
-			}
-		}
-		return b.rawChars(d), nil
 	}
+	return b.rawChars(d), nil
+}
+
+// decimalFrag builds the number texts within s's bounds with at most
+// fracDigits fraction digits (-1 any), no exponent when bounded.
+func (sc *schemaCompiler) decimalFrag(s *constraints, fracDigits int) (fragment, error) {
+	b := sc.b
 	if s.lo == nil && s.hi == nil && fracDigits < 0 {
 		return sc.numberAny(), nil
 	}

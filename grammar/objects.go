@@ -7,108 +7,138 @@ import (
 	"github.com/llmserve/llmserve/grammar/internal/chardfa"
 )
 
+// patternKey is one patternProperties entry: the keys it matches and the
+// schemas their values take.
 type patternKey struct {
 	d    *chardfa.DFA
 	conj []*jsonValue
 }
 
+// objectMembers is what an object schema allows, resolved from its
+// keywords: the named members in order, and what other keys may appear.
+type objectMembers struct {
+	props    []prop          // named members in the order emitted, each with every schema that applies
+	required map[string]bool // names that must appear
+	names    map[string]bool // names an extra key may not take (defined or excluded)
+	patterns []patternKey    // patternProperties
+	nameDFA  *chardfa.DFA    // propertyNames as a language, or nil
+	extra    bool            // keys outside props may appear
+}
+
+// objFrag builds the automaton of the objects s allows.
 func (sc *schemaCompiler) objFrag(s *constraints) (fragment, error) {
-	b := sc.b
-	names := map[string]bool{}
-	for _, p := range s.properties {
-		names[p.name] = true
+	om, err := sc.resolveMembers(s)
+	if err != nil {
+		return fragment{}, err
 	}
-	for k := range s.forbidden {
-		names[k] = true
+	if om == nil {
+		return sc.b.never(), nil
 	}
-	required := map[string]bool{}
-	for _, r := range s.required {
-		required[r] = true
-	}
-	// Pattern properties: defined names matching a pattern take its schema too.
-	var pats []patternKey
-	props := slices.Clone(s.properties)
-	for _, pp := range s.patternProps {
-		d, err := chardfa.Regex(pp.pat, true)
-		if err != nil {
-			return fragment{}, inKeyword("patternProperties", err)
-		}
-		pats = append(pats, patternKey{d, pp.conj})
-		for i := range props {
-			if d.Matches(props[i].name) {
-				props[i].conj = append(slices.Clone(props[i].conj), pp.conj...)
-			}
-		}
-	}
-	var nameDFA *chardfa.DFA
-	if len(s.propertyNames) > 0 {
-		disj, err := sc.expand(s.propertyNames)
-		if err != nil {
-			return fragment{}, err
-		}
-		if len(disj) != 1 || disj[0].hasEnum || disj[0].types&tStr == 0 {
-			return fragment{}, errf("unsupported propertyNames schema")
-		}
-		nameDFA, err = sc.stringDFA(disj[0])
-		if err != nil {
-			return fragment{}, err
-		}
-		if nameDFA == nil {
-			nameDFA = chardfa.Length(0, -1)
-		}
-		for _, p := range props {
-			if !nameDFA.Matches(p.name) {
-				if required[p.name] {
-					return b.never(), nil
-				}
-				names[p.name] = true
-			}
-		}
-	}
-	// Required names not among properties are governed by additional schemas.
-	for _, r := range s.required {
-		if !names[r] {
-			conj := s.additional
-			if s.noAdditional && len(pats) == 0 {
-				return b.never(), nil
-			}
-			for _, pk := range pats {
-				if pk.d.Matches(r) {
-					conj = append(slices.Clone(conj), pk.conj...)
-				}
-			}
-			props = append(props, prop{r, conj})
-			names[r] = true
-		}
-	}
-	var kept []prop
-	for _, p := range props {
-		if !s.forbidden[p.name] && (nameDFA == nil || nameDFA.Matches(p.name)) {
-			kept = append(kept, p)
-		}
-	}
-	props = kept
 	nReq := 0
-	for _, p := range props {
-		if required[p.name] {
+	for _, p := range om.props {
+		if om.required[p.name] {
 			nReq++
 		}
 	}
-	extraAllowed := !s.noAdditional || len(pats) > 0
-	if s.maxProps >= 0 && (extraAllowed || len(props) > s.maxProps) {
+	if s.maxProps >= 0 && (om.extra || len(om.props) > s.maxProps) {
 		return fragment{}, errf("maxProperties is not supported here")
 	}
 	if s.minProps > nReq {
 		return fragment{}, errf("minProperties beyond required properties is not supported")
 	}
 	var extra int32 = -1
-	if extraAllowed {
-		r, err := sc.extraRule(names, pats, s, nameDFA)
+	if om.extra {
+		r, err := sc.extraRule(om.names, om.patterns, s, om.nameDFA)
 		if err != nil {
 			return fragment{}, err
 		}
 		extra = r
 	}
+	return sc.buildObject(om, extra), nil
+}
+
+// resolveMembers applies patternProperties and propertyNames to the named
+// properties and adds the required names that only additional or pattern
+// schemas govern. It returns nil when a required name cannot appear.
+func (sc *schemaCompiler) resolveMembers(s *constraints) (*objectMembers, error) {
+	om := &objectMembers{names: map[string]bool{}, required: map[string]bool{}}
+	for _, p := range s.properties {
+		om.names[p.name] = true
+	}
+	for k := range s.forbidden {
+		om.names[k] = true
+	}
+	for _, r := range s.required {
+		om.required[r] = true
+	}
+	// Pattern properties: defined names matching a pattern take its schema too.
+	props := slices.Clone(s.properties)
+	for _, pp := range s.patternProps {
+		d, err := chardfa.Regex(pp.pat, true)
+		if err != nil {
+			return nil, inKeyword("patternProperties", err)
+		}
+		om.patterns = append(om.patterns, patternKey{d, pp.conj})
+		for i := range props {
+			if d.Matches(props[i].name) {
+				props[i].conj = append(slices.Clone(props[i].conj), pp.conj...)
+			}
+		}
+	}
+	if len(s.propertyNames) > 0 {
+		disj, err := sc.expand(s.propertyNames)
+		if err != nil {
+			return nil, err
+		}
+		if len(disj) != 1 || disj[0].hasEnum || disj[0].types&tStr == 0 {
+			return nil, errf("unsupported propertyNames schema")
+		}
+		if om.nameDFA, err = sc.stringDFA(disj[0]); err != nil {
+			return nil, err
+		}
+		if om.nameDFA == nil {
+			om.nameDFA = chardfa.Length(0, -1)
+		}
+		for _, p := range props {
+			if !om.nameDFA.Matches(p.name) {
+				if om.required[p.name] {
+					return nil, nil
+				}
+				om.names[p.name] = true
+			}
+		}
+	}
+	// Required names not among properties are governed by additional schemas.
+	for _, r := range s.required {
+		if om.names[r] {
+			continue
+		}
+		conj := s.additional
+		if s.noAdditional && len(om.patterns) == 0 {
+			return nil, nil
+		}
+		for _, pk := range om.patterns {
+			if pk.d.Matches(r) {
+				conj = append(slices.Clone(conj), pk.conj...)
+			}
+		}
+		props = append(props, prop{r, conj})
+		om.names[r] = true
+	}
+	for _, p := range props {
+		if !s.forbidden[p.name] && (om.nameDFA == nil || om.nameDFA.Matches(p.name)) {
+			om.props = append(om.props, p)
+		}
+	}
+	om.extra = !s.noAdditional || len(om.patterns) > 0
+	return om, nil
+}
+
+// buildObject emits the object automaton: the named members in order,
+// each optional one skippable, and extra members (rule extra, -1 none).
+func (sc *schemaCompiler) buildObject(om *objectMembers, extra int32) fragment {
+	b := sc.b
+	props, required := om.props, om.required
 	open := b.seq(b.lit("{"), sc.ws())
 	end := b.node()
 	closeF := func(from int32) {
@@ -159,7 +189,7 @@ func (sc *schemaCompiler) objFrag(s *constraints) (fragment, error) {
 	}
 	closeF(noneYet[len(props)])
 	closeF(someEmitted[len(props)])
-	return fragment{open.in, end}, nil
+	return fragment{open.in, end}
 }
 
 // extraRule matches one `"key":value` member for keys outside properties.

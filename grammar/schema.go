@@ -32,12 +32,16 @@ type queued struct {
 	conj []*jsonValue
 }
 
+// parsed is one schema object's own keywords: the constraints it states
+// directly, and the subschemas it combines with them.
 type parsed struct {
-	s      *constraints
-	groups [][]*jsonValue
-	oneOf  [][]*jsonValue
-	err    error
-	busy   bool
+	s *constraints
+	// alternatives: lists of schemas of which at least one must hold, one
+	// list per anyOf/oneOf ($ref and each allOf entry are lists of one)
+	alternatives [][]*jsonValue
+	oneOf        [][]*jsonValue // the lists from oneOf: their branches must be disjoint
+	err          error
+	busy         bool // being parsed: reached again, the schema refers to itself without consuming input
 }
 
 func (c *Compiler) compileSchema(text string) (*Grammar, error) {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -89,10 +90,22 @@ var schemaCases = []schemaCase{
 	{"escapes in free strings", `{"type":"string"}`, []string{`"a\"b\\c\u00e9\n"`, `"日本語"`}, []string{`"\x"`, `"a` + "\x01" + `"`}},
 }
 
+// slowSchemaCases take seconds of masks each (hundreds of distinct
+// positions in long strings): the full run checks them, -short does not.
+var slowSchemaCases = map[string]bool{"shared long strings": true, "long pattern with dot": true}
+
 func TestSchemaFeatures(t *testing.T) {
-	for _, tok := range []string{"llama3", "qwen3"} {
+	for name := range slowSchemaCases {
+		if !slices.ContainsFunc(schemaCases, func(c schemaCase) bool { return c.name == name }) {
+			t.Fatalf("slowSchemaCases names %q, which is not a case", name)
+		}
+	}
+	for _, tok := range testTokenizers() {
 		e := env(t, tok)
 		for _, tc := range schemaCases {
+			if slowSchemaCases[tc.name] && testing.Short() {
+				continue
+			}
 			g, err := e.comp.JSONSchema(tc.schema)
 			if err != nil {
 				t.Fatalf("%s/%s: compile: %v", tok, tc.name, err)

@@ -46,7 +46,7 @@ type Spec struct {
 // the next request with the same spec.
 func (c *Compiler) Compile(ctx context.Context, s Spec) (*Grammar, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("compile %s constraint: %w", s.Kind, err)
+		return nil, fmt.Errorf("grammar compile not started: %w", err)
 	}
 	type result struct {
 		g   *Grammar
@@ -61,7 +61,7 @@ func (c *Compiler) Compile(ctx context.Context, s Spec) (*Grammar, error) {
 	case r := <-done:
 		return r.g, r.err
 	case <-ctx.Done():
-		return nil, fmt.Errorf("compile %s constraint: %w", s.Kind, context.Cause(ctx))
+		return nil, fmt.Errorf("grammar compile abandoned: %w", context.Cause(ctx))
 	}
 }
 

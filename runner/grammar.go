@@ -3,7 +3,10 @@ package runner
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/llmserve/llmserve/grammar"
 )
@@ -11,25 +14,45 @@ import (
 // Grammars compiles structured-output constraints for one rank off the step loop: a request
 // waits (scheduler.Request.Ready) until its grammar is compiled, the batch does not. Equal
 // specs compile once: the Compiler caches results and lets concurrent requests for one spec
-// wait for a single compile.
+// wait for a single compile. Compiles are bounded: at most slots at once, each within timeout
+// (a request whose compile does not finish in time fails).
 type Grammars struct {
-	c *grammar.Compiler
+	c       *grammar.Compiler
+	timeout time.Duration
+	slots   chan struct{} // one token per compile running
 }
 
-// NewGrammars wraps a compiler over the model's vocabulary.
-func NewGrammars(c *grammar.Compiler) *Grammars { return &Grammars{c: c} }
+// DefaultCompileTimeout bounds one request's wait for its grammar.
+const DefaultCompileTimeout = 30 * time.Second
 
-// start returns a constraint whose matcher appears once the grammar is compiled.
-func (gs *Grammars) start(s grammar.Spec) *constraint {
+// NewGrammars wraps a compiler over the model's vocabulary.
+func NewGrammars(c *grammar.Compiler) *Grammars {
+	return &Grammars{c: c, timeout: DefaultCompileTimeout, slots: make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2))}
+}
+
+// start returns a constraint whose matcher appears once the grammar is compiled. The compile
+// runs on a goroutine counted in wg, and ends with ctx.
+func (gs *Grammars) start(ctx context.Context, wg *sync.WaitGroup, s grammar.Spec) *constraint {
 	c := &constraint{}
+	wg.Add(1)
 	go func() {
-		gr, err := gs.c.Compile(context.Background(), s)
+		defer wg.Done()
+		defer c.ready.Store(true) // publishes m and err
+		ctx, cancel := context.WithTimeout(ctx, gs.timeout)
+		defer cancel()
+		select {
+		case gs.slots <- struct{}{}:
+			defer func() { <-gs.slots }()
+		case <-ctx.Done():
+			c.err = fmt.Errorf("compile %s constraint: no compile slot: %w", s.Kind, context.Cause(ctx))
+			return
+		}
+		gr, err := gs.c.Compile(ctx, s)
 		if err != nil {
 			c.err = fmt.Errorf("compile %s constraint: %w", s.Kind, err)
-		} else {
-			c.m = gr.NewMatcher()
+			return
 		}
-		c.ready.Store(true)
+		c.m = gr.NewMatcher()
 	}()
 	return c
 }

@@ -20,7 +20,7 @@ type pick struct {
 }
 
 type pickJob struct {
-	st  *seq
+	st  *liveRequest
 	row []float32
 	k   int // index of row in the step's batch
 }
@@ -138,7 +138,7 @@ func (s *Scheduler) pickOne(j pickJob) {
 // IgnoreEOS) and stop token ids, the constraint (Accept, IsTerminated), stop strings, then
 // MaxNewTokens and the context length. It runs sequentially: StopCheck and Accept are the
 // caller's hooks.
-func (s *Scheduler) record(st *seq) (it Item, done bool) {
+func (s *Scheduler) record(st *liveRequest) (it Item, done bool) {
 	req := st.req
 	tok := st.pick.tok
 	if tok < 0 {

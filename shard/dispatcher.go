@@ -56,6 +56,14 @@ type Option func(*Dispatcher)
 // it down; d <= 0 disables the check.
 func WithStaleAfter(d time.Duration) Option { return func(x *Dispatcher) { x.staleAfter = d } }
 
+// WithWatchGap says the caller calls Expire at least every gap while it runs.
+// Silence is then measured in the time the caller was watching: a longer time
+// between two Expire calls is the caller's own stall (a stopped or starved
+// process reads no reports, however alive the ranks are) and counts as gap
+// only, so a worker's stall never makes it blame a healthy rank. Without it
+// every moment counts.
+func WithWatchGap(gap time.Duration) Option { return func(x *Dispatcher) { x.watchGap = gap } }
+
 // WithAwaitFirstReport keeps every rank out of dispatch until its first load
 // report: a rank may still be loading its model, and a request sent to it now
 // would sit unanswered. Without it ranks count as heard at creation.
@@ -106,6 +114,7 @@ type Dispatcher struct {
 	workers    int           // tokenizer workers sharing the ranks; weight of own pending
 	staleAfter time.Duration // silence after which Expire declares a rank down; <= 0: never
 	awaitFirst bool          // ranks are down until their first report
+	watchGap   time.Duration // the longest gap between Expire calls that counts whole; <= 0: any
 	now        func() time.Time
 	ledger     *Ledger // shared with the other workers; nil: this worker's view only
 
@@ -117,15 +126,20 @@ type Dispatcher struct {
 	// scratch space for Pick, per rank
 	up    []bool
 	score []float64
+	// watched is the time the caller has been watching (see WithWatchGap) from creation to
+	// lastExpire, the last Expire call (or creation); silence is measured on this clock.
+	watched    time.Duration
+	lastExpire time.Time
 }
 
 type rankState struct {
 	load       Load
 	hasReport  bool
-	heardAt    time.Time // last accepted report, MarkUp, Reset or creation
-	sent       uint64    // requests this worker dispatched here, ever
-	sentTokens uint64    // their prompt tokens
-	silent     string    // why Expire declared the rank down; "" while it is not
+	heardAt    time.Time     // last accepted report, MarkUp, Reset or creation
+	heardWatch time.Duration // the watched clock (Dispatcher.watched) at heardAt
+	sent       uint64        // requests this worker dispatched here, ever
+	sentTokens uint64        // their prompt tokens
+	silent     string        // why Expire declared the rank down; "" while it is not
 	manualDown bool
 	downReason string // why MarkDown took the rank out
 }
@@ -170,6 +184,7 @@ func NewDispatcher(numRanks int, method Method, worker int, opts ...Option) (*Di
 			d.ledger.workers, d.ledger.ranks, d.workers, numRanks)
 	}
 	now := d.now()
+	d.lastExpire = now
 	for i := range d.ranks {
 		d.ranks[i].heardAt = now
 		if d.ledger != nil {
@@ -386,23 +401,40 @@ func (d *Dispatcher) downLocked(r int) (string, bool) {
 	return "", false
 }
 
-// Expire declares down every rank that is up and whose last accepted report
-// (or creation, MarkUp or Reset) is more than the stale timeout before now,
-// and returns them: the caller fails their in-flight requests. A rank stays
-// down until its next report.
+// watchedAtLocked is the watched clock at now: what it read at the last
+// Expire plus the time since, counted up to the watch gap.
+func (d *Dispatcher) watchedAtLocked(now time.Time) time.Duration {
+	since := max(now.Sub(d.lastExpire), 0)
+	if d.watchGap > 0 {
+		since = min(since, d.watchGap)
+	}
+	return d.watched + since
+}
+
+// heardLocked records that rank r was heard from at now.
+func (d *Dispatcher) heardLocked(r int, now time.Time) {
+	d.ranks[r].heardAt, d.ranks[r].heardWatch = now, d.watchedAtLocked(now)
+}
+
+// Expire declares down every rank that is up and has been silent (no accepted
+// report since creation, MarkUp or Reset) for more than the stale timeout of
+// watched time (see WithWatchGap), and returns them: the caller fails their
+// in-flight requests. A rank stays down until its next report.
 func (d *Dispatcher) Expire(now time.Time) []int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.watched = d.watchedAtLocked(now)
+	d.lastExpire = now
 	if d.staleAfter <= 0 {
 		return nil
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	var expired []int
 	for r := range d.ranks {
 		rs := &d.ranks[r]
 		if rs.silent != "" || (d.awaitFirst && !rs.hasReport) {
 			continue
 		}
-		age := now.Sub(rs.heardAt)
+		age := d.watched - rs.heardWatch
 		if age <= d.staleAfter {
 			continue
 		}
@@ -471,7 +503,8 @@ func (d *Dispatcher) Report(rank int, load Load) (ReportResult, error) {
 	// decode buffers.
 	load.ReceivedAll = append(rs.load.ReceivedAll[:0], load.ReceivedAll...)
 	load.ReceivedTokensAll = append(rs.load.ReceivedTokensAll[:0], load.ReceivedTokensAll...)
-	rs.load, rs.hasReport, rs.heardAt = load, true, now
+	rs.load, rs.hasReport = load, true
+	d.heardLocked(rank, now)
 	return result, nil
 }
 
@@ -500,7 +533,8 @@ func (d *Dispatcher) MarkUp(rank int) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	rs := &d.ranks[rank]
-	rs.manualDown, rs.downReason, rs.heardAt = false, "", now
+	rs.manualDown, rs.downReason = false, ""
+	d.heardLocked(rank, now)
 	return nil
 }
 
@@ -521,7 +555,8 @@ func (d *Dispatcher) Reset(rank int) error {
 
 func (d *Dispatcher) resetLocked(rank int, now time.Time) {
 	rs := &d.ranks[rank]
-	*rs = rankState{heardAt: now, manualDown: rs.manualDown, downReason: rs.downReason}
+	*rs = rankState{manualDown: rs.manualDown, downReason: rs.downReason}
+	d.heardLocked(rank, now)
 	if d.ledger != nil {
 		d.ledger.Reset(d.worker, rank)
 	}

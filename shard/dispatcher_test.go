@@ -412,3 +412,38 @@ func TestSnapshotJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchGapSparesRanksTheCallersStall: with WithWatchGap, a stall of the caller itself (no
+// Expire for 5 s, as when the worker process is stopped) counts as one gap, so the ranks are
+// not expired for it; silence while the caller is watching still expires them.
+func TestWatchGapSparesRanksTheCallersStall(t *testing.T) {
+	clock := newClock()
+	d := newTestDispatcher(t, 2, ShortestQueue, 0, WithClock(clock.now), WithStaleAfter(time.Second), WithWatchGap(250*time.Millisecond))
+	tick := func(n int) (expired []int) {
+		for range n {
+			clock.advance(100 * time.Millisecond)
+			expired = append(expired, d.Expire(clock.now())...)
+		}
+		return expired
+	}
+	if got := tick(5); len(got) != 0 {
+		t.Fatalf("expired %v after 0.5 s", got)
+	}
+	clock.advance(5 * time.Second) // the caller is stopped
+	if got := d.Expire(clock.now()); len(got) != 0 {
+		t.Fatalf("the caller's 5 s stall expired ranks %v", got)
+	}
+	// The stall counted 0.25 s: 0.75 s watched so far; rank 0 reports, rank 1 stays silent.
+	if _, err := d.Report(0, Load{Seq: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if got := tick(2); len(got) != 0 {
+		t.Fatalf("expired %v at 0.95 s watched", got)
+	}
+	if got := tick(1); !slices.Equal(got, []int{1}) {
+		t.Fatalf("at 1.05 s watched: expired %v, want [1]", got)
+	}
+	if got := tick(8); !slices.Equal(got, []int{0}) {
+		t.Fatalf("rank 0, silent 1.1 s watched since its report: expired %v, want [0]", got)
+	}
+}

@@ -70,6 +70,8 @@ type Config struct {
 	// estimates the others' dispatches from its own.
 	Ledger *shard.Ledger
 	Log    *slog.Logger
+	// Clock replaces time.Now for rank liveness (tests drive it); nil is time.Now.
+	Clock func() time.Time
 }
 
 // LedgerPath is where the tokenizer workers of the engine using runDir share their dispatch
@@ -117,9 +119,15 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.GrammarTimeout <= 0 {
 		cfg.GrammarTimeout = DefaultGrammarTimeout
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
 	// A rank takes no requests until it first reports: it may still be loading its model, and a
 	// request sent now would sit unanswered (clients get 503 + Retry-After instead).
-	opts := []shard.Option{shard.WithWorkers(cfg.NumWorkers), shard.WithStaleAfter(cfg.RankTimeout), shard.WithAwaitFirstReport()}
+	// The receive loop checks liveness every checkEvery; a longer gap is this worker's own
+	// stall, not the ranks' silence (WithWatchGap).
+	opts := []shard.Option{shard.WithWorkers(cfg.NumWorkers), shard.WithStaleAfter(cfg.RankTimeout), shard.WithAwaitFirstReport(),
+		shard.WithWatchGap(3 * checkEvery), shard.WithClock(cfg.Clock)}
 	if cfg.Ledger != nil {
 		opts = append(opts, shard.WithLedger(cfg.Ledger))
 	}
@@ -195,43 +203,43 @@ func (w *Worker) InFlight() int {
 }
 
 // Submit implements api.Engine: pick a rank, register the stream, send the request.
+//
+// The request travels under an id of the engine's own (the Stream's RID), unique engine-wide:
+// the client's rid is only a label the API echoes, so two clients choosing the same rid share
+// nothing, and a duplicate says nothing about what else is in flight.
 func (w *Worker) Submit(ctx context.Context, req *api.Request) (*api.Stream, error) {
 	if req.RoutedRank >= w.cfg.DPSize {
 		return nil, &api.BadRequestError{Param: "routed_dp_rank", Msg: fmt.Sprintf("rank %d does not exist (dp size %d)", req.RoutedRank, w.cfg.DPSize)}
+	}
+	rid := shard.NewRID(w.cfg.Index)
+	msg, err := RequestToWire(req, rid, w.cfg.Index, time.Now())
+	if err != nil {
+		return nil, err
 	}
 	w.mu.Lock()
 	if len(w.reqs) >= w.cfg.MaxRequests {
 		w.mu.Unlock()
 		return nil, api.ErrOverloaded
 	}
-	if _, dup := w.reqs[req.RID]; dup {
-		w.mu.Unlock()
-		return nil, &api.BadRequestError{Param: "rid", Msg: fmt.Sprintf("request id %q is already in flight", req.RID)}
-	}
 	rank, err := w.disp.Pick(len(req.InputIDs), req.RoutedRank)
 	if err != nil {
 		w.mu.Unlock()
 		return nil, fmt.Errorf("no rank can take the request: %w", err)
 	}
-	e := &entry{st: api.NewStream(req.RID), rank: rank}
+	e := &entry{st: api.NewStream(rid), rank: rank}
 	if w.cfg.Mode == ModeSkipDetokenization && !req.NoText {
 		e.text = detok.NewStream(w.cfg.Tokenizer.NewDecoder(req.SkipSpecialTokens), req.StopStrings)
 	}
-	w.reqs[req.RID] = e
+	w.reqs[rid] = e
 	w.mu.Unlock()
 
-	msg, err := RequestToWire(req, req.RID, w.cfg.Index, time.Now())
-	if err != nil {
-		w.remove(req.RID)
-		return nil, err
-	}
 	bp := w.framePool.Get().(*[]byte)
 	frame := msg.Append((*bp)[:0])
 	err = w.push[rank].Send(frame)
 	*bp = frame
 	w.framePool.Put(bp)
 	if err != nil {
-		w.remove(req.RID)
+		w.remove(rid)
 		if uerr := w.disp.Undo(rank, len(req.InputIDs)); uerr != nil {
 			w.log.Error("dispatch ledger", "err", uerr)
 		}
@@ -240,8 +248,9 @@ func (w *Worker) Submit(ctx context.Context, req *api.Request) (*api.Stream, err
 	return e.st, nil
 }
 
-// Abort implements api.Engine: tell the request's rank to stop it; the rank answers with a
-// finished item (reason abort), which frees the entry here.
+// Abort implements api.Engine: rid is the RID of the Stream that Submit returned. Tell the
+// request's rank to stop it; the rank answers with a finished item (reason abort), which frees
+// the entry here.
 func (w *Worker) Abort(rid string) {
 	w.mu.Lock()
 	e, ok := w.reqs[rid]
@@ -249,9 +258,14 @@ func (w *Worker) Abort(rid string) {
 	if !ok {
 		return
 	}
-	msg := ipc.Abort{RID: rid, Owner: uint32(w.cfg.Index), Reason: "client disconnected"}
-	if err := w.push[e.rank].Send(msg.Append(nil)); err != nil {
-		w.log.Warn("abort not delivered", "rid", rid, "rank", e.rank, "err", err)
+	w.abortAt(e.rank, rid, "client disconnected")
+}
+
+// abortAt tells rank to stop request rid, which this worker no longer waits for or soon won't.
+func (w *Worker) abortAt(rank int, rid, reason string) {
+	msg := ipc.Abort{RID: rid, Owner: uint32(w.cfg.Index), Reason: reason}
+	if err := w.push[rank].Send(msg.Append(nil)); err != nil {
+		w.log.Warn("abort not delivered", "rid", rid, "rank", rank, "err", err)
 	}
 }
 
@@ -261,16 +275,18 @@ func (w *Worker) remove(rid string) {
 	w.mu.Unlock()
 }
 
-// receiveLoop reads output batches until Close, and checks rank liveness between them.
+// checkEvery is how often the receive loop checks rank liveness.
+const checkEvery = 100 * time.Millisecond
+
+// receiveLoop reads output frames until Close, routes each (handle), and checks rank
+// liveness between them.
 func (w *Worker) receiveLoop() {
 	defer w.wg.Done()
-	var tb ipc.TokenBatch
-	var xb ipc.TextBatch
-	var ents []*entry
+	var buf frameBuffers
 	lastCheck := time.Now()
 	for {
-		frame, err := w.pull.Recv(100 * time.Millisecond)
-		if time.Since(lastCheck) >= 100*time.Millisecond {
+		frame, err := w.pull.Recv(checkEvery)
+		if time.Since(lastCheck) >= checkEvery {
 			w.checkRanks()
 			lastCheck = time.Now()
 		}
@@ -280,42 +296,58 @@ func (w *Worker) receiveLoop() {
 		if err != nil {
 			return // closed
 		}
-		typ, err := ipc.PeekType(frame)
-		if err != nil {
-			w.log.Warn("dropped bad frame", "err", err)
-			continue
-		}
-		switch typ {
-		case ipc.MsgTextBatch:
-			if err := xb.Decode(frame); err != nil {
-				w.log.Warn("dropped bad text batch", "err", err)
-				continue
-			}
-			for i := range xb.Loads {
-				w.report(int(xb.Loads[i].Rank), xb.Loads[i].Seq, &xb.Loads[i].Load)
-			}
-			ents = w.lookup(ents[:0], len(xb.Items), func(i int) *ipc.TokenItem { return &xb.Items[i].TokenItem })
-			for i, e := range ents {
-				if e != nil {
-					w.deliver(e, &xb.Items[i].TokenItem, xb.Items[i].Text, true)
-				}
-			}
-		case ipc.MsgTokenBatch:
-			if err := tb.Decode(frame); err != nil {
-				w.log.Warn("dropped bad token batch", "err", err)
-				continue
-			}
-			w.report(int(tb.Rank), tb.Seq, &tb.Load)
-			ents = w.lookup(ents[:0], len(tb.Items), func(i int) *ipc.TokenItem { return &tb.Items[i] })
-			for i, e := range ents {
-				if e != nil {
-					w.deliver(e, &tb.Items[i], "", false)
-				}
-			}
-		default:
-			w.log.Warn("dropped unexpected message", "type", typ)
+		if err := w.handle(&buf, frame); err != nil {
+			w.log.Warn("dropped output frame", "err", err)
 		}
 	}
+}
+
+// frameBuffers are the receive loop's decode buffers, reused frame after frame.
+type frameBuffers struct {
+	tb   ipc.TokenBatch
+	xb   ipc.TextBatch
+	ents []*entry
+}
+
+// handle routes one output frame: its load reports to the dispatcher, each item to its
+// request's stream (items of requests this worker no longer holds are dropped). It touches no
+// socket, so tests hand it frames directly.
+func (w *Worker) handle(buf *frameBuffers, frame []byte) error {
+	typ, err := ipc.PeekType(frame)
+	if err != nil {
+		return err
+	}
+	switch typ {
+	case ipc.MsgTextBatch:
+		xb := &buf.xb
+		if err := xb.Decode(frame); err != nil {
+			return err
+		}
+		for i := range xb.Loads {
+			w.report(int(xb.Loads[i].Rank), xb.Loads[i].Seq, &xb.Loads[i].Load)
+		}
+		buf.ents = w.lookup(buf.ents[:0], len(xb.Items), func(i int) *ipc.TokenItem { return &xb.Items[i].TokenItem })
+		for i, e := range buf.ents {
+			if e != nil {
+				w.deliver(e, &xb.Items[i].TokenItem, xb.Items[i].Text, true)
+			}
+		}
+	case ipc.MsgTokenBatch:
+		tb := &buf.tb
+		if err := tb.Decode(frame); err != nil {
+			return err
+		}
+		w.report(int(tb.Rank), tb.Seq, &tb.Load)
+		buf.ents = w.lookup(buf.ents[:0], len(tb.Items), func(i int) *ipc.TokenItem { return &tb.Items[i] })
+		for i, e := range buf.ents {
+			if e != nil {
+				w.deliver(e, &tb.Items[i], "", false)
+			}
+		}
+	default:
+		return fmt.Errorf("unexpected %v on a worker's output socket", typ)
+	}
+	return nil
 }
 
 // report hands a rank's load report to the dispatcher, which also judges from it that the
@@ -359,7 +391,7 @@ func (w *Worker) deliver(e *entry, it *ipc.TokenItem, text string, hasText bool)
 
 // checkRanks fails the in-flight requests of every rank the dispatcher finds silent.
 func (w *Worker) checkRanks() {
-	for _, r := range w.disp.Expire(time.Now()) {
+	for _, r := range w.disp.Expire(w.cfg.Clock()) {
 		reason := fmt.Sprintf("no output or heartbeat from rank %d for %v (schedulerd%s stopped?)", r, w.cfg.RankTimeout, w.detokHint())
 		w.log.Error("rank is down", "rank", r, "reason", reason)
 		w.failAll(r, errors.New(reason))

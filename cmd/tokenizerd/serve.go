@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -57,6 +58,14 @@ type serveConfig struct {
 	// ReasoningParser reads thinking blocks: auto (from the chat template), none, qwen3 or
 	// deepseek_r1.
 	ReasoningParser string
+	// MaxBodyBytes bounds a request body.
+	MaxBodyBytes int64
+	// APIKey, when set, is a key every request must carry (Authorization: Bearer KEY).
+	APIKey string
+	// APIKeyFile names a file of keys, one per line ('#' starts a comment), each accepted.
+	APIKeyFile string
+	// OpenPaths need no key even when keys are set.
+	OpenPaths []string
 }
 
 func (c *serveConfig) flags() []cli.Flag {
@@ -72,6 +81,10 @@ func (c *serveConfig) flags() []cli.Flag {
 		&cli.StringFlag{Name: "tool-call-parser", Destination: &c.ToolCallParser, Value: "auto", Usage: "tool-call syntax: auto (from the chat template), hermes, llama3_json or fallback (the engine's own, for templates without tools)", Sources: cli.EnvVars("TOOL_CALL_PARSER")},
 		&cli.StringFlag{Name: "reasoning-parser", Destination: &c.ReasoningParser, Value: "auto", Usage: "thinking blocks into reasoning_content: auto (from the chat template), none, qwen3 or deepseek_r1", Sources: cli.EnvVars("REASONING_PARSER")},
 		&cli.IntFlag{Name: "worker-index", Destination: &c.WorkerIndex, Value: -1, Usage: "internal: run as worker i (set by the supervisor)", Hidden: true},
+		&cli.Int64Flag{Name: "max-body-bytes", Destination: &c.MaxBodyBytes, Value: api.DefaultMaxBodyBytes, Usage: "largest request body; a larger one is a 413, refused from its Content-Length before it is read", Sources: cli.EnvVars("MAX_BODY_BYTES")},
+		&cli.StringFlag{Name: "api-key", Destination: &c.APIKey, Usage: "require Authorization: Bearer KEY on every request but those to --open-paths", Sources: cli.EnvVars("API_KEY")},
+		&cli.StringFlag{Name: "api-key-file", Destination: &c.APIKeyFile, Usage: "file of API keys, one per line ('#' comments), each accepted (with or without --api-key)", Sources: cli.EnvVars("API_KEY_FILE")},
+		&cli.StringSliceFlag{Name: "open-paths", Destination: &c.OpenPaths, Value: api.DefaultOpenPaths, Usage: "paths that need no API key when keys are set (comma-separated; \"\" for none)", Sources: cli.EnvVars("OPEN_PATHS")},
 	)
 }
 
@@ -86,7 +99,49 @@ func (c *serveConfig) check() error {
 	if _, err := shard.ParseMethod(c.LoadBalanceMethod); err != nil {
 		return err
 	}
+	if c.MaxBodyBytes < 1 {
+		return fmt.Errorf("--max-body-bytes must be >= 1, got %d", c.MaxBodyBytes)
+	}
+	if _, err := c.apiKeys(); err != nil {
+		return err
+	}
 	return checkParsers(c.ToolCallParser, c.ReasoningParser)
+}
+
+// apiKeys is --api-key and the keys in --api-key-file.
+func (c *serveConfig) apiKeys() ([]string, error) {
+	var keys []string
+	if c.APIKey != "" {
+		keys = append(keys, c.APIKey)
+	}
+	if c.APIKeyFile == "" {
+		return keys, nil
+	}
+	data, err := os.ReadFile(c.APIKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("--api-key-file: %w", err)
+	}
+	n := len(keys)
+	for _, line := range strings.Split(string(data), "\n") {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+			keys = append(keys, line)
+		}
+	}
+	if len(keys) == n {
+		return nil, fmt.Errorf("--api-key-file %s holds no key", c.APIKeyFile)
+	}
+	return keys, nil
+}
+
+// openPaths is --open-paths without empty entries (so "" means none).
+func (c *serveConfig) openPaths() []string {
+	paths := []string{}
+	for _, p := range c.OpenPaths {
+		if p = strings.TrimSpace(p); p != "" {
+			paths = append(paths, p)
+		}
+	}
+	return paths
 }
 
 // checkParsers refuses unknown --tool-call-parser and --reasoning-parser values.
@@ -307,11 +362,15 @@ func newAPIServer(cfg *serveConfig, w *worker.Worker, mode worker.Mode, log *slo
 	name := cfg.ServedModelName
 	if name == "" {
 		abs, _ := filepath.Abs(cfg.ModelPath)
-		name = filepath.Base(abs)
+		name = strings.TrimSuffix(filepath.Base(abs), ".gguf") // a GGUF file is served under its stem
 	}
 	ctxLen := mcfg.MaxPositions
 	if cfg.ContextLength > 0 {
 		ctxLen = cfg.ContextLength
+	}
+	keys, err := cfg.apiKeys()
+	if err != nil {
+		return nil, err
 	}
 	reg := metrics.NewRegistry()
 	registerRankGauges(reg, w, cfg.WorkerIndex, cfg.DPSize)
@@ -319,6 +378,7 @@ func newAPIServer(cfg *serveConfig, w *worker.Worker, mode worker.Mode, log *slo
 		ServedModelName: name, ContextLength: ctxLen, DefaultSampling: defaultSampling(cfg.ModelPath, log),
 		StreamInterval: cfg.StreamInterval, SkipTokenizerInit: mode == worker.ModeSkipTokenizerInit, Worker: cfg.WorkerIndex,
 		ToolCallParser: cfg.ToolCallParser, ReasoningParser: cfg.ReasoningParser,
+		MaxBodyBytes: cfg.MaxBodyBytes, APIKeys: keys, OpenPaths: cfg.openPaths(),
 	}, w, reg, log)
 }
 
