@@ -290,7 +290,7 @@ func TestFallbackMessages(t *testing.T) {
 	tr := &toolRequest{tools: []tool{{name: "f"}}, choice: "auto", syntax: ToolSyntaxFallback}
 	msgs, err := checkToolMessages([]map[string]any{{"role": "system", "content": "Be brief."}, {"role": "user", "content": "go"},
 		{"role": "assistant", "content": nil, "tool_calls": []any{map[string]any{"id": "c", "type": "function", "function": map[string]any{"name": "f", "arguments": `{"x":1}`}}}},
-		{"role": "tool", "tool_call_id": "c", "content": "ok"}})
+		{"role": "tool", "tool_call_id": "c", "content": []any{map[string]any{"type": "text", "text": "ok"}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
