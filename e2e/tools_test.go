@@ -454,6 +454,12 @@ func TestToolCallsParallel(t *testing.T) {
 	if most < 2 {
 		t.Errorf("parallel_tool_calls true never made two calls")
 	}
+	// tool_choice none: the tools are rendered, the output is content, never read as calls
+	body := toolRequest("none", 1)
+	body["max_tokens"] = 30
+	if r := e.chatWhole(t, body); len(r.Names) != 0 || r.Finish == "tool_calls" || r.Content == "" {
+		t.Errorf("tool_choice none: %v", r)
+	}
 	t.Logf("at most %d calls in one response", most)
 }
 
