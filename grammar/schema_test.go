@@ -31,6 +31,17 @@ var schemaCases = []schemaCase{
 		[]string{`{"k":"a","c":{"x":[1,2]}}`, `{"k":3,"c":{"x":[1,2]}}`, `{"k":null,"c":{"x":[1,2]}}`},
 		[]string{`{"k":"c","c":{"x":[1,2]}}`, `{"k":"a","c":{"x":[1]}}`}},
 	{"enum and const together", `{"enum":["a","b","c"],"const":"c"}`, []string{`"c"`}, []string{`"a"`, `"b"`}},
+	// decimal bounds are exact: values between the bound and the next integer pass, and
+	// so do trailing zeros at a bound (MaskBench false rejections)
+	{"decimal bounds", `{"type":"number","minimum":78.55,"maximum":79.3333}`,
+		[]string{`78.55`, `78.550`, `78.6`, `79`, `79.0`, `79.3333`, `79.33330`, `78.99999999`},
+		[]string{`78.549`, `78.5`, `79.33331`, `79.4`, `80`, `-79`, `78`}},
+	{"fractional minimum", `{"type":"number","minimum":0.1}`,
+		[]string{`0.1`, `0.5`, `0.10`, `1`, `123.45`}, []string{`0.09`, `0`, `0.0999`, `-0.5`}},
+	{"integer maximum with trailing zeros", `{"type":"number","minimum":0,"maximum":10}`,
+		[]string{`10.0`, `10.00`, `0.0`, `9.99`, `0`}, []string{`10.01`, `10.1`, `-0.1`, `11`}},
+	{"exclusive decimal bounds", `{"type":"number","exclusiveMinimum":-1.5,"exclusiveMaximum":10}`,
+		[]string{`-1.49`, `-1`, `0`, `9.999`, `-0.5`}, []string{`-1.5`, `-1.50`, `10`, `10.0`, `-2`}},
 	{"arrays", `{"type":"array","items":{"type":"integer"},"minItems":2,"maxItems":3}`,
 		[]string{`[1,2]`, `[1,2,3]`}, []string{`[]`, `[1]`, `[1,2,3,4]`, `[1,"a"]`}},
 	{"prefixItems", `{"type":"array","prefixItems":[{"type":"string"},{"type":"boolean"}],"items":false}`,
