@@ -90,7 +90,10 @@
 // A schema that allows no document is a compile error naming the conflicting
 // keywords (empty.go), never a grammar that fails at run time.
 //
-// Refused by name: not, if/then/else, dependencies*, uniqueItems, contains,
+// `not` is compiled by rewriting its schema into the schema of what fails it
+// (not.go), refused where that cannot be exact.
+//
+// Refused by name: if/then/else, dependencies*, uniqueItems, contains,
 // unevaluated*, $dynamicRef, maxProperties with open keys, minProperties
 // beyond the required set, overlapping oneOf, formats duration, json-pointer,
 // regex, uri-template and idn-*, lookaround, backreferences, \p{..}.

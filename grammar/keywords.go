@@ -5,7 +5,7 @@ import "slices"
 // unsupportedKeys are validation keywords this compiler cannot enforce;
 // any other unknown keyword is an annotation to validators too.
 var unsupportedKeys = map[string]bool{
-	"not": true, "dependencies": true, "dependentRequired": true, "dependentSchemas": true,
+	"dependencies": true, "dependentRequired": true, "dependentSchemas": true,
 	"uniqueItems": true, "contains": true, "minContains": true, "maxContains": true,
 	"unevaluatedProperties": true, "unevaluatedItems": true, "$dynamicRef": true, "$recursiveRef": true,
 	"then": true, "else": true,
@@ -90,6 +90,14 @@ var keywordHandlers = map[string]keywordHandler{
 	"multipleOf": multipleOfKeyword,
 }
 
+// The negation keywords join the table at init: negate consults the table
+// (to tell annotations from keywords it cannot negate).
+func init() {
+	keywordHandlers["not"] = notKeyword
+	keywordHandlers[kwExcluded] = excludedKeyword
+	keywordHandlers[kwNotPattern] = notPatternKeyword
+}
+
 // parseKeywords reads schema j's own keywords into p.
 func (sc *schemaCompiler) parseKeywords(j *jsonValue, p *parsed) error {
 	if j.kind == jsonBool {
@@ -111,6 +119,9 @@ func (sc *schemaCompiler) parseKeywords(j *jsonValue, p *parsed) error {
 				continue
 			}
 			return errf("unsupported keyword %q", k)
+		}
+		if (k == kwExcluded || k == kwNotPattern) && j.id >= 0 {
+			continue // private to synthesized schemas
 		}
 		if h := keywordHandlers[k]; h != nil {
 			if err := h(sc, j, k, v, p); err != nil {
@@ -421,4 +432,27 @@ func markImplicit(j *jsonValue, s *constraints) {
 	tupleItems := items != nil && items.kind == jsonArray
 	s.closeItems = j.get("prefixItems") != nil || tupleItems
 	s.openItems = items != nil && !tupleItems || tupleItems && j.get("additionalItems") != nil
+}
+
+// notKeyword ands in the schema of the instances that fail v (not.go).
+func notKeyword(sc *schemaCompiler, _ *jsonValue, _ string, v *jsonValue, p *parsed) error {
+	if !isSchema(v) {
+		return errf("not must be a schema")
+	}
+	neg, err := sc.negate(v, 0)
+	if err != nil {
+		return err
+	}
+	p.alternatives = append(p.alternatives, []*jsonValue{neg})
+	return nil
+}
+
+func excludedKeyword(_ *schemaCompiler, _ *jsonValue, _ string, v *jsonValue, p *parsed) error {
+	p.s.excluded = append(p.s.excluded, v.arr...)
+	return nil
+}
+
+func notPatternKeyword(_ *schemaCompiler, _ *jsonValue, _ string, v *jsonValue, p *parsed) error {
+	p.s.notPatterns = append(p.s.notPatterns, v.str)
+	return nil
 }

@@ -41,6 +41,12 @@ func (sc *schemaCompiler) numFrag(s *constraints) (fragment, error) {
 	if intOnly {
 		return sc.integerFrag(s, k)
 	}
+	for _, v := range s.excluded {
+		if v.kind == jsonNumber {
+			// 1, 1.0 and 1e0 are one value: excluding it takes more than a text
+			return fragment{}, errf("not: excluding a number from non-integer numbers is not supported")
+		}
+	}
 	return sc.decimalFrag(s, fracDigits)
 }
 
@@ -121,7 +127,31 @@ func (sc *schemaCompiler) integerFrag(s *constraints, k *big.Int) (fragment, err
 			return sc.never(fmt.Sprintf("multipleOf %s: no multiple within minimum/maximum", k)), nil
 		}
 	}
+	if ex := excludedIntegers(s); ex != "" {
+		x, err := chardfa.Regex("^(?:"+ex+")$", false)
+		if err != nil {
+			return fragment{}, err
+		}
+		if d, err = chardfa.Intersect(d, chardfa.Complement(x)); err != nil {
+			return fragment{}, err
+		}
+	}
+	if d.Empty() {
+		return sc.never("not/enum: every integer in range is excluded"), nil
+	}
 	return b.rawChars(d), nil
+}
+
+// excludedIntegers is a regex of the canonical texts of the integer values
+// s excludes ("" none); a non-integer excluded value excludes no integer.
+func excludedIntegers(s *constraints) string {
+	var alts []string
+	for _, v := range s.excluded {
+		if r, ok := numRat(v.num); v.kind == jsonNumber && ok && r.IsInt() {
+			alts = append(alts, r.Num().String())
+		}
+	}
+	return strings.Join(alts, "|")
 }
 
 // decimalFrag builds the number texts within s's bounds with at most

@@ -14,7 +14,8 @@ type schemaCompiler struct {
 	b       *builder
 	root    *jsonValue
 	flex    bool
-	strict  bool // close what schemas leave open by default (Options.Strict, or per compile)
+	strict  bool  // close what schemas leave open by default (Options.Strict, or per compile)
+	synthID int32 // the last id given to a synthesized schema node (negative; see synth)
 	ids     map[string]*jsonValue
 	dupIDs  map[string]bool // ids more than one schema claims
 	anchors map[string]*jsonValue
@@ -231,12 +232,21 @@ func (sc *schemaCompiler) schFrag(s *constraints) (fragment, error) {
 	if s.types == 0 {
 		return sc.never(s.conflict), nil
 	}
-	var fs []fragment
-	if s.types&tNull != 0 {
-		fs = append(fs, b.lit("null"))
+	excluded := valueSet(s.excluded)
+	for _, v := range s.excluded {
+		if (v.kind == jsonObject && s.types&tObj != 0) || (v.kind == jsonArray && s.types&tArr != 0) {
+			return fragment{}, errf("not: excluding object or array values is not supported")
+		}
 	}
-	if s.types&tBool != 0 {
-		fs = append(fs, b.lit("true"), b.lit("false"))
+	var fs []fragment
+	for _, lit := range []string{"null", "true", "false"} {
+		t := tBool
+		if lit == "null" {
+			t = tNull
+		}
+		if s.types&t != 0 && !excluded[lit] {
+			fs = append(fs, b.lit(lit))
+		}
 	}
 	if s.types&(tInt|tNum) != 0 {
 		f, err := sc.numFrag(s)
@@ -338,6 +348,9 @@ func (sc *schemaCompiler) arrFrag(s *constraints) (fragment, error) {
 
 // check reports whether an enum/const value satisfies s's own constraints.
 func (sc *schemaCompiler) check(v *jsonValue, s *constraints) (bool, error) {
+	if len(s.excluded) > 0 && valueSet(s.excluded)[string(appendCompact(nil, v))] {
+		return false, nil
+	}
 	kt := kindType(v)
 	if v.kind == jsonNumber {
 		if s.types&tNum == 0 && !(s.types&tInt != 0 && isIntegral(v.num)) {

@@ -44,6 +44,18 @@ var schemaCases = []schemaCase{
 		[]string{`10.0`, `10.00`, `0.0`, `9.99`, `0`}, []string{`10.01`, `10.1`, `-0.1`, `11`}},
 	{"exclusive decimal bounds", `{"type":"number","exclusiveMinimum":-1.5,"exclusiveMaximum":10}`,
 		[]string{`-1.49`, `-1`, `0`, `9.999`, `-0.5`}, []string{`-1.5`, `-1.50`, `10`, `10.0`, `-2`}},
+	{"not type and const", `{"not":{"type":["object","array","null"]},"allOf":[{"not":{"const":"x"}},{"not":{"enum":[true,"z"]}}]}`,
+		[]string{`"y"`, `false`, `4`, `1.5`, `""`}, []string{`"x"`, `true`, `"z"`, `null`, `{}`, `[]`}},
+	{"not integer values", `{"type":"integer","not":{"enum":[3,4.0,"x"]}}`,
+		[]string{`2`, `5`, `-3`, `34`}, []string{`3`, `4`, `"x"`}},
+	{"not required", `{"type":"object","not":{"required":["a","b"]}}`,
+		[]string{`{}`, `{"a":1}`, `{"b":1,"c":2}`}, []string{`{"a":1,"b":2}`, `{"b":1,"a":2}`}},
+	{"not pattern and length", `{"type":"string","not":{"anyOf":[{"pattern":"^ab"},{"minLength":4}]}}`,
+		[]string{`"a"`, `"ba"`, `"abc"`[0:0] + `"xyz"`}, []string{`"ab"`, `"abz"`, `"long!"`}},
+	// a keyword holds vacuously for other types: "not minimum" wants a number, "not
+	// properties" an object that has the property
+	{"not bounds and properties", `{"type":"object","properties":{"n":{"not":{"minimum":2,"exclusiveMaximum":5}}},"not":{"properties":{"s":{"type":"string"}}}}`,
+		[]string{`{"n":1,"s":1}`, `{"n":5,"s":null}`, `{"s":[]}`}, []string{`{}`, `{"n":1}`, `{"s":"x"}`, `{"n":2,"s":1}`, `{"n":4.5,"s":1}`, `{"n":"x","s":1}`}},
 	{"arrays", `{"type":"array","items":{"type":"integer"},"minItems":2,"maxItems":3}`,
 		[]string{`[1,2]`, `[1,2,3]`}, []string{`[]`, `[1]`, `[1,2,3,4]`, `[1,"a"]`}},
 	{"prefixItems", `{"type":"array","prefixItems":[{"type":"string"},{"type":"boolean"}],"items":false}`,
@@ -181,7 +193,8 @@ func TestDuplicateIDsWithoutRef(t *testing.T) {
 func TestCompileErrors(t *testing.T) {
 	e := env(t, "llama3")
 	cases := map[string]string{
-		`{"type":"object","not":{"required":["a"]}}`:          "not",
+		`{"type":"string","not":{"format":"email"}}`:          "not",
+		`{"type":"string","not":{"pattern":"\\d"}}`:           "not",
 		`{"type":"array","uniqueItems":true}`:                 "uniqueItems",
 		`{"type":"string","pattern":"(?=a)b"}`:                "pattern",
 		`{"type":"string","pattern":"(a"}`:                    "pattern",
@@ -261,6 +274,15 @@ func TestInvalidInstancesRejected(t *testing.T) {
 func TestSchemaCasesAgreeWithValidator(t *testing.T) {
 	for _, c := range schemaCases {
 		v := compileValidator(t, c.schema)
+		if strings.HasPrefix(c.name, "not ") {
+			// the negations' invalid documents are invalid to the validator too
+			for _, d := range c.invalid {
+				inst, err := jsonschema.UnmarshalJSON(strings.NewReader(d))
+				if err == nil && v.Validate(inst) == nil {
+					t.Errorf("%s: %s is listed invalid but validates", c.name, d)
+				}
+			}
+		}
 		for _, d := range c.valid {
 			inst, err := jsonschema.UnmarshalJSON(strings.NewReader(d))
 			if err != nil {

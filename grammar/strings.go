@@ -43,6 +43,20 @@ func (sc *schemaCompiler) stringDFA(s *constraints) (*chardfa.DFA, error) {
 			return nil, err
 		}
 	}
+	for _, p := range s.notPatterns {
+		x, err := chardfa.Regex(p, true)
+		if err != nil {
+			return nil, inKeyword("not: pattern", err)
+		}
+		if err := and(chardfa.Complement(x)); err != nil {
+			return nil, err
+		}
+	}
+	if names := excludedStrings(s); len(names) > 0 {
+		if err := and(chardfa.Exclude(names)); err != nil {
+			return nil, err
+		}
+	}
 	if s.minLen > 0 || s.maxLen >= 0 {
 		if s.maxLen >= 0 && s.minLen > s.maxLen {
 			return &chardfa.DFA{Trans: [][]chardfa.Edge{nil}, Accept: []bool{false}}, nil
@@ -60,7 +74,7 @@ func (sc *schemaCompiler) stringDFA(s *constraints) (*chardfa.DFA, error) {
 // strSet returns the entry of s's string constraints, building their char
 // automaton the first time the schema uses them.
 func (sc *schemaCompiler) strSet(s *constraints) (*strEnt, error) {
-	key := fmt.Sprintf("%q %q %d %d", s.formats, s.patterns, s.minLen, s.maxLen)
+	key := fmt.Sprintf("%q %q %d %d %q %q", s.formats, s.patterns, s.minLen, s.maxLen, s.notPatterns, excludedStrings(s))
 	if ent := sc.strSets[key]; ent != nil {
 		return ent, nil
 	}
@@ -122,3 +136,14 @@ type strEnt struct {
 // sharedStringStates is the size from which a string automaton becomes a
 // rule shared by every string with the same constraints.
 const sharedStringStates = 64
+
+// excludedStrings are the string values s excludes.
+func excludedStrings(s *constraints) []string {
+	var names []string
+	for _, v := range s.excluded {
+		if v.kind == jsonString {
+			names = append(names, v.str)
+		}
+	}
+	return names
+}
