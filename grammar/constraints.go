@@ -50,6 +50,7 @@ type constraints struct {
 	mults         []*big.Rat
 	excluded      []*jsonValue // values the instance may not equal (from not)
 	notPatterns   []string     // patterns a string may not match (from not)
+	fractional    bool         // numbers with a non-zero fraction only (not an integer)
 	// conflict says why no value satisfies these constraints once types is
 	// 0 (for the compile error of a schema that allows no document)
 	conflict string
@@ -142,6 +143,7 @@ func merge(a, b *constraints) (*constraints, error) {
 	m.mults = append(m.mults, b.mults...)
 	m.excluded = append(m.excluded, b.excluded...)
 	m.notPatterns = append(m.notPatterns, b.notPatterns...)
+	m.fractional = a.fractional || b.fractional
 	return m, nil
 }
 

@@ -71,9 +71,13 @@
 // enforced exactly the compile fails with a named *Error or the grammar is
 // narrower than the schema, never wider:
 //
-//   - oneOf only when branches are provably disjoint (types, enums, a
-//     required property forbidden or const-discriminated in the other),
-//     decided on what the schema says (not on what strict mode closes);
+//   - oneOf as anyOf when branches are provably disjoint (types, enums, a
+//     required property forbidden or const-discriminated in the other,
+//     decided on what the schema says, not on what strict mode closes);
+//     otherwise each branch is and-ed with the negations of the others
+//     (exact, or refused);
+//   - dependencies / dependentRequired / dependentSchemas as "the key is
+//     absent, or present with what it brings";
 //   - `$ref` siblings are and-ed (draft <= 7 would ignore them: stricter);
 //   - additional keys exclude every defined name, escaped or not, so a
 //     defined name appears at most once; patternProperties keys are split by
@@ -93,7 +97,7 @@
 // `not` is compiled by rewriting its schema into the schema of what fails it
 // (not.go), refused where that cannot be exact.
 //
-// Refused by name: if/then/else, dependencies*, uniqueItems, contains,
+// Refused by name: if/then/else, uniqueItems, contains,
 // unevaluated*, $dynamicRef, maxProperties with open keys, minProperties
 // beyond the required set, overlapping oneOf, formats duration, json-pointer,
 // regex, uri-template and idn-*, lookaround, backreferences, \p{..}.

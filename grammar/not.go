@@ -21,6 +21,7 @@ import (
 const (
 	kwExcluded     = "\x00excluded"   // array of values the instance may not equal
 	kwNotPattern   = "\x00notPattern" // a pattern the string may not match
+	kwFractional   = "\x00fractional" // true: a number with a non-zero fraction (not an integer)
 	maxNegateDepth = 16
 )
 
@@ -281,21 +282,22 @@ func (sc *schemaCompiler) negateType(x *jsonValue) (*jsonValue, error) {
 	default:
 		return nil, errf("type must be a string or array")
 	}
+	var alts []*jsonValue
 	if slices.Contains(names, "integer") && !slices.Contains(names, "number") {
-		// "not an integer" keeps the numbers with a fraction: a set the type
-		// bits cannot say
-		return nil, errf("not: cannot negate type integer without number")
+		// "not an integer" keeps the numbers with a fraction (written
+		// without an exponent: 1.5e1 is 15, so fewer texts, never more)
+		alts = append(alts, sc.synthObject("type", sc.synthString("number"), kwFractional, sc.synthBool(true)))
 	}
 	var rest []string
 	for _, n := range []string{"null", "boolean", "object", "array", "string", "number"} {
-		if !slices.Contains(names, n) {
+		if !slices.Contains(names, n) && !(n == "number" && slices.Contains(names, "integer")) {
 			rest = append(rest, n)
 		}
 	}
-	if len(rest) == 0 {
-		return sc.synthBool(false), nil
+	if len(rest) > 0 {
+		alts = append(alts, sc.synthTypes(rest...))
 	}
-	return sc.synthTypes(rest...), nil
+	return sc.anyOfOrOnly(alts), nil
 }
 
 // dialectFree reports whether pattern means the same set in every common

@@ -39,6 +39,9 @@ func (sc *schemaCompiler) numFrag(s *constraints) (fragment, error) {
 		return fragment{}, err
 	}
 	if intOnly {
+		if s.fractional {
+			return sc.never("type integer and not integer"), nil
+		}
 		return sc.integerFrag(s, k)
 	}
 	for _, v := range s.excluded {
@@ -157,7 +160,7 @@ func excludedIntegers(s *constraints) string {
 // decimalFrag builds the number texts within s's bounds with at most
 // fracDigits fraction digits (-1 any), no exponent when bounded.
 func (sc *schemaCompiler) decimalFrag(s *constraints, fracDigits int) (fragment, error) {
-	if s.lo == nil && s.hi == nil && fracDigits < 0 {
+	if s.lo == nil && s.hi == nil && fracDigits < 0 && !s.fractional {
 		return sc.numberAny(), nil
 	}
 	fr := `(?:\.[0-9]+)?`
@@ -166,10 +169,19 @@ func (sc *schemaCompiler) decimalFrag(s *constraints, fracDigits int) (fragment,
 	} else if fracDigits > 0 {
 		fr = `(?:\.[0-9]{1,` + strconv.Itoa(fracDigits) + `})?`
 	}
-	if s.lo == nil && s.hi == nil {
+	if s.lo == nil && s.hi == nil && !s.fractional {
 		return sc.rawRegex(`^-?(?:0|[1-9][0-9]*)` + fr + `$`)
 	}
 	fixed := `^(?:0|[1-9][0-9]*)` + fr + `$` // magnitudes with the allowed fraction digits
+	if s.fractional {
+		if fracDigits == 0 {
+			return sc.never("not integer, and multipleOf allows no fraction"), nil
+		}
+		fixed = `^(?:0|[1-9][0-9]*)\.[0-9]*[1-9][0-9]*$`
+		if fracDigits > 0 {
+			fixed = `^(?:0|[1-9][0-9]*)\.[0-9]{0,` + strconv.Itoa(fracDigits-1) + `}[1-9]$`
+		}
+	}
 	var fs []fragment
 	zero := new(big.Rat)
 	// x >= 0

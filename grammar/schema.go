@@ -42,7 +42,8 @@ type parsed struct {
 	// alternatives: lists of schemas of which at least one must hold, one
 	// list per anyOf/oneOf ($ref and each allOf entry are lists of one)
 	alternatives [][]*jsonValue
-	oneOf        [][]*jsonValue // the lists from oneOf: their branches must be disjoint
+	oneOf        []int // the alternatives from oneOf (indices): their branches must exclude each other
+	oneOfDone    bool  // oneOf checked (and rewritten where its branches may overlap)
 	err          error
 	busy         bool // being parsed: reached again, the schema refers to itself without consuming input
 }
