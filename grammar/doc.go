@@ -89,6 +89,8 @@
 //     by a mod-k DFA, bounded decimals as "integer part in range + any
 //     fraction" with no exponent, multipleOf 10^-p as at most p fraction
 //     digits;
+//   - a maxLength over 20000 (with a minLength up to 2048) allows at most
+//     2048 chars;
 //   - property order follows the schema.
 //
 // A schema that allows no document is a compile error naming the conflicting

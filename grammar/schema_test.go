@@ -126,12 +126,15 @@ var schemaCases = []schemaCase{
 	{"long pattern with dot", `{"type":"string","pattern":"^https?://.+$","maxLength":1024}`,
 		[]string{`"https://é.example/日本?q=\"1\""`, `"http://` + strings.Repeat("ab", 508) + `"`},
 		[]string{`"https://a\nb"`, `"https://"`, `"http://` + strings.Repeat("ab", 509) + `"`}},
+	// a huge maxLength is enforced as at most longStringCap chars: narrower, never wider
+	{"huge maxLength", `{"type":"string","maxLength":65535}`,
+		[]string{`""`, `"` + strings.Repeat("é", longStringCap) + `"`}, []string{`"` + strings.Repeat("a", longStringCap+1) + `"`, `1`}},
 	{"escapes in free strings", `{"type":"string"}`, []string{`"a\"b\\c\u00e9\n"`, `"日本語"`}, []string{`"\x"`, `"a` + "\x01" + `"`}},
 }
 
 // slowSchemaCases take seconds of masks each (hundreds of distinct
 // positions in long strings): the full run checks them, -short does not.
-var slowSchemaCases = map[string]bool{"shared long strings": true, "long pattern with dot": true}
+var slowSchemaCases = map[string]bool{"shared long strings": true, "long pattern with dot": true, "huge maxLength": true}
 
 func TestSchemaFeatures(t *testing.T) {
 	for name := range slowSchemaCases {

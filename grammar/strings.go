@@ -57,19 +57,34 @@ func (sc *schemaCompiler) stringDFA(s *constraints) (*chardfa.DFA, error) {
 			return nil, err
 		}
 	}
-	if s.minLen > 0 || s.maxLen >= 0 {
-		if s.maxLen >= 0 && s.minLen > s.maxLen {
+	maxLen := s.maxLen
+	if maxLen > maxCountedLength && s.minLen <= longStringCap {
+		// Limits like 32767 or 65535 mean "long"; counting that many chars
+		// costs an automaton state each. Allowing at most longStringCap
+		// chars is a narrower grammar (every document still validates).
+		maxLen = longStringCap
+	}
+	if s.minLen > 0 || maxLen >= 0 {
+		if maxLen >= 0 && s.minLen > maxLen {
 			return &chardfa.DFA{Trans: [][]chardfa.Edge{nil}, Accept: []bool{false}}, nil
 		}
-		if max(s.minLen, s.maxLen) > 20000 {
+		if max(s.minLen, maxLen) > maxCountedLength {
 			return nil, errf("string length bound too large")
 		}
-		if err := and(chardfa.Length(s.minLen, s.maxLen)); err != nil {
+		if err := and(chardfa.Length(s.minLen, maxLen)); err != nil {
 			return nil, err
 		}
 	}
 	return d, nil
 }
+
+const (
+	// maxCountedLength is the largest minLength/maxLength counted exactly.
+	maxCountedLength = 20000
+	// longStringCap is how many chars a string may take when its maxLength
+	// is over maxCountedLength (and its minLength is at most this).
+	longStringCap = 2048
+)
 
 // strSet returns the entry of s's string constraints, building their char
 // automaton the first time the schema uses them.
