@@ -99,9 +99,14 @@
 // `not` is compiled by rewriting its schema into the schema of what fails it
 // (not.go), refused where that cannot be exact.
 //
+// minProperties/maxProperties beyond what the named members decide are
+// counted (buildCountedObject; extra keys count toward the maximum only, as
+// one may repeat); enum/const objects and arrays are checked against the
+// rest of the schema.
+//
 // Refused by name: if/then/else, uniqueItems, contains,
-// unevaluated*, $dynamicRef, maxProperties with open keys, minProperties
-// beyond the required set, overlapping oneOf, formats duration, json-pointer,
+// unevaluated*, $dynamicRef, counts over maxCountedPositions, oneOf whose
+// branches may overlap and cannot be negated, formats duration, json-pointer,
 // regex, uri-template and idn-*, lookaround, backreferences, \p{..}.
 //
 // # Costs

@@ -387,12 +387,75 @@ func (sc *schemaCompiler) check(v *jsonValue, s *constraints) (bool, error) {
 			}
 		}
 	case jsonObject:
-		if s.hasObjectKeywords() || s.minProps > 0 || s.maxProps >= 0 {
-			return false, errf("enum/const objects combined with object constraints are not supported")
-		}
+		return sc.checkObject(v, s)
 	case jsonArray:
-		if len(s.prefix) > 0 || len(s.items) > 0 || s.noMoreItems || s.minItems > 0 || s.maxItems >= 0 {
-			return false, errf("enum/const arrays combined with array constraints are not supported")
+		return sc.checkArray(v, s)
+	}
+	return true, nil
+}
+
+// valueValid reports whether value v is valid against every schema of conj
+// (an enum/const value checked against the rest of the schema).
+func (sc *schemaCompiler) valueValid(v *jsonValue, conj []*jsonValue) (bool, error) {
+	disj, err := sc.expand(conj)
+	if err != nil {
+		return false, err
+	}
+	for _, d := range disj {
+		if d.hasEnum && !valueSet(d.enum)[string(appendCompact(nil, v))] {
+			continue
+		}
+		ok, err := sc.check(v, d)
+		if err != nil || ok {
+			return ok, err
+		}
+	}
+	return false, nil
+}
+
+// checkObject reports whether object value v meets s's object keywords.
+func (sc *schemaCompiler) checkObject(v *jsonValue, s *constraints) (bool, error) {
+	if len(s.patternProps) > 0 || len(s.propertyNames) > 0 {
+		return false, errf("enum/const objects combined with patternProperties or propertyNames are not supported")
+	}
+	if sc.strict && s.closeKeys && !s.openKeys && !s.noAdditional && listsRequired(s) {
+		s = s.clone()
+		s.noAdditional = true
+	}
+	if len(v.keys) < s.minProps || s.maxProps >= 0 && len(v.keys) > s.maxProps {
+		return false, nil
+	}
+	for _, r := range s.required {
+		if v.get(r) == nil {
+			return false, nil
+		}
+	}
+	for i, k := range v.keys {
+		conj, ok := s.propertySchemas(k)
+		if !ok {
+			return false, nil
+		}
+		if ok, err := sc.valueValid(v.vals[i], conj); err != nil || !ok {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// checkArray reports whether array value v meets s's array keywords.
+func (sc *schemaCompiler) checkArray(v *jsonValue, s *constraints) (bool, error) {
+	n := len(v.arr)
+	closed := s.noMoreItems || sc.strict && s.closeItems && !s.openItems
+	if n < s.minItems || s.maxItems >= 0 && n > s.maxItems || closed && n > len(s.prefix) {
+		return false, nil
+	}
+	for i, e := range v.arr {
+		conj := s.items
+		if i < len(s.prefix) {
+			conj = s.prefix[i]
+		}
+		if ok, err := sc.valueValid(e, conj); err != nil || !ok {
+			return false, err
 		}
 	}
 	return true, nil
