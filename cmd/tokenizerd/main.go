@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/llmserve/llmserve/cmd/internal/runflags"
 	"github.com/urfave/cli/v3"
 )
 
@@ -19,6 +20,6 @@ func main() {
 	}
 	if err := cmd.Run(context.Background(), os.Args); err != nil {
 		fmt.Fprintln(os.Stderr, "tokenizerd:", err)
-		os.Exit(1)
+		os.Exit(runflags.ExitStatus(err))
 	}
 }

@@ -207,6 +207,15 @@ func supervise(ctx context.Context, cfg *serveConfig) error {
 	if err != nil {
 		return err
 	}
+	// Claim the run directory and the port before anything of a live engine could be replaced.
+	if err := runflags.LockRunDir(dir, "tokenizerd"); err != nil {
+		return err
+	}
+	portLock, err := lockPort(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer portLock.Close()
 	if err := shard.CreateLedger(worker.LedgerPath(dir), n, cfg.DPSize); err != nil {
 		return err
 	}
@@ -455,6 +464,54 @@ func maxConnections(flag int) int {
 		return 1 << 20
 	}
 	return max(64, int(rl.Cur)-256)
+}
+
+// lockPort claims the HTTP port for this engine for as long as the supervisor lives. SO_REUSEPORT
+// lets any process of the same user bind the port, so without a claim a second engine would
+// start without error and take half the connections. The claim is an abstract unix socket
+// named after the port (one engine per port in a network namespace, like the port itself),
+// which the kernel frees when the process dies, however it dies. A trial listen then checks
+// that no other program holds the port.
+func lockPort(ctx context.Context, cfg *serveConfig) (net.Listener, error) {
+	name := fmt.Sprintf("@llmserve-port-%d", cfg.Port)
+	claim, err := net.Listen("unix", name)
+	if err != nil {
+		if !errors.Is(err, syscall.EADDRINUSE) {
+			return nil, fmt.Errorf("claim port %d: %w", cfg.Port, err)
+		}
+		holder := "another engine"
+		if pid := peerPID(name); pid > 0 {
+			holder = fmt.Sprintf("another engine (its tokenizerd is pid %d)", pid)
+		}
+		return nil, &runflags.ConflictError{Msg: fmt.Sprintf("port %d is in use by %s; stop it, or give this engine another --port", cfg.Port, holder)}
+	}
+	trial, err := listenReusePort(ctx, cfg.addr())
+	if err != nil {
+		claim.Close()
+		return nil, &runflags.ConflictError{Msg: fmt.Sprintf("port %d: %v (another program holds it)", cfg.Port, err)}
+	}
+	trial.Close()
+	return claim, nil
+}
+
+// peerPID is the pid of the process listening on the unix socket name (0 if unknown).
+func peerPID(name string) int {
+	c, err := net.Dial("unix", name)
+	if err != nil {
+		return 0
+	}
+	defer c.Close()
+	raw, err := c.(*net.UnixConn).SyscallConn()
+	if err != nil {
+		return 0
+	}
+	pid := 0
+	_ = raw.Control(func(fd uintptr) {
+		if cred, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED); err == nil {
+			pid = int(cred.Pid)
+		}
+	})
+	return pid
 }
 
 // listenReusePort listens with SO_REUSEPORT so that every worker process accepts on one port
