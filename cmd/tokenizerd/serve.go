@@ -20,6 +20,7 @@ import (
 
 	"github.com/llmserve/llmserve/api"
 	"github.com/llmserve/llmserve/cmd/internal/runflags"
+	"github.com/llmserve/llmserve/cmd/internal/supervise"
 	"github.com/llmserve/llmserve/grammar"
 	"github.com/llmserve/llmserve/ipc"
 	"github.com/llmserve/llmserve/metrics"
@@ -189,14 +190,14 @@ func serveCommand() *cli.Command {
 			if cfg.WorkerIndex >= 0 {
 				return runWorker(ctx, &cfg)
 			}
-			return supervise(ctx, &cfg)
+			return superviseWorkers(ctx, &cfg)
 		},
 	}
 }
 
-// supervise starts the workers and restarts any that exits while the supervisor runs: a
+// superviseWorkers starts the workers and restarts any that exits while the supervisor runs: a
 // crashed worker loses only the requests it owned.
-func supervise(ctx context.Context, cfg *serveConfig) error {
+func superviseWorkers(ctx context.Context, cfg *serveConfig) error {
 	log := cfg.Logger("tokenizerd")
 	exe, err := os.Executable()
 	if err != nil {
@@ -221,52 +222,32 @@ func supervise(ctx context.Context, cfg *serveConfig) error {
 	}
 	threads := workerThreads(cfg.WorkerThreads, n, cfg.DPSize, runtime.NumCPU())
 	log.Info("starting tokenizer workers", "workers", n, "threads_per_worker", threads, "addr", cfg.addr())
+	// A worker that refuses to start (exit status 78) stops the others: restarting cannot help.
+	ctx, fail := context.WithCancelCause(ctx)
+	defer fail(nil)
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			backoff := 100 * time.Millisecond
-			for ctx.Err() == nil {
-				args := append(append([]string(nil), os.Args[1:]...), "--worker-index", strconv.Itoa(i))
+			args := append(append([]string(nil), os.Args[1:]...), "--worker-index", strconv.Itoa(i))
+			err := supervise.Run(ctx, fmt.Sprintf("worker %d", i), func() *exec.Cmd {
 				c := exec.Command(exe, args...)
 				c.Stdout, c.Stderr = os.Stdout, os.Stderr
 				if threads > 0 {
 					c.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(threads))
 				}
-				started := time.Now()
-				if err := c.Start(); err != nil {
-					log.Error("start worker", "worker", i, "err", err)
-					return
-				}
-				done := make(chan error, 1)
-				go func() { done <- c.Wait() }()
-				select {
-				case <-ctx.Done():
-					_ = c.Process.Signal(syscall.SIGTERM)
-					select {
-					case <-done:
-					case <-time.After(cfg.ShutdownTimeout + 5*time.Second):
-						_ = c.Process.Kill()
-						<-done
-					}
-					return
-				case err := <-done:
-					log.Error("worker exited; restarting it", "worker", i, "err", err)
-					if time.Since(started) > 10*time.Second {
-						backoff = 100 * time.Millisecond
-					}
-					select {
-					case <-ctx.Done():
-						return
-					case <-time.After(backoff):
-					}
-					backoff = min(2*backoff, 5*time.Second)
-				}
+				return c
+			}, cfg.ShutdownTimeout+5*time.Second, log)
+			if err != nil {
+				fail(err)
 			}
 		}()
 	}
 	wg.Wait()
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
 	return nil
 }
 
