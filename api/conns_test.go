@@ -4,8 +4,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/llmserve/llmserve/sampling"
 )
 
 // At the bound, the connection idle the longest is closed for a new one, and a connection that
@@ -63,4 +67,58 @@ func TestConnLimiterShedsLongestIdle(t *testing.T) {
 	if lim.Shed() != 1 || lim.Open() > 3 {
 		t.Fatalf("shed %d, open %d", lim.Shed(), lim.Open())
 	}
+}
+
+// Stop ends requests in flight cleanly: a stream with its pending tokens, an error event and
+// [DONE]; a whole request with a 503; later requests with a 503 before they reach the engine.
+func TestStopEndsRequestsCleanly(t *testing.T) {
+	e := &feedEngine{feed: func(st *Stream, req *Request) {
+		st.Push(&Delta{IDs: []int32{7, 8}}) // then nothing: the request runs on
+	}}
+	srv, err := NewServer(Config{ServedModelName: "m", ContextLength: 1 << 10, StreamInterval: 1, SkipTokenizerInit: true, DefaultSampling: sampling.DefaultParams()},
+		e, testRegistry(), discardLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	defer ts.Close()
+	streamed := make(chan string, 1)
+	go func() {
+		resp, err := http.Post(ts.URL+"/generate", "application/json", strings.NewReader(`{"input_ids":[1],"stream":true}`))
+		if err != nil {
+			streamed <- err.Error()
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		streamed <- string(b)
+	}()
+	whole := make(chan int, 1)
+	go func() {
+		resp, err := http.Post(ts.URL+"/generate", "application/json", strings.NewReader(`{"input_ids":[1]}`))
+		if err != nil {
+			whole <- 0
+			return
+		}
+		resp.Body.Close()
+		whole <- resp.StatusCode
+	}()
+	time.Sleep(200 * time.Millisecond)
+	srv.Stop()
+	select {
+	case out := <-streamed:
+		if !strings.Contains(out, `"output_ids":[7,8]`) || !strings.Contains(out, "shutting down") || !strings.HasSuffix(out, "data: [DONE]\n\n") {
+			t.Errorf("stream after Stop: %q", out)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("stream not ended by Stop")
+	}
+	if code := <-whole; code != http.StatusServiceUnavailable {
+		t.Errorf("whole request after Stop: %d", code)
+	}
+	resp, err := http.Post(ts.URL+"/generate", "application/json", strings.NewReader(`{"input_ids":[1]}`))
+	if err != nil || resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("request after Stop: %v %v", resp, err)
+	}
+	resp.Body.Close()
 }
