@@ -321,6 +321,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *Request, f o
 	// The body has been read: no read deadline while the request runs (an expired one would end
 	// the server's watch for a client that goes away, and cancel the request with it).
 	_ = rc.SetReadDeadline(time.Time{})
+	if s.stopping.Err() != nil {
+		s.fail(w, errShuttingDown) // a 503: retry on another server
+		return
+	}
 	st, err := s.engine.Submit(r.Context(), req)
 	if err != nil {
 		s.fail(w, err)

@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	build := exec.Command("go", "build", "-o", dir+"/", "./cmd/tokenizerd", "./cmd/schedulerd", "./cmd/detokd")
+	build := exec.Command("go", "build", "-o", dir+"/", "./cmd/tokenizerd", "./cmd/schedulerd", "./cmd/detokd", "./cmd/procfile")
 	build.Dir = ".."
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {

@@ -29,7 +29,7 @@ func main() {
 	}
 	if err := cmd.Run(context.Background(), os.Args); err != nil {
 		fmt.Fprintln(os.Stderr, "detokd:", err)
-		os.Exit(1)
+		os.Exit(runflags.ExitStatus(err))
 	}
 }
 
@@ -44,6 +44,9 @@ func run(ctx context.Context, cfg *runflags.Config) error {
 	}
 	dir, err := cfg.OpenRunDir()
 	if err != nil {
+		return err
+	}
+	if err := runflags.LockRunDir(dir, "detokd"); err != nil {
 		return err
 	}
 	tr, err := cfg.OpenTransport()

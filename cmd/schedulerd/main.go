@@ -9,6 +9,7 @@ import (
 	"os"
 
 	"github.com/llmserve/llmserve/internal/version"
+	"github.com/llmserve/llmserve/cmd/internal/runflags"
 	"github.com/urfave/cli/v3"
 )
 
@@ -21,6 +22,6 @@ func main() {
 	}
 	if err := cmd.Run(context.Background(), os.Args); err != nil {
 		fmt.Fprintln(os.Stderr, "schedulerd:", err)
-		os.Exit(1)
+		os.Exit(runflags.ExitStatus(err))
 	}
 }

@@ -107,6 +107,9 @@ func serveRank(ctx context.Context, cfg *rankConfig) error {
 	if err != nil {
 		return err
 	}
+	if err := runflags.LockRunDir(dir, fmt.Sprintf("schedulerd-%d", rank)); err != nil {
+		return err
+	}
 	tr, err := cfg.OpenTransport()
 	if err != nil {
 		return err

@@ -20,6 +20,7 @@ import (
 
 	"github.com/llmserve/llmserve/api"
 	"github.com/llmserve/llmserve/cmd/internal/runflags"
+	"github.com/llmserve/llmserve/cmd/internal/supervise"
 	"github.com/llmserve/llmserve/grammar"
 	"github.com/llmserve/llmserve/metrics"
 	"github.com/llmserve/llmserve/model"
@@ -212,14 +213,14 @@ func serveCommand() *cli.Command {
 			if cfg.WorkerIndex >= 0 {
 				return runWorker(ctx, &cfg)
 			}
-			return supervise(ctx, &cfg)
+			return superviseWorkers(ctx, &cfg)
 		},
 	}
 }
 
-// supervise starts the workers and restarts any that exits while the supervisor runs: a
+// superviseWorkers starts the workers and restarts any that exits while the supervisor runs: a
 // crashed worker loses only the requests it owned.
-func supervise(ctx context.Context, cfg *serveConfig) error {
+func superviseWorkers(ctx context.Context, cfg *serveConfig) error {
 	log := cfg.Logger("tokenizerd")
 	exe, err := os.Executable()
 	if err != nil {
@@ -230,6 +231,15 @@ func supervise(ctx context.Context, cfg *serveConfig) error {
 	if err != nil {
 		return err
 	}
+	// Claim the run directory and the port before anything of a live engine could be replaced.
+	if err := runflags.LockRunDir(dir, "tokenizerd"); err != nil {
+		return err
+	}
+	portLock, err := lockPort(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer portLock.Close()
 	if err := shard.CreateLedger(worker.LedgerPath(dir), n, cfg.DPSize); err != nil {
 		return err
 	}
@@ -238,52 +248,32 @@ func supervise(ctx context.Context, cfg *serveConfig) error {
 	}
 	threads := workerThreads(cfg.WorkerThreads, n, cfg.DPSize, runtime.NumCPU())
 	log.Info("starting tokenizer workers", "workers", n, "threads_per_worker", threads, "addr", cfg.addr())
+	// A worker that refuses to start (exit status 78) stops the others: restarting cannot help.
+	ctx, fail := context.WithCancelCause(ctx)
+	defer fail(nil)
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			backoff := 100 * time.Millisecond
-			for ctx.Err() == nil {
-				args := append(append([]string(nil), os.Args[1:]...), "--worker-index", strconv.Itoa(i))
+			args := append(append([]string(nil), os.Args[1:]...), "--worker-index", strconv.Itoa(i))
+			err := supervise.Run(ctx, fmt.Sprintf("worker %d", i), func() *exec.Cmd {
 				c := exec.Command(exe, args...)
 				c.Stdout, c.Stderr = os.Stdout, os.Stderr
 				if threads > 0 {
 					c.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(threads))
 				}
-				started := time.Now()
-				if err := c.Start(); err != nil {
-					log.Error("start worker", "worker", i, "err", err)
-					return
-				}
-				done := make(chan error, 1)
-				go func() { done <- c.Wait() }()
-				select {
-				case <-ctx.Done():
-					_ = c.Process.Signal(syscall.SIGTERM)
-					select {
-					case <-done:
-					case <-time.After(cfg.ShutdownTimeout + 5*time.Second):
-						_ = c.Process.Kill()
-						<-done
-					}
-					return
-				case err := <-done:
-					log.Error("worker exited; restarting it", "worker", i, "err", err)
-					if time.Since(started) > 10*time.Second {
-						backoff = 100 * time.Millisecond
-					}
-					select {
-					case <-ctx.Done():
-						return
-					case <-time.After(backoff):
-					}
-					backoff = min(2*backoff, 5*time.Second)
-				}
+				return c
+			}, cfg.ShutdownTimeout+5*time.Second, log)
+			if err != nil {
+				fail(err)
 			}
 		}()
 	}
 	wg.Wait()
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
 	return nil
 }
 
@@ -483,6 +473,54 @@ func maxConnections(flag int) int {
 		return 1 << 20
 	}
 	return max(64, int(rl.Cur)-256)
+}
+
+// lockPort claims the HTTP port for this engine for as long as the supervisor lives. SO_REUSEPORT
+// lets any process of the same user bind the port, so without a claim a second engine would
+// start without error and take half the connections. The claim is an abstract unix socket
+// named after the port (one engine per port in a network namespace, like the port itself),
+// which the kernel frees when the process dies, however it dies. A trial listen then checks
+// that no other program holds the port.
+func lockPort(ctx context.Context, cfg *serveConfig) (net.Listener, error) {
+	name := fmt.Sprintf("@llmserve-port-%d", cfg.Port)
+	claim, err := net.Listen("unix", name)
+	if err != nil {
+		if !errors.Is(err, syscall.EADDRINUSE) {
+			return nil, fmt.Errorf("claim port %d: %w", cfg.Port, err)
+		}
+		holder := "another engine"
+		if pid := peerPID(name); pid > 0 {
+			holder = fmt.Sprintf("another engine (its tokenizerd is pid %d)", pid)
+		}
+		return nil, &runflags.ConflictError{Msg: fmt.Sprintf("port %d is in use by %s; stop it, or give this engine another --port", cfg.Port, holder)}
+	}
+	trial, err := listenReusePort(ctx, cfg.addr())
+	if err != nil {
+		claim.Close()
+		return nil, &runflags.ConflictError{Msg: fmt.Sprintf("port %d: %v (another program holds it)", cfg.Port, err)}
+	}
+	trial.Close()
+	return claim, nil
+}
+
+// peerPID is the pid of the process listening on the unix socket name (0 if unknown).
+func peerPID(name string) int {
+	c, err := net.Dial("unix", name)
+	if err != nil {
+		return 0
+	}
+	defer c.Close()
+	raw, err := c.(*net.UnixConn).SyscallConn()
+	if err != nil {
+		return 0
+	}
+	pid := 0
+	_ = raw.Control(func(fd uintptr) {
+		if cred, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED); err == nil {
+			pid = int(cred.Pid)
+		}
+	})
+	return pid
 }
 
 // listenReusePort listens with SO_REUSEPORT so that every worker process accepts on one port

@@ -5,14 +5,18 @@
 package runflags
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/llmserve/llmserve/grammar"
 	"github.com/llmserve/llmserve/ipc"
 	"github.com/urfave/cli/v3"
+	"golang.org/x/sys/unix"
 )
 
 // Config is the shared settings. Each field is its flag's name in CamelCase.
@@ -130,3 +134,53 @@ func (c *Config) GrammarOptions() (grammar.Options, error) {
 	}
 	return o, nil
 }
+
+// ExitConflict is the exit status of a process that refused to start because another engine
+// holds its port or run directory (EX_CONFIG): supervisors do not restart it
+// (systemd: RestartPreventExitStatus).
+const ExitConflict = 78
+
+// ConflictError says that another engine holds what this process needs.
+type ConflictError struct{ Msg string }
+
+func (e *ConflictError) Error() string { return e.Msg }
+
+// ExitStatus is the status a binary exits with for err (nil: 0).
+func ExitStatus(err error) int {
+	var ce *ConflictError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ce):
+		return ExitConflict
+	}
+	return 1
+}
+
+// LockRunDir takes role's exclusive lock in the run directory (role.lock, holding this
+// process's pid) for as long as the process lives, so that a second engine started on the same
+// run directory fails here, before it touches any socket, ledger or Procfile of the live one.
+func LockRunDir(dir, role string) error {
+	path := filepath.Join(dir, role+".lock")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("lock run dir: %w", err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		pid, _ := os.ReadFile(path)
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return &ConflictError{fmt.Sprintf("run dir %s is in use: a %s of another engine runs there (pid %s); stop it, or give this engine another --run-dir / --port",
+				dir, role, strings.TrimSpace(string(pid)))}
+		}
+		return fmt.Errorf("lock %s: %w", path, err)
+	}
+	if err := f.Truncate(0); err == nil {
+		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	heldLocks = append(heldLocks, f) // the lock lives as long as the descriptor
+	return nil
+}
+
+// heldLocks keeps the lock files open for the life of the process.
+var heldLocks []*os.File
