@@ -28,9 +28,11 @@ import (
 // default; more rows go through the widened matrix product.
 const StreamMaxRows = 32
 
-// widenChunkFloats bounds the float32 panel the matrix-product path widens at a time (4 MiB,
-// which stays in the last-level cache while gemm reuses it).
-const widenChunkFloats = 1 << 20
+// maxWideFloats bounds the float32 copy the matrix-product path widens a 16-bit matrix into
+// (64 MiB: every layer matrix of a 7B model fits whole); taller matrices go in panels of at
+// most this size. Whole matrices make one gemm call each: with OpenBLAS, alternating its
+// threads with Go's (one widening pass per panel) costs more than the extra memory traffic.
+const maxWideFloats = 16 << 20
 
 // streamChunkRows is the number of weight rows one streaming task covers: a multiple of 4
 // (the kernels' row step), small enough that the workers finish together.
@@ -119,7 +121,7 @@ func (mu *Multiplier) MatMul(w model.Matrix, m int, x []float32, ldx int, out []
 func (mu *Multiplier) widened(set *kernelSet, ti int, w model.Matrix, m int, x []float32, ldx int, out []float32, ldo int, accumulate bool, threads int) {
 	n, k := w.Rows, w.Cols
 	rb := w.RowBytes()
-	rows := max(1, min(n, widenChunkFloats/k))
+	rows := max(1, min(n, maxWideFloats/k))
 	if cap(mu.wide) < rows*k {
 		mu.wide = make([]float32, rows*k)
 	}
@@ -128,14 +130,18 @@ func (mu *Multiplier) widened(set *kernelSet, ti int, w model.Matrix, m int, x [
 	for j0 := 0; j0 < n; j0 += rows {
 		j1 := min(n, j0+rows)
 		panel := wide[:(j1-j0)*k]
-		gemm.ParallelFor(j1-j0, min(threads, (j1-j0)/16+1), func(_, r int) {
-			src := w.Data[(j0+r)*rb:]
-			dst := panel[r*k : (r+1)*k]
-			if kv > 0 {
-				set.widen[ti](&src[0], &dst[0], kv)
-			}
-			if kv < k {
-				widenGo(w.Type, &src[2*kv], &dst[kv], k-kv)
+		// Rows are widened in runs of 64 per task, spread over the workers.
+		const run = 64
+		gemm.ParallelFor((j1-j0+run-1)/run, threads, func(_, t int) {
+			for r := t * run; r < min(j1-j0, (t+1)*run); r++ {
+				src := w.Data[(j0+r)*rb:]
+				dst := panel[r*k : (r+1)*k]
+				if kv > 0 {
+					set.widen[ti](&src[0], &dst[0], kv)
+				}
+				if kv < k {
+					widenGo(w.Type, &src[2*kv], &dst[kv], k-kv)
+				}
 			}
 		})
 		gemm.MatMulNT(m, j1-j0, k, x, ldx, panel, k, out[j0:], ldo, accumulate)
