@@ -28,11 +28,10 @@ import (
 // default; more rows go through the widened matrix product.
 const StreamMaxRows = 32
 
-// maxWideFloats bounds the float32 copy the matrix-product path widens a 16-bit matrix into
-// (64 MiB: every layer matrix of a 7B model fits whole); taller matrices go in panels of at
-// most this size. Whole matrices make one gemm call each: with OpenBLAS, alternating its
-// threads with Go's (one widening pass per panel) costs more than the extra memory traffic.
-const maxWideFloats = 16 << 20
+// widePanelFloats bounds the float32 panel of weight rows one worker widens and multiplies at a
+// time on the matrix-product path (1 MiB: it stays in the worker's L2 cache while gemm reuses
+// it for every activation row).
+const widePanelFloats = 1 << 18
 
 // streamChunkRows is the number of weight rows one streaming task covers: a multiple of 4
 // (the kernels' row step), small enough that the workers finish together.
@@ -50,8 +49,8 @@ type Multiplier struct {
 	Threads int
 	// StreamMaxRows is the row count up to which the streaming path runs (StreamMaxRows when 0).
 	StreamMaxRows int
-	// wide is the float32 panel the matrix-product path widens 16-bit weights into.
-	wide []float32
+	// wide holds each worker's float32 panel for the matrix-product path.
+	wide [][]float32
 	// pairs holds the activations in pair layout for the BF16 pair kernels.
 	pairs []float32
 	// set is the kernel set in use (sets[0] unless a test picks another).
@@ -116,36 +115,36 @@ func (mu *Multiplier) MatMul(w model.Matrix, m int, x []float32, ldx int, out []
 	mu.widened(set, ti, w, m, x, ldx, out, ldo, accumulate, threads)
 }
 
-// widened is the matrix-product path for 16-bit weights: panels of rows widened to float32,
-// each multiplied by gemm.
+// widened is the matrix-product path for 16-bit weights: the weight rows are cut into panels
+// that fit a worker's L2 cache; each worker widens a panel to float32 and multiplies it by all
+// activation rows with a single-threaded gemm call, so the parallelism is Go's alone.
 func (mu *Multiplier) widened(set *kernelSet, ti int, w model.Matrix, m int, x []float32, ldx int, out []float32, ldo int, accumulate bool, threads int) {
 	n, k := w.Rows, w.Cols
 	rb := w.RowBytes()
-	rows := max(1, min(n, maxWideFloats/k))
-	if cap(mu.wide) < rows*k {
-		mu.wide = make([]float32, rows*k)
+	rows := max(16, widePanelFloats/k/16*16)
+	rows = min(rows, (n+threads-1)/threads) // at least one panel per worker
+	if len(mu.wide) < threads {
+		mu.wide = make([][]float32, threads)
 	}
-	wide := mu.wide[:rows*k]
 	kv := k - k%set.lanes
-	for j0 := 0; j0 < n; j0 += rows {
-		j1 := min(n, j0+rows)
-		panel := wide[:(j1-j0)*k]
-		// Rows are widened in runs of 64 per task, spread over the workers.
-		const run = 64
-		gemm.ParallelFor((j1-j0+run-1)/run, threads, func(_, t int) {
-			for r := t * run; r < min(j1-j0, (t+1)*run); r++ {
-				src := w.Data[(j0+r)*rb:]
-				dst := panel[r*k : (r+1)*k]
-				if kv > 0 {
-					set.widen[ti](&src[0], &dst[0], kv)
-				}
-				if kv < k {
-					widenGo(w.Type, &src[2*kv], &dst[kv], k-kv)
-				}
+	gemm.ParallelFor((n+rows-1)/rows, threads, func(wk, t int) {
+		j0, j1 := t*rows, min(n, (t+1)*rows)
+		if cap(mu.wide[wk]) < rows*k {
+			mu.wide[wk] = make([]float32, rows*k)
+		}
+		panel := mu.wide[wk][:(j1-j0)*k]
+		for r := range j1 - j0 {
+			src := w.Data[(j0+r)*rb:]
+			dst := panel[r*k : (r+1)*k]
+			if kv > 0 {
+				set.widen[ti](&src[0], &dst[0], kv)
 			}
-		})
-		gemm.MatMulNT(m, j1-j0, k, x, ldx, panel, k, out[j0:], ldo, accumulate)
-	}
+			if kv < k {
+				widenGo(w.Type, &src[2*kv], &dst[kv], k-kv)
+			}
+		}
+		gemm.MatMulNTSerial(m, j1-j0, k, x, ldx, panel, k, out[j0:], ldo, accumulate)
+	})
 }
 
 // stream is the path for few activation rows: weight rows are split into chunks of
