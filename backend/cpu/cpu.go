@@ -13,6 +13,7 @@ import (
 
 	"github.com/llmserve/llmserve/backend"
 	"github.com/llmserve/llmserve/backend/cpu/gemm"
+	"github.com/llmserve/llmserve/backend/cpu/linear"
 	"github.com/llmserve/llmserve/model"
 )
 
@@ -33,8 +34,11 @@ type Options struct {
 	KVCacheBytes int64
 	// BlockSize is the number of positions per block (DefaultBlockSize when 0).
 	BlockSize int
+	// KVCacheDType is the KV cache's element type (KVAuto: follow the weights).
+	KVCacheDType KVDType
 	// Threads bounds the goroutines used for attention and element-wise work (GOMAXPROCS when
-	// 0). The matrix products parallelise on their own (OpenBLAS threads or gemm's workers).
+	// 0): attention, element-wise work and the weight projections (package linear), except
+	// OpenBLAS's own threads in the widened prefill products.
 	Threads int
 }
 
@@ -63,15 +67,15 @@ type Backend struct {
 	// simd enables the AVX2 attention kernels (haveSIMD, a field so tests can compare paths).
 	simd bool
 
-	// kCache and vCache hold, per layer, [block][kv head][position in block][head dim].
-	kCache, vCache [][]float32
-	rope           *ropeTable
+	// kv holds the keys and values of every layer.
+	kv   *kvCache
+	rope *ropeTable
 
 	// Scratch, grown to the largest batch seen.
 	x, xn, qkv, attn, gu []float32
 	sel, logits          []float32
-	// wide is the float32 panel project widens 16-bit weight rows into.
-	wide    []float32
+	// mul multiplies activations by the weight matrices (project).
+	mul     linear.Multiplier
 	rowPos  []int
 	rowSeq  []int
 	workers []attnScratch
@@ -85,6 +89,8 @@ var _ backend.Backend = (*Backend)(nil)
 // attnScratch is one attention worker's private buffers.
 type attnScratch struct {
 	scores, keys, values, queries, out []float32
+	// block receives one cache block's keys or values widened from a 16-bit cache.
+	block []float32
 }
 
 // New allocates the KV cache for m and returns a backend ready to run it.
@@ -106,10 +112,14 @@ func New(m *model.Model, opts Options) (*Backend, error) {
 	if bs == 0 {
 		bs = DefaultBlockSize
 	}
-	perBlock := cfg.NumKVHeads * bs * cfg.HeadDim // floats per block per layer for K (and for V)
+	kvType, err := opts.KVCacheDType.resolve(m)
+	if err != nil {
+		return nil, fmt.Errorf("cpu backend: %w", err)
+	}
+	perBlock := cfg.NumKVHeads * bs * cfg.HeadDim // elements per block per layer for K (and for V)
 	numBlocks := opts.NumBlocks
 	if numBlocks == 0 {
-		bytesPerBlock := int64(2*cfg.NumLayers*perBlock) * 4
+		bytesPerBlock := int64(2*cfg.NumLayers*perBlock) * int64(kvType.elemBytes())
 		numBlocks = int(opts.KVCacheBytes / bytesPerBlock)
 		if numBlocks == 0 {
 			return nil, fmt.Errorf("cpu backend: KV budget of %d bytes holds no block of %d bytes; set NumBlocks or KVCacheBytes",
@@ -126,14 +136,10 @@ func New(m *model.Model, opts Options) (*Backend, error) {
 	b := &Backend{
 		m: m, cfg: cfg, numBlocks: numBlocks, blockSize: bs, threads: threads,
 		attnGEMMMin: gemmAttentionMinTokens, attnTile: attnTileTokens, simd: haveSIMD,
-		kCache:  make([][]float32, cfg.NumLayers),
-		vCache:  make([][]float32, cfg.NumLayers),
+		kv:      newKVCache(kvType, cfg.NumLayers, numBlocks*perBlock),
 		rope:    newRopeTable(cfg),
 		workers: make([]attnScratch, threads),
-	}
-	for l := range cfg.NumLayers {
-		b.kCache[l] = make([]float32, numBlocks*perBlock)
-		b.vCache[l] = make([]float32, numBlocks*perBlock)
+		mul:     linear.Multiplier{Threads: threads},
 	}
 	b.prefault()
 	return b, nil
@@ -143,17 +149,11 @@ func New(m *model.Model, opts Options) (*Backend, error) {
 // then never stalls on the kernel zeroing fresh pages, and a cache too large for the machine
 // shows at start-up rather than mid-request.
 func (b *Backend) prefault() {
-	const pageFloats = 1024 // 4 KiB
-	b.parallelRows(2*len(b.kCache), 1<<15, func(i int) {
-		buf := b.kCache[i/2]
-		if i%2 == 1 {
-			buf = b.vCache[i/2]
-		}
-		for j := 0; j < len(buf); j += pageFloats {
-			buf[j] = 0
-		}
-	})
+	b.parallelRows(2*b.kv.layers(), 1<<15, b.kv.touch)
 }
+
+// KVCacheDType is the KV cache's element type (never KVAuto).
+func (b *Backend) KVCacheDType() KVDType { return b.kv.typ }
 
 // NumBlocks is the number of KV blocks in the pool.
 func (b *Backend) NumBlocks() int { return b.numBlocks }
@@ -173,8 +173,8 @@ func (b *Backend) ResetStats() { b.stats = Stats{} }
 // Close releases the KV cache and scratch memory. Forward fails afterwards.
 func (b *Backend) Close() error {
 	b.closed = true
-	b.kCache, b.vCache = nil, nil
-	b.x, b.xn, b.qkv, b.attn, b.gu, b.sel, b.logits, b.wide = nil, nil, nil, nil, nil, nil, nil, nil
+	b.kv = nil
+	b.x, b.xn, b.qkv, b.attn, b.gu, b.sel, b.logits = nil, nil, nil, nil, nil, nil, nil
 	b.workers = nil
 	return nil
 }
@@ -283,7 +283,6 @@ func (b *Backend) layer(l int, spans []seqSpan, rows int) {
 	b.project(w.QKV, rows, b.xn, h, b.qkv, qkvDim, false)
 
 	// Per row: bias, per-head norm, rotation, then the row's K and V go into its cache slot.
-	kc, vc := b.kCache[l], b.vCache[l]
 	bs, nkv := b.blockSize, cfg.NumKVHeads
 	b.parallelRows(rows, qkvDim, func(r int) {
 		row := b.qkv[r*qkvDim : (r+1)*qkvDim]
@@ -308,8 +307,7 @@ func (b *Backend) layer(l int, spans []seqSpan, rows int) {
 		off := pos % bs
 		for kh := range nkv {
 			dst := ((blk*nkv+kh)*bs + off) * hd
-			copy(kc[dst:dst+hd], row[qDim+kh*hd:qDim+(kh+1)*hd])
-			copy(vc[dst:dst+hd], row[qDim+kvDim+kh*hd:qDim+kvDim+(kh+1)*hd])
+			b.kv.store(l, dst, row[qDim+kh*hd:qDim+(kh+1)*hd], row[qDim+kvDim+kh*hd:qDim+kvDim+(kh+1)*hd])
 		}
 	})
 

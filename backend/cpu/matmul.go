@@ -4,23 +4,17 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/llmserve/llmserve/backend/cpu/gemm"
+	"github.com/llmserve/llmserve/backend/cpu/linear"
 	"github.com/llmserve/llmserve/model"
-	"github.com/llmserve/llmserve/quant"
 )
-
-// widenChunkFloats bounds the float32 copy of a 16-bit weight panel that the matrix-product
-// path widens at a time (4 MiB: it stays in the last-level cache while gemm reuses it).
-const widenChunkFloats = 1 << 20
 
 // checkWeights reports the first matrix of m whose storage type this backend cannot multiply.
 func checkWeights(m *model.Model) error {
 	check := func(name string, w model.Matrix) error {
-		switch w.Type {
-		case quant.F32, quant.BF16, quant.F16:
-			return nil
+		if err := linear.Supported(w); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
 		}
-		return fmt.Errorf("%s is stored as %s, which the CPU backend cannot multiply yet", name, w.Type)
+		return nil
 	}
 	if err := check("embed_tokens", m.Embed); err != nil {
 		return err
@@ -43,25 +37,9 @@ func checkWeights(m *model.Model) error {
 // the work in b.stats.
 func (b *Backend) project(w model.Matrix, m int, x []float32, ldx int, out []float32, ldo int, accumulate bool) {
 	t := time.Now()
-	n, k := w.Rows, w.Cols
-	switch w.Type {
-	case quant.F32:
-		gemm.MatMulNT(m, n, k, x, ldx, w.F32(), k, out, ldo, accumulate)
-	default:
-		// 16-bit weights: widen a panel of rows at a time into scratch and multiply it.
-		rows := max(1, min(n, widenChunkFloats/k))
-		b.wide = grow(b.wide, rows*k)
-		for j0 := 0; j0 < n; j0 += rows {
-			j1 := min(n, j0+rows)
-			panel := b.wide[:(j1-j0)*k]
-			b.parallelRows(j1-j0, k, func(r int) {
-				widenRow(w, j0+r, panel[r*k:(r+1)*k])
-			})
-			gemm.MatMulNT(m, j1-j0, k, x, ldx, panel, k, out[j0:], ldo, accumulate)
-		}
-	}
+	b.mul.MatMul(w, m, x, ldx, out, ldo, accumulate)
 	b.stats.GEMMTime += time.Since(t)
-	b.stats.GEMMFlops += 2 * float64(m) * float64(n) * float64(k)
+	b.stats.GEMMFlops += 2 * float64(m) * float64(w.Rows) * float64(w.Cols)
 }
 
 // widenRow writes row r of a float matrix to dst as float32. The types were checked by New.

@@ -32,11 +32,16 @@ func generateCommand() *cli.Command {
 			&cli.BoolFlag{Name: "ignore-eos", Usage: "keep generating past the model's EOS ids"},
 			&cli.BoolFlag{Name: "print-logits", Usage: "also print the logits at the last prompt position"},
 			quantizationFlag(),
+			kvCacheDTypeFlag(),
 		},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			ids, err := parseIDs(cmd.String("input-ids"))
 			if err != nil {
 				return err
+			}
+			kvType, err := cpu.ParseKVDType(cmd.String("kv-cache-dtype"))
+			if err != nil {
+				return fmt.Errorf("--kv-cache-dtype: %w", err)
 			}
 			if cmd.Int("max-new-tokens") < 0 {
 				return fmt.Errorf("--max-new-tokens must be >= 0")
@@ -51,7 +56,7 @@ func generateCommand() *cli.Command {
 				return err
 			}
 			res, err := generate(ctx, cmd.String("model-path"), cmd.String("device"), cmd.String("quantization"), ids,
-				int(cmd.Int("max-new-tokens")), p, cmd.Bool("ignore-eos"), cmd.Bool("print-logits"))
+				int(cmd.Int("max-new-tokens")), p, cmd.Bool("ignore-eos"), cmd.Bool("print-logits"), kvType)
 			if err != nil {
 				return err
 			}
@@ -65,7 +70,7 @@ type generateResult struct {
 	LastLogits []float32 `json:"last_logits,omitempty"`
 }
 
-func generate(ctx context.Context, path, device, quantization string, prompt []int32, maxNew int, p sampling.Params, ignoreEOS, printLogits bool) (*generateResult, error) {
+func generate(ctx context.Context, path, device, quantization string, prompt []int32, maxNew int, p sampling.Params, ignoreEOS, printLogits bool, kvType cpu.KVDType) (*generateResult, error) {
 	if device != "cpu" {
 		return nil, fmt.Errorf("device %q: generate runs on cpu in this build", device)
 	}
@@ -77,7 +82,7 @@ func generate(ctx context.Context, path, device, quantization string, prompt []i
 	if total > m.Config.MaxPositions {
 		return nil, fmt.Errorf("prompt (%d) + max-new-tokens (%d) exceeds the context length %d", len(prompt), maxNew, m.Config.MaxPositions)
 	}
-	b, err := cpu.New(m, cpu.Options{NumBlocks: total/cpu.DefaultBlockSize + 2})
+	b, err := cpu.New(m, cpu.Options{NumBlocks: total/cpu.DefaultBlockSize + 2, KVCacheDType: kvType})
 	if err != nil {
 		return nil, err
 	}

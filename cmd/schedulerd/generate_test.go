@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/llmserve/llmserve/backend/cpu"
 	"github.com/llmserve/llmserve/model"
 	"github.com/llmserve/llmserve/sampling"
 	"github.com/llmserve/llmserve/tokenizer"
@@ -37,7 +38,7 @@ func TestGenerateMatchesTransformers(t *testing.T) {
 		for i, p := range fx.Prompts {
 			greedy := sampling.DefaultParams()
 			greedy.Temperature = 0
-			res, err := generate(context.Background(), dir, "cpu", "", p.InputIDs, len(p.GreedyNewIDs), greedy, true, true)
+			res, err := generate(context.Background(), dir, "cpu", "", p.InputIDs, len(p.GreedyNewIDs), greedy, true, true, cpu.KVAuto)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -63,7 +64,7 @@ func TestGenerateMatchesTransformers(t *testing.T) {
 func TestGeneratePico(t *testing.T) {
 	greedy := sampling.DefaultParams()
 	greedy.Temperature = 0
-	res, err := generate(context.Background(), "../../models/pico", "cpu", "", []int32{328, 287, 576, 265, 1349, 2768, 618, 330}, 16, greedy, true, false)
+	res, err := generate(context.Background(), "../../models/pico", "cpu", "", []int32{328, 287, 576, 265, 1349, 2768, 618, 330}, 16, greedy, true, false, cpu.KVAuto)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,8 +73,8 @@ func TestGeneratePico(t *testing.T) {
 	}
 }
 
-// TestGenerateGGUF: the pico model written as GGUF generates what its directory does, and
-// --quantization re-stores the weights at load (bf16 -> f32 is exact here) or names a bad type.
+// TestGenerateGGUF: the pico model written as GGUF generates what its directory does, bit for
+// bit, and --quantization re-stores the weights at load (bf16 -> f32 is exact) or names a bad type.
 func TestGenerateGGUF(t *testing.T) {
 	m, err := model.Load("../../models/pico")
 	if err != nil {
@@ -93,21 +94,32 @@ func TestGenerateGGUF(t *testing.T) {
 	greedy := sampling.DefaultParams()
 	greedy.Temperature = 0
 	prompt := []int32{328, 287, 576, 265, 1349, 2768, 618, 330}
-	want, err := generate(context.Background(), "../../models/pico", "cpu", "", prompt, 8, greedy, true, true)
+	want, err := generate(context.Background(), "../../models/pico", "cpu", "", prompt, 8, greedy, true, true, cpu.KVAuto)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range []string{"", "f32"} {
-		got, err := generate(context.Background(), path, "cpu", q, prompt, 8, greedy, true, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !slices.Equal(got.OutputIDs, want.OutputIDs) || !slices.Equal(got.LastLogits, want.LastLogits) {
-			t.Errorf("GGUF (quantization %q): ids %v, want %v (logits equal: %v)", q, got.OutputIDs, want.OutputIDs,
-				slices.Equal(got.LastLogits, want.LastLogits))
-		}
+	got, err := generate(context.Background(), path, "cpu", "", prompt, 8, greedy, true, true, cpu.KVAuto)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := generate(context.Background(), path, "cpu", "q3_k", prompt, 1, greedy, true, false); err == nil ||
+	if !slices.Equal(got.OutputIDs, want.OutputIDs) || !slices.Equal(got.LastLogits, want.LastLogits) {
+		t.Errorf("GGUF: ids %v, want %v (logits equal: %v)", got.OutputIDs, want.OutputIDs, slices.Equal(got.LastLogits, want.LastLogits))
+	}
+	// f32 weights (and so, with kv-cache-dtype auto, an f32 KV cache instead of bf16): the same
+	// greedy ids, logits within bf16 rounding of the KV cache.
+	wide, err := generate(context.Background(), path, "cpu", "f32", prompt, 8, greedy, true, true, cpu.KVAuto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var maxAbs, maxDiff float64
+	for j, v := range want.LastLogits {
+		maxAbs = math.Max(maxAbs, math.Abs(float64(v)))
+		maxDiff = math.Max(maxDiff, math.Abs(float64(v-wide.LastLogits[j])))
+	}
+	if !slices.Equal(wide.OutputIDs, want.OutputIDs) || maxDiff > 2e-2*maxAbs {
+		t.Errorf("--quantization f32: ids %v (want %v), logits differ by %g of max |logit|", wide.OutputIDs, want.OutputIDs, maxDiff/maxAbs)
+	}
+	if _, err := generate(context.Background(), path, "cpu", "q3_k", prompt, 1, greedy, true, false, cpu.KVAuto); err == nil ||
 		!strings.Contains(err.Error(), "q3_k") {
 		t.Errorf("--quantization q3_k: %v", err)
 	}
@@ -121,5 +133,34 @@ func TestParseIDs(t *testing.T) {
 		if _, err := parseIDs(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+}
+
+// --kv-cache-dtype reaches the backend: an f16 cache on the float32 qwen3 fixture stays within
+// f16 rounding of the reference, and an unknown type is refused before the model loads.
+func TestGenerateKVCacheDType(t *testing.T) {
+	cmd := generateCommand()
+	err := cmd.Run(context.Background(), []string{"generate", "--model-path", "../../testdata/models/qwen3", "--input-ids", "1,2,3", "--kv-cache-dtype", "int4"})
+	if err == nil || !strings.Contains(err.Error(), "kv-cache-dtype") || !strings.Contains(err.Error(), "int4") {
+		t.Errorf("bad --kv-cache-dtype: %v", err)
+	}
+	greedy := sampling.DefaultParams()
+	greedy.Temperature = 0
+	ids := []int32{5, 7, 9, 11}
+	f32, err := generate(context.Background(), "../../testdata/models/qwen3", "cpu", "", ids, 1, greedy, true, true, cpu.KVF32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f16, err := generate(context.Background(), "../../testdata/models/qwen3", "cpu", "", ids, 1, greedy, true, true, cpu.KVF16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var maxAbs, maxDiff float64
+	for j, v := range f32.LastLogits {
+		maxAbs = math.Max(maxAbs, math.Abs(float64(v)))
+		maxDiff = math.Max(maxDiff, math.Abs(float64(v-f16.LastLogits[j])))
+	}
+	if maxDiff == 0 || maxDiff > 2e-3*maxAbs {
+		t.Errorf("f16 KV cache changed the logits by %g (max |logit| %g): want a small nonzero rounding effect", maxDiff, maxAbs)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/llmserve/llmserve/backend"
+	"github.com/llmserve/llmserve/backend/cpu"
 	"github.com/llmserve/llmserve/backend/replay"
 	"github.com/llmserve/llmserve/cmd/internal/runflags"
 	"github.com/llmserve/llmserve/grammar"
@@ -36,6 +37,7 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "max-prefill-tokens", Value: 2048, Usage: "token budget of one step"},
 			&cli.IntFlag{Name: "chunked-prefill-size", Value: 512, Usage: "largest prefill chunk of one request per step (0: the step budget)"},
 			&cli.IntFlag{Name: "kv-cache-mb", Value: 256, Usage: "memory for the KV cache, MiB", Sources: cli.EnvVars("KV_CACHE_MB")},
+			kvCacheDTypeFlag(),
 			&cli.IntFlag{Name: "context-length", Usage: "context length (default: the model's max_position_embeddings)"},
 			&cli.StringFlag{Name: "load-format", Value: "auto", Usage: "auto (the model's weights) or replay (BENCHMARK ONLY: deterministic tokens, no model math)", Sources: cli.EnvVars("LOAD_FORMAT")},
 			&cli.DurationFlag{Name: "replay-step-time", Usage: "with --load-format replay: the least time of one step", Sources: cli.EnvVars("REPLAY_STEP_TIME")},
@@ -136,7 +138,11 @@ func rankDevice(device string, baseGPU, rank int) (string, error) {
 func openRankBackend(cmd *cli.Command, path, device string, log *slog.Logger) (backend.Backend, model.Config, error) {
 	switch cmd.String("load-format") {
 	case "auto":
-		return openBackend(path, device, cmd.String("quantization"), int64(cmd.Int("kv-cache-mb"))<<20, log)
+		kvType, err := cpu.ParseKVDType(cmd.String("kv-cache-dtype"))
+		if err != nil {
+			return nil, model.Config{}, fmt.Errorf("--kv-cache-dtype: %w", err)
+		}
+		return openBackend(path, device, cmd.String("quantization"), int64(cmd.Int("kv-cache-mb"))<<20, kvType, log)
 	case "replay":
 		cfg, err := model.LoadConfig(path)
 		if err != nil {
