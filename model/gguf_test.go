@@ -306,3 +306,31 @@ func TestGGUFTokenizerAndErrors(t *testing.T) {
 		t.Errorf("q5_k tensor: err %v", err)
 	}
 }
+
+// TestGGUFFromOtherWriter reads a GGUF this package did not write: the qwen3-bf16 fixture as the
+// llama.cpp peer's converter (../shared/peers/llamacpp/tools/st2gguf, which llama.cpp itself
+// reads) wrote it. Weights and logits must be the safetensors path's exactly.
+func TestGGUFFromOtherWriter(t *testing.T) {
+	g, err := model.Open("testdata/qwen3-bf16.st2gguf.gguf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := model.Load(filepath.Join(fixtures, "qwen3-bf16"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameWeights(t, g, st)
+	prompts, _ := expectedPrompts(t, filepath.Join(fixtures, "qwen3-bf16"))
+	for i, p := range prompts {
+		if d := relDiff(lastLogits(t, g, p), lastLogits(t, st, p)); d != 0 {
+			t.Errorf("prompt %d: logits differ by %.3g", i, d)
+		}
+	}
+	tok, err := tokenizer.Load("testdata/qwen3-bf16.st2gguf.gguf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok.VocabSize() != 512 {
+		t.Errorf("toy vocabulary of %d tokens", tok.VocabSize())
+	}
+}
