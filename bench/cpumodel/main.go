@@ -271,7 +271,19 @@ func membw(o options) (float64, error) {
 func runBench(o options, files map[string]string) error {
 	var runs []run
 	var bws []float64
-	total := o.rounds * (1 + 2*len(o.types)*len(o.whats))
+	// A type our backend cannot run is found once, untimed, instead of in every round.
+	unsupported := map[string]error{}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	for _, typ := range o.types {
+		if out, err := exec.Command(exe, "-worker", files[typ], "-what", "check").CombinedOutput(); err != nil {
+			unsupported[typ] = fmt.Errorf("%s", lastLine(out))
+			log.Printf("llmserve cannot run %s: %s", typ, lastLine(out))
+		}
+	}
+	total := o.rounds * (1 + (2*len(o.types)-len(unsupported))*len(o.whats))
 	n := 0
 	start := time.Now()
 	progress := func(format string, a ...any) {
@@ -296,6 +308,10 @@ func runBench(o options, files map[string]string) error {
 					var tokS float64
 					var err error
 					if eng == "llmserve" {
+						if e := unsupported[typ]; e != nil {
+							runs = append(runs, run{engine: eng, typ: typ, what: what, err: e})
+							continue
+						}
 						tokS, err = timeOurs(o, files[typ], what)
 					} else {
 						tokS, err = timeLlama(o, files[typ], what)
