@@ -83,6 +83,9 @@ type gate struct {
 	// topIDs and topLogprobs are the buffered items' top logprobs (scheduler.Item's).
 	topIDs      []int32
 	topLogprobs []float32
+	// prompt is the buffered first item's prompt logprobs (scheduler.Item's; the scheduler's
+	// slices, which it never changes once sent), until they go out.
+	prompt *scheduler.Item
 
 	out outputSettings
 }
@@ -282,6 +285,13 @@ func (r *Runner) send(out *scheduler.Output) {
 			}
 			continue
 		}
+		if g.prompt != nil && len(it.PromptLogprobs) == 0 && len(it.PromptTopLogprobIDs) == 0 {
+			withPrompt := *it
+			withPrompt.PromptLogprobs, withPrompt.PromptTopLogprobIDs, withPrompt.PromptTopLogprobs =
+				g.prompt.PromptLogprobs, g.prompt.PromptTopLogprobIDs, g.prompt.PromptTopLogprobs
+			it = &withPrompt
+		}
+		g.prompt = nil
 		ti := itemToWire(it, ids, lps, top, &g.out, !g.sentAny)
 		b.Items = append(b.Items, ti)
 		g.sentAny = true
@@ -308,6 +318,10 @@ func (g *gate) buffer(it *scheduler.Item) {
 	g.logprobs = append(g.logprobs, it.Logprobs...)
 	g.topIDs = append(g.topIDs, it.TopLogprobIDs...)
 	g.topLogprobs = append(g.topLogprobs, it.TopLogprobs...)
+	if len(it.PromptLogprobs) > 0 || len(it.PromptTopLogprobIDs) > 0 {
+		p := scheduler.Item{PromptLogprobs: it.PromptLogprobs, PromptTopLogprobIDs: it.PromptTopLogprobIDs, PromptTopLogprobs: it.PromptTopLogprobs}
+		g.prompt = &p
+	}
 }
 
 func (r *Runner) publishLoad(l scheduler.Load) {
