@@ -121,6 +121,9 @@ func (s *Server) expandChoices(tmpl *Request, f *openAIFormat, prompts [][]int32
 			}
 			rf := *f
 			rf.index, rf.totals, rf.chunkHead, rf.includeUsage = len(cs.reqs), cs.totals, nil, false
+			if f.echo != nil {
+				rf.echo = f.echo.forPrompt(s, base.InputIDs)
+			}
 			cs.reqs = append(cs.reqs, &r)
 			cs.formats = append(cs.formats, &rf)
 		}

@@ -106,7 +106,11 @@ func (s *Server) buildGenerate(body *generateRequest, _ time.Time) (*Request, ou
 	if err := s.fillNativeLogprobs(req, body); err != nil {
 		return nil, nil, err
 	}
-	return req, &nativeFormat{rid: req.RID, text: !req.NoText, logprobs: req.Logprobs, top: req.TopLogprobs > 0}, nil
+	nf := &nativeFormat{rid: req.RID, text: !req.NoText, logprobs: req.Logprobs, top: req.TopLogprobs > 0, inputFrom: -1}
+	if req.PromptLogprobs {
+		nf.inputFrom, nf.inputIDs = *body.LogprobStartLen, req.InputIDs
+	}
+	return req, nf, nil
 }
 
 // nativeFormat writes /generate objects: {text, output_ids, meta_info}.
@@ -115,6 +119,10 @@ type nativeFormat struct {
 	text     bool
 	logprobs bool
 	top      bool // output_top_logprobs too (top_logprobs_num > 0)
+	// inputFrom is logprob_start_len (-1: no prompt logprobs); inputIDs the prompt they score.
+	// They go out once, with the first object written.
+	inputFrom int
+	inputIDs  []int32
 }
 
 func (f *nativeFormat) object(dst []byte, d *Delta) []byte {
@@ -179,6 +187,10 @@ func (f *nativeFormat) object(dst []byte, d *Delta) []byte {
 		dst = append(dst, ']')
 		if f.top {
 			dst = appendNativeTop(dst, d)
+		}
+		if f.inputFrom >= 0 {
+			dst = appendNativeInput(dst, d, f.inputIDs, f.inputFrom, f.top)
+			f.inputFrom = -1
 		}
 	}
 	return append(dst, "}}"...)

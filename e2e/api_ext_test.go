@@ -145,6 +145,59 @@ func TestAPIExtensions(t *testing.T) {
 		}
 	})
 
+	t.Run("echo prompt logprobs equal schedulerd generate --print-logits", func(t *testing.T) {
+		// lm-evaluation-harness's loglikelihood request: a batch of id lists, echo, logprobs 1,
+		// max_tokens 1; the prompt (cached by the tests above) is scored in full.
+		other := []int32{9, 66, 180, 400, 1234}
+		code, body := e.post("/v1/completions", map[string]any{"prompt": [][]int32{promptIDs, other}, "max_tokens": 1,
+			"temperature": 0, "echo": true, "logprobs": 1})
+		if code != 200 {
+			t.Fatalf("%d %s", code, body)
+		}
+		var v struct {
+			Choices []struct {
+				Logprobs struct {
+					Tokens        []string             `json:"tokens"`
+					TokenLogprobs []*float64           `json:"token_logprobs"`
+					TopLogprobs   []map[string]float64 `json:"top_logprobs"`
+				} `json:"logprobs"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal(body, &v); err != nil || len(v.Choices) != 2 {
+			t.Fatalf("%s: %v", body, err)
+		}
+		code, gbody := e.post("/generate", map[string]any{"input_ids": promptIDs, "return_logprob": true, "logprob_start_len": 0,
+			"sampling_params": map[string]any{"max_new_tokens": 1, "temperature": 0}})
+		if code != 200 {
+			t.Fatalf("%d %s", code, gbody)
+		}
+		var g struct {
+			MetaInfo struct {
+				Input [][3]any `json:"input_token_logprobs"`
+			} `json:"meta_info"`
+		}
+		if err := json.Unmarshal(gbody, &g); err != nil || len(g.MetaInfo.Input) != len(promptIDs) || g.MetaInfo.Input[0][0] != nil {
+			t.Fatalf("/generate input_token_logprobs: %s", gbody)
+		}
+		for c, prompt := range [][]int32{promptIDs, other} {
+			lp := v.Choices[c].Logprobs
+			if len(lp.TokenLogprobs) != len(prompt)+1 || lp.TokenLogprobs[0] != nil || lp.TopLogprobs[0] != nil {
+				t.Fatalf("choice %d: %d entries for a %d-token prompt and 1 generated: %+v", c, len(lp.TokenLogprobs), len(prompt), lp)
+			}
+			for p := 1; p < len(prompt); p++ {
+				ref := logSoftmax(referenceLogits(t, prompt[:p]))[prompt[p]]
+				if got := *lp.TokenLogprobs[p]; math.Abs(got-ref) > 2e-3 {
+					t.Fatalf("choice %d, prompt token %d: logprob %v, --print-logits gives %v", c, p, got, ref)
+				}
+				if c == 0 {
+					if got := g.MetaInfo.Input[p][0].(float64); math.Abs(got-ref) > 2e-3 {
+						t.Fatalf("/generate prompt token %d: %v, want %v", p, got, ref)
+					}
+				}
+			}
+		}
+	})
+
 	t.Run("logit_bias forces and bans", func(t *testing.T) {
 		greedy := directGenerate(t, promptIDs, 1)[0]
 		const forced = 1234
