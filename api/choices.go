@@ -9,6 +9,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -68,9 +69,12 @@ type choiceSet struct {
 	*openAIFormat // the response's head (id, object, stream options)
 	reqs          []*Request
 	formats       []*openAIFormat
-	per           int // candidates per prompt: best_of, else n
-	n             int // choices returned per prompt
-	totals        *usageTotals
+	// native, when set, makes the choices /generate objects (a batch): one per candidate, the
+	// response a JSON array of them; the OpenAI head and formats are then unused.
+	native []*nativeFormat
+	per    int // candidates per prompt: best_of, else n
+	n      int // choices returned per prompt
+	totals *usageTotals
 }
 
 // expandChoices turns a validated template request (prompts[0] in it) and its format into a
@@ -257,6 +261,18 @@ func (s *Server) serveChoices(w http.ResponseWriter, r *http.Request, cs *choice
 			}
 		}
 	}
+	if cs.native != nil {
+		dst := []byte{'['}
+		for i := range all {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = cs.native[i].object(dst, &all[i])
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(append(dst, "]\n"...))
+		return
+	}
 	order := cs.ranked(all)
 	dst := cs.head(nil, false)
 	dst = append(dst, `,"choices":[`...)
@@ -329,7 +345,11 @@ func (s *Server) streamChoices(ctx context.Context, w http.ResponseWriter, cs *c
 		}
 		totals[ev.i].mergeMeta(&ev.d)
 		cs.totals.update(ev.i, &ev.d)
-		buf = cs.formats[ev.i].chunk(buf[:0], &ev.d, !started[ev.i])
+		if cs.native != nil {
+			buf = cs.native[ev.i].chunk(buf[:0], &ev.d, !started[ev.i])
+		} else {
+			buf = cs.formats[ev.i].chunk(buf[:0], &ev.d, !started[ev.i])
+		}
 		started[ev.i] = true
 		if ev.d.Finished {
 			left--
@@ -337,7 +357,7 @@ func (s *Server) streamChoices(ctx context.Context, w http.ResponseWriter, cs *c
 			s.observe(&totals[ev.i], start)
 		}
 		if left == 0 {
-			if cs.includeUsage {
+			if cs.native == nil && cs.includeUsage {
 				buf = append(buf, "data: "...)
 				buf = cs.appendChunkHead(buf)
 				buf = append(buf, `,"choices":[],"usage":`...)
@@ -354,4 +374,75 @@ func (s *Server) streamChoices(ctx context.Context, w http.ResponseWriter, cs *c
 			return
 		}
 	}
+}
+
+// nativePrompts reads /generate's prompt: text (a string, or a list: a batch) or input_ids (ids,
+// or a list of id lists: a batch).
+func (s *Server) nativePrompts(body *generateRequest) ([][]int32, bool, error) {
+	hasText := len(body.Text) > 0 && string(body.Text) != "null"
+	hasIDs := len(body.InputIDs) > 0 && string(body.InputIDs) != "null"
+	switch {
+	case hasText && hasIDs:
+		return nil, false, badRequest("text", "give either text or input_ids, not both")
+	case hasText:
+		var text string
+		if err := json.Unmarshal(body.Text, &text); err == nil {
+			ids, err := s.encode(text)
+			return [][]int32{ids}, false, err
+		}
+		var texts []string
+		if json.Unmarshal(body.Text, &texts) != nil || len(texts) == 0 {
+			return nil, false, badRequest("text", "must be a string or a non-empty list of strings")
+		}
+		out := make([][]int32, len(texts))
+		for i, t := range texts {
+			var err error
+			if out[i], err = s.encode(t); err != nil {
+				return nil, false, err
+			}
+		}
+		return out, true, s.checkBatch(len(out))
+	case hasIDs:
+		var ids []int32
+		if err := json.Unmarshal(body.InputIDs, &ids); err == nil {
+			return [][]int32{ids}, false, s.checkIDs(ids)
+		}
+		var batch [][]int32
+		if json.Unmarshal(body.InputIDs, &batch) != nil || len(batch) == 0 {
+			return nil, false, badRequest("input_ids", "must be a list of token ids or a non-empty list of such lists")
+		}
+		for i, ids := range batch {
+			if err := s.checkIDs(ids); err != nil {
+				return nil, false, badRequest(fmt.Sprintf("input_ids[%d]", i), err.(*BadRequestError).Msg)
+			}
+		}
+		return batch, true, s.checkBatch(len(batch))
+	}
+	return nil, false, badRequest("text", "one of text or input_ids is required")
+}
+
+// expandNative turns a validated /generate template (prompts[0] in it) into a batch: one request
+// and one object per prompt, each object carrying its index.
+func (s *Server) expandNative(tmpl *Request, nf *nativeFormat, prompts [][]int32, maxNew *int) (*Request, outputFormat, error) {
+	cs := &choiceSet{per: 1, n: 1, totals: &usageTotals{counts: make([]Delta, len(prompts)), per: 1}}
+	for p, ids := range prompts {
+		r := *tmpl
+		if p > 0 {
+			r.RID, r.InputIDs = s.engine.NewRID(), ids
+			if err := s.checkLength(&r, maxNew, "max_new_tokens", s.cfg.DefaultMaxNewTokens); err != nil {
+				return nil, nil, badRequest(fmt.Sprintf("input_ids[%d]", p), err.Error())
+			}
+		}
+		f := *nf
+		f.rid, f.index = r.RID, p
+		if f.inputFrom >= 0 {
+			if f.inputFrom >= len(r.InputIDs) {
+				return nil, nil, badRequest("logprob_start_len", fmt.Sprintf("prompt %d has only %d tokens", p, len(r.InputIDs)))
+			}
+			f.inputIDs = r.InputIDs
+		}
+		cs.reqs = append(cs.reqs, &r)
+		cs.native = append(cs.native, &f)
+	}
+	return cs.reqs[0], cs, nil
 }

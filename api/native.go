@@ -34,7 +34,7 @@ type nativeSampling struct {
 
 type generateRequest struct {
 	Text           json.RawMessage `json:"text"`
-	InputIDs       []int32         `json:"input_ids"`
+	InputIDs       json.RawMessage `json:"input_ids"`
 	SamplingParams *nativeSampling `json:"sampling_params"`
 	Stream         bool            `json:"stream"`
 	RID            string          `json:"rid"`
@@ -56,32 +56,14 @@ func (s *Server) buildGenerate(body *generateRequest, _ time.Time) (*Request, ou
 	if req.RID == "" {
 		req.RID = s.engine.NewRID()
 	}
-	hasText := len(body.Text) > 0 && string(body.Text) != "null"
-	switch {
-	case hasText && body.InputIDs != nil:
-		return nil, nil, badRequest("text", "give either text or input_ids, not both")
-	case hasText:
-		var text string
-		if err := json.Unmarshal(body.Text, &text); err != nil {
-			var texts []string
-			if json.Unmarshal(body.Text, &texts) != nil || len(texts) != 1 {
-				return nil, nil, badRequest("text", "must be a string (batched requests are not supported)")
-			}
-			text = texts[0]
-		}
-		ids, err := s.encode(text)
-		if err != nil {
-			return nil, nil, err
-		}
-		req.InputIDs = ids
-	case body.InputIDs != nil:
-		if err := s.checkIDs(body.InputIDs); err != nil {
-			return nil, nil, err
-		}
-		req.InputIDs = body.InputIDs
-	default:
-		return nil, nil, badRequest("text", "one of text or input_ids is required")
+	prompts, batched, err := s.nativePrompts(body)
+	if err != nil {
+		return nil, nil, err
 	}
+	if batched && body.RID != "" {
+		return nil, nil, badRequest("rid", "give no rid with a batch: each prompt gets its own")
+	}
+	req.InputIDs = prompts[0]
 	if sp.N != nil && *sp.N != 1 {
 		return nil, nil, badRequest("sampling_params.n", "only n=1 is supported on /generate: use /v1/completions for n > 1")
 	}
@@ -106,9 +88,12 @@ func (s *Server) buildGenerate(body *generateRequest, _ time.Time) (*Request, ou
 	if err := s.fillNativeLogprobs(req, body); err != nil {
 		return nil, nil, err
 	}
-	nf := &nativeFormat{rid: req.RID, text: !req.NoText, logprobs: req.Logprobs, top: req.TopLogprobs > 0, inputFrom: -1}
+	nf := &nativeFormat{rid: req.RID, text: !req.NoText, logprobs: req.Logprobs, top: req.TopLogprobs > 0, inputFrom: -1, index: -1}
 	if req.PromptLogprobs {
 		nf.inputFrom, nf.inputIDs = *body.LogprobStartLen, req.InputIDs
+	}
+	if batched {
+		return s.expandNative(req, nf, prompts, sp.MaxNewTokens)
 	}
 	return req, nf, nil
 }
@@ -123,10 +108,17 @@ type nativeFormat struct {
 	// They go out once, with the first object written.
 	inputFrom int
 	inputIDs  []int32
+	// index is the prompt's place in a batch (written as "index"); -1 when not batched.
+	index int
 }
 
 func (f *nativeFormat) object(dst []byte, d *Delta) []byte {
 	dst = append(dst, '{')
+	if f.index >= 0 {
+		dst = append(dst, `"index":`...)
+		dst = strconv.AppendInt(dst, int64(f.index), 10)
+		dst = append(dst, ',')
+	}
 	if f.text {
 		dst = append(dst, `"text":`...)
 		dst = appendJSONString(dst, d.Text)
