@@ -360,6 +360,34 @@ func TestAPIExtensions(t *testing.T) {
 		}
 	})
 
+	t.Run("n=3 with a json_schema: each choice its own matcher", func(t *testing.T) {
+		schema := map[string]any{"type": "object", "properties": map[string]any{"id": map[string]any{"type": "integer", "minimum": 0, "maximum": 999}},
+			"required": []string{"id"}}
+		code, b := e.post("/v1/chat/completions", map[string]any{"messages": []map[string]string{{"role": "user", "content": "An id."}},
+			"max_tokens": 24, "temperature": 1, "seed": 3, "n": 3,
+			"response_format": map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "x", "schema": schema}}})
+		if code != 200 {
+			t.Fatalf("%d %s", code, b)
+		}
+		var v struct {
+			Choices []struct {
+				Message struct {
+					Content string `json:"content"`
+				} `json:"message"`
+				Finish string `json:"finish_reason"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal(b, &v); err != nil || len(v.Choices) != 3 {
+			t.Fatalf("%s: %v", b, err)
+		}
+		for i, c := range v.Choices {
+			var doc map[string]int
+			if err := json.Unmarshal([]byte(c.Message.Content), &doc); err != nil || len(doc) != 1 || c.Finish != "stop" {
+				t.Fatalf("choice %d: %q (%s): %v", i, c.Message.Content, c.Finish, err)
+			}
+		}
+	})
+
 	t.Run("models, version, 404", func(t *testing.T) {
 		var m map[string]any
 		if code := e.getJSON("/v1/models/pico", &m); code != 200 || m["id"] != "pico" {
