@@ -552,3 +552,60 @@ func TestAPIExtensionsNodeClient(t *testing.T) {
 		t.Fatalf("model %q, ignored %q", res.Model, res.Ignored)
 	}
 }
+
+// TestLangChainClient runs e2e/node/langchain.mjs (LangChain's ChatOpenAI) against a real engine.
+func TestLangChainClient(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed")
+	}
+	e := startEngine(t, engineOpts{workers: 1})
+	cmd := exec.Command(node, "langchain.mjs", e.base+"/v1", "pico")
+	cmd.Dir = "node"
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("langchain: %v\n%s", err, out)
+	}
+	type usage struct {
+		Input  int `json:"input_tokens"`
+		Output int `json:"output_tokens"`
+		Total  int `json:"total_tokens"`
+	}
+	var res struct {
+		Invoke struct {
+			Content string `json:"content"`
+			Usage   usage  `json:"usage"`
+		} `json:"invoke"`
+		Stream struct {
+			Content string `json:"content"`
+			Usage   *usage `json:"usage"`
+		} `json:"stream"`
+		Logprobs   []int          `json:"logprobs"`
+		N          int            `json:"n"`
+		Structured map[string]int `json:"structured"`
+		Responses  struct {
+			Content string `json:"content"`
+			Usage   usage  `json:"usage"`
+		} `json:"responses"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("output %q: %v", out, err)
+	}
+	if res.Invoke.Content == "" || res.Stream.Content != res.Invoke.Content || res.Stream.Usage == nil || *res.Stream.Usage != res.Invoke.Usage {
+		t.Fatalf("invoke %+v, stream %+v", res.Invoke, res.Stream)
+	}
+	if len(res.Logprobs) != res.Invoke.Usage.Output {
+		t.Fatalf("logprobs %v for %d output tokens", res.Logprobs, res.Invoke.Usage.Output)
+	}
+	for _, k := range res.Logprobs {
+		if k != 2 {
+			t.Fatalf("top_logprobs sizes %v", res.Logprobs)
+		}
+	}
+	if res.N != 3 || len(res.Structured) != 2 {
+		t.Fatalf("n %d, structured %v", res.N, res.Structured)
+	}
+	if res.Responses.Content != res.Invoke.Content || res.Responses.Usage != res.Invoke.Usage {
+		t.Fatalf("responses %+v, chat %+v", res.Responses, res.Invoke)
+	}
+}
