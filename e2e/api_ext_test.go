@@ -609,3 +609,51 @@ func TestLangChainClient(t *testing.T) {
 		t.Fatalf("responses %+v, chat %+v", res.Responses, res.Invoke)
 	}
 }
+
+// TestVercelAIClient runs e2e/node/vercel_ext.mjs (the Vercel AI SDK's OpenAI provider, on the
+// Responses API by default) against a real engine.
+func TestVercelAIClient(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed")
+	}
+	e := startEngine(t, engineOpts{workers: 1})
+	cmd := exec.Command(node, "vercel_ext.mjs", e.base+"/v1", "pico")
+	cmd.Dir = "node"
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("vercel ai: %v\n%s", err, out)
+	}
+	type usage struct {
+		Input  int `json:"inputTokens"`
+		Output int `json:"outputTokens"`
+		Total  int `json:"totalTokens"`
+	}
+	var res struct {
+		Generate struct {
+			Text   string `json:"text"`
+			Usage  usage  `json:"usage"`
+			Finish string `json:"finish"`
+		} `json:"generate"`
+		Stream struct {
+			Text   string `json:"text"`
+			Usage  usage  `json:"usage"`
+			Finish string `json:"finish"`
+		} `json:"stream"`
+		Object map[string]int `json:"object"`
+		Chat   struct {
+			Text  string `json:"text"`
+			Usage usage  `json:"usage"`
+		} `json:"chat"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("output %q: %v", out, err)
+	}
+	g := res.Generate
+	if g.Text == "" || res.Stream.Text != g.Text || res.Stream.Usage != g.Usage || g.Usage.Output == 0 || res.Stream.Finish != g.Finish {
+		t.Fatalf("generate %+v, stream %+v", g, res.Stream)
+	}
+	if res.Chat.Text != g.Text || res.Chat.Usage != g.Usage || len(res.Object) != 2 {
+		t.Fatalf("chat %+v vs responses %+v; object %v", res.Chat, g, res.Object)
+	}
+}
