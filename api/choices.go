@@ -217,7 +217,7 @@ func (s *Server) serveChoices(w http.ResponseWriter, r *http.Request, cs *choice
 			case <-ctx.Done():
 				return
 			}
-			for i := g + 1; i < g+cs.per; i++ {
+			for i := g + 1; i < g+cs.per && ctx.Err() == nil; i++ {
 				req := cs.reqs[i]
 				if req.RoutedRank < 0 {
 					req.RoutedRank = rank
@@ -233,6 +233,10 @@ func (s *Server) serveChoices(w http.ResponseWriter, r *http.Request, cs *choice
 				mu.Lock()
 				submitted = append(submitted, req.RID)
 				mu.Unlock()
+				if ctx.Err() != nil {
+					s.engine.Abort(req.RID) // the client left while it was being sent
+					return
+				}
 				go pump(i, st, nil)
 			}
 		}()

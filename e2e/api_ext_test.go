@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -312,6 +313,72 @@ func TestAPIExtensions(t *testing.T) {
 			"seed": 42, "ignore_eos": true, "return_token_ids": true})
 		if !slices.Equal(single, first[0]) {
 			t.Fatalf("n=1 gave %v, choice 0 of n=4 %v", single, first[0])
+		}
+	})
+
+	t.Run("streamed n=2 with logprobs: deltas only, exact usage on every chunk", func(t *testing.T) {
+		body := map[string]any{"prompt": promptIDs, "max_tokens": 7, "temperature": 1, "seed": 9, "n": 2, "logprobs": 2,
+			"ignore_eos": true, "return_token_ids": true}
+		whole := map[int][]int32{}
+		code, b := e.post("/v1/completions", body)
+		var w struct {
+			Choices []struct {
+				Index    int     `json:"index"`
+				TokenIDs []int32 `json:"token_ids"`
+			} `json:"choices"`
+		}
+		if code != 200 || json.Unmarshal(b, &w) != nil {
+			t.Fatalf("%d %s", code, b)
+		}
+		for _, c := range w.Choices {
+			whole[c.Index] = c.TokenIDs
+		}
+		body["stream"] = true
+		body["stream_options"] = map[string]any{"include_usage": true, "continuous_usage_stats": true}
+		events, err := e.sseEvents(context.Background(), "/v1/completions", body)
+		if err != nil || len(events) == 0 || events[len(events)-1] != "[DONE]" {
+			t.Fatalf("stream: %v %q", err, events)
+		}
+		got := map[int][]int32{}
+		last := 0
+		var final int
+		for _, ev := range events[:len(events)-1] {
+			var c struct {
+				Choices []struct {
+					Index    int     `json:"index"`
+					TokenIDs []int32 `json:"token_ids"`
+					Logprobs *struct {
+						Tokens []string `json:"tokens"`
+					} `json:"logprobs"`
+				} `json:"choices"`
+				Usage *struct {
+					Prompt     int `json:"prompt_tokens"`
+					Completion int `json:"completion_tokens"`
+				} `json:"usage"`
+			}
+			if err := json.Unmarshal([]byte(ev), &c); err != nil || c.Usage == nil {
+				t.Fatalf("chunk %s: %v", ev, err)
+			}
+			if len(c.Choices) == 0 {
+				final = c.Usage.Completion
+				continue
+			}
+			if len(c.Choices) != 1 {
+				t.Fatalf("chunk with %d choices", len(c.Choices))
+			}
+			ch := c.Choices[0]
+			got[ch.Index] = append(got[ch.Index], ch.TokenIDs...)
+			if ch.Logprobs != nil && len(ch.Logprobs.Tokens) != len(ch.TokenIDs) {
+				t.Fatalf("chunk: %d logprob tokens for %d ids", len(ch.Logprobs.Tokens), len(ch.TokenIDs))
+			}
+			n := len(got[0]) + len(got[1])
+			if c.Usage.Prompt != len(promptIDs) || c.Usage.Completion < last || c.Usage.Completion > n {
+				t.Fatalf("usage %+v after %d tokens streamed (previous %d)", *c.Usage, n, last)
+			}
+			last = c.Usage.Completion
+		}
+		if final != 14 || !slices.Equal(got[0], whole[0]) || !slices.Equal(got[1], whole[1]) {
+			t.Fatalf("streamed %v (usage %d), whole %v", got, final, whole)
 		}
 	})
 
