@@ -425,28 +425,41 @@ func (s *Server) nativePrompts(body *generateRequest) ([][]int32, bool, error) {
 	return nil, false, badRequest("text", "one of text or input_ids is required")
 }
 
-// expandNative turns a validated /generate template (prompts[0] in it) into a batch: one request
-// and one object per prompt, each object carrying its index.
-func (s *Server) expandNative(tmpl *Request, nf *nativeFormat, prompts [][]int32, maxNew *int) (*Request, outputFormat, error) {
-	cs := &choiceSet{per: 1, n: 1, totals: &usageTotals{counts: make([]Delta, len(prompts)), per: 1}}
+// expandNative turns a validated /generate template (prompts[0] in it) into a batch: n requests
+// and objects per prompt (choice j seeded seed+j), each object carrying its index p*n + j.
+func (s *Server) expandNative(tmpl *Request, nf *nativeFormat, prompts [][]int32, n int, maxNew *int) (*Request, outputFormat, error) {
+	if len(prompts)*n > MaxChoices {
+		return nil, nil, badRequest("sampling_params.n", fmt.Sprintf("%d prompts x n=%d exceeds %d", len(prompts), n, MaxChoices))
+	}
+	cs := &choiceSet{per: n, n: n, totals: &usageTotals{counts: make([]Delta, len(prompts)*n), per: n}}
 	for p, ids := range prompts {
-		r := *tmpl
+		base := *tmpl
 		if p > 0 {
-			r.RID, r.InputIDs = s.engine.NewRID(), ids
-			if err := s.checkLength(&r, maxNew, "max_new_tokens", s.cfg.DefaultMaxNewTokens); err != nil {
+			base.InputIDs = ids
+			if err := s.checkLength(&base, maxNew, "max_new_tokens", s.cfg.DefaultMaxNewTokens); err != nil {
 				return nil, nil, badRequest(fmt.Sprintf("input_ids[%d]", p), err.Error())
 			}
 		}
-		f := *nf
-		f.rid, f.index = r.RID, p
-		if f.inputFrom >= 0 {
-			if f.inputFrom >= len(r.InputIDs) {
-				return nil, nil, badRequest("logprob_start_len", fmt.Sprintf("prompt %d has only %d tokens", p, len(r.InputIDs)))
+		for j := range n {
+			r := base
+			if p > 0 || j > 0 {
+				r.RID = s.engine.NewRID()
 			}
-			f.inputIDs = r.InputIDs
+			if tmpl.Sampling.Seed != nil {
+				seed := *tmpl.Sampling.Seed + uint64(j)
+				r.Sampling.Seed = &seed
+			}
+			f := *nf
+			f.rid, f.index = r.RID, len(cs.reqs)
+			if f.inputFrom >= 0 {
+				if f.inputFrom >= len(r.InputIDs) {
+					return nil, nil, badRequest("logprob_start_len", fmt.Sprintf("prompt %d has only %d tokens", p, len(r.InputIDs)))
+				}
+				f.inputIDs = r.InputIDs
+			}
+			cs.reqs = append(cs.reqs, &r)
+			cs.native = append(cs.native, &f)
 		}
-		cs.reqs = append(cs.reqs, &r)
-		cs.native = append(cs.native, &f)
 	}
 	return cs.reqs[0], cs, nil
 }

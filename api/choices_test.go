@@ -268,7 +268,17 @@ func TestBatchedGenerate(t *testing.T) {
 	if got[0] != 3 || got[1] != 3 || len(got) != 2 {
 		t.Fatalf("streamed ids per index %v", got)
 	}
-	for _, bad := range []string{`{"input_ids":[[1],[]]}`, `{"text":[]}`, `{"text":["a"],"rid":"x"}`} {
+	resp, body = post(t, ts, "/generate", `{"input_ids":[[1,2],[3]],"sampling_params":{"max_new_tokens":1,"seed":4,"n":2}}`)
+	objs = nil
+	if err := json.Unmarshal([]byte(body), &objs); err != nil || resp.StatusCode != 200 || len(objs) != 4 {
+		t.Fatalf("n=2 batch of 2: %d %s", resp.StatusCode, body)
+	}
+	for i, o := range objs {
+		if o.Index != i || o.OutputIDs[0] != int32(4+i%2)*10+1 {
+			t.Fatalf("object %d: %+v (want seed %d)", i, o, 4+i%2)
+		}
+	}
+	for _, bad := range []string{`{"input_ids":[[1],[]]}`, `{"text":[]}`, `{"text":["a"],"rid":"x"}`, `{"text":"a","rid":"x","sampling_params":{"n":2}}`} {
 		if resp, body := post(t, ts, "/generate", bad); resp.StatusCode != 400 {
 			t.Fatalf("%s: %d %s", bad, resp.StatusCode, body)
 		}

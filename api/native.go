@@ -64,9 +64,6 @@ func (s *Server) buildGenerate(body *generateRequest, _ time.Time) (*Request, ou
 		return nil, nil, badRequest("rid", "give no rid with a batch: each prompt gets its own")
 	}
 	req.InputIDs = prompts[0]
-	if sp.N != nil && *sp.N != 1 {
-		return nil, nil, badRequest("sampling_params.n", "only n=1 is supported on /generate: use /v1/completions for n > 1")
-	}
 	seed := sp.Seed
 	if seed == nil {
 		seed = sp.SamplingSeed
@@ -92,8 +89,15 @@ func (s *Server) buildGenerate(body *generateRequest, _ time.Time) (*Request, ou
 	if req.PromptLogprobs {
 		nf.inputFrom, nf.inputIDs = *body.LogprobStartLen, req.InputIDs
 	}
-	if batched {
-		return s.expandNative(req, nf, prompts, sp.MaxNewTokens)
+	n := 1
+	if sp.N != nil {
+		n = *sp.N // range-checked by fillCommon
+	}
+	if batched || n > 1 {
+		if n > 1 && body.RID != "" {
+			return nil, nil, badRequest("rid", "give no rid with n > 1: each choice gets its own")
+		}
+		return s.expandNative(req, nf, prompts, n, sp.MaxNewTokens)
 	}
 	return req, nf, nil
 }
