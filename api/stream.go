@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 )
@@ -29,6 +30,11 @@ type Delta struct {
 	// first (flattened), when the request asked for them.
 	TopLogprobIDs []int32
 	TopLogprobs   []float32
+	// PromptLogprobs (prompt tokens 1.., in order) and their top entries (TopLogprobs per
+	// position, flattened) come once, when the request asked for them.
+	PromptLogprobs      []float32
+	PromptTopLogprobIDs []int32
+	PromptTopLogprobs   []float32
 
 	Finished     bool
 	FinishReason FinishReason
@@ -64,6 +70,12 @@ func (d *Delta) mergeMeta(later *Delta) {
 		d.Finished = true
 		d.FinishReason = later.FinishReason
 		d.MatchedStop = later.MatchedStop
+	}
+	if len(later.PromptLogprobs) > 0 || len(later.PromptTopLogprobIDs) > 0 {
+		// Copied: a pushed delta's slices may be reused by its sender.
+		d.PromptLogprobs = slices.Clone(later.PromptLogprobs)
+		d.PromptTopLogprobIDs = slices.Clone(later.PromptTopLogprobIDs)
+		d.PromptTopLogprobs = slices.Clone(later.PromptTopLogprobs)
 	}
 	if later.Err != nil && d.Err == nil {
 		d.Err = later.Err

@@ -386,7 +386,8 @@ const (
 	genStream
 	genNoText
 	genLogprobs
-	genAllFlags = genIgnoreEOS | genSkipSpecialTokens | genStream | genNoText | genLogprobs
+	genPromptLogprobs
+	genAllFlags = genIgnoreEOS | genSkipSpecialTokens | genStream | genNoText | genLogprobs | genPromptLogprobs
 )
 
 func (m *GenerateRequest) size() int {
@@ -408,7 +409,7 @@ func (m *GenerateRequest) Append(dst []byte) []byte {
 	dst = appendI32s(dst, m.StopTokenIDs)
 	dst = appendStrs(dst, m.StopStrings)
 	dst = append(dst, flag(m.IgnoreEOS, genIgnoreEOS)|flag(m.SkipSpecialTokens, genSkipSpecialTokens)|
-		flag(m.Stream, genStream)|flag(m.NoText, genNoText)|flag(m.Logprobs, genLogprobs))
+		flag(m.Stream, genStream)|flag(m.NoText, genNoText)|flag(m.Logprobs, genLogprobs)|flag(m.PromptLogprobs, genPromptLogprobs))
 	dst = appendI32(dst, m.StreamInterval)
 	dst = append(dst, byte(m.Grammar.Kind))
 	dst = appendStr(dst, m.Grammar.Spec)
@@ -437,6 +438,7 @@ func (m *GenerateRequest) Decode(frame []byte) error {
 	m.Stream = f&genStream != 0
 	m.NoText = f&genNoText != 0
 	m.Logprobs = f&genLogprobs != 0
+	m.PromptLogprobs = f&genPromptLogprobs != 0
 	m.StreamInterval = r.i32("stream_interval")
 	m.Grammar.Kind = GrammarKind(r.u8("grammar kind"))
 	if r.err == nil && m.Grammar.Kind > maxGrammarKind {
@@ -515,11 +517,12 @@ const (
 func sizeTokenItem(it *TokenItem) int {
 	return sizeStr(it.RID) + 4 + sizeI32s(it.NewIDs) + sizeF32s(it.Logprobs) + 3*4 + 2 + 4 +
 		sizeStr(it.MatchedStop) + sizeStr(it.Error) + sizeStrs(it.StopStrings) +
-		sizeI32s(it.TopLogprobIDs) + sizeF32s(it.TopLogprobs)
+		sizeI32s(it.TopLogprobIDs) + sizeF32s(it.TopLogprobs) +
+		sizeF32s(it.PromptLogprobs) + sizeI32s(it.PromptTopLogprobIDs) + sizeF32s(it.PromptTopLogprobs)
 }
 
 // minTokenItemLen is the encoded size of an empty TokenItem; it bounds item counts.
-const minTokenItemLen = 4 + 4 + 4 + 4 + 3*4 + 2 + 4 + 4 + 4 + 4 + 4 + 4
+const minTokenItemLen = 4 + 4 + 4 + 4 + 3*4 + 2 + 4 + 4 + 4 + 4 + 4 + 4 + 4 + 4 + 4
 
 func appendTokenItem(dst []byte, it *TokenItem) []byte {
 	dst = appendStr(dst, it.RID)
@@ -536,7 +539,10 @@ func appendTokenItem(dst []byte, it *TokenItem) []byte {
 	dst = appendStr(dst, it.Error)
 	dst = appendStrs(dst, it.StopStrings)
 	dst = appendI32s(dst, it.TopLogprobIDs)
-	return appendF32s(dst, it.TopLogprobs)
+	dst = appendF32s(dst, it.TopLogprobs)
+	dst = appendF32s(dst, it.PromptLogprobs)
+	dst = appendI32s(dst, it.PromptTopLogprobIDs)
+	return appendF32s(dst, it.PromptTopLogprobs)
 }
 
 func (r *reader) tokenItem(it *TokenItem) {
@@ -571,6 +577,12 @@ func (r *reader) tokenItem(it *TokenItem) {
 	it.TopLogprobs = r.f32s(it.TopLogprobs, "item.top_logprobs")
 	if r.err == nil && len(it.TopLogprobIDs) != len(it.TopLogprobs) {
 		r.bad(fmt.Errorf("%w: %d top logprob ids but %d values", ErrMalformed, len(it.TopLogprobIDs), len(it.TopLogprobs)))
+	}
+	it.PromptLogprobs = r.f32s(it.PromptLogprobs, "item.prompt_logprobs")
+	it.PromptTopLogprobIDs = r.i32s(it.PromptTopLogprobIDs, "item.prompt_top_logprob_ids")
+	it.PromptTopLogprobs = r.f32s(it.PromptTopLogprobs, "item.prompt_top_logprobs")
+	if r.err == nil && len(it.PromptTopLogprobIDs) != len(it.PromptTopLogprobs) {
+		r.bad(fmt.Errorf("%w: %d prompt top logprob ids but %d values", ErrMalformed, len(it.PromptTopLogprobIDs), len(it.PromptTopLogprobs)))
 	}
 }
 

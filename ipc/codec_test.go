@@ -21,7 +21,7 @@ func sampleRequest() *GenerateRequest {
 		StopStrings: []string{"\n\n", "</s>", ""}, IgnoreEOS: true, SkipSpecialTokens: true,
 		Stream: true, NoText: false, StreamInterval: 4, Logprobs: true,
 		Grammar:    Grammar{Kind: GrammarJSONSchema, Spec: `{"type":"object"}`},
-		RoutedRank: -1, ArrivalUnixNano: 1_700_000_000_123_456_789, TopLogprobs: 5,
+		RoutedRank: -1, ArrivalUnixNano: 1_700_000_000_123_456_789, TopLogprobs: 5, PromptLogprobs: true,
 	}
 }
 
@@ -43,6 +43,7 @@ func sampleItem(i int) TokenItem {
 	if i%3 == 0 {
 		it.Logprobs = []float32{-0.25, float32(-i)}
 		it.TopLogprobIDs, it.TopLogprobs = []int32{int32(i), 3, int32(i + 1), 4}, []float32{-0.25, -2, float32(-i), -3}
+		it.PromptLogprobs, it.PromptTopLogprobIDs, it.PromptTopLogprobs = []float32{-1.5}, []int32{7}, []float32{-0.5}
 	}
 	if i%7 == 0 {
 		it.Finished, it.FinishReason = true, FinishStop
@@ -366,7 +367,7 @@ func TestWireGolden(t *testing.T) {
 				"01000000" + // one item
 				"01000000" + "61" + "00000000" + "01000000" + "ffffffff" + "00000000" +
 				"00000000" + "00000000" + "00000000" + "05" + "02" + "ffffffff" + "00000000" + "00000000" +
-				"01000000" + "01000000" + "7a" + "00000000" + "00000000"},
+				"01000000" + "01000000" + "7a" + "00000000" + "00000000" + "00000000" + "00000000" + "00000000"},
 	}
 	for _, c := range cases {
 		if got := fmt.Sprintf("%x", Encode(c.m)); got != c.want {

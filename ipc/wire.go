@@ -154,6 +154,8 @@ type GenerateRequest struct {
 	ArrivalUnixNano int64
 	// TopLogprobs is how many most likely tokens to report with each generated token (0-20).
 	TopLogprobs int32
+	// PromptLogprobs asks for the prompt tokens' logprobs (and TopLogprobs entries each).
+	PromptLogprobs bool
 }
 
 // Abort cancels a request at the scheduler that runs it. An empty RID (never a request's)
@@ -212,6 +214,12 @@ type TokenItem struct {
 	// likely tokens and their logprobs (k = len(TopLogprobIDs) / len(NewIDs)); else empty.
 	TopLogprobIDs []int32
 	TopLogprobs   []float32
+	// PromptLogprobs holds the logprob of each prompt token after the first, and
+	// PromptTopLogprobIDs / PromptTopLogprobs their top entries (k per position); sent once,
+	// with the request's first item, when asked for.
+	PromptLogprobs      []float32
+	PromptTopLogprobIDs []int32
+	PromptTopLogprobs   []float32
 }
 
 // TokenBatch is what a scheduler sends after a step: the new token ids of every request that

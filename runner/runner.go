@@ -81,6 +81,9 @@ type output struct {
 	settings outputSettings
 	owner    int    // the tokenizer worker the request belongs to
 	epoch    uint64 // of the worker process that sent it
+	// prompt holds a first item's prompt logprobs while the gate holds that item back, until
+	// they go out with the request's first sent item.
+	prompt *scheduler.Item
 }
 
 // New binds the rank's request socket and connects its output sockets.
@@ -289,10 +292,22 @@ func (r *Runner) send(out *scheduler.Output) {
 			o = &none
 		}
 		first := !o.gate.sentAny
+		if len(it.PromptLogprobs) > 0 || len(it.PromptTopLogprobIDs) > 0 {
+			// The scheduler never changes these slices once sent: keep them until they go out.
+			o.prompt = &scheduler.Item{PromptLogprobs: it.PromptLogprobs, PromptTopLogprobIDs: it.PromptTopLogprobIDs,
+				PromptTopLogprobs: it.PromptTopLogprobs}
+		}
 		ids, lps, top, ok := o.gate.pushTop(it.NewIDs, it.Logprobs, topLogprobs{it.TopLogprobIDs, it.TopLogprobs}, it.Finished)
 		if !ok {
 			continue
 		}
+		if o.prompt != nil && len(it.PromptLogprobs) == 0 && len(it.PromptTopLogprobIDs) == 0 {
+			withPrompt := *it
+			withPrompt.PromptLogprobs, withPrompt.PromptTopLogprobIDs, withPrompt.PromptTopLogprobs =
+				o.prompt.PromptLogprobs, o.prompt.PromptTopLogprobIDs, o.prompt.PromptTopLogprobs
+			it = &withPrompt
+		}
+		o.prompt = nil
 		b.Items = append(b.Items, itemToWire(it, ids, lps, top, &o.settings, first))
 		if it.Finished {
 			delete(r.outputs, it.RID)

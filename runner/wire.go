@@ -48,7 +48,7 @@ func requestFromWire(m *ipc.GenerateRequest) (request, error) {
 			RID: m.RID, Owner: int(m.Owner), InputIDs: m.InputIDs,
 			MaxNewTokens: int(m.MaxNewTokens), MinNewTokens: int(m.MinNewTokens),
 			StopTokenIDs: m.StopTokenIDs, IgnoreEOS: m.IgnoreEOS,
-			Sampling: samplingFromWire(&m.Sampling), Logprobs: m.Logprobs, TopLogprobs: int(m.TopLogprobs), Arrival: time.Unix(0, m.ArrivalUnixNano),
+			Sampling: samplingFromWire(&m.Sampling), Logprobs: m.Logprobs, TopLogprobs: int(m.TopLogprobs), PromptLogprobs: m.PromptLogprobs, Arrival: time.Unix(0, m.ArrivalUnixNano),
 		},
 		out: outputSettings{stream: m.Stream, interval: max(int(m.StreamInterval), 1), noText: m.NoText,
 			skipSpecial: m.SkipSpecialTokens, stops: m.StopStrings},
@@ -94,6 +94,7 @@ func itemToWire(it *scheduler.Item, ids []int32, logprobs []float32, top topLogp
 	ti := ipc.TokenItem{
 		RID: it.RID, Owner: uint32(it.Owner), NewIDs: ids, Logprobs: logprobs,
 		TopLogprobIDs: top.ids, TopLogprobs: top.logprobs,
+		PromptLogprobs: it.PromptLogprobs, PromptTopLogprobIDs: it.PromptTopLogprobIDs, PromptTopLogprobs: it.PromptTopLogprobs,
 		PromptTokens: int32(it.PromptTokens), CachedTokens: int32(it.CachedTokens), CompletionTokens: int32(it.CompletionTokens),
 		Finished: it.Finished, FinishReason: finishReasonToWire(it.FinishReason),
 		MatchedStopToken: it.MatchedStopToken, MatchedStop: it.MatchedStop, Error: it.Err,

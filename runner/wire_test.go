@@ -116,6 +116,7 @@ func TestRequestCrossesEveryHop(t *testing.T) {
 		"StreamInterval":             {in.out.interval, req.StreamInterval},
 		"Logprobs":                   {s.Logprobs, req.Logprobs},
 		"TopLogprobs":                {s.TopLogprobs, req.TopLogprobs},
+		"PromptLogprobs":             {s.PromptLogprobs, req.PromptLogprobs},
 		"GrammarKind":                {in.grammar.Kind, grammar.KindRegex},
 		"GrammarSpec":                {in.grammar.Text, req.GrammarSpec},
 		"RoutedRank":                 {in.routedRank, req.RoutedRank},
@@ -196,7 +197,9 @@ func TestItemCrossesToTheWire(t *testing.T) {
 	checks := map[string][2]any{
 		"RID": {w.RID, it.RID}, "Owner": {int(w.Owner), it.Owner}, "NewIDs": {w.NewIDs, it.NewIDs},
 		"Logprobs": {w.Logprobs, it.Logprobs}, "TopLogprobIDs": {w.TopLogprobIDs, it.TopLogprobIDs},
-		"TopLogprobs": {w.TopLogprobs, it.TopLogprobs}, "PromptTokens": {int(w.PromptTokens), it.PromptTokens},
+		"TopLogprobs": {w.TopLogprobs, it.TopLogprobs}, "PromptLogprobs": {w.PromptLogprobs, it.PromptLogprobs},
+		"PromptTopLogprobIDs": {w.PromptTopLogprobIDs, it.PromptTopLogprobIDs}, "PromptTopLogprobs": {w.PromptTopLogprobs, it.PromptTopLogprobs},
+		"PromptTokens": {int(w.PromptTokens), it.PromptTokens},
 		"CachedTokens": {int(w.CachedTokens), it.CachedTokens}, "CompletionTokens": {int(w.CompletionTokens), it.CompletionTokens},
 		"Finished": {w.Finished, it.Finished}, "FinishReason": {w.FinishReason.String(), it.FinishReason.String()},
 		"MatchedStopToken": {w.MatchedStopToken, it.MatchedStopToken}, "MatchedStop": {w.MatchedStop, it.MatchedStop},

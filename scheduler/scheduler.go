@@ -56,6 +56,7 @@ type liveRequest struct {
 	maskErr   error
 	scratch   []float32
 	pick      pick // this step's sample
+	prompt    promptScores
 }
 
 func (s *liveRequest) generated() int { return len(s.tokens) - s.promptLen }
@@ -87,7 +88,9 @@ type Scheduler struct {
 	ids     []int32
 	lps     []float32
 	picks   []pickJob
-	wg      sync.WaitGroup
+	// rowsCopy is this step's logits-row table when prompt logprobs replace entries (ownRows).
+	rowsCopy [][]float32
+	wg       sync.WaitGroup
 
 	stats Stats
 }
@@ -302,6 +305,18 @@ func (s *Scheduler) Step(ctx context.Context) (Output, error) {
 		s.ids, s.lps = make([]int32, 0, len(s.inBatch)), make([]float32, 0, len(s.inBatch))
 	}
 	ids, lps := s.ids[:0], s.lps[:0]
+	for k, st := range s.inBatch {
+		if sq := &s.batch.Seqs[k]; sq.AllLogits {
+			if len(rows[k]) != len(sq.Tokens)*s.vocab {
+				return Output{Load: s.Load()}, fmt.Errorf("scheduler rank %d: backend returned %d logits for a chunk of %d tokens", s.cfg.Rank, len(rows[k]), len(sq.Tokens))
+			}
+			last := s.scorePrompt(st, sq.Pos, len(sq.Tokens), rows[k])
+			if sq.Logits {
+				rows = s.ownRows(rows)
+				rows[k] = last
+			}
+		}
+	}
 	s.sampleAll(rows)
 	finished := false
 	for k, st := range s.inBatch {
@@ -313,6 +328,7 @@ func (s *Scheduler) Step(ctx context.Context) (Output, error) {
 			continue
 		}
 		it, done := s.record(st)
+		st.attachPrompt(&it)
 		if st.pick.tok >= 0 {
 			ids = append(ids, st.pick.tok)
 			it.NewIDs = ids[len(ids)-1 : len(ids) : len(ids)] // capped: an append must not reach the next item's id

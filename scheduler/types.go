@@ -87,6 +87,9 @@ type Request struct {
 	// TopLogprobs asks for that many most likely tokens (and their raw logprobs) at every
 	// generated position; 0 for none.
 	TopLogprobs int
+	// PromptLogprobs asks for the logprob of every prompt token after the first (and its
+	// TopLogprobs most likely tokens), computed without the prefix cache.
+	PromptLogprobs bool
 	// Arrival is when the request reached the engine, carried for metrics; the queue is served
 	// in the order of Add.
 	Arrival time.Time
@@ -105,6 +108,11 @@ type Item struct {
 	// likely first, when the request asked for them.
 	TopLogprobIDs []int32
 	TopLogprobs   []float32
+	// PromptLogprobs (prompt tokens 1.., in order) and their top entries (TopLogprobs per
+	// position, flattened) ride on the request's first item when it asked for them.
+	PromptLogprobs      []float32
+	PromptTopLogprobIDs []int32
+	PromptTopLogprobs   []float32
 	// PromptTokens is the prompt length; CachedTokens how much of it a prefix match supplied on
 	// first admission; CompletionTokens the ids generated so far, NewIDs included.
 	PromptTokens     int

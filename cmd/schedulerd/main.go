@@ -8,8 +8,8 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/llmserve/llmserve/internal/version"
 	"github.com/llmserve/llmserve/cmd/internal/runflags"
+	"github.com/llmserve/llmserve/internal/version"
 	"github.com/urfave/cli/v3"
 )
 
