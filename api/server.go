@@ -291,6 +291,9 @@ type outputFormat interface {
 // and answer with one JSON object or an SSE stream.
 func generation[B any](s *Server, endpoint string, build func(body *B, start time.Time) (*Request, outputFormat, error)) http.HandlerFunc {
 	requests := s.met.requests[endpoint]
+	if requests == nil {
+		panic("api: no request counter registered for " + endpoint) // at Handler, not at a request
+	}
 	return func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		requests.Inc()
