@@ -103,6 +103,9 @@ func (m *serverMetrics) finished(d *Delta, st *Stream, start time.Time) {
 	if st != nil { // nil for a choice that could not be submitted
 		first, _ = st.Times()
 	}
+	if st != nil && st.access != nil {
+		st.access.finished(d, first)
+	}
 	if !first.IsZero() {
 		m.ttft.Observe(first.Sub(start).Seconds())
 		if d.CompletionTokens > 1 {

@@ -102,7 +102,7 @@ func NewServer(cfg Config, engine Engine, reg *metrics.Registry, log *slog.Logge
 			return nil, fmt.Errorf("an API key must be non-empty and contain no whitespace")
 		}
 	}
-	s := &Server{cfg: cfg, engine: engine, log: log, created: time.Now().Unix(), reg: reg}
+	s := &Server{cfg: cfg, engine: accessEngine{engine}, log: log, created: time.Now().Unix(), reg: reg}
 	s.stopping, s.stopNow = context.WithCancel(context.Background())
 	if tok := engine.Tokenizer(); tok != nil {
 		for id := 0; id < tok.VocabSize(); id++ {
@@ -135,7 +135,7 @@ func (s *Server) Handler() http.Handler {
 		s.reg.WriteText(w)
 	})
 	s.extRoutes(mux)
-	return s.readDeadline(s.authenticate(mux))
+	return s.access(s.readDeadline(s.authenticate(mux)))
 }
 
 // readDeadline bounds the time to read each request's body (serve lifts it once the body is in).

@@ -91,6 +91,8 @@ type Stream struct {
 	RID string
 	// Rank is the data-parallel rank the engine sent the request to (for the access log).
 	Rank int
+	// access is the access line of the HTTP request this stream serves (nil: none).
+	access *accessRecord
 
 	mu       sync.Mutex
 	ids      []int32
