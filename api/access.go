@@ -55,6 +55,7 @@ type accessRecord struct {
 	promptTokens     int // the largest prompt of its choices (they share one)
 	completionTokens int // summed over the choices
 	firstToken       time.Time
+	dispatched       bool // a generation request was submitted (preprocess time observed)
 }
 
 type accessKey struct{}
@@ -63,6 +64,16 @@ type accessKey struct{}
 func accessFrom(ctx context.Context) *accessRecord {
 	rec, _ := ctx.Value(accessKey{}).(*accessRecord)
 	return rec
+}
+
+// firstSubmit reports whether no generation request of this HTTP request was submitted yet
+// (its other choices go later, some after the first one's first token).
+func (a *accessRecord) firstSubmit() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	first := !a.dispatched
+	a.dispatched = true
+	return first
 }
 
 // submitted notes that a generation request went to rank.
@@ -178,13 +189,22 @@ func (s *Server) logAccess(r *http.Request, status int, rec *accessRecord) {
 // accessEngine is the server's view of its engine: each submitted request carries the request
 // id of the HTTP request it came in, and its stream reports its usage to that request's access
 // line.
-type accessEngine struct{ Engine }
+// It also times what the engine does for the API: arrival to dispatch, and grammar checks.
+type accessEngine struct {
+	Engine
+	met *serverMetrics // set once NewServer has registered them
+}
 
 // Submit implements Engine.
-func (e accessEngine) Submit(ctx context.Context, req *Request) (*Stream, error) {
+func (e *accessEngine) Submit(ctx context.Context, req *Request) (*Stream, error) {
 	rec := accessFrom(ctx)
-	if rec != nil && req.RequestID == "" {
-		req.RequestID = rec.id
+	if rec != nil {
+		if req.RequestID == "" {
+			req.RequestID = rec.id
+		}
+		if rec.firstSubmit() {
+			e.met.preprocess.Observe(time.Since(rec.start).Seconds())
+		}
 	}
 	st, err := e.Engine.Submit(ctx, req)
 	if err == nil && rec != nil {
@@ -194,8 +214,16 @@ func (e accessEngine) Submit(ctx context.Context, req *Request) (*Stream, error)
 	return st, err
 }
 
+// CheckGrammar implements Engine.
+func (e *accessEngine) CheckGrammar(kind GrammarKind, spec string) error {
+	start := time.Now()
+	err := e.Engine.CheckGrammar(kind, spec)
+	e.met.grammarCheck.Observe(time.Since(start).Seconds())
+	return err
+}
+
 // RankOf implements RankFinder when the engine does.
-func (e accessEngine) RankOf(rid string) (int, bool) {
+func (e *accessEngine) RankOf(rid string) (int, bool) {
 	if rf, ok := e.Engine.(RankFinder); ok {
 		return rf.RankOf(rid)
 	}

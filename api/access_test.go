@@ -151,6 +151,16 @@ func TestAccessLine(t *testing.T) {
 		t.Errorf("an id of %d characters was refused", maxRequestIDLen)
 	}
 
+	// The dispatch and prefix-cache series count the two generation requests and the 128-id one.
+	var text bytes.Buffer
+	srv.reg.WriteText(&text)
+	scrape := text.String()
+	for _, want := range []string{`llm_request_preprocess_seconds_count{model_name="m"} 3`, `vllm:prefix_cache_hits_total{model_name="m"} 0`} {
+		if !strings.Contains(scrape, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+
 	// A scrape is a probe: no line at info.
 	do("/metrics", "scrape-1", "")
 	time.Sleep(50 * time.Millisecond)

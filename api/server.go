@@ -102,7 +102,8 @@ func NewServer(cfg Config, engine Engine, reg *metrics.Registry, log *slog.Logge
 			return nil, fmt.Errorf("an API key must be non-empty and contain no whitespace")
 		}
 	}
-	s := &Server{cfg: cfg, engine: accessEngine{engine}, log: log, created: time.Now().Unix(), reg: reg}
+	ae := &accessEngine{Engine: engine}
+	s := &Server{cfg: cfg, engine: ae, log: log, created: time.Now().Unix(), reg: reg}
 	s.stopping, s.stopNow = context.WithCancel(context.Background())
 	if tok := engine.Tokenizer(); tok != nil {
 		for id := 0; id < tok.VocabSize(); id++ {
@@ -116,6 +117,7 @@ func NewServer(cfg Config, engine Engine, reg *metrics.Registry, log *slog.Logge
 		}
 	}
 	s.met = newServerMetrics(reg, cfg.ServedModelName)
+	ae.met = s.met
 	return s, nil
 }
 
