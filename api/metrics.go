@@ -30,8 +30,8 @@ type serverMetrics struct {
 	// preprocess is arrival to dispatch (body decode, chat template, tokenization, grammar
 	// check); grammarCheck is the worker's grammar compile (or cache lookup) per constraint.
 	preprocess, grammarCheck *metrics.Histogram
-	genLen      *metrics.Histogram
-	maxGenLen   *metrics.Histogram
+	genLen                   *metrics.Histogram
+	maxGenLen                *metrics.Histogram
 	// success is by finish reason; errors by HTTP status (errorStatuses, others under "other").
 	// Every series is registered up front: a shared registry's layout is fixed once sealed.
 	success     map[FinishReason]*metrics.Counter
