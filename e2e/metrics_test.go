@@ -204,6 +204,18 @@ func TestMetricsWithPrometheus(t *testing.T) {
 		t.Fatalf("status %d, X-Request-Id %q", resp.StatusCode, resp.Header.Get("X-Request-Id"))
 	}
 
+	// A streamed request and a constrained one, so the inter-token and grammar panels have data.
+	for _, body := range []string{`{"prompt":"Hello","max_tokens":6,"ignore_eos":true,"stream":true}`,
+		`{"messages":[{"role":"user","content":"a JSON object"}],"max_tokens":8,"response_format":{"type":"json_object"}}`} {
+		path := "/v1/completions"
+		if strings.Contains(body, "messages") {
+			path = "/v1/chat/completions"
+		}
+		if status, out := postWith(freshClient, e.base+path, json.RawMessage(body)); status != 200 {
+			t.Fatalf("%s: status %d: %s", path, status, out)
+		}
+	}
+
 	// The load: 6 clients, each sending its next request when the last one finishes, for a
 	// fixed time; every response's completion tokens counted with the time it arrived.
 	const clients, loadFor = 6, 14 * time.Second
@@ -332,12 +344,34 @@ func TestMetricsWithPrometheus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := 0
+	var exprs []string
 	for _, q := range strings.Split(string(queries), "\n") {
-		if q = strings.TrimSpace(q); q == "" || q[0] == '#' {
-			continue
+		if q = strings.TrimSpace(q); q != "" && q[0] != '#' {
+			exprs = append(exprs, q)
 		}
-		n++
+	}
+	if len(exprs) < 19 {
+		t.Errorf("read %d dashboard queries, want the 19 of the list", len(exprs))
+	}
+	// And every query of our own dashboard.
+	var dash struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	dashJSON, err := os.ReadFile("../deploy/grafana-dashboard.json")
+	if err != nil || json.Unmarshal(dashJSON, &dash) != nil {
+		t.Fatalf("deploy/grafana-dashboard.json: %v", err)
+	}
+	for _, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			exprs = append(exprs, tg.Expr)
+		}
+	}
+	for _, q := range exprs {
 		q = strings.NewReplacer("$model_name", model, "$__rate_interval", "1m").Replace(q)
 		res := prom.query(t, q, time.Now())
 		if len(res) == 0 {
@@ -354,9 +388,6 @@ func TestMetricsWithPrometheus(t *testing.T) {
 		}
 		sort.Strings(vals)
 		t.Logf("%s = %s", q, strings.Join(vals, " "))
-	}
-	if n < 19 {
-		t.Errorf("read %d dashboard queries, want the 19 of the list", n)
 	}
 
 	// The request's id in the worker's JSON access line, the rank's line and detokd's.
