@@ -53,6 +53,9 @@ type Request struct {
 	RoutedRank int
 	// NoText asks for token ids only (no detokenization).
 	NoText bool
+	// RequestID is the client's X-Request-Id (or one the server made), carried to the rank's
+	// log lines.
+	RequestID string
 }
 
 // Engine is what the API needs from the worker behind it.

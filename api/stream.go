@@ -101,6 +101,10 @@ func (d *Delta) mergeMeta(later *Delta) {
 // linear in what it receives, and a steady stream allocates nothing but its text.
 type Stream struct {
 	RID string
+	// Rank is the data-parallel rank the engine sent the request to (for the access log).
+	Rank int
+	// access is the access line of the HTTP request this stream serves (nil: none).
+	access *accessRecord
 
 	mu       sync.Mutex
 	ids      []int32

@@ -392,7 +392,7 @@ const (
 
 func (m *GenerateRequest) size() int {
 	return headerLen + sizeStr(m.RID) + 4 + 8 + sizeI32s(m.InputIDs) + sizeSampling(&m.Sampling) + 2*4 +
-		sizeI32s(m.StopTokenIDs) + sizeStrs(m.StopStrings) + 1 + 4 + 1 + sizeStr(m.Grammar.Spec) + 4 + 8 + 4
+		sizeI32s(m.StopTokenIDs) + sizeStrs(m.StopStrings) + 1 + 4 + 1 + sizeStr(m.Grammar.Spec) + 4 + 8 + 4 + sizeStr(m.RequestID)
 }
 
 // Append implements Message.
@@ -416,6 +416,7 @@ func (m *GenerateRequest) Append(dst []byte) []byte {
 	dst = appendI32(dst, m.RoutedRank)
 	dst = appendI64(dst, m.ArrivalUnixNano)
 	dst = appendI32(dst, m.TopLogprobs)
+	dst = appendStr(dst, m.RequestID)
 	return dst
 }
 
@@ -448,6 +449,7 @@ func (m *GenerateRequest) Decode(frame []byte) error {
 	m.RoutedRank = r.i32("routed_rank")
 	m.ArrivalUnixNano = r.i64("arrival")
 	m.TopLogprobs = r.i32("top_logprobs")
+	m.RequestID = r.str(m.RequestID, "request_id")
 	return r.done(MsgGenerateRequest)
 }
 
@@ -518,11 +520,20 @@ func sizeTokenItem(it *TokenItem) int {
 	return sizeStr(it.RID) + 4 + sizeI32s(it.NewIDs) + sizeF32s(it.Logprobs) + 3*4 + 2 + 4 +
 		sizeStr(it.MatchedStop) + sizeStr(it.Error) + sizeStrs(it.StopStrings) +
 		sizeI32s(it.TopLogprobIDs) + sizeF32s(it.TopLogprobs) +
-		sizeF32s(it.PromptLogprobs) + sizeI32s(it.PromptTopLogprobIDs) + sizeF32s(it.PromptTopLogprobs)
+		sizeF32s(it.PromptLogprobs) + sizeI32s(it.PromptTopLogprobIDs) + sizeF32s(it.PromptTopLogprobs) +
+		sizeStr(it.RequestID) + itemTimesLen(it)
+}
+
+// itemTimesLen is the size of an item's times: only a finished item carries them.
+func itemTimesLen(it *TokenItem) int {
+	if it.Finished {
+		return 3 * 8
+	}
+	return 0
 }
 
 // minTokenItemLen is the encoded size of an empty TokenItem; it bounds item counts.
-const minTokenItemLen = 4 + 4 + 4 + 4 + 3*4 + 2 + 4 + 4 + 4 + 4 + 4 + 4 + 4 + 4 + 4
+const minTokenItemLen = 4 + 4 + 4 + 4 + 3*4 + 2 + 4 + 4 + 4 + 4 + 4 + 4 + 4 + 4 + 4 + 4
 
 func appendTokenItem(dst []byte, it *TokenItem) []byte {
 	dst = appendStr(dst, it.RID)
@@ -542,7 +553,14 @@ func appendTokenItem(dst []byte, it *TokenItem) []byte {
 	dst = appendF32s(dst, it.TopLogprobs)
 	dst = appendF32s(dst, it.PromptLogprobs)
 	dst = appendI32s(dst, it.PromptTopLogprobIDs)
-	return appendF32s(dst, it.PromptTopLogprobs)
+	dst = appendF32s(dst, it.PromptTopLogprobs)
+	dst = appendStr(dst, it.RequestID)
+	if it.Finished {
+		dst = appendI64(dst, it.QueueNanos)
+		dst = appendI64(dst, it.PrefillNanos)
+		dst = appendI64(dst, it.DecodeNanos)
+	}
+	return dst
 }
 
 func (r *reader) tokenItem(it *TokenItem) {
@@ -583,6 +601,13 @@ func (r *reader) tokenItem(it *TokenItem) {
 	it.PromptTopLogprobs = r.f32s(it.PromptTopLogprobs, "item.prompt_top_logprobs")
 	if r.err == nil && len(it.PromptTopLogprobIDs) != len(it.PromptTopLogprobs) {
 		r.bad(fmt.Errorf("%w: %d prompt top logprob ids but %d values", ErrMalformed, len(it.PromptTopLogprobIDs), len(it.PromptTopLogprobs)))
+	}
+	it.RequestID = r.str(it.RequestID, "item.request_id")
+	it.QueueNanos, it.PrefillNanos, it.DecodeNanos = 0, 0, 0
+	if it.Finished {
+		it.QueueNanos = r.i64("item.queue_time")
+		it.PrefillNanos = r.i64("item.prefill_time")
+		it.DecodeNanos = r.i64("item.decode_time")
 	}
 }
 

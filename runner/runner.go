@@ -204,7 +204,8 @@ loop:
 		gr := m.req
 		added++
 		addedTokens += len(gr.InputIDs)
-		if err := r.add(ctx, gr); err != nil {
+		if err := r.add(ctx, gr, m.at); err != nil {
+			r.log.Warn("request refused", "request_id", gr.RequestID, "rid", gr.RID, "worker", gr.Owner, "err", err)
 			failed = append(failed, scheduler.Item{RID: gr.RID, Owner: int(gr.Owner), PromptTokens: len(gr.InputIDs),
 				Finished: true, FinishReason: scheduler.FinishError, MatchedStopToken: -1, Err: err.Error()})
 		}
@@ -240,12 +241,14 @@ func (r *Runner) abort(m *ipc.Abort) {
 	}
 }
 
-// add hands a wire request to the scheduler; ctx bounds its grammar compile.
-func (r *Runner) add(ctx context.Context, m *ipc.GenerateRequest) error {
+// add hands a wire request, read off the socket at received, to the scheduler; ctx bounds its
+// grammar compile.
+func (r *Runner) add(ctx context.Context, m *ipc.GenerateRequest, received time.Time) error {
 	in, err := requestFromWire(m)
 	if err != nil {
 		return err
 	}
+	in.sched.Received = received
 	if epoch, ok := r.epochs[m.Owner]; ok && epoch != in.ownerEpoch {
 		return fmt.Errorf("request of a previous process of worker %d, which restarted", m.Owner)
 	}
@@ -310,6 +313,7 @@ func (r *Runner) send(out *scheduler.Output) {
 		o.prompt = nil
 		b.Items = append(b.Items, itemToWire(it, ids, lps, top, &o.settings, first))
 		if it.Finished {
+			r.logFinish(it, o.settings.requestID)
 			delete(r.outputs, it.RID)
 		} else if o.gate.holding() {
 			r.flushed = append(r.flushed, &o.gate)
@@ -323,6 +327,24 @@ func (r *Runner) send(out *scheduler.Output) {
 	}
 	clear(r.flushed)
 	r.flushed = r.flushed[:0]
+}
+
+// logFinish logs a finished request at debug (at warn when it failed), under the client's
+// request id, so an operator can follow one request from the worker's access line to the rank.
+func (r *Runner) logFinish(it *scheduler.Item, requestID string) {
+	lvl := slog.LevelDebug
+	if it.FinishReason == scheduler.FinishError {
+		lvl = slog.LevelWarn
+	}
+	if !r.log.Enabled(context.Background(), lvl) {
+		return
+	}
+	r.log.LogAttrs(context.Background(), lvl, "request finished",
+		slog.String("request_id", requestID), slog.String("rid", it.RID), slog.Int("worker", it.Owner),
+		slog.String("finish_reason", it.FinishReason.String()), slog.Int("prompt_tokens", it.PromptTokens),
+		slog.Int("cached_tokens", it.CachedTokens), slog.Int("completion_tokens", it.CompletionTokens),
+		slog.Duration("queue", it.QueueTime), slog.Duration("prefill", it.PrefillTime), slog.Duration("decode", it.DecodeTime),
+		slog.String("err", it.Err))
 }
 
 // emit stamps the batch with a sequence number and the current load and sends it.

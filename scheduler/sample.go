@@ -154,11 +154,15 @@ func (s *Scheduler) record(st *liveRequest) (it Item, done bool) {
 		return it, true
 	}
 	early := st.generated() < req.MinNewTokens
+	if st.firstToken.IsZero() {
+		st.firstToken = s.now()
+	}
 	st.tokens = append(st.tokens, tok)
 	st.sampler.Accept(tok)
 	it = s.item(st, FinishNone)
 	stop := func(reason FinishReason) (Item, bool) {
 		it.Finished, it.FinishReason = true, reason
+		s.times(st, &it)
 		return it, true
 	}
 	if !early && (!req.IgnoreEOS && slices.Contains(s.cfg.EOS, tok) || slices.Contains(req.StopTokenIDs, tok)) {

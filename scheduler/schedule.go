@@ -126,6 +126,7 @@ func (s *Scheduler) admit(budget, promised int) {
 		promised += needAll - (s.blocksFor(st.computed+n) - s.blocksFor(st.computed))
 		if !st.admitted {
 			st.admitted, st.cached = true, st.computed
+			st.scheduled = s.now()
 		}
 		s.stats.PrefixHitTokens += st.computed
 		s.waiting = slices.Delete(s.waiting, i, i+1)

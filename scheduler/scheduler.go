@@ -12,6 +12,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/llmserve/llmserve/backend"
 	"github.com/llmserve/llmserve/sampling"
@@ -57,6 +58,9 @@ type liveRequest struct {
 	scratch   []float32
 	pick      pick // this step's sample
 	prompt    promptScores
+	// received, scheduled and firstToken are when the request reached the rank, was first
+	// admitted and generated its first token (zero until then): its finish item's times.
+	received, scheduled, firstToken time.Time
 }
 
 func (s *liveRequest) generated() int { return len(s.tokens) - s.promptLen }
@@ -93,6 +97,8 @@ type Scheduler struct {
 	wg       sync.WaitGroup
 
 	stats Stats
+	// now is the clock of the request times (time.Now; tests may replace it).
+	now func() time.Time
 }
 
 // New returns a scheduler for the device behind b.
@@ -122,6 +128,7 @@ func New(b backend.Backend, cfg Config) (*Scheduler, error) {
 		pool:           newBlockPool(nb, bs),
 		parallelFloats: parallelSampleFloats,
 		byRID:          make(map[string]*liveRequest),
+		now:            time.Now,
 	}, nil
 }
 
@@ -140,6 +147,10 @@ func (s *Scheduler) Add(req *Request) error {
 		// max_new_tokens defaults to the whole context.
 		tokens:    make([]int32, len(req.InputIDs), len(req.InputIDs)+min(req.MaxNewTokens, 512)),
 		promptLen: len(req.InputIDs),
+		received:  req.Received,
+	}
+	if st.received.IsZero() {
+		st.received = s.now()
 	}
 	copy(st.tokens, req.InputIDs)
 	if req.MaxNewTokens == 0 {
@@ -374,12 +385,31 @@ func (s *Scheduler) fillMask(st *liveRequest) {
 	st.req.Constraint.FillMask(st.mask)
 }
 
-// item is st's output header with no tokens.
+// item is st's output header with no tokens; a finishing one carries the request's times.
 func (s *Scheduler) item(st *liveRequest, reason FinishReason) Item {
-	return Item{
+	it := Item{
 		RID: st.req.RID, Owner: st.req.Owner,
 		PromptTokens: st.promptLen, CachedTokens: st.cached, CompletionTokens: st.generated(),
 		Finished: reason != FinishNone, FinishReason: reason, MatchedStopToken: -1,
+	}
+	if it.Finished {
+		s.times(st, &it)
+	}
+	return it
+}
+
+// times fills a finishing item's queue, prefill and decode times. A request that finishes
+// during a phase (an abort while queued, an error in prefill) counts until now in that phase.
+func (s *Scheduler) times(st *liveRequest, it *Item) {
+	now := s.now()
+	switch {
+	case st.scheduled.IsZero():
+		it.QueueTime = now.Sub(st.received)
+	case st.firstToken.IsZero():
+		it.QueueTime, it.PrefillTime = st.scheduled.Sub(st.received), now.Sub(st.scheduled)
+	default:
+		it.QueueTime, it.PrefillTime = st.scheduled.Sub(st.received), st.firstToken.Sub(st.scheduled)
+		it.DecodeTime = now.Sub(st.firstToken)
 	}
 }
 

@@ -93,6 +93,9 @@ type Request struct {
 	// Arrival is when the request reached the engine, carried for metrics; the queue is served
 	// in the order of Add.
 	Arrival time.Time
+	// Received is when the request reached this rank, where its queue time starts; zero means
+	// at Add.
+	Received time.Time
 }
 
 // Item is one request's output of one step: the tokens it generated in that step (deltas), or
@@ -126,6 +129,10 @@ type Item struct {
 	MatchedStop string
 	// Err says what went wrong when FinishReason is FinishError.
 	Err string
+	// QueueTime, PrefillTime and DecodeTime are set on a finished item: the time from reaching
+	// the rank to first being scheduled, from then to the first token, and from the first token
+	// to the finish (vLLM's request_queue/prefill/decode_time). A phase never reached is zero.
+	QueueTime, PrefillTime, DecodeTime time.Duration
 }
 
 // Load is the rank's load, piggybacked on every output.
