@@ -104,7 +104,9 @@
 // one may repeat); enum/const objects and arrays are checked against the
 // rest of the schema.
 //
-// Refused by name: if/then/else, uniqueItems, contains,
+// if/then/else holds as (if and then) or (not if and else).
+//
+// Refused by name: uniqueItems, contains,
 // unevaluated*, $dynamicRef, counts over maxCountedPositions, oneOf whose
 // branches may overlap and cannot be negated, formats duration, json-pointer,
 // regex, uri-template and idn-*, lookaround, backreferences, \p{..}.

@@ -250,9 +250,27 @@ func (sc *schemaCompiler) negateKeyword(v *jsonValue, k string, x *jsonValue, de
 		}
 		return sc.anyOfOrOnly(alts), nil
 	case "if":
-		if v.get("then") == nil && v.get("else") == nil {
+		then, els := v.get("then"), v.get("else")
+		if then == nil && els == nil {
 			return nil, nil
 		}
+		// fails when (if and not then) or (not if and not else)
+		negIf, err := sc.negate(x, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		var alts []*jsonValue
+		for _, branch := range []struct{ cond, body *jsonValue }{{x, then}, {negIf, els}} {
+			if branch.body == nil {
+				continue
+			}
+			negBody, err := sc.negate(branch.body, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			alts = append(alts, sc.synthObject("allOf", sc.synthArray(branch.cond, negBody)))
+		}
+		return sc.anyOfOrOnly(alts), nil
 	case "then", "else", "additionalItems":
 		if k != "additionalItems" && v.get("if") == nil || k == "additionalItems" && (v.get("items") == nil || v.get("items").kind != jsonArray) {
 			return nil, nil // no effect without if / array-form items
