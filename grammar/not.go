@@ -211,6 +211,26 @@ func (sc *schemaCompiler) negateKeyword(v *jsonValue, k string, x *jsonValue, de
 			return sc.synthObject("allOf", sc.synthArray(negs...)), nil
 		}
 		return sc.anyOfOrOnly(negs), nil
+	case "oneOf":
+		// fails when no branch holds, or two do
+		if x.kind != jsonArray || len(x.arr) == 0 {
+			return nil, errf("oneOf must be a non-empty array")
+		}
+		var negs, alts []*jsonValue
+		for _, b := range x.arr {
+			n, err := sc.negate(b, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			negs = append(negs, n)
+		}
+		alts = append(alts, sc.synthObject("allOf", sc.synthArray(negs...)))
+		for i := range x.arr {
+			for j := i + 1; j < len(x.arr); j++ {
+				alts = append(alts, sc.synthObject("allOf", sc.synthArray(x.arr[i], x.arr[j])))
+			}
+		}
+		return sc.anyOfOrOnly(alts), nil
 	case "not":
 		return x, nil
 	case "$ref":

@@ -77,6 +77,8 @@ var schemaCases = []schemaCase{
 		[]string{`["x",1]`, `["y"]`}, []string{`[1,"x"]`, `["x",1,2,3]`}},
 	{"not if then else", `{"type":"object","properties":{"kind":{"enum":["a","b"]},"x":{}},"required":["kind"],"if":{"properties":{"kind":{"const":"a"}}},"then":{"required":["x"]},"else":{"properties":{"x":false}}}`,
 		[]string{`{"kind":"a","x":1}`, `{"kind":"b"}`}, []string{`{"kind":"a"}`, `{"kind":"b","x":1}`, `{"kind":"c"}`}},
+	{"not oneOf", `{"type":"integer","not":{"oneOf":[{"minimum":5},{"maximum":10}]}}`,
+		[]string{`5`, `10`, `7`}, []string{`4`, `11`, `-1`}},
 	{"not of if", `{"type":"integer","not":{"if":{"minimum":5},"then":{"maximum":9},"else":{"maximum":0}}}`,
 		[]string{`10`, `12`, `1`, `4`}, []string{`5`, `9`, `0`, `-3`}},
 	{"arrays", `{"type":"array","items":{"type":"integer"},"minItems":2,"maxItems":3}`,
