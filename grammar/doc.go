@@ -106,7 +106,10 @@
 //
 // if/then/else holds as (if and then) or (not if and else).
 //
-// Refused by name: uniqueItems, contains,
+// contains (minContains 1) tracks whether a matching item was seen; not of
+// items is "contains the negation".
+//
+// Refused by name: uniqueItems, minContains over 1, maxContains,
 // unevaluated*, $dynamicRef, counts over maxCountedPositions, oneOf whose
 // branches may overlap and cannot be negated, formats duration, json-pointer,
 // regex, uri-template and idn-*, lookaround, backreferences, \p{..}.

@@ -5,7 +5,7 @@ import "slices"
 // unsupportedKeys are validation keywords this compiler cannot enforce;
 // any other unknown keyword is an annotation to validators too.
 var unsupportedKeys = map[string]bool{
-	"uniqueItems": true, "contains": true, "minContains": true, "maxContains": true,
+	"uniqueItems": true,
 	"unevaluatedProperties": true, "unevaluatedItems": true, "$dynamicRef": true, "$recursiveRef": true,
 }
 
@@ -91,6 +91,9 @@ var keywordHandlers = map[string]keywordHandler{
 // The negation keywords join the table at init: negate consults the table
 // (to tell annotations from keywords it cannot negate).
 func init() {
+	keywordHandlers["contains"] = containsKeyword
+	keywordHandlers["minContains"] = containsKeyword
+	keywordHandlers["maxContains"] = containsKeyword
 	keywordHandlers["if"] = ifKeyword
 	keywordHandlers["dependencies"] = dependenciesKeyword
 	keywordHandlers["dependentRequired"] = dependenciesKeyword
@@ -513,5 +516,34 @@ func dependenciesKeyword(sc *schemaCompiler, _ *jsonValue, name string, v *jsonV
 		// (a non-object passes absent: properties holds for it vacuously)
 		p.alternatives = append(p.alternatives, []*jsonValue{absent, with})
 	}
+	return nil
+}
+
+// containsKeyword reads contains (some item valid against the schema) with
+// the default counts: minContains 1 (0 drops it), no maxContains.
+func containsKeyword(_ *schemaCompiler, j *jsonValue, name string, v *jsonValue, p *parsed) error {
+	c := j.get("contains")
+	if c == nil {
+		return nil // min/maxContains alone assert nothing
+	}
+	if name != "contains" {
+		n, err := asInt(v, name)
+		if err != nil {
+			return err
+		}
+		if name == "maxContains" || n > 1 {
+			return errf("%s is not supported", name)
+		}
+		return nil
+	}
+	if !isSchema(c) {
+		return errf("contains must be a schema")
+	}
+	if m := j.get("minContains"); m != nil && m.kind == jsonNumber && isIntegral(m.num) {
+		if r, _ := numRat(m.num); r.Sign() == 0 {
+			return nil // at least zero: no constraint
+		}
+	}
+	p.s.contains = append(p.s.contains, c)
 	return nil
 }

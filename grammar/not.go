@@ -231,6 +231,33 @@ func (sc *schemaCompiler) negateKeyword(v *jsonValue, k string, x *jsonValue, de
 			}
 		}
 		return sc.anyOfOrOnly(alts), nil
+	case "items":
+		if !isSchema(x) {
+			return nil, errf("not: cannot negate items of the array form")
+		}
+		// some item fails it
+		n, err := sc.negate(x, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		if n.kind == jsonBool && !n.b {
+			return nil, nil
+		}
+		if v.get("prefixItems") != nil {
+			return nil, errf("not: cannot negate items after prefixItems")
+		}
+		return sc.synthObject("type", sc.synthString("array"), "contains", n), nil
+	case "contains":
+		if v.get("minContains") != nil || v.get("maxContains") != nil {
+			return nil, errf("not: cannot negate contains with minContains/maxContains")
+		}
+		n, err := sc.negate(x, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		return sc.synthObject("type", sc.synthString("array"), "items", n), nil
+	case "minContains", "maxContains":
+		return nil, nil // read with contains
 	case "not":
 		return x, nil
 	case "$ref":
