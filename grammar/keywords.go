@@ -5,7 +5,7 @@ import "slices"
 // unsupportedKeys are validation keywords this compiler cannot enforce;
 // any other unknown keyword is an annotation to validators too.
 var unsupportedKeys = map[string]bool{
-	"uniqueItems": true,
+	"uniqueItems":           true,
 	"unevaluatedProperties": true, "unevaluatedItems": true, "$dynamicRef": true, "$recursiveRef": true,
 }
 
