@@ -83,11 +83,12 @@
 //     defined name appears at most once; patternProperties keys are split by
 //     which patterns they match;
 //   - `\s`, `\S`, `\d`, `.` take the narrowest meaning across regex dialects;
-//     dates exclude Feb 29 and leap seconds; email, uri and hostname are
-//     conservative subsets;
+//     dates exclude Feb 29 and leap seconds; email and hostname are
+//     conservative subsets, uri and uri-reference RFC 3986's ASCII syntax;
+//     none of these is negated (their complement would be too wide);
 //   - numbers: integer ranges as exact digit-range regexes, integer multipleOf
-//     by a mod-k DFA, bounded decimals as "integer part in range + any
-//     fraction" with no exponent, multipleOf 10^-p as at most p fraction
+//     by a mod-k DFA, bounded decimals exactly (m >= L and m <= H digit by
+//     digit) but without an exponent, multipleOf 10^-p as at most p fraction
 //     digits;
 //   - a maxLength over 20000 (with a minLength up to 2048) allows at most
 //     2048 chars;
