@@ -101,9 +101,9 @@
 // (not.go), refused where that cannot be exact.
 //
 // minProperties/maxProperties beyond what the named members decide are
-// counted (buildCountedObject; extra keys count toward the maximum only, as
-// one may repeat); enum/const objects and arrays are checked against the
-// rest of the schema.
+// counted (buildCountedObject; toward the minimum, extra keys count once, as
+// a second may repeat the first); enum/const objects and arrays are checked
+// against the rest of the schema.
 //
 // if/then/else holds as (if and then) or (not if and else).
 //
