@@ -51,6 +51,7 @@ type constraints struct {
 	excluded      []*jsonValue // values the instance may not equal (from not)
 	notPatterns   []string     // patterns a string may not match (from not)
 	fractional    bool         // numbers with a non-zero fraction only (not an integer)
+	contains      []*jsonValue // schemas some item must be valid against (each)
 	// conflict says why no value satisfies these constraints once types is
 	// 0 (for the compile error of a schema that allows no document)
 	conflict string
@@ -96,6 +97,7 @@ func (s *constraints) clone() *constraints {
 	c.mults = slices.Clone(s.mults)
 	c.excluded = slices.Clone(s.excluded)
 	c.notPatterns = slices.Clone(s.notPatterns)
+	c.contains = slices.Clone(s.contains)
 	return &c
 }
 
@@ -144,6 +146,7 @@ func merge(a, b *constraints) (*constraints, error) {
 	m.excluded = append(m.excluded, b.excluded...)
 	m.notPatterns = append(m.notPatterns, b.notPatterns...)
 	m.fractional = a.fractional || b.fractional
+	m.contains = append(m.contains, b.contains...)
 	return m, nil
 }
 

@@ -83,11 +83,12 @@
 //     defined name appears at most once; patternProperties keys are split by
 //     which patterns they match;
 //   - `\s`, `\S`, `\d`, `.` take the narrowest meaning across regex dialects;
-//     dates exclude Feb 29 and leap seconds; email, uri and hostname are
-//     conservative subsets;
+//     dates exclude Feb 29 and leap seconds; email and hostname are
+//     conservative subsets, uri and uri-reference RFC 3986's ASCII syntax;
+//     none of these is negated (their complement would be too wide);
 //   - numbers: integer ranges as exact digit-range regexes, integer multipleOf
-//     by a mod-k DFA, bounded decimals as "integer part in range + any
-//     fraction" with no exponent, multipleOf 10^-p as at most p fraction
+//     by a mod-k DFA, bounded decimals exactly (m >= L and m <= H digit by
+//     digit) but without an exponent, multipleOf 10^-p as at most p fraction
 //     digits;
 //   - a maxLength over 20000 (with a minLength up to 2048) allows at most
 //     2048 chars;
@@ -100,11 +101,16 @@
 // (not.go), refused where that cannot be exact.
 //
 // minProperties/maxProperties beyond what the named members decide are
-// counted (buildCountedObject; extra keys count toward the maximum only, as
-// one may repeat); enum/const objects and arrays are checked against the
-// rest of the schema.
+// counted (buildCountedObject; toward the minimum, extra keys count once, as
+// a second may repeat the first); enum/const objects and arrays are checked
+// against the rest of the schema.
 //
-// Refused by name: if/then/else, uniqueItems, contains,
+// if/then/else holds as (if and then) or (not if and else).
+//
+// contains (minContains 1) tracks whether a matching item was seen; not of
+// items is "contains the negation".
+//
+// Refused by name: uniqueItems, minContains over 1, maxContains,
 // unevaluated*, $dynamicRef, counts over maxCountedPositions, oneOf whose
 // branches may overlap and cannot be negated, formats duration, json-pointer,
 // regex, uri-template and idn-*, lookaround, backreferences, \p{..}.

@@ -17,6 +17,9 @@ func FuzzCompileSchema(f *testing.F) {
 	f.Add(`{"type":"integer","minimum":1,"maximum":4,"multipleOf":5}`, `5`)
 	f.Add(`{"not":{"anyOf":[{"required":["a"]},{"type":"string","pattern":"^x"}]}}`, `{"b":1}`)
 	f.Add(`{"type":"integer","minimum":1,"maximum":2,"not":{"enum":[1,2]}}`, `1`)
+	f.Add(`{"type":"array","contains":{"type":"string"},"not":{"items":{"type":"null"}},"maxItems":3}`, `[null,"a"]`)
+	f.Add(`{"if":{"type":"string"},"then":{"minLength":2},"else":{"type":"integer"}}`, `"ab"`)
+	f.Add(`{"type":"object","properties":{"a":{}},"minProperties":2,"maxProperties":3,"additionalProperties":{"type":"string"}}`, `{"a":1,"x":"s"}`)
 	e := env(f, "llama3")
 	f.Fuzz(func(t *testing.T, schema, doc string) {
 		g, err := e.comp.JSONSchema(schema)

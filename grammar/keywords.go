@@ -5,9 +5,8 @@ import "slices"
 // unsupportedKeys are validation keywords this compiler cannot enforce;
 // any other unknown keyword is an annotation to validators too.
 var unsupportedKeys = map[string]bool{
-	"uniqueItems": true, "contains": true, "minContains": true, "maxContains": true,
+	"uniqueItems":           true,
 	"unevaluatedProperties": true, "unevaluatedItems": true, "$dynamicRef": true, "$recursiveRef": true,
-	"then": true, "else": true,
 }
 
 // parseOne reads one schema object's own keywords (following $ref and allOf).
@@ -64,7 +63,7 @@ type keywordHandler func(sc *schemaCompiler, j *jsonValue, name string, v *jsonV
 // applicators, type and values, objects, arrays, strings, numbers. A keyword in neither this
 // table, unsupportedKeys nor annotationKeys is an annotation to validators too.
 var keywordHandlers = map[string]keywordHandler{
-	"$ref": refKeyword, "allOf": allOfKeyword, "anyOf": anyOfKeyword, "oneOf": oneOfKeyword, "if": ifKeyword,
+	"$ref": refKeyword, "allOf": allOfKeyword, "anyOf": anyOfKeyword, "oneOf": oneOfKeyword,
 
 	"type": typeKeyword, "enum": enumKeyword, "const": constKeyword,
 
@@ -92,6 +91,10 @@ var keywordHandlers = map[string]keywordHandler{
 // The negation keywords join the table at init: negate consults the table
 // (to tell annotations from keywords it cannot negate).
 func init() {
+	keywordHandlers["contains"] = containsKeyword
+	keywordHandlers["minContains"] = containsKeyword
+	keywordHandlers["maxContains"] = containsKeyword
+	keywordHandlers["if"] = ifKeyword
 	keywordHandlers["dependencies"] = dependenciesKeyword
 	keywordHandlers["dependentRequired"] = dependenciesKeyword
 	keywordHandlers["dependentSchemas"] = dependenciesKeyword
@@ -119,9 +122,6 @@ func (sc *schemaCompiler) parseKeywords(j *jsonValue, p *parsed) error {
 		}
 		if unsupportedKeys[k] {
 			if k == "uniqueItems" && v.kind == jsonBool && !v.b {
-				continue
-			}
-			if (k == "then" || k == "else") && j.get("if") == nil {
 				continue
 			}
 			return errf("unsupported keyword %q", k)
@@ -185,11 +185,32 @@ func oneOfKeyword(sc *schemaCompiler, j *jsonValue, name string, _ *jsonValue, p
 	return nil
 }
 
-// ifKeyword: an if without then/else asserts nothing.
-func ifKeyword(_ *schemaCompiler, j *jsonValue, _ string, _ *jsonValue, _ *parsed) error {
-	if j.get("then") != nil || j.get("else") != nil {
-		return errf("unsupported keyword %q", "if")
+// ifKeyword: if S then T else E holds when (S and T) or (not S and E), with
+// not S the exact negation of not.go (refused where there is none). An if
+// without then/else asserts nothing; then/else without if are ignored.
+func ifKeyword(sc *schemaCompiler, j *jsonValue, _ string, v *jsonValue, p *parsed) error {
+	then, els := j.get("then"), j.get("else")
+	if then == nil && els == nil {
+		return nil
 	}
+	if !isSchema(v) || then != nil && !isSchema(then) || els != nil && !isSchema(els) {
+		return errf("if, then and else must be schemas")
+	}
+	neg, err := sc.negate(v, 0)
+	if err != nil {
+		return inKeyword("if", err)
+	}
+	yes, no := []*jsonValue{v}, []*jsonValue{neg}
+	if then != nil {
+		yes = append(yes, then)
+	}
+	if els != nil {
+		no = append(no, els)
+	}
+	p.alternatives = append(p.alternatives, []*jsonValue{
+		sc.synthObject("allOf", sc.synthArray(yes...)),
+		sc.synthObject("allOf", sc.synthArray(no...)),
+	})
 	return nil
 }
 
@@ -495,5 +516,34 @@ func dependenciesKeyword(sc *schemaCompiler, _ *jsonValue, name string, v *jsonV
 		// (a non-object passes absent: properties holds for it vacuously)
 		p.alternatives = append(p.alternatives, []*jsonValue{absent, with})
 	}
+	return nil
+}
+
+// containsKeyword reads contains (some item valid against the schema) with
+// the default counts: minContains 1 (0 drops it), no maxContains.
+func containsKeyword(_ *schemaCompiler, j *jsonValue, name string, v *jsonValue, p *parsed) error {
+	c := j.get("contains")
+	if c == nil {
+		return nil // min/maxContains alone assert nothing
+	}
+	if name != "contains" {
+		n, err := asInt(v, name)
+		if err != nil {
+			return err
+		}
+		if name == "maxContains" || n > 1 {
+			return errf("%s is not supported", name)
+		}
+		return nil
+	}
+	if !isSchema(c) {
+		return errf("contains must be a schema")
+	}
+	if m := j.get("minContains"); m != nil && m.kind == jsonNumber && isIntegral(m.num) {
+		if r, _ := numRat(m.num); r.Sign() == 0 {
+			return nil // at least zero: no constraint
+		}
+	}
+	p.s.contains = append(p.s.contains, c)
 	return nil
 }

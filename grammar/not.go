@@ -115,6 +115,59 @@ func (sc *schemaCompiler) negate(v *jsonValue, depth int) (*jsonValue, error) {
 // negateKeyword returns a schema of the instances that fail keyword k of
 // schema v (value x), nil when no instance fails it.
 func (sc *schemaCompiler) negateKeyword(v *jsonValue, k string, x *jsonValue, depth int) (*jsonValue, error) {
+	if neg := negators[k]; neg != nil {
+		return neg(sc, v, k, x, depth)
+	}
+	switch k {
+	case "minContains", "maxContains":
+		return nil, nil // read with contains
+	case "then", "else", "additionalItems":
+		if k != "additionalItems" && v.get("if") == nil || k == "additionalItems" && (v.get("items") == nil || v.get("items").kind != jsonArray) {
+			return nil, nil // no effect without if / array-form items
+		}
+	case "$schema", "$id", "id", "$anchor", "$comment":
+		return nil, nil
+	}
+	if keywordHandlers[k] == nil && !unsupportedKeys[k] {
+		return nil, nil // an unknown keyword is an annotation
+	}
+	return nil, errf("not: cannot negate %q", k)
+}
+
+// negators are the keyword negations, by keyword; the families are the
+// negate* methods below.
+var negators = map[string]func(sc *schemaCompiler, v *jsonValue, k string, x *jsonValue, depth int) (*jsonValue, error){}
+
+func init() {
+	negators["type"] = (*schemaCompiler).negateValue
+	negators["enum"] = (*schemaCompiler).negateValue
+	negators["const"] = (*schemaCompiler).negateValue
+	negators[kwExcluded] = (*schemaCompiler).negateValue
+	negators["pattern"] = (*schemaCompiler).negateValue
+	negators[kwNotPattern] = (*schemaCompiler).negateValue
+	negators["format"] = (*schemaCompiler).negateValue
+	negators["minLength"] = (*schemaCompiler).negateBound
+	negators["maxLength"] = (*schemaCompiler).negateBound
+	negators["minItems"] = (*schemaCompiler).negateBound
+	negators["maxItems"] = (*schemaCompiler).negateBound
+	negators["minimum"] = (*schemaCompiler).negateBound
+	negators["maximum"] = (*schemaCompiler).negateBound
+	negators["exclusiveMinimum"] = (*schemaCompiler).negateBound
+	negators["exclusiveMaximum"] = (*schemaCompiler).negateBound
+	negators["anyOf"] = (*schemaCompiler).negateApplicator
+	negators["allOf"] = (*schemaCompiler).negateApplicator
+	negators["oneOf"] = (*schemaCompiler).negateApplicator
+	negators["not"] = (*schemaCompiler).negateApplicator
+	negators["$ref"] = (*schemaCompiler).negateApplicator
+	negators["if"] = (*schemaCompiler).negateApplicator
+	negators["required"] = (*schemaCompiler).negateContainer
+	negators["properties"] = (*schemaCompiler).negateContainer
+	negators["items"] = (*schemaCompiler).negateContainer
+	negators["contains"] = (*schemaCompiler).negateContainer
+}
+
+// negateValue negates the type and value keywords: type, enum/const, pattern, format.
+func (sc *schemaCompiler) negateValue(v *jsonValue, k string, x *jsonValue, depth int) (*jsonValue, error) {
 	switch k {
 	case "type":
 		return sc.negateType(x)
@@ -130,22 +183,6 @@ func (sc *schemaCompiler) negateKeyword(v *jsonValue, k string, x *jsonValue, de
 			return sc.synthObject("enum", sc.synthArray(vals...)), nil
 		}
 		return sc.synthObject(kwExcluded, sc.synthArray(vals...)), nil
-	case "required":
-		if x.kind != jsonArray {
-			return nil, errf("required must be an array")
-		}
-		var alts []*jsonValue
-		for _, n := range x.arr {
-			if n.kind != jsonString {
-				return nil, errf("required entries must be strings")
-			}
-			alts = append(alts, sc.synthObject("type", sc.synthString("object"),
-				"properties", sc.synthObject(n.str, sc.synthBool(false))))
-		}
-		if len(alts) == 0 {
-			return nil, nil
-		}
-		return sc.anyOfOrOnly(alts), nil
 	case "pattern", kwNotPattern:
 		if x.kind != jsonString {
 			return nil, errf("pattern must be a string")
@@ -169,6 +206,13 @@ func (sc *schemaCompiler) negateKeyword(v *jsonValue, k string, x *jsonValue, de
 		// formats compile to subsets of what validators accept: their
 		// complement would let valid (so here invalid) strings through
 		return nil, errf("not: cannot negate format %q", x.str)
+	}
+	return nil, errf("not: cannot negate %q", k)
+}
+
+// negateBound negates the length, count and number bounds.
+func (sc *schemaCompiler) negateBound(v *jsonValue, k string, x *jsonValue, depth int) (*jsonValue, error) {
+	switch k {
 	case "minLength", "maxLength", "minItems", "maxItems":
 		n, err := asInt(x, k)
 		if err != nil {
@@ -195,6 +239,13 @@ func (sc *schemaCompiler) negateKeyword(v *jsonValue, k string, x *jsonValue, de
 		flip := map[string]string{"minimum": "exclusiveMaximum", "maximum": "exclusiveMinimum",
 			"exclusiveMinimum": "maximum", "exclusiveMaximum": "minimum"}[k]
 		return sc.synthObject("type", sc.synthString("number"), flip, x), nil
+	}
+	return nil, errf("not: cannot negate %q", k)
+}
+
+// negateApplicator negates the applicators: anyOf, allOf, oneOf, not, $ref, if/then/else.
+func (sc *schemaCompiler) negateApplicator(v *jsonValue, k string, x *jsonValue, depth int) (*jsonValue, error) {
+	switch k {
 	case "anyOf", "allOf":
 		if x.kind != jsonArray || len(x.arr) == 0 {
 			return nil, errf("%s must be a non-empty array", k)
@@ -211,6 +262,26 @@ func (sc *schemaCompiler) negateKeyword(v *jsonValue, k string, x *jsonValue, de
 			return sc.synthObject("allOf", sc.synthArray(negs...)), nil
 		}
 		return sc.anyOfOrOnly(negs), nil
+	case "oneOf":
+		// fails when no branch holds, or two do
+		if x.kind != jsonArray || len(x.arr) == 0 {
+			return nil, errf("oneOf must be a non-empty array")
+		}
+		var negs, alts []*jsonValue
+		for _, b := range x.arr {
+			n, err := sc.negate(b, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			negs = append(negs, n)
+		}
+		alts = append(alts, sc.synthObject("allOf", sc.synthArray(negs...)))
+		for i := range x.arr {
+			for j := i + 1; j < len(x.arr); j++ {
+				alts = append(alts, sc.synthObject("allOf", sc.synthArray(x.arr[i], x.arr[j])))
+			}
+		}
+		return sc.anyOfOrOnly(alts), nil
 	case "not":
 		return x, nil
 	case "$ref":
@@ -229,6 +300,51 @@ func (sc *schemaCompiler) negateKeyword(v *jsonValue, k string, x *jsonValue, de
 			return nil, err
 		}
 		return sc.negate(t, depth+1)
+	case "if":
+		then, els := v.get("then"), v.get("else")
+		if then == nil && els == nil {
+			return nil, nil
+		}
+		// fails when (if and not then) or (not if and not else)
+		negIf, err := sc.negate(x, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		var alts []*jsonValue
+		for _, branch := range []struct{ cond, body *jsonValue }{{x, then}, {negIf, els}} {
+			if branch.body == nil {
+				continue
+			}
+			negBody, err := sc.negate(branch.body, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			alts = append(alts, sc.synthObject("allOf", sc.synthArray(branch.cond, negBody)))
+		}
+		return sc.anyOfOrOnly(alts), nil
+	}
+	return nil, errf("not: cannot negate %q", k)
+}
+
+// negateContainer negates the object and array keywords that name members or items.
+func (sc *schemaCompiler) negateContainer(v *jsonValue, k string, x *jsonValue, depth int) (*jsonValue, error) {
+	switch k {
+	case "required":
+		if x.kind != jsonArray {
+			return nil, errf("required must be an array")
+		}
+		var alts []*jsonValue
+		for _, n := range x.arr {
+			if n.kind != jsonString {
+				return nil, errf("required entries must be strings")
+			}
+			alts = append(alts, sc.synthObject("type", sc.synthString("object"),
+				"properties", sc.synthObject(n.str, sc.synthBool(false))))
+		}
+		if len(alts) == 0 {
+			return nil, nil
+		}
+		return sc.anyOfOrOnly(alts), nil
 	case "properties":
 		if x.kind != jsonObject {
 			return nil, errf("properties must be an object")
@@ -249,19 +365,31 @@ func (sc *schemaCompiler) negateKeyword(v *jsonValue, k string, x *jsonValue, de
 			return nil, nil
 		}
 		return sc.anyOfOrOnly(alts), nil
-	case "if":
-		if v.get("then") == nil && v.get("else") == nil {
+	case "items":
+		if !isSchema(x) {
+			return nil, errf("not: cannot negate items of the array form")
+		}
+		// some item fails it
+		n, err := sc.negate(x, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		if n.kind == jsonBool && !n.b {
 			return nil, nil
 		}
-	case "then", "else", "additionalItems":
-		if k != "additionalItems" && v.get("if") == nil || k == "additionalItems" && (v.get("items") == nil || v.get("items").kind != jsonArray) {
-			return nil, nil // no effect without if / array-form items
+		if v.get("prefixItems") != nil {
+			return nil, errf("not: cannot negate items after prefixItems")
 		}
-	case "$schema", "$id", "id", "$anchor", "$comment":
-		return nil, nil
-	}
-	if keywordHandlers[k] == nil && !unsupportedKeys[k] {
-		return nil, nil // an unknown keyword is an annotation
+		return sc.synthObject("type", sc.synthString("array"), "contains", n), nil
+	case "contains":
+		if v.get("minContains") != nil || v.get("maxContains") != nil {
+			return nil, errf("not: cannot negate contains with minContains/maxContains")
+		}
+		n, err := sc.negate(x, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		return sc.synthObject("type", sc.synthString("array"), "items", n), nil
 	}
 	return nil, errf("not: cannot negate %q", k)
 }

@@ -322,27 +322,64 @@ func (sc *schemaCompiler) arrFrag(s *constraints) (fragment, error) {
 		b.eps(from, f.in)
 		b.eps(f.out, end)
 	}
-	cur := open.out
+	// With contains, each position exists twice: before an item valid
+	// against it was seen (layer 0) and after (layer 1); the array closes
+	// only in layer 1. Without, layer 0 is the only one and closes.
+	layers := 1
+	var contains []*jsonValue
+	if len(s.contains) > 0 {
+		if len(s.contains) > 1 {
+			return fragment{}, errf("more than one contains on one array is not supported")
+		}
+		layers, contains = 2, s.contains
+	}
+	item := func(i int, found bool) fragment {
+		conj := conjAt(i)
+		if found {
+			conj = append(slices.Clone(conj), contains...)
+		}
+		if i == 0 {
+			return sc.elem(conj)
+		}
+		return b.seq(sc.ws(), b.lit(","), sc.ws(), sc.elem(conj))
+	}
+	cur := []int32{open.out, -1}
+	if layers == 2 {
+		cur[1] = b.node()
+	}
 	for i := 0; i <= explicit; i++ {
 		if i >= s.minItems {
-			closeF(cur)
+			closeF(cur[layers-1])
 		}
 		if i == explicit {
 			if maxI < 0 { // loop for unbounded tails
-				f := b.seq(sc.ws(), b.lit(","), sc.ws(), sc.elem(s.items))
-				b.eps(cur, f.in)
-				b.eps(f.out, cur)
+				for l := 0; l < layers; l++ {
+					f := item(max(i, 1), false)
+					b.eps(cur[l], f.in)
+					b.eps(f.out, cur[l])
+				}
+				if layers == 2 {
+					f := item(max(i, 1), true)
+					b.eps(cur[0], f.in)
+					b.eps(f.out, cur[1])
+				}
 			}
 			break
 		}
-		var f fragment
-		if i == 0 {
-			f = sc.elem(conjAt(0))
-		} else {
-			f = b.seq(sc.ws(), b.lit(","), sc.ws(), sc.elem(conjAt(i)))
+		next := []int32{b.node(), -1}
+		f := item(i, false)
+		b.eps(cur[0], f.in)
+		b.eps(f.out, next[0])
+		if layers == 2 {
+			next[1] = b.node()
+			g := item(i, false)
+			b.eps(cur[1], g.in)
+			b.eps(g.out, next[1])
+			h := item(i, true)
+			b.eps(cur[0], h.in)
+			b.eps(h.out, next[1])
 		}
-		b.eps(cur, f.in)
-		cur = f.out
+		cur = next
 	}
 	return fragment{open.in, end}, nil
 }
@@ -456,6 +493,19 @@ func (sc *schemaCompiler) checkArray(v *jsonValue, s *constraints) (bool, error)
 		}
 		if ok, err := sc.valueValid(e, conj); err != nil || !ok {
 			return false, err
+		}
+	}
+	for _, c := range s.contains {
+		found := false
+		for _, e := range v.arr {
+			ok, err := sc.valueValid(e, []*jsonValue{c})
+			if err != nil {
+				return false, err
+			}
+			found = found || ok
+		}
+		if !found {
+			return false, nil
 		}
 	}
 	return true, nil
