@@ -39,7 +39,7 @@ func serveHTTP(ctx context.Context, cfg *serveConfig, srv *api.Server, reg *metr
 		WriteTimeout:      cfg.WriteTimeout, // generation handlers move it forward before each write
 		IdleTimeout:       cfg.IdleTimeout,
 		ConnState:         lim.Track,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn), // accept errors, panics in handlers
 	}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(lim) }()
