@@ -23,6 +23,9 @@ const (
 	GrammarJSONSchema
 	GrammarJSONObject
 	GrammarRegex
+	// GrammarCompose is a composed grammar (tool calls, reasoning): GrammarSpec is a grammar.Part
+	// as JSON.
+	GrammarCompose
 )
 
 // Request is one validated generation request, ready to dispatch.
@@ -39,8 +42,10 @@ type Request struct {
 	Stream            bool
 	StreamInterval    int
 	Logprobs          bool
-	GrammarKind       GrammarKind
-	GrammarSpec       string
+	// TopLogprobs is how many most likely tokens to report at each generated position (0-20).
+	TopLogprobs int
+	GrammarKind GrammarKind
+	GrammarSpec string
 	// RoutedRank pins the request to one data-parallel rank; -1 lets the dispatcher choose.
 	RoutedRank int
 	// NoText asks for token ids only (no detokenization).
@@ -52,7 +57,8 @@ type Engine interface {
 	// Submit dispatches req and returns its output mailbox. ErrOverloaded means the queue is
 	// full; a *BadRequestError means req was refused for a reason the client can fix.
 	Submit(ctx context.Context, req *Request) (*Stream, error)
-	// Abort stops a request and frees its resources; unknown rids are ignored.
+	// Abort stops the request whose Stream has RID rid (the engine's id for it, not the
+	// client's) and frees its resources; unknown rids are ignored.
 	Abort(rid string)
 	// Tokenizer is nil when the engine runs with --skip-tokenizer-init.
 	Tokenizer() *tokenizer.Tokenizer

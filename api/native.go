@@ -30,6 +30,8 @@ type nativeSampling struct {
 	N                 *int            `json:"n"`
 	Regex             *string         `json:"regex"`
 	JSONSchema        *string         `json:"json_schema"`
+	// SpacesBetweenSpecialTokens is accepted; see ignoredNames.
+	SpacesBetweenSpecialTokens *bool `json:"spaces_between_special_tokens"`
 }
 
 type generateRequest struct {
@@ -39,7 +41,11 @@ type generateRequest struct {
 	Stream         bool            `json:"stream"`
 	RID            string          `json:"rid"`
 	ReturnLogprob  bool            `json:"return_logprob"`
-	RoutedDPRank   *int            `json:"routed_dp_rank"`
+	// TopLogprobsNum is how many most likely tokens to report per output position;
+	// LogprobStartLen is where prompt logprobs start (-1, the default: none).
+	TopLogprobsNum  *int `json:"top_logprobs_num"`
+	LogprobStartLen *int `json:"logprob_start_len"`
+	RoutedDPRank    *int `json:"routed_dp_rank"`
 }
 
 // buildGenerate validates a /generate body into its request and native format.
@@ -83,6 +89,9 @@ func (s *Server) buildGenerate(body *generateRequest, _ time.Time) (*Request, ou
 	default:
 		return nil, nil, badRequest("text", "one of text or input_ids is required")
 	}
+	if sp.N != nil && *sp.N != 1 {
+		return nil, nil, badRequest("sampling_params.n", "only n=1 is supported on /generate: use /v1/completions for n > 1")
+	}
 	seed := sp.Seed
 	if seed == nil {
 		seed = sp.SamplingSeed
@@ -101,7 +110,10 @@ func (s *Server) buildGenerate(body *generateRequest, _ time.Time) (*Request, ou
 	if err := s.checkLength(req, sp.MaxNewTokens, "max_new_tokens", s.cfg.DefaultMaxNewTokens); err != nil {
 		return nil, nil, err
 	}
-	return req, &nativeFormat{rid: req.RID, text: !req.NoText, logprobs: req.Logprobs}, nil
+	if err := s.fillNativeLogprobs(req, body); err != nil {
+		return nil, nil, err
+	}
+	return req, &nativeFormat{rid: req.RID, text: !req.NoText, logprobs: req.Logprobs, top: req.TopLogprobs > 0}, nil
 }
 
 // nativeFormat writes /generate objects: {text, output_ids, meta_info}.
@@ -109,6 +121,7 @@ type nativeFormat struct {
 	rid      string
 	text     bool
 	logprobs bool
+	top      bool // output_top_logprobs too (top_logprobs_num > 0)
 }
 
 func (f *nativeFormat) object(dst []byte, d *Delta) []byte {
@@ -165,12 +178,15 @@ func (f *nativeFormat) object(dst []byte, d *Delta) []byte {
 				dst = append(dst, ',')
 			}
 			dst = append(dst, '[')
-			dst = appendFloat(dst, lp)
+			dst = appendLogprob(dst, lp)
 			dst = append(dst, ',')
 			dst = strconv.AppendInt(dst, int64(d.IDs[i]), 10)
 			dst = append(dst, ",null]"...)
 		}
 		dst = append(dst, ']')
+		if f.top {
+			dst = appendNativeTop(dst, d)
+		}
 	}
 	return append(dst, "}}"...)
 }
@@ -200,12 +216,14 @@ type tokenizeRequest struct {
 	Text             *string          `json:"text"`
 	Prompt           *string          `json:"prompt"`
 	Messages         []map[string]any `json:"messages"`
+	Tools            json.RawMessage  `json:"tools"`
+	ChatTemplateArgs map[string]any   `json:"chat_template_kwargs"`
 	AddSpecialTokens *bool            `json:"add_special_tokens"`
 	Model            string           `json:"model"`
 }
 
 func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
-	s.mRequests["/tokenize"].Inc()
+	s.met.requests["/tokenize"].Inc()
 	var body tokenizeRequest
 	if err := s.decodeBody(w, r, &body); err != nil {
 		s.writeError(w, http.StatusBadRequest, err)
@@ -227,9 +245,9 @@ func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, http.StatusBadRequest, badRequest("messages", "the model has no chat template"))
 			return
 		}
-		p, err := s.tmpl.Apply(body.Messages, chatOptions(tok, true))
+		p, err := s.renderMessages(body.Messages, body.Tools, body.ChatTemplateArgs)
 		if err != nil {
-			s.writeError(w, http.StatusBadRequest, badRequest("messages", "chat template: "+err.Error()))
+			s.writeError(w, http.StatusBadRequest, err)
 			return
 		}
 		text, addSpecial = p, false
@@ -246,13 +264,14 @@ func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
 }
 
 type detokenizeRequest struct {
-	Tokens            json.RawMessage `json:"tokens"` // parsed by parseTokenIDs
-	SkipSpecialTokens bool            `json:"skip_special_tokens"`
-	Model             string          `json:"model"`
+	Tokens json.RawMessage `json:"tokens"` // parsed by parseTokenIDs
+	// SkipSpecialTokens defaults to true, as in SGLang.
+	SkipSpecialTokens *bool  `json:"skip_special_tokens"`
+	Model             string `json:"model"`
 }
 
 func (s *Server) handleDetokenize(w http.ResponseWriter, r *http.Request) {
-	s.mRequests["/detokenize"].Inc()
+	s.met.requests["/detokenize"].Inc()
 	var body detokenizeRequest
 	if err := s.decodeBody(w, r, &body); err != nil {
 		s.writeError(w, http.StatusBadRequest, err)
@@ -270,5 +289,8 @@ func (s *Server) handleDetokenize(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, http.StatusBadRequest, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"text": s.engine.Tokenizer().Decode(tokens, body.SkipSpecialTokens)})
+	skip := body.SkipSpecialTokens == nil || *body.SkipSpecialTokens
+	text := s.engine.Tokenizer().Decode(tokens, skip)
+	// SGLang answers {text}, vLLM {prompt}: both, so either client reads its own.
+	writeJSON(w, http.StatusOK, map[string]string{"text": text, "prompt": text})
 }

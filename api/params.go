@@ -35,11 +35,19 @@ type samplingFields struct {
 	ReturnTokenIDs    bool               `json:"return_token_ids"`
 	RoutedDPRank      *int               `json:"routed_dp_rank"`
 	LogitBias         map[string]float64 `json:"logit_bias"`
-	// Accepted and ignored: they change nothing about generation.
-	User        string          `json:"user"`
-	Metadata    json.RawMessage `json:"metadata"`
-	Store       *bool           `json:"store"`
-	ServiceTier *string         `json:"service_tier"`
+	// Aliases of response_format (policy.go): vLLM's guided decoding and structured outputs.
+	GuidedJSON        json.RawMessage    `json:"guided_json"`
+	GuidedRegex       *string            `json:"guided_regex"`
+	GuidedChoice      []string           `json:"guided_choice"`
+	StructuredOutputs *structuredOutputs `json:"structured_outputs"`
+	// vLLM's: the stop string that ended the output stays in its text; keep only the prompt's
+	// last k tokens (-1: as many as the context holds).
+	IncludeStopStrInOutput bool `json:"include_stop_str_in_output"`
+	TruncatePromptTokens   *int `json:"truncate_prompt_tokens"`
+	// SpacesBetweenSpecialTokens is vLLM's; see ignoredNames.
+	SpacesBetweenSpecialTokens *bool `json:"spaces_between_special_tokens"`
+	// Accepted and ignored (named in the response): they change nothing about generation.
+	ignoredFields
 }
 
 type responseFormat struct {
@@ -143,13 +151,11 @@ func (s *Server) fillCommon(req *Request, f *samplingFields) error {
 	if req.Sampling, err = applySampling(s.cfg.DefaultSampling, f); err != nil {
 		return err
 	}
-	if f.N != nil && *f.N != 1 {
-		return badRequest("n", "only n=1 is supported")
+	if f.N != nil && (*f.N < 1 || *f.N > MaxChoices) {
+		return badRequest("n", fmt.Sprintf("must be in [1, %d], got %d", MaxChoices, *f.N))
 	}
-	for k, v := range f.LogitBias {
-		if v != 0 {
-			return badRequest("logit_bias", fmt.Sprintf("logit_bias is not supported (token %s)", k))
-		}
+	if err := s.fillGenerationExtras(req, f); err != nil {
+		return err
 	}
 	if req.StopStrings, err = parseStop(f.Stop); err != nil {
 		return err
@@ -188,7 +194,7 @@ func (s *Server) fillCommon(req *Request, f *samplingFields) error {
 		}
 		req.RoutedRank = *f.RoutedDPRank
 	}
-	return s.fillGrammar(req, f.ResponseFormat, f.Regex, f.JSONSchema)
+	return s.fillConstraint(req, f)
 }
 
 // fillGrammar sets the structured-output constraint from response_format or the SGLang fields.
@@ -260,30 +266,58 @@ func (s *Server) checkLength(req *Request, maxTokens *int, param string, dflt in
 	return nil
 }
 
-// parsePromptIDs reads an OpenAI prompt: a string, [string], or an array of token ids.
-func (s *Server) parsePromptIDs(raw json.RawMessage) ([]int32, error) {
+// parsePrompts reads an OpenAI prompt: a string, an array of token ids, or a batch (an array of
+// strings or of token-id arrays), one entry per prompt. Token ids are counted as they are read,
+// so an over-long prompt is refused before it is all parsed.
+func (s *Server) parsePrompts(raw json.RawMessage) ([][]int32, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, badRequest("prompt", "is required")
 	}
 	var text string
 	if err := json.Unmarshal(raw, &text); err == nil {
-		return s.encode(text, "prompt")
+		ids, err := s.encode(text, "prompt")
+		return [][]int32{ids}, err
 	}
-	if raw[0] == '[' {
-		if rest := bytes.TrimSpace(raw[1:]); len(rest) > 0 && (rest[0] == '"' || rest[0] == ']') {
-			var texts []string
-			if err := json.Unmarshal(raw, &texts); err != nil {
-				return nil, badRequest("prompt", "must be a string or an array of token ids")
-			}
-			if len(texts) != 1 {
-				return nil, badRequest("prompt", "batched prompts are not supported: send one prompt per request")
-			}
-			return s.encode(texts[0], "prompt")
+	if raw[0] != '[' {
+		return nil, badRequest("prompt", "must be a string, an array of token ids, or an array of either")
+	}
+	rest := bytes.TrimSpace(raw[1:])
+	switch {
+	case len(rest) > 0 && rest[0] == ']':
+		return nil, badRequest("prompt", "is an empty batch")
+	case len(rest) > 0 && rest[0] == '"':
+		var texts []string
+		if err := json.Unmarshal(raw, &texts); err != nil {
+			return nil, badRequest("prompt", "must be a string, an array of token ids, or an array of either")
 		}
-		return s.promptIDs(raw, "prompt")
+		out := make([][]int32, len(texts))
+		for i, t := range texts {
+			var err error
+			if out[i], err = s.encode(t, fmt.Sprintf("prompt[%d]", i)); err != nil {
+				return nil, err
+			}
+		}
+		return out, s.checkBatch(len(out))
+	case len(rest) > 0 && rest[0] == '[':
+		var lists []json.RawMessage
+		if err := json.Unmarshal(raw, &lists); err != nil {
+			return nil, badRequest("prompt", "must be a string, an array of token ids, or an array of either")
+		}
+		if err := s.checkBatch(len(lists)); err != nil {
+			return nil, err
+		}
+		out := make([][]int32, len(lists))
+		for i, l := range lists {
+			var err error
+			if out[i], err = s.promptIDs(l, fmt.Sprintf("prompt[%d]", i)); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
 	}
-	return nil, badRequest("prompt", "must be a string or an array of token ids")
+	ids, err := s.promptIDs(raw, "prompt")
+	return [][]int32{ids}, err
 }
 
 // promptIDs reads a prompt given as token ids, refusing it as soon as it has more ids than the

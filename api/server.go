@@ -46,6 +46,15 @@ type Config struct {
 	// WriteTimeout bounds each write: a whole response, or one chunk of a stream, so a client
 	// that stops reading is cut (0: none).
 	WriteTimeout time.Duration
+	// ToolCallParser is the tool-call syntax (hermes, llama3_json, fallback); "" or auto
+	// detects it from the chat template.
+	ToolCallParser string
+	// ReasoningParser reads thinking blocks into reasoning_content (qwen3, deepseek_r1); "" or
+	// auto detects it from the chat template, none turns it off.
+	ReasoningParser string
+	// GrammarStrict is the grammar compiler's strict setting (--grammar-strict); a request whose
+	// json_schema.strict differs has its schema rewritten to match (strict.go).
+	GrammarStrict bool
 }
 
 // DefaultMaxBodyBytes is the default bound on a request body: room for a 1 MiB schema and a
@@ -68,15 +77,9 @@ type Server struct {
 	stopping context.Context
 	stopNow  context.CancelFunc
 
-	reg          *metrics.Registry
-	mRequests    map[string]*metrics.Counter
-	mErrors      *metrics.Counter
-	mPrompt      *metrics.Counter
-	mGenerated   *metrics.Counter
-	mTTFT        *metrics.Histogram
-	mITL         *metrics.Histogram
-	mE2E         *metrics.Histogram
-	mDisconnects *metrics.Counter
+	// reg is what /metrics writes; met are the API's series in it.
+	reg *metrics.Registry
+	met *serverMetrics
 }
 
 // NewServer wires the handlers. reg receives the API's metrics and is what /metrics writes
@@ -99,8 +102,7 @@ func NewServer(cfg Config, engine Engine, reg *metrics.Registry, log *slog.Logge
 			return nil, fmt.Errorf("an API key must be non-empty and contain no whitespace")
 		}
 	}
-	s := &Server{cfg: cfg, engine: engine, log: log, created: time.Now().Unix(), reg: reg,
-		mRequests: map[string]*metrics.Counter{}}
+	s := &Server{cfg: cfg, engine: engine, log: log, created: time.Now().Unix(), reg: reg}
 	s.stopping, s.stopNow = context.WithCancel(context.Background())
 	if tok := engine.Tokenizer(); tok != nil {
 		for id := 0; id < tok.VocabSize(); id++ {
@@ -113,18 +115,7 @@ func NewServer(cfg Config, engine Engine, reg *metrics.Registry, log *slog.Logge
 			return nil, fmt.Errorf("compile chat template: %w", s.tmplErr)
 		}
 	}
-	w := metrics.Labels{{"worker", fmt.Sprint(cfg.Worker)}}
-	for _, ep := range []string{"/v1/completions", "/v1/chat/completions", "/generate", "/tokenize", "/detokenize"} {
-		s.mRequests[ep] = reg.NewCounter("llm_requests_total", "Requests received, by endpoint.",
-			append(metrics.Labels{{"endpoint", ep}}, w...))
-	}
-	s.mErrors = reg.NewCounter("llm_request_errors_total", "Requests answered with an error.", w)
-	s.mPrompt = reg.NewCounter("llm_prompt_tokens_total", "Prompt tokens of finished requests.", w)
-	s.mGenerated = reg.NewCounter("llm_generation_tokens_total", "Tokens generated for finished requests.", w)
-	s.mDisconnects = reg.NewCounter("llm_client_disconnects_total", "Requests aborted because the client went away.", w)
-	s.mTTFT = reg.NewHistogram("llm_time_to_first_token_seconds", "Time to first token.", w, metrics.LatencyBuckets)
-	s.mITL = reg.NewHistogram("llm_inter_token_latency_seconds", "Time between streamed chunks, per token.", w, metrics.LatencyBuckets)
-	s.mE2E = reg.NewHistogram("llm_e2e_request_latency_seconds", "Request latency, arrival to finish.", w, metrics.LatencyBuckets)
+	s.met = newServerMetrics(reg, cfg.ServedModelName)
 	return s, nil
 }
 
@@ -138,12 +129,12 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /tokenize", s.handleTokenize)
 	mux.HandleFunc("POST /detokenize", s.handleDetokenize)
 	mux.HandleFunc("GET /health", s.handleHealth)
-	mux.HandleFunc("GET /health_generate", s.handleHealth)
 	mux.HandleFunc("GET /get_load", s.handleLoad)
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 		s.reg.WriteText(w)
 	})
+	s.extRoutes(mux)
 	return s.readDeadline(s.authenticate(mux))
 }
 
@@ -167,7 +158,7 @@ type apiError struct {
 }
 
 func (s *Server) writeError(w http.ResponseWriter, status int, err error) {
-	s.mErrors.Inc()
+	s.met.errorCounter(status).Inc()
 	e := apiError{Message: clipMessage(err.Error()), Code: status, Type: "invalid_request_error"}
 	var bre *BadRequestError
 	if errors.As(err, &bre) {
@@ -266,13 +257,7 @@ func (s *Server) needTokenizer(what string) error {
 }
 
 func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{
-		"object": "list",
-		"data": []map[string]any{{
-			"id": s.cfg.ServedModelName, "object": "model", "created": s.created, "owned_by": "llmserve",
-			"root": s.cfg.ServedModelName, "max_model_len": s.cfg.ContextLength,
-		}},
-	})
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []map[string]any{s.modelObject()}})
 }
 
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
@@ -305,7 +290,7 @@ type outputFormat interface {
 // decode the body, let build validate it into a Request and choose its response format, run it,
 // and answer with one JSON object or an SSE stream.
 func generation[B any](s *Server, endpoint string, build func(body *B, start time.Time) (*Request, outputFormat, error)) http.HandlerFunc {
-	requests := s.mRequests[endpoint]
+	requests := s.met.requests[endpoint]
 	return func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		requests.Inc()
@@ -317,6 +302,11 @@ func generation[B any](s *Server, endpoint string, build func(body *B, start tim
 		req, f, err := build(&body, start)
 		if err != nil {
 			s.fail(w, err)
+			return
+		}
+		s.reportIgnored(w, endpoint, &body)
+		if cs, ok := f.(*choiceSet); ok {
+			s.serveChoices(w, r, cs, start)
 			return
 		}
 		s.serve(w, r, req, f, start)
@@ -345,8 +335,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *Request, f o
 	// aborted, once.
 	gone := sync.OnceFunc(func() {
 		if !st.Done() {
-			s.mDisconnects.Inc()
-			s.engine.Abort(req.RID)
+			s.met.disconnects.Inc()
+			s.engine.Abort(st.RID)
 		}
 	})
 	disconnect := context.AfterFunc(r.Context(), gone)
@@ -356,7 +346,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *Request, f o
 	stop := context.AfterFunc(s.stopping, func() {
 		cancel(errShuttingDown)
 		if !st.Done() {
-			s.engine.Abort(req.RID)
+			s.engine.Abort(st.RID)
 		}
 	})
 	defer stop()
@@ -370,7 +360,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *Request, f o
 	if err != nil && context.Cause(ctx) != errShuttingDown {
 		return // client gone: the abort was sent by the AfterFunc
 	}
-	s.observe(&d, start)
+	s.met.finished(&d, st, start)
 	_ = rc.SetWriteDeadline(s.writeDeadline())
 	switch {
 	case err != nil:
@@ -412,11 +402,4 @@ func (s *Server) collect(ctx context.Context, st *Stream) (Delta, error) {
 			return all, nil
 		}
 	}
-}
-
-// observe records a finished request's usage and latency.
-func (s *Server) observe(d *Delta, start time.Time) {
-	s.mPrompt.Add(float64(d.PromptTokens))
-	s.mGenerated.Add(float64(d.CompletionTokens))
-	s.mE2E.Observe(time.Since(start).Seconds())
 }

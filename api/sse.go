@@ -42,18 +42,18 @@ func (s *Server) streamSSE(ctx context.Context, w http.ResponseWriter, st *Strea
 		}
 		now := time.Now()
 		if len(d.IDs) > 0 {
-			if first {
-				s.mTTFT.Observe(now.Sub(start).Seconds())
-			} else {
-				s.mITL.Observe(now.Sub(last).Seconds() / float64(len(d.IDs)))
+			if !first {
+				s.met.itl.Observe(now.Sub(last).Seconds() / float64(len(d.IDs)))
 			}
 			last = now
 		}
 		buf = f.chunk(buf[:0], &d, first)
 		first = false
 		if d.Finished {
-			buf = append(buf, "data: [DONE]\n\n"...)
-			s.observe(&d, start)
+			if t, ok := f.(interface{ streamsDone() bool }); !ok || t.streamsDone() {
+				buf = append(buf, "data: [DONE]\n\n"...)
+			}
+			s.met.finished(&d, st, start)
 		}
 		_ = rc.SetWriteDeadline(s.writeDeadline()) // a client that stops reading is cut
 		if _, err := w.Write(buf); err != nil {

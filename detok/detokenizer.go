@@ -38,7 +38,7 @@ func (d *Detokenizer) Step(in *ipc.TokenBatch) ([]ipc.TextBatch, error) {
 			continue
 		}
 		text := ""
-		if !it.NoDetokenize {
+		if !it.NoText {
 			st, ok := d.table.Get(it.RID)
 			if !ok {
 				var err error

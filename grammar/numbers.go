@@ -1,96 +1,13 @@
 package grammar
 
 import (
+	"fmt"
 	"math/big"
 	"strconv"
 	"strings"
-	"sync"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/llmserve/llmserve/grammar/internal/chardfa"
 )
-
-// validateSchemaDoc checks the schema against its draft's metaschema.
-// The document is the tree compileSchema already parsed, converted (not
-// parsed again). A schema naming one of the drafts in its root $schema (or
-// none: 2020-12) is validated against that draft's metaschema, compiled
-// once per process; compiling the schema itself with the validator library
-// as well would cost large schemas a good part of their compile for checks
-// the grammar compiler makes anyway (it resolves every $ref it reaches and
-// compiles every pattern). Other $schema values, and documents with more
-// than one $schema, are compiled by the library as a whole.
-func validateSchemaDoc(root *jv, text string) error {
-	doc := root.toAny()
-	url := "https://json-schema.org/draft/2020-12/schema"
-	if s := root.get("$schema"); s != nil && s.kind == jStr {
-		url = s.str
-	}
-	if meta := metaschema(url); meta != nil && strings.Count(text, `"$schema"`) <= 1 {
-		if err := meta.Validate(doc); err != nil {
-			return errf("invalid schema: %v", compactErr(err.Error()))
-		}
-		return nil
-	}
-	c := jsonschema.NewCompiler()
-	c.UseLoader(noLoader{})
-	if err := c.AddResource("urn:grammar:root", doc); err != nil {
-		return errf("invalid schema: %v", err)
-	}
-	if _, err := c.Compile("urn:grammar:root"); err != nil {
-		return errf("invalid schema: %v", compactErr(err.Error()))
-	}
-	return nil
-}
-
-var (
-	metaMu      sync.Mutex
-	metaschemas = map[string]*jsonschema.Schema{}
-)
-
-// metaschema is the compiled metaschema of the draft url names, or nil
-// when url is not one of the drafts the validator library ships.
-func metaschema(url string) *jsonschema.Schema {
-	u := strings.TrimSuffix(url, "#")
-	if rest, ok := strings.CutPrefix(u, "http://"); ok {
-		u = rest
-	} else {
-		u = strings.TrimPrefix(u, "https://")
-	}
-	switch u {
-	case "json-schema.org/draft/2020-12/schema", "json-schema.org/draft/2019-09/schema",
-		"json-schema.org/draft-07/schema", "json-schema.org/draft-06/schema", "json-schema.org/draft-04/schema":
-	default:
-		return nil
-	}
-	metaMu.Lock()
-	defer metaMu.Unlock()
-	if m, ok := metaschemas[u]; ok {
-		return m
-	}
-	c := jsonschema.NewCompiler()
-	c.UseLoader(noLoader{})
-	m, err := c.Compile("https://" + u)
-	if err != nil {
-		m = nil // not shipped after all: the caller compiles the schema instead
-	}
-	metaschemas[u] = m
-	return m
-}
-
-type noLoader struct{}
-
-func (noLoader) Load(url string) (any, error) {
-	return nil, errf("remote $ref %q is not allowed", url)
-}
-
-// compactErr folds a multi-line validator error into one line.
-func compactErr(s string) string {
-	fields := strings.Fields(strings.ReplaceAll(s, "\n", " ; "))
-	out := strings.Join(fields, " ")
-	if len(out) > 400 {
-		out = out[:400] + "..."
-	}
-	return out
-}
 
 func ratCeil(r *big.Rat) *big.Int {
 	q, m := new(big.Int).DivMod(r.Num(), r.Denom(), new(big.Int))
@@ -107,11 +24,32 @@ func ratFloor(r *big.Rat) *big.Int {
 
 var one = big.NewInt(1)
 
-func (sc *schemaCompiler) numFrag(s *sch) (frag, error) {
-	b := sc.b
-	intOnly := s.types&tNum == 0
-	var k *big.Int // integer multipleOf (lcm)
-	fracDigits := -1
+// numFrag builds the number texts s allows, as a regex over the JSON
+// number syntax. It is sound and may be narrower than the schema:
+//   - integers only (type integer, or an integer multipleOf): an exact
+//     digit-range regex of [ceil(lo), floor(hi)], intersected with a mod-k
+//     DFA for multipleOf k (the lcm of the integer multipleOfs);
+//   - otherwise, a multipleOf of the form 10^-p allows at most p fraction
+//     digits (other fractional multipleOfs are refused), and bounds allow
+//     "integer part in range + any fraction" without an exponent (magRegex);
+//   - no bounds and no multipleOf: any JSON number.
+func (sc *schemaCompiler) numFrag(s *constraints) (fragment, error) {
+	k, fracDigits, intOnly, err := numberMultiples(s)
+	if err != nil {
+		return fragment{}, err
+	}
+	if intOnly {
+		return sc.integerFrag(s, k)
+	}
+	return sc.decimalFrag(s, fracDigits)
+}
+
+// numberMultiples reads s's multipleOfs: k is the lcm of the integer ones
+// (nil when none or 1), fracDigits the fewest fraction digits a 10^-p one
+// allows (-1 none), intOnly whether only integers are allowed.
+func numberMultiples(s *constraints) (k *big.Int, fracDigits int, intOnly bool, err error) {
+	intOnly = s.types&tNum == 0
+	fracDigits = -1
 	for _, m := range s.mults {
 		if m.IsInt() {
 			intOnly = true
@@ -130,13 +68,13 @@ func (sc *schemaCompiler) numFrag(s *sch) (frag, error) {
 		for d.Cmp(one) > 0 {
 			q, r := new(big.Int).QuoRem(d, ten, new(big.Int))
 			if r.Sign() != 0 {
-				return frag{}, errf("multipleOf %s is not supported", m.RatString())
+				return nil, 0, false, errf("multipleOf %s is not supported", m.RatString())
 			}
 			d = q
 			p++
 		}
 		if m.Num().Cmp(one) != 0 {
-			return frag{}, errf("multipleOf %s is not supported", m.RatString())
+			return nil, 0, false, errf("multipleOf %s is not supported", m.RatString())
 		}
 		if fracDigits < 0 || p < fracDigits {
 			fracDigits = p
@@ -145,37 +83,50 @@ func (sc *schemaCompiler) numFrag(s *sch) (frag, error) {
 	if k != nil && k.Cmp(one) == 0 {
 		k = nil
 	}
-	if intOnly {
-		var lo, hi *big.Int
-		if s.lo != nil {
-			lo = ratCeil(s.lo)
-			if s.loEx && s.lo.IsInt() {
-				lo.Add(lo, one)
-			}
+	return k, fracDigits, intOnly, nil
+}
+
+// integerFrag builds the integer texts within s's bounds that k (nil: 1)
+// divides.
+func (sc *schemaCompiler) integerFrag(s *constraints, k *big.Int) (fragment, error) {
+	b := sc.b
+	var lo, hi *big.Int
+	if s.lo != nil {
+		lo = ratCeil(s.lo)
+		if s.loEx && s.lo.IsInt() {
+			lo.Add(lo, one)
 		}
-		if s.hi != nil {
-			hi = ratFloor(s.hi)
-			if s.hiEx && s.hi.IsInt() {
-				hi.Sub(hi, one)
-			}
-		}
-		if lo != nil && hi != nil && lo.Cmp(hi) > 0 {
-			return b.never(), nil
-		}
-		d, err := regexDFA("^(?:"+intRangeRegex(lo, hi)+")$", false)
-		if err != nil {
-			return frag{}, err
-		}
-		if k != nil {
-			if !k.IsInt64() || k.Int64() > 10000 {
-				return frag{}, errf("multipleOf %s is too large", k)
-			}
-			if d, err = intersect(d, modDFA(int(k.Int64()))); err != nil {
-				return frag{}, err
-			}
-		}
-		return b.rawChars(d), nil
 	}
+	if s.hi != nil {
+		hi = ratFloor(s.hi)
+		if s.hiEx && s.hi.IsInt() {
+			hi.Sub(hi, one)
+		}
+	}
+	if lo != nil && hi != nil && lo.Cmp(hi) > 0 {
+		return sc.never(fmt.Sprintf("minimum/maximum: no integer from %s to %s", s.lo.RatString(), s.hi.RatString())), nil
+	}
+	d, err := chardfa.Regex("^(?:"+intRangeRegex(lo, hi)+")$", false)
+	if err != nil {
+		return fragment{}, err
+	}
+	if k != nil {
+		if !k.IsInt64() || k.Int64() > 10000 {
+			return fragment{}, errf("multipleOf %s is too large", k)
+		}
+		if d, err = chardfa.Intersect(d, chardfa.Multiples(int(k.Int64()))); err != nil {
+			return fragment{}, err
+		}
+		if d.Empty() {
+			return sc.never(fmt.Sprintf("multipleOf %s: no multiple within minimum/maximum", k)), nil
+		}
+	}
+	return b.rawChars(d), nil
+}
+
+// decimalFrag builds the number texts within s's bounds with at most
+// fracDigits fraction digits (-1 any), no exponent when bounded.
+func (sc *schemaCompiler) decimalFrag(s *constraints, fracDigits int) (fragment, error) {
 	if s.lo == nil && s.hi == nil && fracDigits < 0 {
 		return sc.numberAny(), nil
 	}
@@ -217,15 +168,15 @@ func (sc *schemaCompiler) numFrag(s *sch) (frag, error) {
 		}
 	}
 	if len(alts) == 0 {
-		return b.never(), nil
+		return sc.never("minimum/maximum: no number in range"), nil
 	}
 	return sc.rawRegex("^(?:" + strings.Join(alts, "|") + ")$")
 }
 
-func (sc *schemaCompiler) rawRegex(re string) (frag, error) {
-	d, err := regexDFA(re, false)
+func (sc *schemaCompiler) rawRegex(re string) (fragment, error) {
+	d, err := chardfa.Regex(re, false)
 	if err != nil {
-		return frag{}, err
+		return fragment{}, err
 	}
 	return sc.b.rawChars(d), nil
 }
@@ -323,66 +274,30 @@ func fixedRange(a, b string) string {
 	return strings.Join(alts, "|")
 }
 
-// modDFA accepts optionally signed digit strings divisible by k.
-func modDFA(k int) *cdfa {
-	d := &cdfa{trans: make([][]ctr, k+2), acc: make([]bool, k+2)}
-	// 0 = start, 1 = after '-', 2+r = remainder r
-	d.trans[0] = append(d.trans[0], ctr{'-', '-', 1})
-	for _, st := range []int{0, 1} {
-		for dg := 0; dg <= 9; dg++ {
-			d.trans[st] = append(d.trans[st], ctr{rune('0' + dg), rune('0' + dg), int32(2 + dg%k)})
-		}
-	}
-	for r := 0; r < k; r++ {
-		for dg := 0; dg <= 9; dg++ {
-			d.trans[2+r] = append(d.trans[2+r], ctr{rune('0' + dg), rune('0' + dg), int32(2 + (10*r+dg)%k)})
-		}
-	}
-	d.acc[2] = true
-	return d
+func (sc *schemaCompiler) numberAny() fragment {
+	b := sc.b
+	intPart := b.alt(b.lit("0"), b.seq(b.lit19(), b.star(b.digit())))
+	frac := b.opt(b.seq(b.lit("."), b.digit(), b.star(b.digit())))
+	exp := b.opt(b.seq(b.byteSet("eE"), b.opt(b.byteSet("+-")), b.digit(), b.star(b.digit())))
+	return b.seq(b.opt(b.lit("-")), intPart, frac, exp)
 }
 
-const (
-	reDate     = `[0-9]{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-8]))`
-	reTime     = `(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,9})?(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])`
-	reLabel    = `[A-Za-z0-9](?:[A-Za-z0-9-]{0,30}[A-Za-z0-9])?`
-	reHost     = reLabel + `(?:\.` + reLabel + `){0,4}`
-	reDomain   = reLabel + `(?:\.` + reLabel + `){0,3}\.[A-Za-z]{2,12}`
-	reLocal    = `[A-Za-z0-9_+-]{1,20}(?:\.[A-Za-z0-9_+-]{1,20}){0,2}`
-	reOctet    = `(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])`
-	reH16      = `[0-9a-fA-F]{1,4}`
-	rePathChar = `[A-Za-z0-9._~!$&'()*+,;=:@-]`
-)
+func (b *builder) digit() fragment {
+	in, out := b.node(), b.node()
+	b.edge(in, '0', '9', out)
+	return fragment{in, out}
+}
 
-var reIPv6 = strings.NewReplacer("h", reH16).Replace(`(?:(?:h:){7}h|(?:h:){1,7}:|(?:h:){1,6}:h|(?:h:){1,5}(?::h){1,2}|(?:h:){1,4}(?::h){1,3}|(?:h:){1,3}(?::h){1,4}|(?:h:){1,2}(?::h){1,5}|h:(?::h){1,6}|:(?:(?::h){1,7}|:))`)
+func (b *builder) lit19() fragment {
+	in, out := b.node(), b.node()
+	b.edge(in, '1', '9', out)
+	return fragment{in, out}
+}
 
-var reURI = `[A-Za-z][A-Za-z0-9+.-]*://[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*(?::[0-9]{1,5})?(?:/` + rePathChar + `*)*(?:\?(?:` + rePathChar + `|[/?])*)?(?:#(?:` + rePathChar + `|[/?])*)?`
-
-// formatRegex returns an anchored regex for a format; ok=false means the
-// format is not one validators assert, so it is an annotation.
-func formatRegex(f string) (string, bool, error) {
-	switch f {
-	case "date":
-		return "^" + reDate + "$", true, nil
-	case "time":
-		return "^" + reTime + "$", true, nil
-	case "date-time":
-		return "^" + reDate + "T" + reTime + "$", true, nil
-	case "email":
-		return "^" + reLocal + "@" + reDomain + "$", true, nil
-	case "hostname":
-		return "^" + reHost + "$", true, nil
-	case "uuid":
-		return `^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`, true, nil
-	case "ipv4":
-		return "^" + reOctet + `(?:\.` + reOctet + "){3}$", true, nil
-	case "ipv6":
-		return "^" + reIPv6 + "$", true, nil
-	case "uri", "iri", "uri-reference", "iri-reference", "url":
-		return "^" + reURI + "$", true, nil
-	case "duration", "period", "json-pointer", "relative-json-pointer", "regex", "idn-hostname",
-		"idn-email", "uri-template", "semver":
-		return "", false, errf("format %q is not supported", f)
+func (b *builder) byteSet(s string) fragment {
+	in, out := b.node(), b.node()
+	for i := 0; i < len(s); i++ {
+		b.edge(in, s[i], s[i], out)
 	}
-	return "", false, nil
+	return fragment{in, out}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -29,6 +30,7 @@ var schemaCases = []schemaCase{
 	{"enum and const", `{"type":"object","properties":{"k":{"enum":["a","b",3,null]},"c":{"const":{"x":[1,2]}}},"required":["k","c"]}`,
 		[]string{`{"k":"a","c":{"x":[1,2]}}`, `{"k":3,"c":{"x":[1,2]}}`, `{"k":null,"c":{"x":[1,2]}}`},
 		[]string{`{"k":"c","c":{"x":[1,2]}}`, `{"k":"a","c":{"x":[1]}}`}},
+	{"enum and const together", `{"enum":["a","b","c"],"const":"c"}`, []string{`"c"`}, []string{`"a"`, `"b"`}},
 	{"arrays", `{"type":"array","items":{"type":"integer"},"minItems":2,"maxItems":3}`,
 		[]string{`[1,2]`, `[1,2,3]`}, []string{`[]`, `[1]`, `[1,2,3,4]`, `[1,"a"]`}},
 	{"prefixItems", `{"type":"array","prefixItems":[{"type":"string"},{"type":"boolean"}],"items":false}`,
@@ -89,10 +91,22 @@ var schemaCases = []schemaCase{
 	{"escapes in free strings", `{"type":"string"}`, []string{`"a\"b\\c\u00e9\n"`, `"日本語"`}, []string{`"\x"`, `"a` + "\x01" + `"`}},
 }
 
+// slowSchemaCases take seconds of masks each (hundreds of distinct
+// positions in long strings): the full run checks them, -short does not.
+var slowSchemaCases = map[string]bool{"shared long strings": true, "long pattern with dot": true}
+
 func TestSchemaFeatures(t *testing.T) {
-	for _, tok := range []string{"llama3", "qwen3"} {
+	for name := range slowSchemaCases {
+		if !slices.ContainsFunc(schemaCases, func(c schemaCase) bool { return c.name == name }) {
+			t.Fatalf("slowSchemaCases names %q, which is not a case", name)
+		}
+	}
+	for _, tok := range testTokenizers() {
 		e := env(t, tok)
 		for _, tc := range schemaCases {
+			if slowSchemaCases[tc.name] && testing.Short() {
+				continue
+			}
 			g, err := e.comp.JSONSchema(tc.schema)
 			if err != nil {
 				t.Fatalf("%s/%s: compile: %v", tok, tc.name, err)

@@ -1,6 +1,6 @@
 // Package model reads Hugging Face causal-LM directories (config.json, generation_config.json,
-// safetensors weights) of the Llama, Qwen2 and Qwen3 families into typed float32 weights that the
-// backends run.
+// safetensors weights) of the Llama, Qwen2 and Qwen3 families into weights, kept in their stored
+// precision, that the backends run.
 package model
 
 import (
@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+
+	"github.com/llmserve/llmserve/gguf"
 )
 
 // Family is a decoder variant; the families share one forward pass and differ only in the options
@@ -116,8 +118,12 @@ type rawRope struct {
 	OriginalMaxPositionEmbeddings int      `json:"original_max_position_embeddings"`
 }
 
-// LoadConfig reads dir/config.json.
+// LoadConfig reads dir/config.json, or the metadata of a GGUF file in place of dir.
 func LoadConfig(dir string) (Config, error) {
+	if gguf.IsGGUF(dir) {
+		cfg, _, err := loadGGUFConfig(dir)
+		return cfg, err
+	}
 	path := filepath.Join(dir, "config.json")
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -333,8 +339,12 @@ func EOSTokenIDs(dir string, cfg Config) ([]int32, error) {
 }
 
 // LoadGenerationConfig reads dir/generation_config.json. A missing file yields the zero value,
-// since many checkpoints ship without one.
+// since many checkpoints ship without one. A GGUF file in place of dir gives its metadata's.
 func LoadGenerationConfig(dir string) (GenerationConfig, error) {
+	if gguf.IsGGUF(dir) {
+		_, gc, err := loadGGUFConfig(dir)
+		return gc, err
+	}
 	path := filepath.Join(dir, "generation_config.json")
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"maps"
@@ -11,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/llmserve/llmserve/quant"
 )
 
 const fixtureDir = "../testdata/models"
@@ -130,10 +133,20 @@ func TestLoadFixtures(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !slices.Equal(m.Layers[1].Q, q) {
+		if got := matrixFloat32(t, m.Layers[1].Q); !slices.Equal(got, q) {
 			t.Errorf("%s: layer 1 q_proj does not match the file", name)
 		}
-		tied := &m.LMHead[0] == &m.Embed[0]
+		wantType := quant.F32
+		if name == "qwen3-bf16" {
+			wantType = quant.BF16
+		}
+		for what, mat := range map[string]Matrix{"qkv": m.Layers[0].QKV, "o": m.Layers[0].O, "gate_up": m.Layers[1].GateUp,
+			"down": m.Layers[1].Down, "embed": m.Embed, "lm_head": m.LMHead} {
+			if mat.Type != wantType {
+				t.Errorf("%s: %s stored as %s, want %s (the checkpoint's type)", name, what, mat.Type, wantType)
+			}
+		}
+		tied := &m.LMHead.Data[0] == &m.Embed.Data[0]
 		if tied != m.Config.TieWordEmbeddings {
 			t.Errorf("%s: lm_head tied=%v, config says %v", name, tied, m.Config.TieWordEmbeddings)
 		}
@@ -149,7 +162,7 @@ func TestLoadFixtures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pico.Config.NumLayers != 6 || len(pico.Layers) != 6 || len(pico.Embed) != 8192*256 {
+	if pico.Config.NumLayers != 6 || len(pico.Layers) != 6 || pico.Embed.Rows != 8192 || pico.Embed.Cols != 256 {
 		t.Errorf("pico: %+v", pico.Config)
 	}
 }
@@ -243,8 +256,8 @@ func TestLoadSharded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(sharded.LMHead, whole.LMHead) || !slices.Equal(sharded.Layers[1].QKVBias, whole.Layers[1].QKVBias) ||
-		!slices.Equal(sharded.Layers[0].GateUp, whole.Layers[0].GateUp) || !slices.Equal(sharded.Norm, whole.Norm) {
+	if !bytes.Equal(sharded.LMHead.Data, whole.LMHead.Data) || !slices.Equal(sharded.Layers[1].QKVBias, whole.Layers[1].QKVBias) ||
+		!bytes.Equal(sharded.Layers[0].GateUp.Data, whole.Layers[0].GateUp.Data) || !slices.Equal(sharded.Norm, whole.Norm) {
 		t.Error("sharded load differs from single-file load")
 	}
 
@@ -334,19 +347,141 @@ func TestNewRandom(t *testing.T) {
 	}
 	b, _ := NewRandom(cfg, 42)
 	c, _ := NewRandom(cfg, 43)
-	if !slices.Equal(a.Layers[1].Down, b.Layers[1].Down) || !slices.Equal(a.Layers[0].QKVBias, b.Layers[0].QKVBias) {
+	if !bytes.Equal(a.Layers[1].Down.Data, b.Layers[1].Down.Data) || !slices.Equal(a.Layers[0].QKVBias, b.Layers[0].QKVBias) {
 		t.Error("same seed gave different weights")
 	}
-	if slices.Equal(a.Layers[1].Down, c.Layers[1].Down) {
+	if bytes.Equal(a.Layers[1].Down.Data, c.Layers[1].Down.Data) {
 		t.Error("different seeds gave the same weights")
 	}
 	bound := float32(math.Sqrt(3.0 / 160))
-	for _, v := range a.Layers[0].Down {
+	for _, v := range matrixFloat32(t, a.Layers[0].Down) {
 		if v < -bound || v > bound {
 			t.Fatalf("down_proj weight %v outside ±%v", v, bound)
 		}
 	}
 	if _, err := NewRandom(Config{}, 1); err == nil {
 		t.Error("zero config accepted")
+	}
+}
+
+// matrixFloat32 widens a float matrix to float32, row by row.
+func matrixFloat32(t testing.TB, m Matrix) []float32 {
+	t.Helper()
+	out := make([]float32, m.Rows*m.Cols)
+	for i := range m.Rows {
+		if err := RowFloat32(m, i, out[i*m.Cols:(i+1)*m.Cols]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// TestNewRandomBF16 checks that a bfloat16 config gives BF16 matrices whose values are the
+// float32 draws rounded, and that q/k/v are views of the fused matrix.
+func TestNewRandomBF16(t *testing.T) {
+	cfg, err := LoadConfig(filepath.Join(fixtureDir, "qwen3-bf16"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DType = "bfloat16"
+	m, err := NewRandom(cfg, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := m.Layers[1]
+	if l.QKV.Type != quant.BF16 || m.Embed.Type != quant.BF16 || l.Down.Type != quant.BF16 {
+		t.Fatalf("types %s %s %s, want bf16", l.QKV.Type, m.Embed.Type, l.Down.Type)
+	}
+	if &l.K.Data[0] != &l.QKV.Data[l.Q.Rows*l.QKV.RowBytes()] || &l.Up.Data[0] != &l.GateUp.Data[l.Gate.Rows*l.GateUp.RowBytes()] {
+		t.Error("k/up are not views of the fused matrices")
+	}
+	for _, v := range matrixFloat32(t, l.V) {
+		if Float32ToBF16(v) != uint16(math.Float32bits(v)>>16) || math.Float32bits(v)&0xffff != 0 {
+			t.Fatalf("%v is not a bf16 value", v)
+		}
+	}
+	cfg.DType = "float16"
+	h, err := NewRandom(cfg, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Layers[0].GateUp.Type != quant.F16 {
+		t.Errorf("float16 config gave %s", h.Layers[0].GateUp.Type)
+	}
+}
+
+// TestFloat32ToHalf checks every binary16 value round-trips and that rounding is to nearest
+// even, including into subnormals and up to infinity.
+func TestFloat32ToHalf(t *testing.T) {
+	for h := range 1 << 16 {
+		f := HalfToFloat32(uint16(h))
+		if f != f {
+			if g := HalfToFloat32(Float32ToHalf(f)); g == g {
+				t.Fatalf("NaN %#04x did not stay NaN", h)
+			}
+			continue
+		}
+		if got := Float32ToHalf(f); got != uint16(h) {
+			t.Fatalf("Float32ToHalf(HalfToFloat32(%#04x) = %v) = %#04x", h, f, got)
+		}
+	}
+	for _, tc := range []struct {
+		f    float32
+		want uint16
+	}{
+		{1 + 1.0/2048, 0x3c00},                  // tie, rounds to even (down)
+		{1 + 3.0/2048, 0x3c02},                  // tie, rounds to even (up)
+		{65520, 0x7c00},                         // rounds up to infinity
+		{65519, 0x7bff},                         // stays finite
+		{float32(math.Ldexp(1, -25)), 0x0000},   // half the smallest subnormal: tie to even zero
+		{float32(math.Ldexp(1.5, -25)), 0x0001}, // above the tie
+		{1e-10, 0}, {-1e10, 0xfc00},
+	} {
+		if got := Float32ToHalf(tc.f); got != tc.want {
+			t.Errorf("Float32ToHalf(%v) = %#04x, want %#04x", tc.f, got, tc.want)
+		}
+	}
+}
+
+// TestLoadMixedTypes loads a checkpoint whose k_proj is F16 while q and v are F32:
+// the fused QKV falls back to float32 with every value exact, and a lone F16 matrix stays F16.
+func TestLoadMixedTypes(t *testing.T) {
+	tensors, shapes := fixtureTensors(t, "qwen3")
+	dir := modelDir(t, "qwen3", tensors, shapes)
+	// Rewrite with layer 0's k_proj and down_proj as F16.
+	header := map[string]any{}
+	var data []byte
+	half := map[string]bool{"model.layers.0.self_attn.k_proj.weight": true, "model.layers.0.mlp.down_proj.weight": true}
+	for _, name := range slices.Sorted(maps.Keys(tensors)) {
+		begin := len(data)
+		dt := "F32"
+		for _, v := range tensors[name] {
+			if half[name] {
+				data = binary.LittleEndian.AppendUint16(data, Float32ToHalf(v))
+				dt = "F16"
+			} else {
+				data = binary.LittleEndian.AppendUint32(data, math.Float32bits(v))
+			}
+		}
+		header[name] = map[string]any{"dtype": dt, "shape": shapes[name], "data_offsets": []int{begin, len(data)}}
+	}
+	writeRaw(t, filepath.Join(dir, "model.safetensors"), header, data)
+	m, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := m.Layers[0]
+	if l.QKV.Type != quant.F32 || l.Down.Type != quant.F16 || m.Layers[1].QKV.Type != quant.F32 {
+		t.Fatalf("types: qkv %s, down %s", l.QKV.Type, l.Down.Type)
+	}
+	k := matrixFloat32(t, l.K)
+	for i, v := range tensors["model.layers.0.self_attn.k_proj.weight"] {
+		if k[i] != HalfToFloat32(Float32ToHalf(v)) {
+			t.Fatalf("k_proj[%d] = %v, want %v", i, k[i], HalfToFloat32(Float32ToHalf(v)))
+		}
+	}
+	q := matrixFloat32(t, l.Q)
+	if !slices.Equal(q, tensors["model.layers.0.self_attn.q_proj.weight"]) {
+		t.Error("q_proj changed")
 	}
 }

@@ -342,3 +342,43 @@ func safeShardName(name string) error {
 	}
 	return nil
 }
+
+// Float32ToHalf rounds to nearest-even IEEE 754 binary16, with overflow to infinity, gradual
+// underflow to subnormals, and NaNs kept NaN.
+func Float32ToHalf(f float32) uint16 {
+	b := math.Float32bits(f)
+	sign := uint16(b>>16) & 0x8000
+	exp := int32(b>>23) & 0xff
+	mant := b & 0x7fffff
+	switch {
+	case exp == 0xff: // Inf or NaN
+		if mant != 0 {
+			return sign | 0x7e00
+		}
+		return sign | 0x7c00
+	case exp-127 > 15: // too large even before rounding
+		return sign | 0x7c00
+	}
+	e := exp - 127 + 15
+	if e <= 0 {
+		// Subnormal (or zero): shift the significand with its implicit bit into place.
+		if e < -10 {
+			return sign
+		}
+		m := mant | 0x800000
+		shift := uint32(14 - e)
+		half := uint32(1) << (shift - 1)
+		r := m >> shift
+		rem := m & (1<<shift - 1)
+		if rem > half || (rem == half && r&1 == 1) {
+			r++
+		}
+		return sign | uint16(r)
+	}
+	r := uint32(e)<<10 | mant>>13
+	rem := mant & 0x1fff
+	if rem > 0x1000 || (rem == 0x1000 && r&1 == 1) {
+		r++ // may carry into the exponent, up to infinity, which is the right rounding
+	}
+	return sign | uint16(r)
+}

@@ -21,11 +21,11 @@ import (
 type Config struct {
 	// MaxRunning bounds the requests admitted (holding KV blocks) at once.
 	MaxRunning int
-	// TokenBudget bounds the tokens of one step. Decodes of running requests come first, one
-	// token each, and are never starved (so a step carries at least one token per decoding
-	// request); prefill chunks share what is left.
-	TokenBudget int
-	// ChunkSize bounds the prefill chunk of one request in one step; 0 means TokenBudget.
+	// MaxPrefillTokens bounds the tokens of one step (--max-prefill-tokens). Decodes of running
+	// requests come first, one token each, and are never starved (so a step carries at least one
+	// token per decoding request); prefill chunks share what is left.
+	MaxPrefillTokens int
+	// ChunkSize bounds the prefill chunk of one request in one step; 0 means MaxPrefillTokens.
 	ChunkSize int
 	// EOS are the model's end-of-sequence ids.
 	EOS []int32
@@ -35,8 +35,8 @@ type Config struct {
 	Rank int
 }
 
-// seq is the scheduler's state of one live request.
-type seq struct {
+// liveRequest is the scheduler's state of one request from Add to its finish.
+type liveRequest struct {
 	req *Request
 	// tokens are the prompt followed by every generated token; KV is computed for the first
 	// computed of them, in the blocks of blocks. hashes[i] identifies full block i (prefix
@@ -58,7 +58,7 @@ type seq struct {
 	pick      pick // this step's sample
 }
 
-func (s *seq) generated() int { return len(s.tokens) - s.promptLen }
+func (s *liveRequest) generated() int { return len(s.tokens) - s.promptLen }
 
 // Scheduler is one device's continuous-batching loop state. It is not safe for concurrent use:
 // Add, Abort, Step, FailAll and Load run on one goroutine (the rank's loop).
@@ -75,14 +75,14 @@ type Scheduler struct {
 	// force either path).
 	parallelFloats int
 
-	byRID   map[string]*seq
-	waiting []*seq // front first; preempted requests go back to the front
-	running []*seq // in admission order: the oldest has priority for KV blocks
-	pending []Item // finishes decided between steps (aborts, MaxNewTokens 0)
+	byRID   map[string]*liveRequest
+	waiting []*liveRequest // front first; preempted requests go back to the front
+	running []*liveRequest // in admission order: the oldest has priority for KV blocks
+	pending []Item         // finishes decided between steps (aborts, MaxNewTokens 0)
 
 	// Reused per step.
 	batch   backend.Batch
-	inBatch []*seq
+	inBatch []*liveRequest
 	items   []Item
 	ids     []int32
 	lps     []float32
@@ -97,17 +97,17 @@ func New(b backend.Backend, cfg Config) (*Scheduler, error) {
 	if b == nil {
 		return nil, errors.New("scheduler: nil backend")
 	}
-	if cfg.MaxRunning <= 0 || cfg.TokenBudget <= 0 || cfg.ChunkSize < 0 || cfg.MaxModelLen <= 0 {
-		return nil, fmt.Errorf("scheduler rank %d: MaxRunning, TokenBudget and MaxModelLen must be > 0 and ChunkSize >= 0, got %d, %d, %d, %d",
-			cfg.Rank, cfg.MaxRunning, cfg.TokenBudget, cfg.MaxModelLen, cfg.ChunkSize)
+	if cfg.MaxRunning <= 0 || cfg.MaxPrefillTokens <= 0 || cfg.ChunkSize < 0 || cfg.MaxModelLen <= 0 {
+		return nil, fmt.Errorf("scheduler rank %d: MaxRunning, MaxPrefillTokens and MaxModelLen must be > 0 and ChunkSize >= 0, got %d, %d, %d, %d",
+			cfg.Rank, cfg.MaxRunning, cfg.MaxPrefillTokens, cfg.MaxModelLen, cfg.ChunkSize)
 	}
 	vocab, bs, nb := b.VocabSize(), b.BlockSize(), b.NumBlocks()
 	if vocab <= 0 || bs <= 0 || nb <= 0 || nb > math.MaxInt32 {
 		return nil, fmt.Errorf("scheduler rank %d: backend reports vocab %d, block size %d, %d blocks", cfg.Rank, vocab, bs, nb)
 	}
 	chunk := cfg.ChunkSize
-	if chunk == 0 || chunk > cfg.TokenBudget {
-		chunk = cfg.TokenBudget
+	if chunk == 0 || chunk > cfg.MaxPrefillTokens {
+		chunk = cfg.MaxPrefillTokens
 	}
 	cfg.EOS = slices.Clone(cfg.EOS)
 	argmax, _ := b.(backend.DeviceArgmax)
@@ -118,7 +118,7 @@ func New(b backend.Backend, cfg Config) (*Scheduler, error) {
 		watermark:      max(1, nb/100),
 		pool:           newBlockPool(nb, bs),
 		parallelFloats: parallelSampleFloats,
-		byRID:          make(map[string]*seq),
+		byRID:          make(map[string]*liveRequest),
 	}, nil
 }
 
@@ -131,7 +131,7 @@ func (s *Scheduler) Add(req *Request) error {
 		}
 		return err
 	}
-	st := &seq{
+	st := &liveRequest{
 		req: req,
 		// Room for typical outputs without regrowth, but not a context's worth per request when
 		// max_new_tokens defaults to the whole context.
@@ -145,7 +145,7 @@ func (s *Scheduler) Add(req *Request) error {
 	}
 	p := req.Sampling
 	st.sampler = sampling.New(p, req.InputIDs)
-	st.mutates = p.RepetitionPenalty != 1 || p.FrequencyPenalty != 0 || p.PresencePenalty != 0
+	st.mutates = p.RepetitionPenalty != 1 || p.FrequencyPenalty != 0 || p.PresencePenalty != 0 || len(p.LogitBias) > 0
 	if req.Constraint != nil {
 		st.mask = make([]uint64, (s.vocab+63)/64)
 	}
@@ -203,9 +203,9 @@ func (s *Scheduler) Abort(rid string) bool {
 		return false
 	}
 	if st.running {
-		s.running = slices.DeleteFunc(s.running, func(x *seq) bool { return x == st })
+		s.running = slices.DeleteFunc(s.running, func(x *liveRequest) bool { return x == st })
 	} else {
-		s.waiting = slices.DeleteFunc(s.waiting, func(x *seq) bool { return x == st })
+		s.waiting = slices.DeleteFunc(s.waiting, func(x *liveRequest) bool { return x == st })
 	}
 	s.finish(st)
 	s.pending = append(s.pending, s.item(st, FinishAbort))
@@ -221,7 +221,7 @@ func (s *Scheduler) FailAll(err error) Output {
 	}
 	items := append(s.items[:0], s.pending...)
 	s.pending = s.pending[:0]
-	for _, q := range [][]*seq{s.running, s.waiting} {
+	for _, q := range [][]*liveRequest{s.running, s.waiting} {
 		for _, st := range q {
 			s.finish(st)
 			it := s.item(st, FinishError)
@@ -254,6 +254,7 @@ func (s *Scheduler) Load() Load {
 		Running: len(s.running), Waiting: len(s.waiting),
 		KVTokensUsed:     s.pool.inUse() * s.bs,
 		KVTokensCapacity: s.pool.numBlocks() * s.bs,
+		Stats:            s.stats,
 	}
 	for _, st := range s.waiting {
 		l.WaitingTokens += len(st.tokens) - st.computed
@@ -285,10 +286,10 @@ func (s *Scheduler) Step(ctx context.Context) (Output, error) {
 		rows, err = s.b.Forward(ctx, &s.batch)
 		s.wg.Wait()
 		if err != nil {
-			return Output{Load: s.Load()}, fmt.Errorf("scheduler rank %d: forward of %d seqs: %w", s.cfg.Rank, len(s.batch.Seqs), err)
+			return Output{Load: s.Load()}, fmt.Errorf("scheduler rank %d: forward of %d sequences: %w", s.cfg.Rank, len(s.batch.Seqs), err)
 		}
 		if len(rows) != len(s.batch.Seqs) {
-			return Output{Load: s.Load()}, fmt.Errorf("scheduler rank %d: backend returned %d logits rows for %d seqs",
+			return Output{Load: s.Load()}, fmt.Errorf("scheduler rank %d: backend returned %d logits rows for %d sequences",
 				s.cfg.Rank, len(rows), len(s.batch.Seqs))
 		}
 		s.stats.Steps++
@@ -319,6 +320,10 @@ func (s *Scheduler) Step(ctx context.Context) (Output, error) {
 				lps = append(lps, st.pick.logprob)
 				it.Logprobs = lps[len(lps)-1 : len(lps) : len(lps)]
 			}
+			if st.req.TopLogprobs > 0 {
+				// The seq's own buffers, rewritten at its next sample: valid until the next Step.
+				it.TopLogprobIDs, it.TopLogprobs = st.pick.topIDs, st.pick.topLogprobs
+			}
 		}
 		if done {
 			s.finish(st)
@@ -327,7 +332,7 @@ func (s *Scheduler) Step(ctx context.Context) (Output, error) {
 		items = append(items, it)
 	}
 	if finished {
-		s.running = slices.DeleteFunc(s.running, func(x *seq) bool { return x.done })
+		s.running = slices.DeleteFunc(s.running, func(x *liveRequest) bool { return x.done })
 	}
 	s.items, s.ids, s.lps = items, ids, lps
 	return Output{Items: items, Load: s.Load()}, nil
@@ -335,7 +340,7 @@ func (s *Scheduler) Step(ctx context.Context) (Output, error) {
 
 // fillMask computes st's allowed tokens on its own goroutine; a panicking constraint fails only
 // its own request.
-func (s *Scheduler) fillMask(st *seq) {
+func (s *Scheduler) fillMask(st *liveRequest) {
 	defer s.wg.Done()
 	defer func() {
 		if r := recover(); r != nil {
@@ -354,7 +359,7 @@ func (s *Scheduler) fillMask(st *seq) {
 }
 
 // item is st's output header with no tokens.
-func (s *Scheduler) item(st *seq, reason FinishReason) Item {
+func (s *Scheduler) item(st *liveRequest, reason FinishReason) Item {
 	return Item{
 		RID: st.req.RID, Owner: st.req.Owner,
 		PromptTokens: st.promptLen, CachedTokens: st.cached, CompletionTokens: st.generated(),
@@ -364,7 +369,7 @@ func (s *Scheduler) item(st *seq, reason FinishReason) Item {
 
 // finish forgets a request and releases its KV blocks (full ones stay cached for reuse). The
 // caller removes it from its queue.
-func (s *Scheduler) finish(st *seq) {
+func (s *Scheduler) finish(st *liveRequest) {
 	s.release(st)
 	st.running, st.done = false, true
 	delete(s.byRID, st.req.RID)
@@ -372,7 +377,7 @@ func (s *Scheduler) finish(st *seq) {
 
 // release drops st's blocks, the last first, so that the LRU evicts a finished prompt from its
 // tail and keeps the shared head longest.
-func (s *Scheduler) release(st *seq) {
+func (s *Scheduler) release(st *liveRequest) {
 	for i := len(st.blocks) - 1; i >= 0; i-- {
 		s.pool.release(st.blocks[i])
 	}
@@ -380,7 +385,7 @@ func (s *Scheduler) release(st *seq) {
 }
 
 // registerFull hashes st's blocks that became full so later requests can share them.
-func (s *Scheduler) registerFull(st *seq) {
+func (s *Scheduler) registerFull(st *liveRequest) {
 	for full := st.computed / s.bs; len(st.hashes) < full; {
 		i := len(st.hashes)
 		var parent uint64

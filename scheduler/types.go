@@ -84,6 +84,9 @@ type Request struct {
 	StopCheck func(ids []int32) (matched string, ok bool)
 	// Logprobs asks for the log probability of every generated token under the raw logits.
 	Logprobs bool
+	// TopLogprobs asks for that many most likely tokens (and their raw logprobs) at every
+	// generated position; 0 for none.
+	TopLogprobs int
 	// Arrival is when the request reached the engine, carried for metrics; the queue is served
 	// in the order of Add.
 	Arrival time.Time
@@ -98,6 +101,10 @@ type Item struct {
 	NewIDs []int32
 	// Logprobs holds one log probability per NewIDs entry when the request asked for them.
 	Logprobs []float32
+	// TopLogprobIDs and TopLogprobs hold Request.TopLogprobs entries per NewIDs entry, most
+	// likely first, when the request asked for them.
+	TopLogprobIDs []int32
+	TopLogprobs   []float32
 	// PromptTokens is the prompt length; CachedTokens how much of it a prefix match supplied on
 	// first admission; CompletionTokens the ids generated so far, NewIDs included.
 	PromptTokens     int
@@ -122,6 +129,8 @@ type Load struct {
 	KVTokensCapacity int
 	// WaitingTokens is the positions queued requests still need computed (they hold no KV).
 	WaitingTokens int
+	// Stats are the event counters so far, reported with the load for /metrics.
+	Stats Stats
 }
 
 // Output is what one Step produced: an Item for every request that generated a token or

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"unicode/utf8"
+
+	"github.com/llmserve/llmserve/gguf"
 )
 
 // Supported is what Load accepts, for error messages.
@@ -38,8 +40,12 @@ type configJSON struct {
 }
 
 // Load reads dir/tokenizer.json and dir/tokenizer_config.json (optional) and builds a Tokenizer.
-// Only byte-level BPE tokenizers are supported; anything else is an error saying so.
+// Only byte-level BPE tokenizers are supported; anything else is an error saying so. A GGUF file
+// in place of dir is read with LoadGGUF.
 func Load(dir string) (*Tokenizer, error) {
+	if gguf.IsGGUF(dir) {
+		return LoadGGUF(dir)
+	}
 	tj, err := os.ReadFile(filepath.Join(dir, "tokenizer.json"))
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {

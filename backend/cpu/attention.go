@@ -46,10 +46,10 @@ func (b *Backend) attendDirect(l int, sp seqSpan, kh int, s *attnScratch) {
 	group := cfg.NumHeads / nkv
 	qDim, qkvDim := cfg.QDim(), cfg.QDim()+2*cfg.KVDim()
 	scale := float32(1 / math.Sqrt(float64(hd)))
-	kc, vc := b.kCache[l], b.vCache[l]
 	table := sp.seq.BlockTable
 	simd := b.simd && hd%8 == 0
 	s.scores = grow(s.scores, sp.seq.Pos+sp.n)
+	s.block = grow(s.block, bs*hd)
 	for i := range sp.n {
 		r := sp.start + i
 		ctxLen := sp.seq.Pos + i + 1
@@ -60,7 +60,7 @@ func (b *Backend) attendDirect(l int, sp seqSpan, kh int, s *attnScratch) {
 			for j0 := 0; j0 < ctxLen; j0 += bs {
 				cnt := min(bs, ctxLen-j0)
 				off := (int(table[j0/bs])*nkv + kh) * bs * hd
-				dotRows(q, kc[off:off+cnt*hd], hd, scores[j0:j0+cnt], simd)
+				dotRows(q, b.kv.keys(l, off, cnt*hd, s.block), hd, scores[j0:j0+cnt], simd)
 			}
 			softmaxScaled(scores, scale)
 			out := b.attn[r*qDim+qh*hd : r*qDim+(qh+1)*hd]
@@ -68,7 +68,7 @@ func (b *Backend) attendDirect(l int, sp seqSpan, kh int, s *attnScratch) {
 			for j0 := 0; j0 < ctxLen; j0 += bs {
 				cnt := min(bs, ctxLen-j0)
 				off := (int(table[j0/bs])*nkv + kh) * bs * hd
-				axpyRows(scores[j0:j0+cnt], vc[off:off+cnt*hd], hd, out, simd)
+				axpyRows(scores[j0:j0+cnt], b.kv.values(l, off, cnt*hd, s.block), hd, out, simd)
 			}
 		}
 	}
@@ -92,12 +92,17 @@ func (b *Backend) attendGEMM(l int, sp seqSpan, kh int, s *attnScratch) {
 	s.queries = grow(s.queries, tile*group*hd)
 	s.out = grow(s.out, tile*group*hd)
 	s.scores = grow(s.scores, tile*group*ctxLen)
-	kc, vc := b.kCache[l], b.vCache[l]
 	for j0 := 0; j0 < ctxLen; j0 += bs {
 		cnt := min(bs, ctxLen-j0)
 		src := (int(sp.seq.BlockTable[j0/bs])*nkv + kh) * bs * hd
-		copy(s.keys[j0*hd:(j0+cnt)*hd], kc[src:src+cnt*hd])
-		copy(s.values[j0*hd:(j0+cnt)*hd], vc[src:src+cnt*hd])
+		keys, values := s.keys[j0*hd:(j0+cnt)*hd], s.values[j0*hd:(j0+cnt)*hd]
+		// A float32 cache returns views, copied here; a 16-bit one widens straight into place.
+		if k := b.kv.keys(l, src, cnt*hd, keys); &k[0] != &keys[0] {
+			copy(keys, k)
+		}
+		if v := b.kv.values(l, src, cnt*hd, values); &v[0] != &values[0] {
+			copy(values, v)
+		}
 	}
 	// Query tokens go in tiles so the score matrix stays bounded for long prompts; a tile needs
 	// only the context up to its last token, which also skips most of the masked-out products.
@@ -124,12 +129,14 @@ func (b *Backend) attendTile(sp seqSpan, kh int, s *attnScratch, i0, i1 int, sca
 		copy(s.queries[(i-i0)*span:(i-i0+1)*span], b.qkv[src:src+span])
 	}
 	gemm.MatMulNT(rows, ctxLen, hd, s.queries, hd, s.keys, hd, s.scores, ctxLen, false)
-	for r := range rows {
+	// The softmax rows are independent: spread them over the workers (the products around them
+	// parallelise inside gemm).
+	b.parallelRows(rows, ctxLen, func(r int) {
 		row := s.scores[r*ctxLen : (r+1)*ctxLen]
 		valid := row[:sp.seq.Pos+i0+r/group+1]
 		softmaxScaled(valid, scale)
 		clear(row[len(valid):])
-	}
+	})
 	gemm.MatMulNN(rows, hd, ctxLen, s.scores, ctxLen, s.values, hd, s.out, hd, false)
 	for i := i0; i < i1; i++ {
 		dst := (sp.start+i)*qDim + kh*span

@@ -13,6 +13,7 @@ import (
 
 	"github.com/llmserve/llmserve/backend"
 	"github.com/llmserve/llmserve/backend/cpu/gemm"
+	"github.com/llmserve/llmserve/backend/cpu/linear"
 	"github.com/llmserve/llmserve/model"
 )
 
@@ -33,8 +34,11 @@ type Options struct {
 	KVCacheBytes int64
 	// BlockSize is the number of positions per block (DefaultBlockSize when 0).
 	BlockSize int
+	// KVCacheDType is the KV cache's element type (KVAuto: follow the weights).
+	KVCacheDType KVDType
 	// Threads bounds the goroutines used for attention and element-wise work (GOMAXPROCS when
-	// 0). The matrix products parallelise on their own (OpenBLAS threads or gemm's workers).
+	// 0): attention, element-wise work and the weight projections (package linear), except
+	// OpenBLAS's own threads in the widened prefill products.
 	Threads int
 }
 
@@ -63,16 +67,18 @@ type Backend struct {
 	// simd enables the AVX2 attention kernels (haveSIMD, a field so tests can compare paths).
 	simd bool
 
-	// kCache and vCache hold, per layer, [block][kv head][position in block][head dim].
-	kCache, vCache [][]float32
-	rope           *ropeTable
+	// kv holds the keys and values of every layer.
+	kv   *kvCache
+	rope *ropeTable
 
 	// Scratch, grown to the largest batch seen.
 	x, xn, qkv, attn, gu []float32
 	sel, logits          []float32
-	rowPos               []int
-	rowSeq               []int
-	workers              []attnScratch
+	// mul multiplies activations by the weight matrices (project).
+	mul     linear.Multiplier
+	rowPos  []int
+	rowSeq  []int
+	workers []attnScratch
 
 	stats  Stats
 	closed bool
@@ -83,6 +89,8 @@ var _ backend.Backend = (*Backend)(nil)
 // attnScratch is one attention worker's private buffers.
 type attnScratch struct {
 	scores, keys, values, queries, out []float32
+	// block receives one cache block's keys or values widened from a 16-bit cache.
+	block []float32
 }
 
 // New allocates the KV cache for m and returns a backend ready to run it.
@@ -94,6 +102,9 @@ func New(m *model.Model, opts Options) (*Backend, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("cpu backend: %w", err)
 	}
+	if err := checkWeights(m); err != nil {
+		return nil, fmt.Errorf("cpu backend: %w", err)
+	}
 	if opts.BlockSize < 0 || opts.NumBlocks < 0 || opts.KVCacheBytes < 0 || opts.Threads < 0 {
 		return nil, fmt.Errorf("cpu backend: negative option in %+v", opts)
 	}
@@ -101,10 +112,14 @@ func New(m *model.Model, opts Options) (*Backend, error) {
 	if bs == 0 {
 		bs = DefaultBlockSize
 	}
-	perBlock := cfg.NumKVHeads * bs * cfg.HeadDim // floats per block per layer for K (and for V)
+	kvType, err := opts.KVCacheDType.resolve(m)
+	if err != nil {
+		return nil, fmt.Errorf("cpu backend: %w", err)
+	}
+	perBlock := cfg.NumKVHeads * bs * cfg.HeadDim // elements per block per layer for K (and for V)
 	numBlocks := opts.NumBlocks
 	if numBlocks == 0 {
-		bytesPerBlock := int64(2*cfg.NumLayers*perBlock) * 4
+		bytesPerBlock := int64(2*cfg.NumLayers*perBlock) * int64(kvType.elemBytes())
 		numBlocks = int(opts.KVCacheBytes / bytesPerBlock)
 		if numBlocks == 0 {
 			return nil, fmt.Errorf("cpu backend: KV budget of %d bytes holds no block of %d bytes; set NumBlocks or KVCacheBytes",
@@ -121,14 +136,10 @@ func New(m *model.Model, opts Options) (*Backend, error) {
 	b := &Backend{
 		m: m, cfg: cfg, numBlocks: numBlocks, blockSize: bs, threads: threads,
 		attnGEMMMin: gemmAttentionMinTokens, attnTile: attnTileTokens, simd: haveSIMD,
-		kCache:  make([][]float32, cfg.NumLayers),
-		vCache:  make([][]float32, cfg.NumLayers),
+		kv:      newKVCache(kvType, cfg.NumLayers, numBlocks*perBlock),
 		rope:    newRopeTable(cfg),
 		workers: make([]attnScratch, threads),
-	}
-	for l := range cfg.NumLayers {
-		b.kCache[l] = make([]float32, numBlocks*perBlock)
-		b.vCache[l] = make([]float32, numBlocks*perBlock)
+		mul:     linear.Multiplier{Threads: threads},
 	}
 	b.prefault()
 	return b, nil
@@ -138,17 +149,11 @@ func New(m *model.Model, opts Options) (*Backend, error) {
 // then never stalls on the kernel zeroing fresh pages, and a cache too large for the machine
 // shows at start-up rather than mid-request.
 func (b *Backend) prefault() {
-	const pageFloats = 1024 // 4 KiB
-	b.parallelRows(2*len(b.kCache), 1<<15, func(i int) {
-		buf := b.kCache[i/2]
-		if i%2 == 1 {
-			buf = b.vCache[i/2]
-		}
-		for j := 0; j < len(buf); j += pageFloats {
-			buf[j] = 0
-		}
-	})
+	b.parallelRows(2*b.kv.layers(), 1<<15, b.kv.touch)
 }
+
+// KVCacheDType is the KV cache's element type (never KVAuto).
+func (b *Backend) KVCacheDType() KVDType { return b.kv.typ }
 
 // NumBlocks is the number of KV blocks in the pool.
 func (b *Backend) NumBlocks() int { return b.numBlocks }
@@ -168,7 +173,7 @@ func (b *Backend) ResetStats() { b.stats = Stats{} }
 // Close releases the KV cache and scratch memory. Forward fails afterwards.
 func (b *Backend) Close() error {
 	b.closed = true
-	b.kCache, b.vCache = nil, nil
+	b.kv = nil
 	b.x, b.xn, b.qkv, b.attn, b.gu, b.sel, b.logits = nil, nil, nil, nil, nil, nil, nil
 	b.workers = nil
 	return nil
@@ -246,7 +251,7 @@ func (b *Backend) Forward(ctx context.Context, batch *backend.Batch) ([][]float3
 			r := sp.start + i
 			b.rowPos[r] = sp.seq.Pos + i
 			b.rowSeq[r] = si
-			copy(b.x[r*h:(r+1)*h], b.m.Embed[int(tok)*h:(int(tok)+1)*h])
+			widenRow(b.m.Embed, int(tok), b.x[r*h:(r+1)*h])
 		}
 	}
 
@@ -275,10 +280,9 @@ func (b *Backend) layer(l int, spans []seqSpan, rows int) {
 	b.parallelRows(rows, h, func(r int) {
 		rmsNorm(b.xn[r*h:(r+1)*h], b.x[r*h:(r+1)*h], w.InputNorm, eps)
 	})
-	b.matMulNT(rows, qkvDim, h, b.xn, h, w.QKV, h, b.qkv, qkvDim, false)
+	b.project(w.QKV, rows, b.xn, h, b.qkv, qkvDim, false)
 
 	// Per row: bias, per-head norm, rotation, then the row's K and V go into its cache slot.
-	kc, vc := b.kCache[l], b.vCache[l]
 	bs, nkv := b.blockSize, cfg.NumKVHeads
 	b.parallelRows(rows, qkvDim, func(r int) {
 		row := b.qkv[r*qkvDim : (r+1)*qkvDim]
@@ -303,26 +307,25 @@ func (b *Backend) layer(l int, spans []seqSpan, rows int) {
 		off := pos % bs
 		for kh := range nkv {
 			dst := ((blk*nkv+kh)*bs + off) * hd
-			copy(kc[dst:dst+hd], row[qDim+kh*hd:qDim+(kh+1)*hd])
-			copy(vc[dst:dst+hd], row[qDim+kvDim+kh*hd:qDim+kvDim+(kh+1)*hd])
+			b.kv.store(l, dst, row[qDim+kh*hd:qDim+(kh+1)*hd], row[qDim+kvDim+kh*hd:qDim+kvDim+(kh+1)*hd])
 		}
 	})
 
 	b.attention(l, spans)
 
-	b.matMulNT(rows, h, qDim, b.attn, qDim, w.O, qDim, b.x, h, true)
+	b.project(w.O, rows, b.attn, qDim, b.x, h, true)
 	if w.OBias != nil {
 		addBias(b.x, rows, h, w.OBias)
 	}
 	b.parallelRows(rows, h, func(r int) {
 		rmsNorm(b.xn[r*h:(r+1)*h], b.x[r*h:(r+1)*h], w.PostAttnNorm, eps)
 	})
-	b.matMulNT(rows, 2*inter, h, b.xn, h, w.GateUp, h, b.gu, 2*inter, false)
+	b.project(w.GateUp, rows, b.xn, h, b.gu, 2*inter, false)
 	b.parallelRows(rows, inter, func(r int) {
 		row := b.gu[r*2*inter : (r+1)*2*inter]
 		swiGLU(row[:inter], row[inter:])
 	})
-	b.matMulNT(rows, h, inter, b.gu, 2*inter, w.Down, inter, b.x, h, true)
+	b.project(w.Down, rows, b.gu, 2*inter, b.x, h, true)
 }
 
 // finish applies the final norm and the LM head to the last row of every sequence that asked
@@ -345,19 +348,11 @@ func (b *Backend) finish(spans []seqSpan) [][]float32 {
 		r := spans[i].start + spans[i].n - 1
 		rmsNorm(b.sel[j*h:(j+1)*h], b.x[r*h:(r+1)*h], b.m.Norm, b.cfg.RMSNormEps)
 	}
-	b.matMulNT(len(want), vocab, h, b.sel, h, b.m.LMHead, h, b.logits, vocab, false)
+	b.project(b.m.LMHead, len(want), b.sel, h, b.logits, vocab, false)
 	for j, i := range want {
 		out[i] = b.logits[j*vocab : (j+1)*vocab : (j+1)*vocab]
 	}
 	return out
-}
-
-// matMulNT is gemm.MatMulNT with the projection counters.
-func (b *Backend) matMulNT(m, n, k int, a []float32, lda int, w []float32, ldw int, c []float32, ldc int, accumulate bool) {
-	t := time.Now()
-	gemm.MatMulNT(m, n, k, a, lda, w, ldw, c, ldc, accumulate)
-	b.stats.GEMMTime += time.Since(t)
-	b.stats.GEMMFlops += 2 * float64(m) * float64(n) * float64(k)
 }
 
 // parallelRows calls fn for every row in [0, rows), spread over the worker goroutines when the

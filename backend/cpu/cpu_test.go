@@ -17,7 +17,20 @@ const (
 	bf16Tol = 4e-2
 	// clearGap is the top-2 logit gap above which greedy decoding must pick the same token.
 	clearGap = 1e-3
+	// kv16Tol bounds how far two runs of the same prompt (chunked or batched differently) may
+	// differ with a 16-bit KV cache: a summation-order difference of one float32 ulp can flip
+	// the rounding of a cached element by one 16-bit ulp (2^-8 relative for bf16), so runs agree
+	// only to about that, not to float32 precision.
+	kv16Tol = 2e-3
 )
+
+// consistencyTol is the tolerance between two runs of the same prompt on backend b.
+func consistencyTol(b *Backend) float64 {
+	if b.KVCacheDType() == KVF32 {
+		return fp32Tol
+	}
+	return kv16Tol
+}
 
 func tolerance(ref reference) float64 {
 	if ref.DType == "bfloat16" {
@@ -114,7 +127,7 @@ func TestBatchedMatchesAlone(t *testing.T) {
 			for i, s := range batched {
 				p := i / 2
 				checkAgainstReference(t, ref, p, s)
-				if d := relDiff(t, s.prefill, solo[i].prefill); d > fp32Tol {
+				if d := relDiff(t, s.prefill, solo[i].prefill); d > consistencyTol(b) {
 					t.Errorf("seq %d: batched prefill logits differ from solo by %.3g", i, d)
 				}
 				if ref.Prompts[p].MinTop2Gap > clearGap && !slices.Equal(s.generated, solo[i].generated) {
@@ -148,7 +161,7 @@ func TestPico(t *testing.T) {
 	if !slices.Equal(first.generated, again.generated) {
 		t.Errorf("generation changed between runs:\n%v\n%v", first.generated, again.generated)
 	}
-	if d := relDiff(t, again.prefill, first.prefill); d > fp32Tol {
+	if d := relDiff(t, again.prefill, first.prefill); d > consistencyTol(b) {
 		t.Errorf("chunked, batched prefill logits differ from whole prefill by %.3g", d)
 	}
 	distinct := map[int32]bool{}

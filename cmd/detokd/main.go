@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/llmserve/llmserve/cmd/internal/runflags"
+	"github.com/llmserve/llmserve/internal/version"
 	"github.com/llmserve/llmserve/tokenizer"
 	"github.com/urfave/cli/v3"
 )
@@ -18,9 +19,10 @@ import (
 func main() {
 	var cfg runflags.Config
 	cmd := &cli.Command{
-		Name:  "detokd",
-		Usage: "incremental detokenization between the schedulers and the tokenizer workers",
-		Flags: cfg.Flags(),
+		Name:    "detokd",
+		Usage:   "incremental detokenization between the schedulers and the tokenizer workers",
+		Version: version.String(),
+		Flags:   cfg.Flags(),
 		Action: func(ctx context.Context, _ *cli.Command) error {
 			return run(ctx, &cfg)
 		},

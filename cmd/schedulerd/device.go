@@ -10,11 +10,14 @@ import (
 	"github.com/llmserve/llmserve/backend"
 	"github.com/llmserve/llmserve/backend/cpu"
 	"github.com/llmserve/llmserve/backend/cpu/gemm"
+	"github.com/llmserve/llmserve/backend/cpu/linear"
 	"github.com/llmserve/llmserve/model"
+	"github.com/urfave/cli/v3"
 )
 
-// openBackend loads the model at path onto device ("cpu" now; "cuda:K" once that backend lands).
-func openBackend(path, device string, kvBytes int64, log *slog.Logger) (backend.Backend, model.Config, error) {
+// openBackend loads the model at path (a Hugging Face directory or a GGUF file), quantized when
+// quantization names a type, onto device ("cpu" now; "cuda:K" once that backend lands).
+func openBackend(path, device, quantization string, kvBytes int64, kvType cpu.KVDType, log *slog.Logger) (backend.Backend, model.Config, error) {
 	switch {
 	case device == "cpu":
 	case strings.HasPrefix(device, "cuda"):
@@ -24,16 +27,17 @@ func openBackend(path, device string, kvBytes int64, log *slog.Logger) (backend.
 	}
 	start := time.Now()
 	log.Info("loading model", "path", path, "device", device)
-	m, err := model.Load(path)
+	m, err := loadModel(path, quantization)
 	if err != nil {
 		return nil, model.Config{}, err
 	}
-	b, err := cpu.New(m, cpu.Options{KVCacheBytes: kvBytes})
+	b, err := cpu.New(m, cpu.Options{KVCacheBytes: kvBytes, KVCacheDType: kvType})
 	if err != nil {
 		return nil, model.Config{}, fmt.Errorf("cpu backend for %s: %w", path, err)
 	}
 	log.Info("model loaded", "path", path, "seconds", time.Since(start).Seconds(), "arch", m.Config.Architecture,
-		"layers", m.Config.NumLayers, "kv_blocks", b.NumBlocks(), "block_size", b.BlockSize(), "gemm", gemm.Impl())
+		"layers", m.Config.NumLayers, "kv_blocks", b.NumBlocks(), "block_size", b.BlockSize(), "kv_dtype", b.KVCacheDType(),
+		"gemm", gemm.Impl(), "blas_core", gemm.Core(), "kernels", linear.Kernels())
 	return b, m.Config, nil
 }
 
@@ -55,4 +59,10 @@ func parseIDs(s string) ([]int32, error) {
 		return nil, fmt.Errorf("--input-ids is empty")
 	}
 	return ids, nil
+}
+
+// kvCacheDTypeFlag is --kv-cache-dtype, shared by serve and generate.
+func kvCacheDTypeFlag(dst *string) cli.Flag {
+	return &cli.StringFlag{Name: "kv-cache-dtype", Destination: dst, Value: "auto", Usage: "KV cache element type: auto (the weights' type), bf16, f16 or f32",
+		Sources: cli.EnvVars("KV_CACHE_DTYPE")}
 }

@@ -33,6 +33,10 @@ type generateConfig struct {
 	IgnoreEOS bool
 	// PrintLogits also prints the logits at the last prompt position.
 	PrintLogits bool
+	// KVCacheDType is the KV cache element type (as schedulerd serve's).
+	KVCacheDType string
+	// Quantization re-stores the weights in this type at load (as schedulerd serve's).
+	Quantization string
 }
 
 func (c *generateConfig) flags() []cli.Flag {
@@ -50,6 +54,8 @@ func (c *generateConfig) flags() []cli.Flag {
 		}},
 		&cli.BoolFlag{Name: "ignore-eos", Destination: &c.IgnoreEOS, Usage: "keep generating past the model's EOS ids"},
 		&cli.BoolFlag{Name: "print-logits", Destination: &c.PrintLogits, Usage: "also print the logits at the last prompt position"},
+		kvCacheDTypeFlag(&c.KVCacheDType),
+		quantizationFlag(&c.Quantization),
 	}
 }
 
@@ -66,6 +72,10 @@ func generateCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			kvType, err := cpu.ParseKVDType(cfg.KVCacheDType)
+			if err != nil {
+				return fmt.Errorf("--kv-cache-dtype: %w", err)
+			}
 			if cfg.MaxNewTokens < 0 {
 				return fmt.Errorf("--max-new-tokens must be >= 0")
 			}
@@ -75,7 +85,7 @@ func generateCommand() *cli.Command {
 			if err := p.Validate(); err != nil {
 				return err
 			}
-			res, err := generate(ctx, cfg.ModelPath, cfg.Device, ids, cfg.MaxNewTokens, p, cfg.IgnoreEOS, cfg.PrintLogits)
+			res, err := generate(ctx, cfg.ModelPath, cfg.Device, cfg.Quantization, ids, cfg.MaxNewTokens, p, cfg.IgnoreEOS, cfg.PrintLogits, kvType)
 			if err != nil {
 				return err
 			}
@@ -89,11 +99,11 @@ type generateResult struct {
 	LastLogits []float32 `json:"last_logits,omitempty"`
 }
 
-func generate(ctx context.Context, path, device string, prompt []int32, maxNew int, p sampling.Params, ignoreEOS, printLogits bool) (*generateResult, error) {
+func generate(ctx context.Context, path, device, quantization string, prompt []int32, maxNew int, p sampling.Params, ignoreEOS, printLogits bool, kvType cpu.KVDType) (*generateResult, error) {
 	if device != "cpu" {
 		return nil, fmt.Errorf("device %q: generate runs on cpu in this build", device)
 	}
-	m, err := model.Load(path)
+	m, err := loadModel(path, quantization)
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +111,7 @@ func generate(ctx context.Context, path, device string, prompt []int32, maxNew i
 	if total > m.Config.MaxPositions {
 		return nil, fmt.Errorf("prompt (%d) + max-new-tokens (%d) exceeds the context length %d", len(prompt), maxNew, m.Config.MaxPositions)
 	}
-	b, err := cpu.New(m, cpu.Options{NumBlocks: total/cpu.DefaultBlockSize + 2})
+	b, err := cpu.New(m, cpu.Options{NumBlocks: total/cpu.DefaultBlockSize + 2, KVCacheDType: kvType})
 	if err != nil {
 		return nil, err
 	}

@@ -5,9 +5,15 @@ import (
 	"encoding/json"
 	"math"
 	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
+	"github.com/llmserve/llmserve/backend/cpu"
+	"github.com/llmserve/llmserve/model"
 	"github.com/llmserve/llmserve/sampling"
+	"github.com/llmserve/llmserve/tokenizer"
 )
 
 // generate reproduces transformers' logits and greedy ids for the fixture models.
@@ -32,7 +38,7 @@ func TestGenerateMatchesTransformers(t *testing.T) {
 		for i, p := range fx.Prompts {
 			greedy := sampling.DefaultParams()
 			greedy.Temperature = 0
-			res, err := generate(context.Background(), dir, "cpu", p.InputIDs, len(p.GreedyNewIDs), greedy, true, true)
+			res, err := generate(context.Background(), dir, "cpu", "", p.InputIDs, len(p.GreedyNewIDs), greedy, true, true, cpu.KVAuto)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -58,7 +64,7 @@ func TestGenerateMatchesTransformers(t *testing.T) {
 func TestGeneratePico(t *testing.T) {
 	greedy := sampling.DefaultParams()
 	greedy.Temperature = 0
-	res, err := generate(context.Background(), "../../models/pico", "cpu", []int32{328, 287, 576, 265, 1349, 2768, 618, 330}, 16, greedy, true, false)
+	res, err := generate(context.Background(), "../../models/pico", "cpu", "", []int32{328, 287, 576, 265, 1349, 2768, 618, 330}, 16, greedy, true, false, cpu.KVAuto)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,5 +81,84 @@ func TestParseIDs(t *testing.T) {
 		if _, err := parseIDs(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+}
+
+// --kv-cache-dtype reaches the backend: an f16 cache on the float32 qwen3 fixture stays within
+// f16 rounding of the reference, and an unknown type is refused before the model loads.
+func TestGenerateKVCacheDType(t *testing.T) {
+	cmd := generateCommand()
+	err := cmd.Run(context.Background(), []string{"generate", "--model-path", "../../testdata/models/qwen3", "--input-ids", "1,2,3", "--kv-cache-dtype", "int4"})
+	if err == nil || !strings.Contains(err.Error(), "kv-cache-dtype") || !strings.Contains(err.Error(), "int4") {
+		t.Errorf("bad --kv-cache-dtype: %v", err)
+	}
+	greedy := sampling.DefaultParams()
+	greedy.Temperature = 0
+	ids := []int32{5, 7, 9, 11}
+	f32, err := generate(context.Background(), "../../testdata/models/qwen3", "cpu", "", ids, 1, greedy, true, true, cpu.KVF32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f16, err := generate(context.Background(), "../../testdata/models/qwen3", "cpu", "", ids, 1, greedy, true, true, cpu.KVF16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var maxAbs, maxDiff float64
+	for j, v := range f32.LastLogits {
+		maxAbs = math.Max(maxAbs, math.Abs(float64(v)))
+		maxDiff = math.Max(maxDiff, math.Abs(float64(v-f16.LastLogits[j])))
+	}
+	if maxDiff == 0 || maxDiff > 2e-3*maxAbs {
+		t.Errorf("f16 KV cache changed the logits by %g (max |logit| %g): want a small nonzero rounding effect", maxDiff, maxAbs)
+	}
+}
+
+// TestGenerateGGUF: the pico model written as GGUF generates what its directory does, and
+// --quantization re-stores the weights at load (bf16 -> f32 is exact here) or names a bad type.
+func TestGenerateGGUF(t *testing.T) {
+	m, err := model.Load("../../models/pico")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := m.GGUFWriter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tokenizer.SetGGUFMetadata(w, "../../models/pico", m.Config.VocabSize); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "pico.gguf")
+	if err := w.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	greedy := sampling.DefaultParams()
+	greedy.Temperature = 0
+	prompt := []int32{328, 287, 576, 265, 1349, 2768, 618, 330}
+	want, err := generate(context.Background(), "../../models/pico", "cpu", "", prompt, 8, greedy, true, true, cpu.KVAuto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"", "f32"} {
+		got, err := generate(context.Background(), path, "cpu", q, prompt, 8, greedy, true, true, cpu.KVAuto)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got.OutputIDs, want.OutputIDs) {
+			t.Errorf("GGUF (quantization %q): ids %v, want %v", q, got.OutputIDs, want.OutputIDs)
+		}
+		// The same bf16 weights run the same kernels, bit for bit; widened to f32 they run the f32
+		// kernels with an f32 KV cache (auto), which differ from bf16's only in rounding.
+		var maxAbs, maxDiff float64
+		for j, v := range want.LastLogits {
+			maxAbs = math.Max(maxAbs, math.Abs(float64(v)))
+			maxDiff = math.Max(maxDiff, math.Abs(float64(v-got.LastLogits[j])))
+		}
+		if (q == "" && maxDiff != 0) || maxDiff > 1e-2*maxAbs {
+			t.Errorf("GGUF (quantization %q): last logits differ by up to %g (max |logit| %g)", q, maxDiff, maxAbs)
+		}
+	}
+	if _, err := generate(context.Background(), path, "cpu", "q3_k", prompt, 1, greedy, true, false, cpu.KVAuto); err == nil ||
+		!strings.Contains(err.Error(), "q3_k") {
+		t.Errorf("--quantization q3_k: %v", err)
 	}
 }

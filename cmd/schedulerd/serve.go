@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/llmserve/llmserve/backend"
+	"github.com/llmserve/llmserve/backend/cpu"
 	"github.com/llmserve/llmserve/backend/replay"
 	"github.com/llmserve/llmserve/cmd/internal/runflags"
 	"github.com/llmserve/llmserve/grammar"
@@ -33,12 +34,16 @@ type rankConfig struct {
 	BaseGPUID int
 	// MaxRunningRequests bounds the requests admitted into the batch at once.
 	MaxRunningRequests int
-	// MaxPrefillTokens is the token budget of one step (scheduler.Config.TokenBudget).
+	// MaxPrefillTokens is the token budget of one step (scheduler.Config.MaxPrefillTokens).
 	MaxPrefillTokens int
 	// ChunkedPrefillSize is the largest prefill chunk of one request per step (0: the budget).
 	ChunkedPrefillSize int
 	// KVCacheMB is the memory for the KV cache, MiB.
 	KVCacheMB int
+	// KVCacheDType is the KV cache element type: auto (the weights' type), bf16, f16 or f32.
+	KVCacheDType string
+	// Quantization re-stores the weights in this type at load ("": as the checkpoint stores them).
+	Quantization string
 	// ContextLength overrides the model's max_position_embeddings when > 0.
 	ContextLength int
 	// LoadFormat is auto (the model's weights) or replay (benchmark only).
@@ -60,6 +65,8 @@ func (c *rankConfig) flags() []cli.Flag {
 		&cli.IntFlag{Name: "max-prefill-tokens", Destination: &c.MaxPrefillTokens, Value: 2048, Usage: "token budget of one step"},
 		&cli.IntFlag{Name: "chunked-prefill-size", Destination: &c.ChunkedPrefillSize, Value: 512, Usage: "largest prefill chunk of one request per step (0: the step budget)"},
 		&cli.IntFlag{Name: "kv-cache-mb", Destination: &c.KVCacheMB, Value: 256, Usage: "memory for the KV cache, MiB", Sources: cli.EnvVars("KV_CACHE_MB")},
+		kvCacheDTypeFlag(&c.KVCacheDType),
+		quantizationFlag(&c.Quantization),
 		&cli.IntFlag{Name: "context-length", Destination: &c.ContextLength, Usage: "context length (default: the model's max_position_embeddings)"},
 		&cli.StringFlag{Name: "load-format", Destination: &c.LoadFormat, Value: "auto", Usage: "auto (the model's weights) or replay (BENCHMARK ONLY: deterministic tokens, no model math)", Sources: cli.EnvVars("LOAD_FORMAT")},
 		&cli.DurationFlag{Name: "replay-step-time", Destination: &c.ReplayStepTime, Usage: "with --load-format replay: the least time of one step", Sources: cli.EnvVars("REPLAY_STEP_TIME")},
@@ -119,7 +126,7 @@ func serveRank(ctx context.Context, cfg *rankConfig) error {
 	}
 	eos, _ := model.EOSTokenIDs(path, mcfg) // an unreadable generation_config.json leaves config.json's
 	sched, err := scheduler.New(b, scheduler.Config{
-		MaxRunning: cfg.MaxRunningRequests, TokenBudget: cfg.MaxPrefillTokens,
+		MaxRunning: cfg.MaxRunningRequests, MaxPrefillTokens: cfg.MaxPrefillTokens,
 		ChunkSize: cfg.ChunkedPrefillSize, EOS: eos, MaxModelLen: maxLen, Rank: rank,
 	})
 	if err != nil {
@@ -177,7 +184,11 @@ func rankDevice(device string, baseGPU, rank int) (string, error) {
 func openRankBackend(cfg *rankConfig, device string, log *slog.Logger) (backend.Backend, model.Config, error) {
 	switch cfg.LoadFormat {
 	case "auto":
-		return openBackend(cfg.ModelPath, device, int64(cfg.KVCacheMB)<<20, log)
+		kvType, err := cpu.ParseKVDType(cfg.KVCacheDType)
+		if err != nil {
+			return nil, model.Config{}, fmt.Errorf("--kv-cache-dtype: %w", err)
+		}
+		return openBackend(cfg.ModelPath, device, cfg.Quantization, int64(cfg.KVCacheMB)<<20, kvType, log)
 	case "replay":
 		mcfg, err := model.LoadConfig(cfg.ModelPath)
 		if err != nil {

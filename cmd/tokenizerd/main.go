@@ -9,6 +9,7 @@ import (
 	"os"
 
 	"github.com/llmserve/llmserve/cmd/internal/runflags"
+	"github.com/llmserve/llmserve/internal/version"
 	"github.com/urfave/cli/v3"
 )
 
@@ -16,6 +17,7 @@ func main() {
 	cmd := &cli.Command{
 		Name:     "tokenizerd",
 		Usage:    "HTTP API and tokenizer workers of the llmserve engine",
+		Version:  version.String(),
 		Commands: []*cli.Command{serveCommand(), tokenizeCommand()},
 	}
 	if err := cmd.Run(context.Background(), os.Args); err != nil {

@@ -21,10 +21,8 @@ import (
 	"github.com/llmserve/llmserve/cmd/internal/runflags"
 	"github.com/llmserve/llmserve/cmd/internal/supervise"
 	"github.com/llmserve/llmserve/grammar"
-	"github.com/llmserve/llmserve/ipc"
 	"github.com/llmserve/llmserve/metrics"
 	"github.com/llmserve/llmserve/model"
-	"github.com/llmserve/llmserve/runner"
 	"github.com/llmserve/llmserve/sampling"
 	"github.com/llmserve/llmserve/shard"
 	"github.com/llmserve/llmserve/tokenizer"
@@ -73,6 +71,12 @@ type serveConfig struct {
 	// ShutdownTimeout is how long a stopping worker lets requests in flight finish before it
 	// ends them.
 	ShutdownTimeout time.Duration
+	// ToolCallParser is the tool-call syntax: auto (from the chat template), hermes,
+	// llama3_json or fallback.
+	ToolCallParser string
+	// ReasoningParser reads thinking blocks: auto (from the chat template), none, qwen3 or
+	// deepseek_r1.
+	ReasoningParser string
 }
 
 func (c *serveConfig) flags() []cli.Flag {
@@ -85,6 +89,8 @@ func (c *serveConfig) flags() []cli.Flag {
 		&cli.DurationFlag{Name: "rank-timeout", Destination: &c.RankTimeout, Value: time.Second, Usage: "a rank silent this long is marked down and its requests fail"},
 		&cli.IntFlag{Name: "max-queued-requests", Destination: &c.MaxQueuedRequests, Value: 65536, Usage: "requests one worker holds in flight; more get 503"},
 		&cli.IntFlag{Name: "worker-threads", Destination: &c.WorkerThreads, Usage: "OS threads per worker process (GOMAXPROCS); default: the cores left after one per rank and one for detokd, shared by the workers, at least 1 (a GOMAXPROCS in the environment wins)", Sources: cli.EnvVars("TOKENIZER_WORKER_THREADS")},
+		&cli.StringFlag{Name: "tool-call-parser", Destination: &c.ToolCallParser, Value: "auto", Usage: "tool-call syntax: auto (from the chat template), hermes, llama3_json or fallback (the engine's own, for templates without tools)", Sources: cli.EnvVars("TOOL_CALL_PARSER")},
+		&cli.StringFlag{Name: "reasoning-parser", Destination: &c.ReasoningParser, Value: "auto", Usage: "thinking blocks into reasoning_content: auto (from the chat template), none, qwen3 or deepseek_r1", Sources: cli.EnvVars("REASONING_PARSER")},
 		&cli.IntFlag{Name: "worker-index", Destination: &c.WorkerIndex, Value: -1, Usage: "internal: run as worker i (set by the supervisor)", Hidden: true},
 		&cli.Int64Flag{Name: "max-body-bytes", Destination: &c.MaxBodyBytes, Value: api.DefaultMaxBodyBytes, Usage: "largest request body; a larger one is a 413, refused from its Content-Length before it is read", Sources: cli.EnvVars("MAX_BODY_BYTES")},
 		&cli.StringFlag{Name: "api-key", Destination: &c.APIKey, Usage: "require Authorization: Bearer KEY on every request but those to --open-paths", Sources: cli.EnvVars("API_KEY")},
@@ -125,8 +131,10 @@ func (c *serveConfig) check() error {
 	if c.MaxConnections < 0 {
 		return fmt.Errorf("--max-connections must be >= 0, got %d", c.MaxConnections)
 	}
-	_, err := c.apiKeys()
-	return err
+	if _, err := c.apiKeys(); err != nil {
+		return err
+	}
+	return checkParsers(c.ToolCallParser, c.ReasoningParser)
 }
 
 // apiKeys is --api-key and the keys in --api-key-file.
@@ -163,6 +171,21 @@ func (c *serveConfig) openPaths() []string {
 		}
 	}
 	return paths
+}
+
+// checkParsers refuses unknown --tool-call-parser and --reasoning-parser values.
+func checkParsers(tool, reasoning string) error {
+	switch tool {
+	case "auto", api.ToolSyntaxHermes, api.ToolSyntaxLlama3JSON, api.ToolSyntaxFallback:
+	default:
+		return fmt.Errorf("--tool-call-parser %q: want auto, hermes, llama3_json or fallback", tool)
+	}
+	switch reasoning {
+	case "auto", "none", api.ReasoningQwen3, api.ReasoningDeepSeekR1:
+	default:
+		return fmt.Errorf("--reasoning-parser %q: want auto, none, qwen3 or deepseek_r1", reasoning)
+	}
+	return nil
 }
 
 // addr is the HTTP listen address, host:port.
@@ -218,6 +241,9 @@ func superviseWorkers(ctx context.Context, cfg *serveConfig) error {
 	if err := shard.CreateLedger(worker.LedgerPath(dir), n, cfg.DPSize); err != nil {
 		return err
 	}
+	if err := metrics.CreateShared(metricsPath(dir), n); err != nil {
+		return err
+	}
 	threads := workerThreads(cfg.WorkerThreads, n, cfg.DPSize, runtime.NumCPU())
 	log.Info("starting tokenizer workers", "workers", n, "threads_per_worker", threads, "addr", cfg.addr())
 	// A worker that refuses to start (exit status 78) stops the others: restarting cannot help.
@@ -269,17 +295,22 @@ func workerThreads(flag, workers, ranks, cpus int) int {
 func runWorker(ctx context.Context, cfg *serveConfig) error {
 	log := cfg.Logger("tokenizerd").With("worker", cfg.WorkerIndex)
 	mode := workerMode(&cfg.Config)
-	tok, checkGrammar, err := loadTokenizer(&cfg.Config, mode)
+	tok, grammars, err := loadTokenizer(&cfg.Config, mode)
 	if err != nil {
 		return err
 	}
-	w, err := openWorker(cfg, mode, tok, checkGrammar, log)
+	w, err := openWorker(cfg, mode, tok, grammars, log)
 	if err != nil {
 		return err
 	}
 	defer w.Close()
-	reg := metrics.NewRegistry()
+	reg, store, err := openMetrics(cfg)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
 	srv, err := newAPIServer(cfg, w, mode, reg, log)
+	store.Seal() // every counter and histogram is registered: publish this worker's layout
 	if err != nil {
 		return err
 	}
@@ -297,9 +328,9 @@ func workerMode(cfg *runflags.Config) worker.Mode {
 	return worker.ModeDefault
 }
 
-// loadTokenizer loads the worker's tokenizer and the grammar check built on it; both are nil
+// loadTokenizer loads the worker's tokenizer and the grammar compiler built on it; both are nil
 // under --skip-tokenizer-init.
-func loadTokenizer(cfg *runflags.Config, mode worker.Mode) (*tokenizer.Tokenizer, func(api.GrammarKind, string) error, error) {
+func loadTokenizer(cfg *runflags.Config, mode worker.Mode) (*tokenizer.Tokenizer, *grammar.Compiler, error) {
 	if mode == worker.ModeSkipTokenizerInit {
 		return nil, nil, nil
 	}
@@ -313,16 +344,11 @@ func loadTokenizer(cfg *runflags.Config, mode worker.Mode) (*tokenizer.Tokenizer
 	}
 	// The worker compiles (and caches) each constraint once up front so a bad schema or
 	// regex is a 400 here; the rank compiles it again to enforce it.
-	gc := grammar.NewCompiler(tok, model.ConstraintEOS(model.EOSTokenIDsIn(cfg.ModelPath), tok), gopts)
-	checkGrammar := func(kind api.GrammarKind, spec string) error {
-		_, err := runner.Compile(gc, ipc.GrammarKind(kind), spec)
-		return err
-	}
-	return tok, checkGrammar, nil
+	return tok, grammar.NewCompiler(tok, model.ConstraintEOS(model.EOSTokenIDsIn(cfg.ModelPath), tok), gopts), nil
 }
 
 // openWorker opens the dispatch ledger the supervisor created and the worker's sockets.
-func openWorker(cfg *serveConfig, mode worker.Mode, tok *tokenizer.Tokenizer, checkGrammar func(api.GrammarKind, string) error, log *slog.Logger) (*worker.Worker, error) {
+func openWorker(cfg *serveConfig, mode worker.Mode, tok *tokenizer.Tokenizer, grammars *grammar.Compiler, log *slog.Logger) (*worker.Worker, error) {
 	dir, err := cfg.OpenRunDir()
 	if err != nil {
 		return nil, err
@@ -343,7 +369,7 @@ func openWorker(cfg *serveConfig, mode worker.Mode, tok *tokenizer.Tokenizer, ch
 		Index: cfg.WorkerIndex, NumWorkers: cfg.TokenizerWorkerNum, DPSize: cfg.DPSize,
 		RunDir: dir, Transport: tr, Mode: mode, Method: method, Tokenizer: tok,
 		MaxRequests: cfg.MaxQueuedRequests, RankTimeout: cfg.RankTimeout, Log: log,
-		CheckGrammar: checkGrammar, Ledger: ledger,
+		Grammars: grammars, Ledger: ledger,
 	})
 	if err != nil {
 		ledger.Close()
@@ -363,7 +389,7 @@ func newAPIServer(cfg *serveConfig, w *worker.Worker, mode worker.Mode, reg *met
 	name := cfg.ServedModelName
 	if name == "" {
 		abs, _ := filepath.Abs(cfg.ModelPath)
-		name = filepath.Base(abs)
+		name = strings.TrimSuffix(filepath.Base(abs), ".gguf") // a GGUF file is served under its stem
 	}
 	ctxLen := mcfg.MaxPositions
 	if cfg.ContextLength > 0 {
@@ -373,12 +399,14 @@ func newAPIServer(cfg *serveConfig, w *worker.Worker, mode worker.Mode, reg *met
 	if err != nil {
 		return nil, err
 	}
-	registerRankGauges(reg, w, cfg.WorkerIndex, cfg.DPSize)
+	registerRankGauges(reg, w, cfg.WorkerIndex, cfg.DPSize, name)
 	return api.NewServer(api.Config{
 		ServedModelName: name, ContextLength: ctxLen, DefaultSampling: defaultSampling(cfg.ModelPath, log),
 		StreamInterval: cfg.StreamInterval, SkipTokenizerInit: mode == worker.ModeSkipTokenizerInit, Worker: cfg.WorkerIndex,
 		MaxBodyBytes: cfg.MaxBodyBytes, APIKeys: keys, OpenPaths: cfg.openPaths(),
 		ReadBodyTimeout: cfg.ReadBodyTimeout, WriteTimeout: cfg.WriteTimeout,
+		ToolCallParser: cfg.ToolCallParser, ReasoningParser: cfg.ReasoningParser,
+		GrammarStrict: cfg.GrammarStrict,
 	}, w, reg, log)
 }
 
@@ -405,8 +433,58 @@ func defaultSampling(path string, log *slog.Logger) sampling.Params {
 	return p
 }
 
-// registerRankGauges exposes what this worker knows of every rank's load, labelled by rank.
-func registerRankGauges(reg *metrics.Registry, w *worker.Worker, index, ranks int) {
+// openMetrics opens this worker's registry. Its counters and histograms live in the store the
+// supervisor created, one slot per worker, so /metrics shows the whole engine whichever worker
+// the scrape's connection reached.
+func openMetrics(cfg *serveConfig) (*metrics.Registry, *metrics.Shared, error) {
+	dir, err := cfg.OpenRunDir()
+	if err != nil {
+		return nil, nil, err
+	}
+	store, err := metrics.OpenShared(metricsPath(dir), cfg.TokenizerWorkerNum, cfg.WorkerIndex)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w (the tokenizerd supervisor creates it; start workers through it)", err)
+	}
+	return metrics.NewSharedRegistry(store), store, nil
+}
+
+// metricsPath is the workers' shared metrics store in the run directory.
+func metricsPath(runDir string) string { return filepath.Join(runDir, "metrics") }
+
+// registerRankGauges exposes what this worker knows of every rank's load (every worker hears
+// every rank), labelled by rank, and the engine-wide gauges under vLLM's names.
+func registerRankGauges(reg *metrics.Registry, w *worker.Worker, index, ranks int, model string) {
+	ml := metrics.Labels{{"model_name", model}}
+	total := func(f func(rl *shard.RankLoad) float64) func() float64 {
+		return func() float64 {
+			var v float64
+			for _, rl := range w.Snapshot().Ranks {
+				v += f(&rl)
+			}
+			return v
+		}
+	}
+	reg.NewGaugeFunc("vllm:num_requests_running", "Requests in the ranks' batches.", ml,
+		total(func(rl *shard.RankLoad) float64 { return float64(rl.Reported.Running) }))
+	reg.NewGaugeFunc("vllm:num_requests_waiting", "Requests queued at the ranks.", ml,
+		total(func(rl *shard.RankLoad) float64 { return float64(rl.Reported.Waiting) }))
+	kvUsage := func() float64 {
+		var used, capacity float64
+		for _, rl := range w.Snapshot().Ranks {
+			used += float64(rl.Reported.KVTokensUsed)
+			capacity += float64(rl.Reported.KVTokensCapacity)
+		}
+		if capacity == 0 {
+			return 0
+		}
+		return used / capacity
+	}
+	// vLLM's dashboard reads gpu_cache_usage_perc; newer vLLM names it kv_cache_usage_perc.
+	// Both are fractions (0-1) despite the name, as in vLLM.
+	reg.NewGaugeFunc("vllm:gpu_cache_usage_perc", "KV cache positions in use over capacity, all ranks (0-1).", ml, kvUsage)
+	reg.NewGaugeFunc("vllm:kv_cache_usage_perc", "KV cache positions in use over capacity, all ranks (0-1).", ml, kvUsage)
+	reg.NewCounterFunc("vllm:num_preemptions_total", "Requests the ranks evicted from their batches to free KV blocks.", ml,
+		total(func(rl *shard.RankLoad) float64 { return float64(rl.Reported.Preemptions) }))
 	wl := metrics.Labels{{"worker", strconv.Itoa(index)}}
 	reg.NewGaugeFunc("llm_worker_in_flight_requests", "Requests this worker owns that have not finished.", wl,
 		func() float64 { return float64(w.InFlight()) })
@@ -436,6 +514,10 @@ func registerRankGauges(reg *metrics.Registry, w *worker.Worker, index, ranks in
 			get(func(rl *shard.RankLoad) float64 { return float64(rl.Reported.KVTokensUsed) }))
 		reg.NewGaugeFunc("llm_rank_kv_tokens_capacity", "KV cache positions at the rank.", l,
 			get(func(rl *shard.RankLoad) float64 { return float64(rl.Reported.KVTokensCapacity) }))
+		reg.NewCounterFunc("llm_rank_preemptions_total", "Requests the rank evicted from its batch to free KV blocks.", l,
+			get(func(rl *shard.RankLoad) float64 { return float64(rl.Reported.Preemptions) }))
+		reg.NewCounterFunc("llm_rank_prefix_hit_tokens_total", "Prompt tokens the rank took from its prefix cache.", l,
+			get(func(rl *shard.RankLoad) float64 { return float64(rl.Reported.PrefixHitTokens) }))
 		reg.NewGaugeFunc("llm_rank_pending_requests", "Requests this worker sent the rank that it has not acknowledged.", l,
 			get(func(rl *shard.RankLoad) float64 { return float64(rl.Pending) }))
 	}

@@ -22,7 +22,7 @@ func tokenizeCommand() *cli.Command {
 		Name:  "tokenize",
 		Usage: `read JSON lines {"text": ...} or {"messages": [...]} on stdin, print {"ids": [...]} lines`,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "tokenizer", Destination: &dir, Aliases: []string{"model-path"}, Usage: "directory with tokenizer.json and tokenizer_config.json", Sources: cli.EnvVars("MODEL_PATH"), Required: true},
+			&cli.StringFlag{Name: "tokenizer", Destination: &dir, Aliases: []string{"model-path"}, Usage: "directory with tokenizer.json and tokenizer_config.json, or a GGUF file", Sources: cli.EnvVars("MODEL_PATH"), Required: true},
 			&cli.BoolFlag{Name: "add-special-tokens", Destination: &addSpecialTokens, Usage: "add BOS / post-processor tokens to text inputs"},
 		},
 		Action: func(context.Context, *cli.Command) error {

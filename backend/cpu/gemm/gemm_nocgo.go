@@ -13,3 +13,6 @@ func matMulNT(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float
 func matMulNN(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, accumulate bool) {
 	matMulNNGo(m, n, k, a, lda, b, ldb, c, ldc, accumulate)
 }
+
+// Core is OpenBLAS's name for its kernels; "" in builds without cgo.
+func Core() string { return "" }

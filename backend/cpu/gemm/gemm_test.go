@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"testing"
 )
@@ -159,5 +160,21 @@ func TestShapeErrorsPanic(t *testing.T) {
 			}()
 			tc.call()
 		})
+	}
+}
+
+// TestCoreType checks that OpenBLAS, where it loads, runs the kernel family chosen for this CPU
+// rather than the generic one it may detect on its own.
+func TestCoreType(t *testing.T) {
+	if Impl() != "openblas" {
+		t.Skip("OpenBLAS not loaded in this build")
+	}
+	core := Core()
+	if testing.Verbose() {
+		t.Logf("OpenBLAS core %q", core)
+	}
+	want := strings.ToLower(os.Getenv("OPENBLAS_CORETYPE"))
+	if want != "" && !strings.EqualFold(core, want) {
+		t.Errorf("OpenBLAS runs %q kernels, OPENBLAS_CORETYPE is %q", core, want)
 	}
 }

@@ -52,7 +52,7 @@ type Config struct {
 // Flags returns the shared flags, each bound to its field of c.
 func (c *Config) Flags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "model-path", Destination: &c.ModelPath, Value: "models/pico", Usage: "Hugging Face model directory", Sources: cli.EnvVars("MODEL_PATH")},
+		&cli.StringFlag{Name: "model-path", Destination: &c.ModelPath, Value: "models/pico", Usage: "Hugging Face model directory, or a GGUF file", Sources: cli.EnvVars("MODEL_PATH")},
 		&cli.StringFlag{Name: "run-dir", Destination: &c.RunDir, Usage: "private directory (0700) holding the ipc sockets; default: $XDG_RUNTIME_DIR or /tmp, /llmserve-UID-PORT", Sources: cli.EnvVars("LLMSERVE_RUN_DIR")},
 		&cli.IntFlag{Name: "port", Destination: &c.Port, Value: 30000, Usage: "HTTP port (also names the default run dir)", Sources: cli.EnvVars("LLMSERVE_PORT", "PORT")},
 		&cli.IntFlag{Name: "tokenizer-worker-num", Destination: &c.TokenizerWorkerNum, Value: 1, Usage: "tokenizer worker processes", Sources: cli.EnvVars("TOKENIZER_WORKERS")},

@@ -1,0 +1,59 @@
+package linear
+
+import (
+	"fmt"
+
+	"github.com/llmserve/llmserve/model"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+
+	"github.com/llmserve/llmserve/quant"
+)
+
+// BenchmarkMatMul times one Qwen3-0.6B-shaped projection set (gate/up 6144×1024, down 1024×3072,
+// 8 layers' worth so the weights do not fit in cache) for each kernel set, weight type and row
+// count, reporting the weight read rate (GB/s) and arithmetic rate (GFLOP/s).
+func BenchmarkMatMul(b *testing.B) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, typ := range []quant.Type{quant.BF16, quant.F32} {
+		const layers = 8
+		type pair struct{ n, k int }
+		shapes := []pair{{6144, 1024}, {1024, 3072}}
+		var list []matrixCase
+		for range layers {
+			for _, s := range shapes {
+				w, _ := randomMatrix(rng, typ, s.n, s.k)
+				list = append(list, matrixCase{w: w})
+			}
+		}
+		for _, set := range sets {
+			for _, m := range []int{1, 4, 16, 64, 512} {
+				if m > 16 && set != sets[0] {
+					continue
+				}
+				b.Run(fmt.Sprintf("%s/%s/m%d", typ, set.name, m), func(b *testing.B) {
+					x := make([]float32, m*3072)
+					out := make([]float32, m*6144)
+					for i := range x {
+						x[i] = rng.Float32()
+					}
+					mu := &Multiplier{Threads: runtime.GOMAXPROCS(0), set: set}
+					var bytes, flops float64
+					for b.Loop() {
+						for _, c := range list {
+							mu.MatMul(c.w, m, x, c.w.Cols, out, c.w.Rows, false)
+							bytes += float64(len(c.w.Data))
+							flops += 2 * float64(m*c.w.Rows*c.w.Cols)
+						}
+					}
+					b.ReportMetric(bytes/b.Elapsed().Seconds()/1e9, "GB/s")
+					b.ReportMetric(flops/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				})
+			}
+		}
+	}
+}
+
+// matrixCase is one weight matrix of a benchmark.
+type matrixCase struct{ w model.Matrix }

@@ -1,0 +1,151 @@
+package linear
+
+import (
+	"encoding/binary"
+	"math"
+	"unsafe"
+
+	"github.com/llmserve/llmserve/model"
+	"github.com/llmserve/llmserve/quant"
+)
+
+// Indices of the float weight types in a kernelSet's tables.
+const (
+	idxF32 = iota
+	idxBF16
+	idxF16
+	numFloatTypes
+)
+
+// floatIndex maps a float storage type to its table index; ok is false for other types.
+func floatIndex(t quant.Type) (int, bool) {
+	switch t {
+	case quant.F32:
+		return idxF32, true
+	case quant.BF16:
+		return idxBF16, true
+	case quant.F16:
+		return idxF16, true
+	}
+	return 0, false
+}
+
+// dot4x1Func sets out[r] = Σ_{p<k} w_r[p]·x[p] for the four weight rows starting at w, ldw bytes
+// apart; k is a multiple of the set's lane count.
+type dot4x1Func func(w *byte, ldw int, x *float32, k int, out *[4]float32)
+
+// dot4x4Func sets out[4i+r] = Σ_{p<k} w_r[p]·x_i[p] for four weight rows (ldw bytes apart) and
+// four activation rows (ldx bytes apart).
+type dot4x4Func func(w *byte, ldw int, x *float32, ldx int, k int, out *[16]float32)
+
+// widenFunc converts n 16-bit floats at src to float32 at dst; n is a multiple of the lane count.
+type widenFunc func(src *byte, dst *float32, n int)
+
+// kernelSet is one instruction set's kernels, indexed by floatIndex. A nil dot4x4 means the set
+// runs four activation rows as four dot4x1 calls.
+type kernelSet struct {
+	name   string
+	lanes  int
+	dot4x1 [numFloatTypes]dot4x1Func
+	dot4x4 [numFloatTypes]dot4x4Func
+	// widen is nil at idxF32, which needs no conversion.
+	widen [numFloatTypes]widenFunc
+	// pair1 and pair4, where set, replace dot4x1 and dot4x4 for BF16 weights: they take
+	// activations in pair layout (see pairLayout) and k a multiple of pairBlock.
+	pair1 dot4x1Func
+	pair4 dot4x4Func
+	// pairRows, where set, handles one activation row against consecutive BF16 weight rows.
+	pairRows func(w *byte, rows int, x *float32, k int, out *float32)
+}
+
+// pairBlock is the block length of the pair layout.
+const pairBlock = 32
+
+// pairLayout writes the first kp (a multiple of pairBlock) elements of each of m rows of x
+// (stride ldx) to dst (stride kp) in pair layout: in every block of 32, the 16 even-indexed
+// elements and then the 16 odd-indexed ones. A 64-byte BF16 weight load then widens to its even
+// and odd halves with a shift and a mask.
+func pairLayout(dst, x []float32, m, ldx, kp int) {
+	for i := range m {
+		src := x[i*ldx : i*ldx+kp]
+		d := dst[i*kp : (i+1)*kp]
+		for b := 0; b < kp; b += pairBlock {
+			s, o := src[b:b+pairBlock], d[b:b+pairBlock]
+			for j := range pairBlock / 2 {
+				o[j] = s[2*j]
+				o[pairBlock/2+j] = s[2*j+1]
+			}
+		}
+	}
+}
+
+// goKernels is the portable set: plain Go, any CPU, any build.
+var goKernels = &kernelSet{
+	name:  "go",
+	lanes: 1,
+	dot4x1: [numFloatTypes]dot4x1Func{
+		idxF32:  func(w *byte, ldw int, x *float32, k int, out *[4]float32) { dot4x1Go(quant.F32, w, ldw, x, k, out) },
+		idxBF16: func(w *byte, ldw int, x *float32, k int, out *[4]float32) { dot4x1Go(quant.BF16, w, ldw, x, k, out) },
+		idxF16:  func(w *byte, ldw int, x *float32, k int, out *[4]float32) { dot4x1Go(quant.F16, w, ldw, x, k, out) },
+	},
+	widen: [numFloatTypes]widenFunc{
+		idxBF16: func(src *byte, dst *float32, n int) { widenGo(quant.BF16, src, dst, n) },
+		idxF16:  func(src *byte, dst *float32, n int) { widenGo(quant.F16, src, dst, n) },
+	},
+}
+
+// widenGo converts n elements of type t (BF16 or F16) at src to float32 at dst.
+func widenGo(t quant.Type, src *byte, dst *float32, n int) {
+	s := unsafe.Slice(src, 2*n)
+	d := unsafe.Slice(dst, n)
+	if t == quant.BF16 {
+		for i := range d {
+			d[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(s[2*i:])) << 16)
+		}
+		return
+	}
+	for i := range d {
+		d[i] = model.HalfToFloat32(binary.LittleEndian.Uint16(s[2*i:]))
+	}
+}
+
+// goChunk is how many weights dot4x1Go widens onto the stack at a time.
+const goChunk = 256
+
+// dot4x1Go is the portable dot4x1: it widens each weight row a chunk at a time and accumulates
+// with four partial sums, as the assembly does with vector lanes.
+func dot4x1Go(t quant.Type, w *byte, ldw int, x *float32, k int, out *[4]float32) {
+	xs := unsafe.Slice(x, k)
+	esize := 4
+	if t != quant.F32 {
+		esize = 2
+	}
+	var buf [goChunk]float32
+	for r := range 4 {
+		row := unsafe.Add(unsafe.Pointer(w), r*ldw)
+		var s0, s1, s2, s3 float32
+		for p0 := 0; p0 < k; p0 += goChunk {
+			n := min(goChunk, k-p0)
+			src := (*byte)(unsafe.Add(row, p0*esize))
+			var ws []float32
+			if t == quant.F32 {
+				ws = unsafe.Slice((*float32)(unsafe.Pointer(src)), n)
+			} else {
+				widenGo(t, src, &buf[0], n)
+				ws = buf[:n]
+			}
+			xc := xs[p0 : p0+n]
+			i := 0
+			for ; i+4 <= n; i += 4 {
+				s0 += ws[i] * xc[i]
+				s1 += ws[i+1] * xc[i+1]
+				s2 += ws[i+2] * xc[i+2]
+				s3 += ws[i+3] * xc[i+3]
+			}
+			for ; i < n; i++ {
+				s0 += ws[i] * xc[i]
+			}
+		}
+		out[r] = (s0 + s1) + (s2 + s3)
+	}
+}

@@ -1,0 +1,278 @@
+// Package linear multiplies activations by weight matrices kept in their storage type (float32,
+// BF16, F16): the linear layers of the CPU backend.
+//
+// Few activation rows (decode) take the streaming path: every weight row is read once, in place,
+// by dot-product kernels that widen 16-bit weights in registers and accumulate in float32 with
+// FMA (AVX-512, else AVX2 + FMA + F16C, else portable Go, chosen at run time from the CPU's
+// features), four weight rows against one or four activation rows per call, rows spread over all
+// workers. Many rows (prefill) take the matrix-product path: panels of weight rows are widened to
+// float32 and multiplied by gemm's blocked kernel (OpenBLAS where built with cgo), where each
+// widened weight is reused by every activation row.
+//
+// Both paths compute in float32 from the exact stored weights, so results differ from a float32
+// reference only in summation order.
+package linear
+
+//go:generate go run gen_kernels.go
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/llmserve/llmserve/backend/cpu/gemm"
+	"github.com/llmserve/llmserve/model"
+	"github.com/llmserve/llmserve/quant"
+)
+
+// StreamMaxRows is the largest number of activation rows that takes the streaming path by
+// default; more rows go through the widened matrix product.
+const StreamMaxRows = 32
+
+// widenChunkFloats bounds the float32 panel the matrix-product path widens at a time (4 MiB,
+// which stays in the last-level cache while gemm reuses it).
+const widenChunkFloats = 1 << 20
+
+// streamChunkRows is the number of weight rows one streaming task covers: a multiple of 4
+// (the kernels' row step), small enough that the workers finish together.
+const streamChunkRows = 32
+
+// Kernels names the kernel set MatMul uses on this machine ("avx512", "avx2" or "go").
+func Kernels() string { return sets[0].name }
+
+// sets are the kernel sets this machine can run, fastest first.
+var sets = kernelSets()
+
+// Multiplier runs MatMul with its own scratch; it must not be used concurrently.
+type Multiplier struct {
+	// Threads is the number of workers (at least 1).
+	Threads int
+	// StreamMaxRows is the row count up to which the streaming path runs (StreamMaxRows when 0).
+	StreamMaxRows int
+	// wide is the float32 panel the matrix-product path widens 16-bit weights into.
+	wide []float32
+	// pairs holds the activations in pair layout for the BF16 pair kernels.
+	pairs []float32
+	// set is the kernel set in use (sets[0] unless a test picks another).
+	set *kernelSet
+}
+
+// Supported reports whether MatMul can multiply matrices of w's type, or why not.
+func Supported(w model.Matrix) error {
+	if _, ok := floatIndex(w.Type); !ok {
+		return fmt.Errorf("%s weights have no CPU kernel yet", w.Type)
+	}
+	return nil
+}
+
+// MatMul computes out[i·ldo+j] = Σ_p x[i·ldx+p]·w[j][p] for i < m, j < w.Rows (added to out when
+// accumulate is set). It panics when a slice is too short for its shape or w's type is not
+// Supported: both are programming errors.
+func (mu *Multiplier) MatMul(w model.Matrix, m int, x []float32, ldx int, out []float32, ldo int, accumulate bool) {
+	n, k := w.Rows, w.Cols
+	ti, ok := floatIndex(w.Type)
+	if !ok {
+		panic(fmt.Sprintf("linear.MatMul: %s weights are not supported", w.Type))
+	}
+	rb := w.RowBytes()
+	if len(w.Data) < n*rb {
+		panic(fmt.Sprintf("linear.MatMul: %s matrix %dx%d has %d bytes, needs %d", w.Type, n, k, len(w.Data), n*rb))
+	}
+	if m < 0 || ldx < k || ldo < n {
+		panic(fmt.Sprintf("linear.MatMul: m=%d ldx=%d ldo=%d for a %dx%d matrix", m, ldx, ldo, n, k))
+	}
+	if m == 0 || n == 0 {
+		return
+	}
+	if len(x) < (m-1)*ldx+k || len(out) < (m-1)*ldo+n {
+		panic(fmt.Sprintf("linear.MatMul: x has %d floats, out %d, for m=%d ldx=%d ldo=%d k=%d n=%d", len(x), len(out), m, ldx, ldo, k, n))
+	}
+	set := mu.set
+	if set == nil {
+		set = sets[0]
+	}
+	threads := max(1, mu.Threads)
+	limit := mu.StreamMaxRows
+	if limit == 0 {
+		limit = StreamMaxRows
+	}
+	if k == 0 {
+		if !accumulate {
+			for i := range m {
+				clear(out[i*ldo : i*ldo+n])
+			}
+		}
+		return
+	}
+	if m <= limit || (ti == idxF32 && gemm.Impl() == "go" && m <= 4*limit) {
+		mu.stream(set, ti, w, m, x, ldx, out, ldo, accumulate, threads)
+		return
+	}
+	if ti == idxF32 {
+		gemm.MatMulNT(m, n, k, x, ldx, w.F32(), k, out, ldo, accumulate)
+		return
+	}
+	mu.widened(set, ti, w, m, x, ldx, out, ldo, accumulate, threads)
+}
+
+// widened is the matrix-product path for 16-bit weights: panels of rows widened to float32,
+// each multiplied by gemm.
+func (mu *Multiplier) widened(set *kernelSet, ti int, w model.Matrix, m int, x []float32, ldx int, out []float32, ldo int, accumulate bool, threads int) {
+	n, k := w.Rows, w.Cols
+	rb := w.RowBytes()
+	rows := max(1, min(n, widenChunkFloats/k))
+	if cap(mu.wide) < rows*k {
+		mu.wide = make([]float32, rows*k)
+	}
+	wide := mu.wide[:rows*k]
+	kv := k - k%set.lanes
+	for j0 := 0; j0 < n; j0 += rows {
+		j1 := min(n, j0+rows)
+		panel := wide[:(j1-j0)*k]
+		gemm.ParallelFor(j1-j0, min(threads, (j1-j0)/16+1), func(_, r int) {
+			src := w.Data[(j0+r)*rb:]
+			dst := panel[r*k : (r+1)*k]
+			if kv > 0 {
+				set.widen[ti](&src[0], &dst[0], kv)
+			}
+			if kv < k {
+				widenGo(w.Type, &src[2*kv], &dst[kv], k-kv)
+			}
+		})
+		gemm.MatMulNT(m, j1-j0, k, x, ldx, panel, k, out[j0:], ldo, accumulate)
+	}
+}
+
+// stream is the path for few activation rows: weight rows are split into chunks of
+// streamChunkRows over the workers, and each group of four rows meets every activation row
+// while it is in the L1 cache.
+func (mu *Multiplier) stream(set *kernelSet, ti int, w model.Matrix, m int, x []float32, ldx int, out []float32, ldo int, accumulate bool, threads int) {
+	n, k := w.Rows, w.Cols
+	rb := w.RowBytes()
+	kv := k - k%set.lanes
+	d1, d4 := set.dot4x1[ti], set.dot4x4[ti]
+	// xk is what the kernels read: x itself, or x in pair layout for the BF16 pair kernels.
+	xk, ldk := x, ldx
+	paired := ti == idxBF16 && set.pair1 != nil && k >= pairBlock
+	if paired {
+		kv = k - k%pairBlock
+		d1, d4 = set.pair1, set.pair4
+		if cap(mu.pairs) < m*kv {
+			mu.pairs = make([]float32, m*kv)
+		}
+		xk, ldk = mu.pairs[:m*kv], kv
+		pairLayout(xk, x, m, ldx, kv)
+	}
+	tasks := (n + streamChunkRows - 1) / streamChunkRows
+	if n*k*max(m, 4) < 1<<16 {
+		threads = 1
+	}
+	put := func(i, j int, v float32) {
+		if accumulate {
+			out[i*ldo+j] += v
+		} else {
+			out[i*ldo+j] = v
+		}
+	}
+	// store adds the columns past the kernels' lane multiple to a kernel's result.
+	store := func(i, j int, v float32) {
+		if kv < k {
+			v += dotTail(w, j, x[i*ldx:i*ldx+k], kv)
+		}
+		put(i, j, v)
+	}
+	gemm.ParallelFor(tasks, threads, func(_, t int) {
+		j0 := t * streamChunkRows
+		j1 := min(n, j0+streamChunkRows)
+		var o4 [4]float32
+		var o16 [16]float32
+		// One activation row: stream the chunk's rows one after another (one sequential pass,
+		// which the prefetchers follow at nearly the full read bandwidth; four interleaved rows
+		// reach about half of it).
+		if m == 1 && paired && kv == k && set.pairRows != nil {
+			var buf [streamChunkRows]float32
+			set.pairRows(&w.Data[j0*rb], j1-j0, &xk[0], kv, &buf[0])
+			for j := j0; j < j1; j++ {
+				put(0, j, buf[j-j0])
+			}
+			return
+		}
+		j := j0
+		for ; j+4 <= j1; j += 4 {
+			wp := &w.Data[j*rb]
+			i := 0
+			if kv == 0 {
+				clear(o4[:])
+			}
+			if d4 != nil && kv > 0 {
+				for ; i+4 <= m; i += 4 {
+					d4(wp, rb, &xk[i*ldk], 4*ldk, kv, &o16)
+					for ii := range 4 {
+						for r := range 4 {
+							store(i+ii, j+r, o16[4*ii+r])
+						}
+					}
+				}
+			}
+			for ; i < m; i++ {
+				if kv > 0 {
+					d1(wp, rb, &xk[i*ldk], kv, &o4)
+				}
+				for r := range 4 {
+					store(i, j+r, o4[r])
+				}
+			}
+		}
+		// The last rows of a matrix whose height is not a multiple of 4.
+		for ; j < j1; j++ {
+			for i := range m {
+				put(i, j, dotTail(w, j, x[i*ldx:i*ldx+k], 0))
+			}
+		}
+	})
+}
+
+// dotTail returns Σ_{p0≤p<k} w[j][p]·x[p] in plain Go: the columns past the kernels' lane
+// multiple, or whole rows.
+func dotTail(w model.Matrix, j int, x []float32, p0 int) float32 {
+	k := w.Cols
+	var buf [goChunk]float32
+	var s float32
+	row := w.Row(j)
+	for p := p0; p < k; p += goChunk {
+		c := min(goChunk, k-p)
+		ws := buf[:c]
+		if w.Type == quant.F32 {
+			ws = w.F32()[j*k+p : j*k+p+c]
+		} else {
+			widenGo(w.Type, &row[2*p], &buf[0], c)
+		}
+		for i, v := range ws {
+			s += v * x[p+i]
+		}
+	}
+	return s
+}
+
+// Widen converts 16-bit floats of type t (BF16 or F16) to float32: dst[i] = src[i] exactly.
+func Widen(t quant.Type, src []uint16, dst []float32) {
+	n := len(src)
+	if len(dst) < n {
+		panic(fmt.Sprintf("linear.Widen: %d values into %d", n, len(dst)))
+	}
+	if n == 0 {
+		return
+	}
+	ti, ok := floatIndex(t)
+	if !ok || ti == idxF32 {
+		panic(fmt.Sprintf("linear.Widen: %s is not a 16-bit float type", t))
+	}
+	set := sets[0]
+	nv := n - n%set.lanes
+	src8 := unsafe.Slice((*byte)(unsafe.Pointer(&src[0])), 2*n)
+	if nv > 0 {
+		set.widen[ti](&src8[0], &dst[0], nv)
+	}
+	if nv < n {
+		widenGo(t, &src8[2*nv], &dst[nv], n-nv)
+	}
+}

@@ -1,0 +1,147 @@
+package linear
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/llmserve/llmserve/model"
+	"github.com/llmserve/llmserve/quant"
+)
+
+// randomMatrix returns an n×k matrix of type t with values uniform in [-1, 1), and the same
+// values (after rounding to t) as float64 for the reference.
+func randomMatrix(rng *rand.Rand, t quant.Type, n, k int) (model.Matrix, []float64) {
+	esize := 4
+	if t != quant.F32 {
+		esize = 2
+	}
+	data := make([]byte, n*k*esize)
+	ref := make([]float64, n*k)
+	for i := range ref {
+		v := float32(2*rng.Float64() - 1)
+		switch t {
+		case quant.F32:
+			binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(v))
+			ref[i] = float64(v)
+		case quant.BF16:
+			h := model.Float32ToBF16(v)
+			binary.LittleEndian.PutUint16(data[2*i:], h)
+			ref[i] = float64(math.Float32frombits(uint32(h) << 16))
+		case quant.F16:
+			h := model.Float32ToHalf(v)
+			binary.LittleEndian.PutUint16(data[2*i:], h)
+			ref[i] = float64(model.HalfToFloat32(h))
+		}
+	}
+	m, err := model.NewMatrix(t, n, k, data)
+	if err != nil {
+		panic(err)
+	}
+	return m, ref
+}
+
+// TestMatMulAllKernels checks every kernel set this machine runs (AVX-512, AVX2, portable Go),
+// both paths (streaming and widened matrix product) and every float type against a float64
+// reference, over shapes with ragged edges (heights not a multiple of 4, widths not a multiple
+// of the lane count) and leading dimensions wider than the rows.
+func TestMatMulAllKernels(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	shapes := []struct{ m, n, k int }{
+		{1, 4, 16}, {1, 1, 1}, {1, 7, 33}, {1, 37, 64}, {1, 70, 1024}, {2, 64, 128}, {3, 5, 100}, {4, 8, 64}, {5, 13, 48},
+		{8, 36, 1024}, {17, 20, 31}, {40, 9, 80},
+	}
+	if len(sets) < 2 && testing.Verbose() {
+		t.Logf("only the portable kernels run on this machine")
+	}
+	for _, set := range sets {
+		for _, typ := range []quant.Type{quant.F32, quant.BF16, quant.F16} {
+			for _, sh := range shapes {
+				for _, streamMax := range []int{0, 1} {
+					name := fmt.Sprintf("%s/%s/m%d_n%d_k%d/stream%d", set.name, typ, sh.m, sh.n, sh.k, streamMax)
+					w, wref := randomMatrix(rng, typ, sh.n, sh.k)
+					ldx, ldo := sh.k+3, sh.n+5
+					x := make([]float32, sh.m*ldx)
+					for i := range x {
+						x[i] = float32(2*rng.Float64() - 1)
+					}
+					for _, acc := range []bool{false, true} {
+						out := make([]float32, sh.m*ldo)
+						for i := range out {
+							out[i] = float32(i%7) - 3
+						}
+						before := append([]float32(nil), out...)
+						mu := &Multiplier{Threads: 2, StreamMaxRows: streamMax, set: set}
+						mu.MatMul(w, sh.m, x, ldx, out, ldo, acc)
+						for i := range sh.m {
+							for j := range ldo {
+								got := out[i*ldo+j]
+								if j >= sh.n {
+									if got != before[i*ldo+j] {
+										t.Fatalf("%s: wrote past column %d", name, sh.n)
+									}
+									continue
+								}
+								var want, mag float64
+								for p := range sh.k {
+									want += float64(x[i*ldx+p]) * wref[j*sh.k+p]
+									mag += math.Abs(float64(x[i*ldx+p]) * wref[j*sh.k+p])
+								}
+								if acc {
+									want += float64(before[i*ldo+j])
+									mag += math.Abs(float64(before[i*ldo+j]))
+								}
+								if math.Abs(float64(got)-want) > 1e-6*(mag+1) {
+									t.Fatalf("%s acc=%v: out[%d][%d] = %v, want %v", name, acc, i, j, got, want)
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestWidenAllKernels checks each set's 16-bit widening against the scalar conversion on every
+// bit pattern.
+func TestWidenAllKernels(t *testing.T) {
+	src := make([]byte, 2<<16)
+	for i := range 1 << 16 {
+		binary.LittleEndian.PutUint16(src[2*i:], uint16(i))
+	}
+	for _, set := range sets {
+		for _, typ := range []quant.Type{quant.BF16, quant.F16} {
+			ti, _ := floatIndex(typ)
+			got := make([]float32, 1<<16)
+			set.widen[ti](&src[0], &got[0], 1<<16)
+			for i, v := range got {
+				var want float32
+				if typ == quant.BF16 {
+					want = math.Float32frombits(uint32(i) << 16)
+				} else {
+					want = model.HalfToFloat32(uint16(i))
+				}
+				if math.Float32bits(v) != math.Float32bits(want) && !(v != v && want != want) {
+					t.Fatalf("%s %s: widen(%#04x) = %v, want %v", set.name, typ, i, v, want)
+				}
+			}
+		}
+	}
+}
+
+func TestMatMulRejects(t *testing.T) {
+	q, _ := model.NewMatrix(quant.Q8_0, 1, 32, make([]byte, 34))
+	if err := Supported(q); err == nil {
+		t.Error("q8_0 reported supported")
+	}
+	w, _ := randomMatrix(rand.New(rand.NewPCG(1, 1)), quant.BF16, 4, 16)
+	defer func() {
+		if recover() == nil {
+			t.Error("short activation slice did not panic")
+		}
+	}()
+	(&Multiplier{Threads: 1}).MatMul(w, 2, make([]float32, 20), 16, make([]float32, 8), 4, false)
+}

@@ -1,0 +1,50 @@
+package cpu
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/llmserve/llmserve/backend/cpu/linear"
+	"github.com/llmserve/llmserve/model"
+)
+
+// checkWeights reports the first matrix of m whose storage type this backend cannot multiply.
+func checkWeights(m *model.Model) error {
+	check := func(name string, w model.Matrix) error {
+		if err := linear.Supported(w); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		return nil
+	}
+	if err := check("embed_tokens", m.Embed); err != nil {
+		return err
+	}
+	if err := check("lm_head", m.LMHead); err != nil {
+		return err
+	}
+	for i, l := range m.Layers {
+		for name, w := range map[string]model.Matrix{"qkv": l.QKV, "o_proj": l.O, "gate_up": l.GateUp, "down_proj": l.Down} {
+			if err := check(fmt.Sprintf("layer %d %s", i, name), w); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// project computes out[i·ldo+j] = Σ_p x[i·ldx+p]·w[j][p] for i < m and j < w.Rows (added to out
+// when accumulate is set): the activations times a weight matrix in its storage type. It counts
+// the work in b.stats.
+func (b *Backend) project(w model.Matrix, m int, x []float32, ldx int, out []float32, ldo int, accumulate bool) {
+	t := time.Now()
+	b.mul.MatMul(w, m, x, ldx, out, ldo, accumulate)
+	b.stats.GEMMTime += time.Since(t)
+	b.stats.GEMMFlops += 2 * float64(m) * float64(w.Rows) * float64(w.Cols)
+}
+
+// widenRow writes row r of a float matrix to dst as float32. The types were checked by New.
+func widenRow(w model.Matrix, r int, dst []float32) {
+	if err := model.RowFloat32(w, r, dst); err != nil {
+		panic(fmt.Sprintf("cpu backend: %v", err))
+	}
+}

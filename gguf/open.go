@@ -1,0 +1,43 @@
+package gguf
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+)
+
+// Open maps the GGUF file at path and parses it. Tensor data views point into the mapping and
+// stay valid until Close.
+func Open(path string) (*File, error) {
+	data, unmap, err := mapFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	f, err := Parse(data)
+	if err != nil {
+		_ = unmap()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	f.closer = unmap
+	return f, nil
+}
+
+// IsGGUF reports whether path is a regular file that starts with the GGUF magic. It is how a
+// --model-path is told apart from a Hugging Face directory.
+func IsGGUF(path string) bool {
+	st, err := os.Stat(path)
+	if err != nil || !st.Mode().IsRegular() {
+		return false
+	}
+	fh, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer fh.Close()
+	var magic [4]byte
+	if _, err := io.ReadFull(fh, magic[:]); err != nil {
+		return false
+	}
+	return bytes.Equal(magic[:], []byte(Magic))
+}

@@ -1,0 +1,308 @@
+package model_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/llmserve/llmserve/backend"
+	"github.com/llmserve/llmserve/backend/cpu"
+	"github.com/llmserve/llmserve/gguf"
+	"github.com/llmserve/llmserve/model"
+	"github.com/llmserve/llmserve/quant"
+	"github.com/llmserve/llmserve/tokenizer"
+)
+
+const fixtures = "../testdata/models"
+
+// writeGGUF writes m (with the tokenizer of tokDir, when given) to a temporary GGUF file.
+func writeGGUF(t testing.TB, m *model.Model, tokDir string, edit func(*gguf.Writer)) string {
+	t.Helper()
+	w, err := m.GGUFWriter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tokDir != "" {
+		if err := tokenizer.SetGGUFMetadata(w, tokDir, m.Config.VocabSize); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if edit != nil {
+		edit(w)
+	}
+	path := filepath.Join(t.TempDir(), "model.gguf")
+	if err := w.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// lastLogits runs a prompt through the CPU backend and returns the last position's logits.
+func lastLogits(t testing.TB, m *model.Model, prompt []int32) []float32 {
+	t.Helper()
+	b, err := cpu.New(m, cpu.Options{NumBlocks: len(prompt)/cpu.DefaultBlockSize + 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	table := make([]int32, len(prompt)/b.BlockSize()+2)
+	for i := range table {
+		table[i] = int32(i)
+	}
+	rows, err := b.Forward(context.Background(), &backend.Batch{Seqs: []backend.Seq{{Tokens: prompt, BlockTable: table, Logits: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slices.Clone(rows[0])
+}
+
+// expectedPrompts reads the fixture's prompts and Hugging Face's last-position logits.
+func expectedPrompts(t testing.TB, dir string) ([][]int32, [][]float32) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, "expected.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e struct {
+		Prompts []struct {
+			InputIDs   []int32   `json:"input_ids"`
+			LastLogits []float32 `json:"last_logits"`
+		} `json:"prompts"`
+	}
+	if err := json.Unmarshal(data, &e); err != nil {
+		t.Fatal(err)
+	}
+	var ids [][]int32
+	var logits [][]float32
+	for _, p := range e.Prompts {
+		ids = append(ids, p.InputIDs)
+		logits = append(logits, p.LastLogits)
+	}
+	return ids, logits
+}
+
+// relDiff is max |a-b| over max |b|.
+func relDiff(a, b []float32) float64 {
+	var md, mb float64
+	for i := range b {
+		md = max(md, math.Abs(float64(a[i]-b[i])))
+		mb = max(mb, math.Abs(float64(b[i])))
+	}
+	return md / mb
+}
+
+func matrices(m *model.Model) map[string]model.Matrix {
+	out := map[string]model.Matrix{"embed": m.Embed, "lm_head": m.LMHead}
+	for i, l := range m.Layers {
+		for name, x := range map[string]model.Matrix{"qkv": l.QKV, "o": l.O, "gateup": l.GateUp, "down": l.Down} {
+			out[name+string(rune('0'+i))] = x
+		}
+	}
+	return out
+}
+
+func sameWeights(t *testing.T, got, want *model.Model) {
+	t.Helper()
+	gm, wm := matrices(got), matrices(want)
+	for name, w := range wm {
+		g := gm[name]
+		if g.Type != w.Type || g.Rows != w.Rows || g.Cols != w.Cols || !bytes.Equal(g.Data, w.Data) {
+			t.Errorf("matrix %s: %s %dx%d differs from %s %dx%d", name, g.Type, g.Rows, g.Cols, w.Type, w.Rows, w.Cols)
+		}
+	}
+	for i := range want.Layers {
+		g, w := got.Layers[i], want.Layers[i]
+		for _, p := range [][2][]float32{{g.InputNorm, w.InputNorm}, {g.PostAttnNorm, w.PostAttnNorm},
+			{g.QNorm, w.QNorm}, {g.KNorm, w.KNorm}, {g.QKVBias, w.QKVBias}, {g.OBias, w.OBias}} {
+			if !slices.Equal(p[0], p[1]) {
+				t.Errorf("layer %d: a norm or bias vector differs", i)
+			}
+		}
+	}
+	if !slices.Equal(got.Norm, want.Norm) {
+		t.Error("final norm differs")
+	}
+}
+
+// TestGGUFFixtures writes every fixture model as GGUF, loads it back, and checks that the weights
+// are the safetensors path's byte for byte and that the logits equal it (and so still meet
+// Hugging Face's within the fixture tolerance).
+func TestGGUFFixtures(t *testing.T) {
+	for _, name := range []string{"llama", "llama32", "qwen2", "qwen3", "qwen3-bf16"} {
+		t.Run(name, func(t *testing.T) {
+			dir := filepath.Join(fixtures, name)
+			st, err := model.Load(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := writeGGUF(t, st, "", nil)
+			g, err := model.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg, want := g.Config, st.Config
+			// Only what a GGUF does not carry may differ: the declared dtype and model_type,
+			// and the special ids (they live in the tokenizer metadata, absent here).
+			cfg.DType, want.DType = "", ""
+			cfg.BOSTokenID, cfg.HasBOS, cfg.EOSTokenIDs = want.BOSTokenID, want.HasBOS, want.EOSTokenIDs
+			if name == "llama32" {
+				// The rope parameters are recovered from rope_freqs: the same scale, and a band
+				// that gives this head size's frequencies the same factors (the logits below).
+				if cfg.Rope.Type != model.RopeLlama3 || cfg.Rope.Factor != want.Rope.Factor {
+					t.Errorf("rope %+v, want %+v", cfg.Rope, want.Rope)
+				}
+				cfg.Rope = want.Rope
+			}
+			if !reflect.DeepEqual(cfg, want) {
+				t.Errorf("config\n%+v\nwant\n%+v", cfg, want)
+			}
+			if lc, err := model.LoadConfig(path); err != nil || lc.NumLayers != want.NumLayers {
+				t.Errorf("LoadConfig(gguf) = %+v, %v", lc, err)
+			}
+			sameWeights(t, g, st)
+			prompts, hf := expectedPrompts(t, dir)
+			for i, p := range prompts {
+				a, b := lastLogits(t, g, p), lastLogits(t, st, p)
+				d := relDiff(a, b)
+				tol := 0.0
+				if name == "llama32" {
+					tol = 1e-5 // rope frequencies from fitted parameters, equal to float rounding
+				}
+				if d > tol {
+					t.Errorf("prompt %d: GGUF logits differ from safetensors by %.3g (tolerance %g)", i, d, tol)
+				}
+				hfTol := 1e-4
+				if name == "qwen3-bf16" {
+					hfTol = 4e-2 // the reference ran in bf16 arithmetic (as backend/cpu's tests allow)
+				}
+				if d := relDiff(a, hf[i]); d > hfTol {
+					t.Errorf("prompt %d: GGUF logits differ from Hugging Face by %.3g", i, d)
+				}
+			}
+		})
+	}
+}
+
+// TestGGUFQuantized: a model quantized at load and written as GGUF reads back with the same
+// bytes (the llama q/k permutation round-trips quantized rows), and its rows dequantize to within
+// the format's error of the original weights.
+func TestGGUFQuantized(t *testing.T) {
+	for _, tc := range []struct {
+		dir string
+		typ quant.Type
+		tol float64 // max |dequantized - original| over max |original|, per matrix
+	}{
+		{filepath.Join(fixtures, "llama"), quant.Q8_0, 1.0 / 127},
+		{filepath.Join(fixtures, "qwen2"), quant.Q4_0, 1.0 / 7},
+		{"../models/pico", quant.Q4_K, 1.0 / 7},
+		{"../models/pico", quant.Q6_K, 1.0 / 31},
+	} {
+		t.Run(filepath.Base(tc.dir)+"-"+tc.typ.String(), func(t *testing.T) {
+			orig, err := model.Load(tc.dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			q, err := model.Load(tc.dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := model.Quantize(q, tc.typ); err != nil {
+				t.Fatal(err)
+			}
+			if q.Layers[0].QKV.Type != tc.typ || q.Embed.Type != tc.typ || q.Layers[0].Q.Type != tc.typ {
+				t.Fatalf("quantized types %s %s", q.Layers[0].QKV.Type, q.Embed.Type)
+			}
+			path := writeGGUF(t, q, "", nil)
+			g, err := model.LoadGGUF(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameWeights(t, g, q)
+			om, gm := matrices(orig), matrices(g)
+			for name, o := range om {
+				want := make([]float32, o.Rows*o.Cols)
+				got := make([]float32, o.Rows*o.Cols)
+				if err := quant.Dequantize(o.Type, o.Data, want); err != nil {
+					t.Fatal(err)
+				}
+				if err := quant.Dequantize(gm[name].Type, gm[name].Data, got); err != nil {
+					t.Fatal(err)
+				}
+				if d := relDiff(got, want); d > tc.tol {
+					t.Errorf("%s: dequantized %s differs by %.3g of max |w| (bound %.3g)", name, tc.typ, d, tc.tol)
+				}
+			}
+		})
+	}
+}
+
+// TestGGUFTokenizerAndErrors: a GGUF with the tokenizer's metadata gives the special ids, and
+// unsupported architectures, tensor types and missing tensors are errors naming them.
+func TestGGUFTokenizerAndErrors(t *testing.T) {
+	pico, err := model.Load("../models/pico")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := writeGGUF(t, pico, "../models/pico", nil)
+	cfg, err := model.LoadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen, err := model.LoadGenerationConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gen.Temperature != 0.7 || gen.TopP != 0.9 || !gen.DoSample {
+		t.Errorf("sampling defaults from general.sampling.*: %+v", gen)
+	}
+	tok, err := tokenizer.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eos, _ := tok.EOS()
+	if !slices.Contains(cfg.EOSTokenIDs, eos) || !slices.Equal(gen.EOSTokenIDs, cfg.EOSTokenIDs) {
+		t.Errorf("EOS ids %v / %v, tokenizer's %d", cfg.EOSTokenIDs, gen.EOSTokenIDs, eos)
+	}
+	for _, tc := range []struct {
+		edit func(*gguf.Writer)
+		want string
+	}{
+		{func(w *gguf.Writer) { _ = w.Set("general.architecture", "gemma3") }, `"gemma3"`},
+		{func(w *gguf.Writer) { _ = w.Set("qwen3.rope.scaling.type", "yarn") }, `"yarn"`},
+		{func(w *gguf.Writer) { _ = w.Set("qwen3.attention.head_count", uint32(3)) }, "num_attention_heads 3"},
+		{func(w *gguf.Writer) { _ = w.Set("qwen3.block_count", "six") }, "qwen3.block_count"},
+	} {
+		p := writeGGUF(t, pico, "", tc.edit)
+		if _, err := model.Open(p); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("err %v, want one containing %s", err, tc.want)
+		}
+	}
+	// A tensor of a type this engine does not implement: token_embd.weight's type field set
+	// to 13 (q5_k) in the bytes of a written file.
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := []byte("token_embd.weight")
+	at := bytes.Index(data, name)
+	if at < 0 {
+		t.Fatal("no token_embd.weight in the file")
+	}
+	typeAt := at + len(name) + 4 + 2*8
+	binary.LittleEndian.PutUint32(data[typeAt:], 13)
+	p := filepath.Join(t.TempDir(), "q5k.gguf")
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := model.Open(p); err == nil || !strings.Contains(err.Error(), "q5_k") {
+		t.Errorf("q5_k tensor: err %v", err)
+	}
+}
