@@ -8,7 +8,9 @@ package api
 // prompt is in the rank's prefix cache), follow it to the same rank and reuse those blocks.
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -68,9 +70,12 @@ type choiceSet struct {
 	*openAIFormat // the response's head (id, object, stream options)
 	reqs          []*Request
 	formats       []*openAIFormat
-	per           int // candidates per prompt: best_of, else n
-	n             int // choices returned per prompt
-	totals        *usageTotals
+	// native, when set, makes the choices /generate objects (a batch): one per candidate, the
+	// response a JSON array of them; the OpenAI head and formats are then unused.
+	native []*nativeFormat
+	per    int // candidates per prompt: best_of, else n
+	n      int // choices returned per prompt
+	totals *usageTotals
 }
 
 // expandChoices turns a validated template request (prompts[0] in it) and its format into a
@@ -123,6 +128,9 @@ func (s *Server) expandChoices(tmpl *Request, f *openAIFormat, prompts [][]int32
 			rf.index, rf.totals, rf.chunkHead, rf.includeUsage = len(cs.reqs), cs.totals, nil, false
 			if rf.out != nil {
 				rf.out = rf.out.fresh() // each choice parses its own output
+			}
+			if f.echo != nil {
+				rf.echo = f.echo.forPrompt(s, base.InputIDs)
 			}
 			cs.reqs = append(cs.reqs, &r)
 			cs.formats = append(cs.formats, &rf)
@@ -224,7 +232,7 @@ func (s *Server) serveChoices(w http.ResponseWriter, r *http.Request, cs *choice
 			case <-ctx.Done():
 				return
 			}
-			for i := g + 1; i < g+cs.per; i++ {
+			for i := g + 1; i < g+cs.per && ctx.Err() == nil; i++ {
 				req := cs.reqs[i]
 				if req.RoutedRank < 0 {
 					req.RoutedRank = rank
@@ -240,6 +248,10 @@ func (s *Server) serveChoices(w http.ResponseWriter, r *http.Request, cs *choice
 				mu.Lock()
 				submitted = append(submitted, st.RID)
 				mu.Unlock()
+				if ctx.Err() != nil {
+					s.engine.Abort(req.RID) // the client left while it was being sent
+					return
+				}
 				go pump(i, st, nil)
 			}
 		}()
@@ -275,6 +287,18 @@ func (s *Server) serveChoices(w http.ResponseWriter, r *http.Request, cs *choice
 				return
 			}
 		}
+	}
+	if cs.native != nil {
+		dst := []byte{'['}
+		for i := range all {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = cs.native[i].object(dst, &all[i])
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(append(dst, "]\n"...))
+		return
 	}
 	order := cs.ranked(all)
 	dst := cs.head(nil, false)
@@ -355,7 +379,11 @@ func (s *Server) streamChoices(ctx context.Context, w http.ResponseWriter, cs *c
 		}
 		totals[ev.i].mergeMeta(&ev.d)
 		cs.totals.update(ev.i, &ev.d)
-		buf = cs.formats[ev.i].chunk(buf[:0], &ev.d, !started[ev.i])
+		if cs.native != nil {
+			buf = cs.native[ev.i].chunk(buf[:0], &ev.d, !started[ev.i])
+		} else {
+			buf = cs.formats[ev.i].chunk(buf[:0], &ev.d, !started[ev.i])
+		}
 		started[ev.i] = true
 		if ev.d.Finished {
 			left--
@@ -363,7 +391,7 @@ func (s *Server) streamChoices(ctx context.Context, w http.ResponseWriter, cs *c
 			s.met.finished(&totals[ev.i], ev.st, start)
 		}
 		if left == 0 {
-			if cs.includeUsage {
+			if cs.native == nil && cs.includeUsage {
 				buf = append(buf, "data: "...)
 				buf = cs.appendChunkHead(buf)
 				buf = append(buf, `,"choices":[],"usage":`...)
@@ -381,4 +409,100 @@ func (s *Server) streamChoices(ctx context.Context, w http.ResponseWriter, cs *c
 			return
 		}
 	}
+}
+
+// nativePrompts reads /generate's prompt: text (a string, or a list: a batch) or input_ids (ids,
+// or a list of id lists: a batch).
+func (s *Server) nativePrompts(body *generateRequest) ([][]int32, bool, error) {
+	hasText := len(body.Text) > 0 && string(body.Text) != "null"
+	hasIDs := len(body.InputIDs) > 0 && string(body.InputIDs) != "null"
+	switch {
+	case hasText && hasIDs:
+		return nil, false, badRequest("text", "give either text or input_ids, not both")
+	case hasText:
+		var text string
+		if err := json.Unmarshal(body.Text, &text); err == nil {
+			ids, err := s.encode(text, "text")
+			return [][]int32{ids}, false, err
+		}
+		var texts []string
+		if json.Unmarshal(body.Text, &texts) != nil || len(texts) == 0 {
+			return nil, false, badRequest("text", "must be a string or a non-empty list of strings")
+		}
+		if err := s.checkBatch(len(texts)); err != nil {
+			return nil, false, err
+		}
+		out := make([][]int32, len(texts))
+		for i, t := range texts {
+			var err error
+			if out[i], err = s.encode(t, fmt.Sprintf("text[%d]", i)); err != nil {
+				return nil, false, err
+			}
+		}
+		return out, true, nil
+	case hasIDs:
+		raw := bytes.TrimSpace(body.InputIDs)
+		if len(raw) > 1 && raw[0] == '[' {
+			if rest := bytes.TrimSpace(raw[1:]); len(rest) > 0 && rest[0] == '[' {
+				// A batch: each list is read by the bounded id reader.
+				var lists []json.RawMessage
+				if json.Unmarshal(raw, &lists) != nil || len(lists) == 0 {
+					return nil, false, badRequest("input_ids", "must be a list of token ids or a non-empty list of such lists")
+				}
+				if err := s.checkBatch(len(lists)); err != nil {
+					return nil, false, err
+				}
+				out := make([][]int32, len(lists))
+				for i, l := range lists {
+					var err error
+					if out[i], err = s.promptIDs(l, fmt.Sprintf("input_ids[%d]", i)); err != nil {
+						return nil, false, err
+					}
+				}
+				return out, true, nil
+			}
+		}
+		ids, err := s.promptIDs(raw, "input_ids")
+		return [][]int32{ids}, false, err
+	}
+	return nil, false, badRequest("text", "one of text or input_ids is required")
+}
+
+// expandNative turns a validated /generate template (prompts[0] in it) into a batch: n requests
+// and objects per prompt (choice j seeded seed+j), each object carrying its index p*n + j.
+func (s *Server) expandNative(tmpl *Request, nf *nativeFormat, prompts [][]int32, n int, maxNew *int) (*Request, outputFormat, error) {
+	if len(prompts)*n > MaxChoices {
+		return nil, nil, badRequest("sampling_params.n", fmt.Sprintf("%d prompts x n=%d exceeds %d", len(prompts), n, MaxChoices))
+	}
+	cs := &choiceSet{per: n, n: n, totals: &usageTotals{counts: make([]Delta, len(prompts)*n), per: n}}
+	for p, ids := range prompts {
+		base := *tmpl
+		if p > 0 {
+			base.InputIDs = ids
+			if err := s.checkLength(&base, maxNew, "max_new_tokens", s.cfg.DefaultMaxNewTokens); err != nil {
+				return nil, nil, badRequest(fmt.Sprintf("input_ids[%d]", p), err.Error())
+			}
+		}
+		for j := range n {
+			r := base
+			if p > 0 || j > 0 {
+				r.RID = s.engine.NewRID()
+			}
+			if tmpl.Sampling.Seed != nil {
+				seed := *tmpl.Sampling.Seed + uint64(j)
+				r.Sampling.Seed = &seed
+			}
+			f := *nf
+			f.rid, f.index = r.RID, len(cs.reqs)
+			if f.inputFrom >= 0 {
+				if f.inputFrom >= len(r.InputIDs) {
+					return nil, nil, badRequest("logprob_start_len", fmt.Sprintf("prompt %d has only %d tokens", p, len(r.InputIDs)))
+				}
+				f.inputIDs = r.InputIDs
+			}
+			cs.reqs = append(cs.reqs, &r)
+			cs.native = append(cs.native, &f)
+		}
+	}
+	return cs.reqs[0], cs, nil
 }

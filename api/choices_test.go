@@ -221,3 +221,66 @@ func TestBestOf(t *testing.T) {
 		}
 	}
 }
+
+func TestBatchedGenerate(t *testing.T) {
+	e := &tokEngine{feedEngine: feedEngine{feed: seedFeed}}
+	ts := newTokServer(t, e, true)
+	resp, body := post(t, ts, "/generate", `{"input_ids":[[1,2],[3]],"sampling_params":{"max_new_tokens":2,"seed":4}}`)
+	if resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	var objs []struct {
+		Index     int     `json:"index"`
+		OutputIDs []int32 `json:"output_ids"`
+		MetaInfo  struct {
+			ID           string `json:"id"`
+			PromptTokens int    `json:"prompt_tokens"`
+		} `json:"meta_info"`
+	}
+	if err := json.Unmarshal([]byte(body), &objs); err != nil || len(objs) != 2 {
+		t.Fatalf("%v: %s", err, body)
+	}
+	for i, o := range objs {
+		// Each prompt is its own request, with the same seed: the same outputs.
+		if o.Index != i || !slices.Equal(o.OutputIDs, []int32{41, 42}) || o.MetaInfo.PromptTokens != 2-i || o.MetaInfo.ID == objs[1-i].MetaInfo.ID {
+			t.Fatalf("object %d: %+v", i, o)
+		}
+	}
+	resp, body = post(t, ts, "/generate", `{"text":["a","b c"],"stream":true,"sampling_params":{"max_new_tokens":3}}`)
+	if resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	got := map[int]int{}
+	for line := range strings.SplitSeq(body, "\n") {
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok || data == "[DONE]" {
+			continue
+		}
+		var c struct {
+			Index     int     `json:"index"`
+			OutputIDs []int32 `json:"output_ids"`
+		}
+		if err := json.Unmarshal([]byte(data), &c); err != nil {
+			t.Fatal(err)
+		}
+		got[c.Index] += len(c.OutputIDs)
+	}
+	if got[0] != 3 || got[1] != 3 || len(got) != 2 {
+		t.Fatalf("streamed ids per index %v", got)
+	}
+	resp, body = post(t, ts, "/generate", `{"input_ids":[[1,2],[3]],"sampling_params":{"max_new_tokens":1,"seed":4,"n":2}}`)
+	objs = nil
+	if err := json.Unmarshal([]byte(body), &objs); err != nil || resp.StatusCode != 200 || len(objs) != 4 {
+		t.Fatalf("n=2 batch of 2: %d %s", resp.StatusCode, body)
+	}
+	for i, o := range objs {
+		if o.Index != i || o.OutputIDs[0] != int32(4+i%2)*10+1 {
+			t.Fatalf("object %d: %+v (want seed %d)", i, o, 4+i%2)
+		}
+	}
+	for _, bad := range []string{`{"input_ids":[[1],[]]}`, `{"text":[]}`, `{"text":["a"],"rid":"x"}`, `{"text":"a","rid":"x","sampling_params":{"n":2}}`} {
+		if resp, body := post(t, ts, "/generate", bad); resp.StatusCode != 400 {
+			t.Fatalf("%s: %d %s", bad, resp.StatusCode, body)
+		}
+	}
+}

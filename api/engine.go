@@ -44,12 +44,18 @@ type Request struct {
 	Logprobs          bool
 	// TopLogprobs is how many most likely tokens to report at each generated position (0-20).
 	TopLogprobs int
-	GrammarKind GrammarKind
-	GrammarSpec string
+	// PromptLogprobs asks for the prompt tokens' logprobs (echo with logprobs, prompt_logprobs,
+	// logprob_start_len), with TopLogprobs entries each.
+	PromptLogprobs bool
+	GrammarKind    GrammarKind
+	GrammarSpec    string
 	// RoutedRank pins the request to one data-parallel rank; -1 lets the dispatcher choose.
 	RoutedRank int
 	// NoText asks for token ids only (no detokenization).
 	NoText bool
+	// RequestID is the client's X-Request-Id (or one the server made), carried to the rank's
+	// log lines.
+	RequestID string
 }
 
 // Engine is what the API needs from the worker behind it.

@@ -52,82 +52,125 @@ func topK(d *Delta) int {
 // {"content":[{token, logprob, bytes, top_logprobs}]}, or completions' {tokens, token_logprobs,
 // top_logprobs, text_offset}.
 func (f *openAIFormat) logprobs(dst []byte, d *Delta) []byte {
+	if !f.chat {
+		return f.completionLogprobs(dst, d)
+	}
 	if !f.wantLogprobs || len(d.Logprobs) != len(d.IDs) || len(d.IDs) == 0 {
-		if f.wantLogprobs && !f.chat && len(d.IDs) == 0 {
-			return append(dst, `{"tokens":[],"token_logprobs":[],"top_logprobs":[],"text_offset":[]}`...)
-		}
 		return append(dst, "null"...)
 	}
 	k := topK(d)
-	if f.chat {
-		dst = append(dst, `{"content":[`...)
-		for i, id := range d.IDs {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = f.chatEntry(dst, id, d.Logprobs[i])
-			dst = append(dst, `,"top_logprobs":[`...)
-			for j := range min(k, f.topN) {
-				if j > 0 {
-					dst = append(dst, ',')
-				}
-				dst = f.chatEntry(dst, d.TopLogprobIDs[i*k+j], d.TopLogprobs[i*k+j])
-				dst = append(dst, '}')
-			}
-			dst = append(dst, "]}"...)
-		}
-		return append(dst, `]}`...)
-	}
-	dst = append(dst, `{"tokens":[`...)
+	dst = append(dst, `{"content":[`...)
 	for i, id := range d.IDs {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = appendJSONString(dst, f.s.tokenString(id))
-	}
-	dst = append(dst, `],"token_logprobs":[`...)
-	for i, lp := range d.Logprobs {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = appendLogprob(dst, lp)
-	}
-	dst = append(dst, `],"top_logprobs":[`...)
-	for i, id := range d.IDs {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		// The top entries, then the sampled token when it is not among them (OpenAI: "up to
-		// logprobs+1 elements").
-		dst = append(dst, '{')
-		sampledListed := false
+		dst = f.chatEntry(dst, id, d.Logprobs[i])
+		dst = append(dst, `,"top_logprobs":[`...)
 		for j := range min(k, f.topN) {
 			if j > 0 {
 				dst = append(dst, ',')
 			}
-			tid := d.TopLogprobIDs[i*k+j]
-			sampledListed = sampledListed || tid == id
-			dst = appendJSONString(dst, f.s.tokenString(tid))
-			dst = append(dst, ':')
-			dst = appendLogprob(dst, d.TopLogprobs[i*k+j])
+			dst = f.chatEntry(dst, d.TopLogprobIDs[i*k+j], d.TopLogprobs[i*k+j])
+			dst = append(dst, '}')
 		}
-		if !sampledListed {
-			if min(k, f.topN) > 0 {
+		dst = append(dst, "]}"...)
+	}
+	return append(dst, `]}`...)
+}
+
+// lpEntry is one position of a completions logprobs object.
+type lpEntry struct {
+	id      int32
+	lp      float32
+	null    bool      // the prompt's first token: no logprob, no top entries
+	topIDs  []int32   // the most likely tokens there, most likely first
+	topLps  []float32 // their logprobs
+	shownTo int       // how many top entries to show
+}
+
+// completionLogprobs appends completions' {tokens, token_logprobs, top_logprobs, text_offset}:
+// with echo, the prompt's positions first (the first one null), then the generated ones.
+func (f *openAIFormat) completionLogprobs(dst []byte, d *Delta) []byte {
+	if !f.wantLogprobs || len(d.Logprobs) != len(d.IDs) {
+		return append(dst, "null"...)
+	}
+	var entries []lpEntry
+	if e := f.echo; e != nil && e.echoText && !e.done {
+		kp := 0
+		if len(d.PromptLogprobs) > 0 {
+			kp = len(d.PromptTopLogprobIDs) / len(d.PromptLogprobs)
+		}
+		for p, id := range e.ids {
+			if p == 0 || p-1 >= len(d.PromptLogprobs) {
+				entries = append(entries, lpEntry{id: id, null: true})
+				continue
+			}
+			entries = append(entries, lpEntry{id: id, lp: d.PromptLogprobs[p-1],
+				topIDs: d.PromptTopLogprobIDs[(p-1)*kp : p*kp], topLps: d.PromptTopLogprobs[(p-1)*kp : p*kp], shownTo: min(kp, f.topN)})
+		}
+	}
+	k := topK(d)
+	for i, id := range d.IDs {
+		entries = append(entries, lpEntry{id: id, lp: d.Logprobs[i],
+			topIDs: d.TopLogprobIDs[i*k : (i+1)*k], topLps: d.TopLogprobs[i*k : (i+1)*k], shownTo: min(k, f.topN)})
+	}
+	dst = append(dst, `{"tokens":[`...)
+	for i, e := range entries {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendJSONString(dst, f.s.tokenString(e.id))
+	}
+	dst = append(dst, `],"token_logprobs":[`...)
+	for i, e := range entries {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		if e.null {
+			dst = append(dst, "null"...)
+		} else {
+			dst = appendLogprob(dst, e.lp)
+		}
+	}
+	dst = append(dst, `],"top_logprobs":[`...)
+	for i, e := range entries {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		if e.null {
+			dst = append(dst, "null"...)
+			continue
+		}
+		// The top entries, then the token itself when it is not among them (OpenAI: "up to
+		// logprobs+1 elements").
+		dst = append(dst, '{')
+		listed := false
+		for j := range e.shownTo {
+			if j > 0 {
 				dst = append(dst, ',')
 			}
-			dst = appendJSONString(dst, f.s.tokenString(id))
+			listed = listed || e.topIDs[j] == e.id
+			dst = appendJSONString(dst, f.s.tokenString(e.topIDs[j]))
 			dst = append(dst, ':')
-			dst = appendLogprob(dst, d.Logprobs[i])
+			dst = appendLogprob(dst, e.topLps[j])
+		}
+		if !listed {
+			if e.shownTo > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendJSONString(dst, f.s.tokenString(e.id))
+			dst = append(dst, ':')
+			dst = appendLogprob(dst, e.lp)
 		}
 		dst = append(dst, '}')
 	}
 	dst = append(dst, `],"text_offset":[`...)
-	for i, id := range d.IDs {
+	for i, e := range entries {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
 		dst = strconv.AppendInt(dst, int64(f.textOffset), 10)
-		f.textOffset += utf8.RuneCountInString(f.s.tokenString(id))
+		f.textOffset += utf8.RuneCountInString(f.s.tokenString(e.id))
 	}
 	return append(dst, "]}"...)
 }
@@ -168,10 +211,67 @@ func (s *Server) fillNativeLogprobs(req *Request, body *generateRequest) error {
 		}
 		req.TopLogprobs = *n
 	}
-	if l := body.LogprobStartLen; l != nil && *l != -1 && *l < len(req.InputIDs) {
-		return badRequest("logprob_start_len", "prompt logprobs are not supported: use -1 (the default)")
+	if l := body.LogprobStartLen; l != nil && *l != -1 {
+		if *l < 0 || *l >= len(req.InputIDs) {
+			return badRequest("logprob_start_len", fmt.Sprintf("must be -1 (no prompt logprobs) or in [0, %d) (the prompt's length), got %d", len(req.InputIDs), *l))
+		}
+		if !req.Logprobs {
+			return badRequest("logprob_start_len", "needs return_logprob: true")
+		}
+		req.PromptLogprobs = true
 	}
 	return nil
+}
+
+// appendNativeInput appends SGLang's input_token_logprobs (and input_top_logprobs with top):
+// [logprob, id, null] for each prompt position from start, the first position's logprob null.
+func appendNativeInput(dst []byte, d *Delta, ids []int32, start int, top bool) []byte {
+	kp := 0
+	if len(d.PromptLogprobs) > 0 {
+		kp = len(d.PromptTopLogprobIDs) / len(d.PromptLogprobs)
+	}
+	dst = append(dst, `,"input_token_logprobs":[`...)
+	for p := start; p < len(ids); p++ {
+		if p > start {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, '[')
+		if p == 0 || p-1 >= len(d.PromptLogprobs) {
+			dst = append(dst, "null"...)
+		} else {
+			dst = appendLogprob(dst, d.PromptLogprobs[p-1])
+		}
+		dst = append(dst, ',')
+		dst = strconv.AppendInt(dst, int64(ids[p]), 10)
+		dst = append(dst, ",null]"...)
+	}
+	dst = append(dst, ']')
+	if !top {
+		return dst
+	}
+	dst = append(dst, `,"input_top_logprobs":[`...)
+	for p := start; p < len(ids); p++ {
+		if p > start {
+			dst = append(dst, ',')
+		}
+		if p == 0 || p-1 >= len(d.PromptLogprobs) {
+			dst = append(dst, "null"...)
+			continue
+		}
+		dst = append(dst, '[')
+		for j := range kp {
+			if j > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, '[')
+			dst = appendLogprob(dst, d.PromptTopLogprobs[(p-1)*kp+j])
+			dst = append(dst, ',')
+			dst = strconv.AppendInt(dst, int64(d.PromptTopLogprobIDs[(p-1)*kp+j]), 10)
+			dst = append(dst, ",null]"...)
+		}
+		dst = append(dst, ']')
+	}
+	return append(dst, ']')
 }
 
 // appendNativeTop appends SGLang's output_top_logprobs: per position, [logprob, id, null] for

@@ -175,10 +175,79 @@ func TestGenerateTopLogprobs(t *testing.T) {
 	if len(v.MetaInfo.Output) != 3 || len(v.MetaInfo.Top) != 3 || v.MetaInfo.Top[0][0][1].(float64) != 50 || v.MetaInfo.Top[2][1][0].(float64) != -1 {
 		t.Fatalf("%s", out)
 	}
-	for _, bad := range []string{`"top_logprobs_num":2`, `"return_logprob":true,"logprob_start_len":0`} {
+	for _, bad := range []string{`"top_logprobs_num":2`, `"return_logprob":true,"logprob_start_len":2`, `"logprob_start_len":0`} {
 		resp, out := post(t, ts, "/generate", `{"input_ids":[1,2],`+bad+`}`)
 		if resp.StatusCode != 400 {
 			t.Fatalf("%s: %d %s", bad, resp.StatusCode, out)
 		}
+	}
+}
+
+// TestEchoShapes: echo puts the prompt text first (streamed: in the first chunk), and with
+// logprobs the prompt's positions lead the logprobs object, the first one null.
+func TestEchoShapes(t *testing.T) {
+	e := &tokEngine{feedEngine: feedEngine{}}
+	e.feed = func(st *Stream, req *Request) {
+		d := Delta{IDs: []int32{10}, Text: "X", Logprobs: []float32{-1}, PromptTokens: len(req.InputIDs), CompletionTokens: 1}
+		if req.PromptLogprobs {
+			for p := 1; p < len(req.InputIDs); p++ {
+				d.PromptLogprobs = append(d.PromptLogprobs, -float32(p))
+			}
+		}
+		st.Push(&d)
+		st.Push(&Delta{Finished: true, FinishReason: FinishLength, PromptTokens: len(req.InputIDs), CompletionTokens: 1})
+	}
+	ts := newTokServer(t, e, true)
+	prompt := e.tok.Encode("def f(x):", true)
+	text := e.tok.Decode(prompt, true)
+	_, body := post(t, ts, "/v1/completions", `{"prompt":`+mustJSON(prompt)+`,"max_tokens":1,"echo":true,"logprobs":0}`)
+	var v struct {
+		Choices []struct {
+			Text     string `json:"text"`
+			Logprobs struct {
+				Tokens        []string   `json:"tokens"`
+				TokenLogprobs []*float64 `json:"token_logprobs"`
+				TopLogprobs   []map[string]float64
+				TextOffset    []int `json:"text_offset"`
+			} `json:"logprobs"`
+		} `json:"choices"`
+	}
+	if err := json.Unmarshal([]byte(body), &v); err != nil {
+		t.Fatal(err)
+	}
+	c := v.Choices[0]
+	n := len(prompt)
+	if c.Text != text+"X" || len(c.Logprobs.Tokens) != n+1 || c.Logprobs.TokenLogprobs[0] != nil || *c.Logprobs.TokenLogprobs[n] != -1 || !e.lastRequest().PromptLogprobs {
+		t.Fatalf("%s", body)
+	}
+	for p := 1; p < n; p++ {
+		if *c.Logprobs.TokenLogprobs[p] != -float64(p) {
+			t.Fatalf("prompt position %d: %v", p, *c.Logprobs.TokenLogprobs[p])
+		}
+	}
+	_, body = post(t, ts, "/v1/completions", `{"prompt":"def f(x):","max_tokens":1,"echo":true,"stream":true}`)
+	first := ""
+	for line := range strings.SplitSeq(body, "\n") {
+		if data, ok := strings.CutPrefix(line, "data: "); ok && data != "[DONE]" && first == "" {
+			var c struct {
+				Choices []struct{ Text string } `json:"choices"`
+			}
+			_ = json.Unmarshal([]byte(data), &c)
+			first = c.Choices[0].Text
+		}
+	}
+	if first != text+"X" || e.lastRequest().PromptLogprobs {
+		t.Fatalf("streamed echo: first chunk %q, prompt logprobs asked %v", first, e.lastRequest().PromptLogprobs)
+	}
+	_, body = post(t, ts, "/v1/completions", `{"prompt":[5,6,7],"max_tokens":1,"prompt_logprobs":0}`)
+	var pl struct {
+		Choices []struct {
+			Text           string                       `json:"text"`
+			PromptLogprobs []map[string]json.RawMessage `json:"prompt_logprobs"`
+		} `json:"choices"`
+	}
+	if err := json.Unmarshal([]byte(body), &pl); err != nil || pl.Choices[0].Text != "X" || len(pl.Choices[0].PromptLogprobs) != 3 ||
+		pl.Choices[0].PromptLogprobs[0] != nil || !strings.Contains(string(pl.Choices[0].PromptLogprobs[2]["7"]), `"logprob":-2`) {
+		t.Fatalf("prompt_logprobs: %s", body)
 	}
 }

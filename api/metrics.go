@@ -24,8 +24,14 @@ type serverMetrics struct {
 	prefill     *metrics.Histogram
 	decode      *metrics.Histogram
 	promptLen   *metrics.Histogram
-	genLen      *metrics.Histogram
-	maxGenLen   *metrics.Histogram
+	// prefixQueries and prefixHits are prompt tokens of finished requests and those of them a
+	// rank's prefix cache supplied (vLLM's prefix_cache_queries/hits, in tokens).
+	prefixQueries, prefixHits *metrics.Counter
+	// preprocess is arrival to dispatch (body decode, chat template, tokenization, grammar
+	// check); grammarCheck is the worker's grammar compile (or cache lookup) per constraint.
+	preprocess, grammarCheck *metrics.Histogram
+	genLen                   *metrics.Histogram
+	maxGenLen                *metrics.Histogram
 	// success is by finish reason; errors by HTTP status (errorStatuses, others under "other").
 	// Every series is registered up front: a shared registry's layout is fixed once sealed.
 	success     map[FinishReason]*metrics.Counter
@@ -70,6 +76,10 @@ func newServerMetrics(reg *metrics.Registry, model string) *serverMetrics {
 	m.prefill = lat("vllm:request_prefill_time_seconds", "From scheduling to the first token at the rank.")
 	m.decode = lat("vllm:request_decode_time_seconds", "From the first token to the finish at the rank.")
 	m.itl = lat("llm_inter_token_latency_seconds", "Time between streamed chunks, per token.")
+	m.prefixQueries = reg.NewCounter("vllm:prefix_cache_queries_total", "Prompt tokens of finished requests, looked up in the ranks' prefix caches.", ml)
+	m.prefixHits = reg.NewCounter("vllm:prefix_cache_hits_total", "Prompt tokens of finished requests that the ranks' prefix caches supplied.", ml)
+	m.preprocess = lat("llm_request_preprocess_seconds", "Arrival to dispatch: body decode, chat template, tokenization and grammar check.")
+	m.grammarCheck = lat("llm_grammar_check_seconds", "A worker's compile of a request's constraint (a cache hit takes microseconds).")
 	m.promptLen = reg.NewHistogram("vllm:request_prompt_tokens", "Prompt tokens per request.", ml, tokenBuckets)
 	m.genLen = reg.NewHistogram("vllm:request_generation_tokens", "Generated tokens per request.", ml, tokenBuckets)
 	m.maxGenLen = reg.NewHistogram("vllm:request_max_num_generation_tokens",
@@ -90,6 +100,8 @@ func (m *serverMetrics) errorCounter(st int) *metrics.Counter {
 func (m *serverMetrics) finished(d *Delta, st *Stream, start time.Time) {
 	now := time.Now()
 	m.promptTok.Add(float64(d.PromptTokens))
+	m.prefixQueries.Add(float64(d.PromptTokens))
+	m.prefixHits.Add(float64(d.CachedTokens))
 	m.genTok.Add(float64(d.CompletionTokens))
 	m.promptLen.Observe(float64(d.PromptTokens))
 	m.genLen.Observe(float64(d.CompletionTokens))
@@ -102,6 +114,9 @@ func (m *serverMetrics) finished(d *Delta, st *Stream, start time.Time) {
 	var first time.Time
 	if st != nil { // nil for a choice that could not be submitted
 		first, _ = st.Times()
+	}
+	if st != nil && st.access != nil {
+		st.access.finished(d, first)
 	}
 	if !first.IsZero() {
 		m.ttft.Observe(first.Sub(start).Seconds())

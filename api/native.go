@@ -61,37 +61,14 @@ func (s *Server) buildGenerate(body *generateRequest, _ time.Time) (*Request, ou
 	if req.RID == "" {
 		req.RID = s.engine.NewRID()
 	}
-	hasText := len(body.Text) > 0 && string(body.Text) != "null"
-	hasIDs := len(body.InputIDs) > 0 && string(body.InputIDs) != "null"
-	switch {
-	case hasText && hasIDs:
-		return nil, nil, badRequest("text", "give either text or input_ids, not both")
-	case hasText:
-		var text string
-		if err := json.Unmarshal(body.Text, &text); err != nil {
-			var texts []string
-			if json.Unmarshal(body.Text, &texts) != nil || len(texts) != 1 {
-				return nil, nil, badRequest("text", "must be a string (batched requests are not supported)")
-			}
-			text = texts[0]
-		}
-		ids, err := s.encode(text, "text")
-		if err != nil {
-			return nil, nil, err
-		}
-		req.InputIDs = ids
-	case hasIDs:
-		ids, err := s.promptIDs(body.InputIDs, "input_ids")
-		if err != nil {
-			return nil, nil, err
-		}
-		req.InputIDs = ids
-	default:
-		return nil, nil, badRequest("text", "one of text or input_ids is required")
+	prompts, batched, err := s.nativePrompts(body)
+	if err != nil {
+		return nil, nil, err
 	}
-	if sp.N != nil && *sp.N != 1 {
-		return nil, nil, badRequest("sampling_params.n", "only n=1 is supported on /generate: use /v1/completions for n > 1")
+	if batched && body.RID != "" {
+		return nil, nil, badRequest("rid", "give no rid with a batch: each prompt gets its own")
 	}
+	req.InputIDs = prompts[0]
 	seed := sp.Seed
 	if seed == nil {
 		seed = sp.SamplingSeed
@@ -113,7 +90,21 @@ func (s *Server) buildGenerate(body *generateRequest, _ time.Time) (*Request, ou
 	if err := s.fillNativeLogprobs(req, body); err != nil {
 		return nil, nil, err
 	}
-	return req, &nativeFormat{rid: req.RID, text: !req.NoText, logprobs: req.Logprobs, top: req.TopLogprobs > 0}, nil
+	nf := &nativeFormat{rid: req.RID, text: !req.NoText, logprobs: req.Logprobs, top: req.TopLogprobs > 0, inputFrom: -1, index: -1}
+	if req.PromptLogprobs {
+		nf.inputFrom, nf.inputIDs = *body.LogprobStartLen, req.InputIDs
+	}
+	n := 1
+	if sp.N != nil {
+		n = *sp.N // range-checked by fillCommon
+	}
+	if batched || n > 1 {
+		if n > 1 && body.RID != "" {
+			return nil, nil, badRequest("rid", "give no rid with n > 1: each choice gets its own")
+		}
+		return s.expandNative(req, nf, prompts, n, sp.MaxNewTokens)
+	}
+	return req, nf, nil
 }
 
 // nativeFormat writes /generate objects: {text, output_ids, meta_info}.
@@ -122,10 +113,21 @@ type nativeFormat struct {
 	text     bool
 	logprobs bool
 	top      bool // output_top_logprobs too (top_logprobs_num > 0)
+	// inputFrom is logprob_start_len (-1: no prompt logprobs); inputIDs the prompt they score.
+	// They go out once, with the first object written.
+	inputFrom int
+	inputIDs  []int32
+	// index is the prompt's place in a batch (written as "index"); -1 when not batched.
+	index int
 }
 
 func (f *nativeFormat) object(dst []byte, d *Delta) []byte {
 	dst = append(dst, '{')
+	if f.index >= 0 {
+		dst = append(dst, `"index":`...)
+		dst = strconv.AppendInt(dst, int64(f.index), 10)
+		dst = append(dst, ',')
+	}
 	if f.text {
 		dst = append(dst, `"text":`...)
 		dst = appendJSONString(dst, d.Text)
@@ -186,6 +188,10 @@ func (f *nativeFormat) object(dst []byte, d *Delta) []byte {
 		dst = append(dst, ']')
 		if f.top {
 			dst = appendNativeTop(dst, d)
+		}
+		if f.inputFrom >= 0 {
+			dst = appendNativeInput(dst, d, f.inputIDs, f.inputFrom, f.top)
+			f.inputFrom = -1
 		}
 	}
 	return append(dst, "}}"...)

@@ -24,6 +24,8 @@ type completionRequest struct {
 	Echo          bool            `json:"echo"`
 	BestOf        *int            `json:"best_of"`
 	Suffix        *string         `json:"suffix"`
+	// PromptLogprobs is vLLM's: the logprob of every prompt token and its K most likely.
+	PromptLogprobs *int `json:"prompt_logprobs"`
 	samplingFields
 }
 
@@ -51,9 +53,6 @@ func (s *Server) buildCompletion(body *completionRequest, start time.Time) (*Req
 	if err := s.checkModel(body.Model); err != nil {
 		return nil, nil, err
 	}
-	if body.Echo {
-		return nil, nil, badRequest("echo", "echo is not supported")
-	}
 	if body.Suffix != nil && *body.Suffix != "" {
 		return nil, nil, badRequest("suffix", "suffix is not supported")
 	}
@@ -79,6 +78,9 @@ func (s *Server) buildCompletion(body *completionRequest, start time.Time) (*Req
 	f := s.openAIFormat(false, "cmpl-", req, body.StreamOptions, body.ReturnTokenIDs, start)
 	f.includeStop = body.IncludeStopStrInOutput
 	f.wantLogprobs, f.topN = req.Logprobs, req.TopLogprobs
+	if err := s.fillEcho(req, f, body); err != nil {
+		return nil, nil, err
+	}
 	if len(prompts) > 1 || body.N != nil && *body.N > 1 || body.BestOf != nil {
 		return s.expandChoices(req, f, prompts, body.N, body.BestOf, body.TruncatePromptTokens, body.MaxTokens)
 	}
@@ -197,8 +199,11 @@ type openAIFormat struct {
 	textOffset   int
 	// index is the choice's index (choices.go: several prompts, n, best_of); totals, when set,
 	// are the whole response's counts, which continuous usage reports instead of this choice's.
-	index     int
-	totals    *usageTotals
+	index  int
+	totals *usageTotals
+	// echo, when set, puts the prompt before the first choice text written (and its logprobs
+	// before the completion's); it also carries vLLM's prompt_logprobs.
+	echo      *echoState
 	tokenIDs  bool
 	chunkHead []byte // head(nil, true), built once per stream
 	// out splits chat output into reasoning, content and tool calls; nil when the request has
@@ -265,6 +270,12 @@ func (f *openAIFormat) choice(dst []byte, d *Delta, chunk, first bool) []byte {
 		withStop.Text += m // the detokenizer cut the output at the stop string
 		d = &withStop
 	}
+	if f.echo != nil && !f.echo.done {
+		withPrompt := *d
+		withPrompt.Text = f.echo.text + d.Text
+		d = &withPrompt
+		defer func() { f.echo.done = true }() // the prompt goes with the first choice written
+	}
 	dst = append(dst, `{"index":`...)
 	dst = strconv.AppendInt(dst, int64(f.index), 10)
 	dst = append(dst, ',')
@@ -293,6 +304,10 @@ func (f *openAIFormat) choice(dst []byte, d *Delta, chunk, first bool) []byte {
 	}
 	dst = append(dst, `,"logprobs":`...)
 	dst = f.logprobs(dst, d)
+	if f.echo != nil && !f.echo.done && f.echo.promptTopN >= 0 {
+		dst = append(dst, `,"prompt_logprobs":`...)
+		dst = f.vllmPromptLogprobs(dst, d)
+	}
 	dst = append(dst, `,"finish_reason":`...)
 	if f.out != nil && d.Finished && d.FinishReason == FinishStop && f.out.hasCalls() {
 		dst = append(dst, `"tool_calls"`...)

@@ -19,14 +19,16 @@ const (
 )
 
 // DetectReasoning picks the reasoning parser a chat template implies: DeepSeek-R1's when it
-// writes its own role markers and </think>, Qwen3's when it writes <think> blocks in ChatML;
-// "" when it has no thinking block (or it is ambiguous).
+// writes its own role markers and </think>, or opens the block in the generation prompt itself
+// (QwQ, Qwen3 thinking-only models: the output starts inside the block); Qwen3's when it writes
+// <think> blocks in ChatML; "" when it has no thinking block (or it is ambiguous).
 func DetectReasoning(template string) string {
 	if !strings.Contains(template, "</think>") {
 		return ""
 	}
 	switch {
-	case strings.Contains(template, "<｜Assistant｜>"):
+	case strings.Contains(template, "<｜Assistant｜>"),
+		strings.Contains(template, `assistant\n<think>`), strings.Contains(template, "assistant\n<think>"):
 		return ReasoningDeepSeekR1
 	case strings.Contains(template, "<|im_start|>") && strings.Contains(template, "<think>"):
 		return ReasoningQwen3

@@ -102,7 +102,8 @@ func NewServer(cfg Config, engine Engine, reg *metrics.Registry, log *slog.Logge
 			return nil, fmt.Errorf("an API key must be non-empty and contain no whitespace")
 		}
 	}
-	s := &Server{cfg: cfg, engine: engine, log: log, created: time.Now().Unix(), reg: reg}
+	ae := &accessEngine{Engine: engine}
+	s := &Server{cfg: cfg, engine: ae, log: log, created: time.Now().Unix(), reg: reg}
 	s.stopping, s.stopNow = context.WithCancel(context.Background())
 	if tok := engine.Tokenizer(); tok != nil {
 		for id := 0; id < tok.VocabSize(); id++ {
@@ -116,6 +117,7 @@ func NewServer(cfg Config, engine Engine, reg *metrics.Registry, log *slog.Logge
 		}
 	}
 	s.met = newServerMetrics(reg, cfg.ServedModelName)
+	ae.met = s.met
 	return s, nil
 }
 
@@ -135,7 +137,7 @@ func (s *Server) Handler() http.Handler {
 		s.reg.WriteText(w)
 	})
 	s.extRoutes(mux)
-	return s.readDeadline(s.authenticate(mux))
+	return s.access(s.readDeadline(s.authenticate(mux)))
 }
 
 // readDeadline bounds the time to read each request's body (serve lifts it once the body is in).
@@ -291,6 +293,9 @@ type outputFormat interface {
 // and answer with one JSON object or an SSE stream.
 func generation[B any](s *Server, endpoint string, build func(body *B, start time.Time) (*Request, outputFormat, error)) http.HandlerFunc {
 	requests := s.met.requests[endpoint]
+	if requests == nil {
+		panic("api: no request counter registered for " + endpoint) // at Handler, not at a request
+	}
 	return func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		requests.Inc()

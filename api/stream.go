@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 )
@@ -29,6 +30,11 @@ type Delta struct {
 	// first (flattened), when the request asked for them.
 	TopLogprobIDs []int32
 	TopLogprobs   []float32
+	// PromptLogprobs (prompt tokens 1.., in order) and their top entries (TopLogprobs per
+	// position, flattened) come once, when the request asked for them.
+	PromptLogprobs      []float32
+	PromptTopLogprobIDs []int32
+	PromptTopLogprobs   []float32
 
 	Finished     bool
 	FinishReason FinishReason
@@ -65,6 +71,12 @@ func (d *Delta) mergeMeta(later *Delta) {
 		d.FinishReason = later.FinishReason
 		d.MatchedStop = later.MatchedStop
 	}
+	if len(later.PromptLogprobs) > 0 || len(later.PromptTopLogprobIDs) > 0 {
+		// Copied: a pushed delta's slices may be reused by its sender.
+		d.PromptLogprobs = slices.Clone(later.PromptLogprobs)
+		d.PromptTopLogprobIDs = slices.Clone(later.PromptTopLogprobIDs)
+		d.PromptTopLogprobs = slices.Clone(later.PromptTopLogprobs)
+	}
 	if later.Err != nil && d.Err == nil {
 		d.Err = later.Err
 	}
@@ -89,6 +101,10 @@ func (d *Delta) mergeMeta(later *Delta) {
 // linear in what it receives, and a steady stream allocates nothing but its text.
 type Stream struct {
 	RID string
+	// Rank is the data-parallel rank the engine sent the request to (for the access log).
+	Rank int
+	// access is the access line of the HTTP request this stream serves (nil: none).
+	access *accessRecord
 
 	mu       sync.Mutex
 	ids      []int32

@@ -37,11 +37,14 @@ func DetectToolSyntax(template string) string {
 		return ToolSyntaxHermes
 	case strings.Contains(template, `"parameters": `) && strings.Contains(template, "<|eot_id|>"):
 		return ToolSyntaxLlama3JSON
-	case !regexp.MustCompile(`\btools\b`).MatchString(template):
+	case !readsTools.MatchString(template):
 		return ToolSyntaxFallback
 	}
 	return ToolSyntaxHermes
 }
+
+// readsTools finds a template's use of the tools variable.
+var readsTools = regexp.MustCompile(`\btools\b`)
 
 // toolSyntax is what one syntax looks like around a call.
 type toolSyntax struct {
@@ -357,7 +360,7 @@ func fallbackMessages(msgs []map[string]any, toolsJSON json.RawMessage, tr *tool
 				out = append(out, m)
 				continue
 			}
-			text, _ := m["content"].(string)
+			text := textOf(m["content"])
 			for _, c := range list {
 				fn, _ := c.(map[string]any)["function"].(map[string]any)
 				args, err := json.Marshal(fn["arguments"])
@@ -371,13 +374,31 @@ func fallbackMessages(msgs []map[string]any, toolsJSON json.RawMessage, tr *tool
 			}
 			out = append(out, map[string]any{"role": "assistant", "content": text})
 		case "tool":
-			c, _ := m["content"].(string)
-			out = append(out, map[string]any{"role": "user", "content": "<tool_response>\n" + c + "\n</tool_response>"})
+			out = append(out, map[string]any{"role": "user", "content": "<tool_response>\n" + textOf(m["content"]) + "\n</tool_response>"})
 		default:
 			out = append(out, m)
 		}
 	}
 	return out, nil
+}
+
+// textOf is a message's content as text: a string, or its text parts joined with "\n".
+func textOf(content any) string {
+	switch c := content.(type) {
+	case string:
+		return c
+	case []any:
+		var parts []string
+		for _, p := range c {
+			if m, ok := p.(map[string]any); ok && m["type"] == "text" {
+				if s, ok := m["text"].(string); ok {
+					parts = append(parts, s)
+				}
+			}
+		}
+		return strings.Join(parts, "\n")
+	}
+	return ""
 }
 
 // renderChat renders a chat request's prompt through the model's template: tools passed as the

@@ -31,6 +31,11 @@ type chatOutput struct {
 	last outputEvents
 }
 
+// maxSyntaxRun bounds the text held while looking for a call's name or end: the grammar makes
+// both short, and an unconstrained output that never completes them is content, not a call
+// (and is not rescanned forever).
+const maxSyntaxRun = 4096
+
 type parseState uint8
 
 const (
@@ -131,6 +136,12 @@ func (o *chatOutput) feed(text string) {
 func (o *chatOutput) finish() {
 	for o.step(true) {
 	}
+	if n := len(o.calls); n > 0 && o.calls[n-1].name == "" {
+		// the output ended inside a call's head: no call was made, its text is content
+		o.calls = o.calls[:n-1]
+		o.buf = o.syn.open + o.buf
+		o.st = stText
+	}
 	switch o.st {
 	case stReasoning, stStart:
 		if o.st == stStart && o.reasoning == ReasoningQwen3 {
@@ -220,12 +231,23 @@ func (o *chatOutput) step(final bool) bool {
 		o.buf = ""
 		return false
 	case stCallHead:
+		if len(o.buf) > maxSyntaxRun && o.calls[len(o.calls)-1].name == "" {
+			// not a call after all (an unconstrained output): its text is content
+			o.calls = o.calls[:len(o.calls)-1]
+			o.buf = o.syn.open + o.buf
+			o.st = stText
+			return true
+		}
 		return o.readHead()
 	case stArgs:
 		return o.readArgs()
 	case stCallTail:
 		i := strings.Index(o.buf, o.syn.end)
 		if i < 0 {
+			if len(o.buf) > maxSyntaxRun {
+				o.st = stText
+				return true
+			}
 			return false
 		}
 		o.buf = o.buf[i+len(o.syn.end):]

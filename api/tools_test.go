@@ -92,6 +92,9 @@ func TestChatOutputSplits(t *testing.T) {
 		{"text then calls", "", hermes, "Let me look. <tool_" + "x " + call("noop", "{}") + "\n" + call("get_weather", `{"city":"Oslo"}`),
 			parsed{content: "Let me look. <tool_x ", names: []string{"noop", "get_weather"}, args: []string{"{}", `{"city":"Oslo"}`}}},
 		{"text ending in a partial opener", "", hermes, "see <tool_ca", parsed{content: "see <tool_ca"}},
+		{"cut inside a call's head", "", hermes, "see <tool_call>\n{\"na", parsed{content: "see <tool_call>\n{\"na"}},
+		{"cut inside arguments", "", hermes, call("noop", "{}") + "\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"ci",
+			parsed{names: []string{"noop", "get_weather"}, args: []string{"{}", `{"ci`}}},
 		{"llama call", "", llama, `{"name": "get_weather", "parameters": {"city":"Rome"}}`,
 			parsed{names: []string{"get_weather"}, args: []string{`{"city":"Rome"}`}}},
 		{"llama text", "", llama, `Sure {"name": "x"}`, parsed{content: `Sure {"name": "x"}`}},
@@ -162,9 +165,10 @@ func TestDetectSyntaxAndReasoning(t *testing.T) {
 		}
 	}
 	for tmpl, want := range map[string]string{
-		"<|im_start|>{{ '<think>\\n\\n</think>' }}": ReasoningQwen3,
-		"<｜Assistant｜><think>\\n{{ x }}</think>":    ReasoningDeepSeekR1,
-		"<|im_start|>assistant":                     "",
+		"<|im_start|>{{ '<think>\\n\\n</think>' }}":          ReasoningQwen3,
+		"<｜Assistant｜><think>\\n{{ x }}</think>":             ReasoningDeepSeekR1,
+		"<|im_start|>assistant":                              "",
+		"{{ '<|im_start|>assistant\\n<think>\\n' }}</think>": ReasoningDeepSeekR1,
 	} {
 		if got := DetectReasoning(tmpl); got != want {
 			t.Errorf("%s: %q, want %q", tmpl, got, want)
@@ -248,5 +252,60 @@ func TestQwen3ToolRendering(t *testing.T) {
 		if got != c.Prompt {
 			t.Errorf("%s: rendered\n%s\nwant\n%s", c.Name, got, c.Prompt)
 		}
+	}
+}
+
+// FuzzChatOutput: any model output, cut anywhere, streams to what the non-streamed reader
+// makes of it, for every syntax and reasoning parser, and never panics.
+func FuzzChatOutput(f *testing.F) {
+	f.Add("<think>\nx</think>\n\nhi <tool_call>\n{\"name\": \"a\", \"arguments\": {\"k\":\"}\\\"\"}}\n</tool_call>", uint8(3), uint16(7))
+	f.Add(`{"name": "a", "parameters": {"x":[1,{"y":"]"}]}}`, uint8(1), uint16(5))
+	f.Add("</think><tool_call><tool_call>{\"name\":", uint8(4), uint16(2))
+	f.Fuzz(func(t *testing.T, text string, mode uint8, cut uint16) {
+		if len(text) > 1<<14 {
+			return // streaming a byte at a time is quadratic in the test's own assembly
+		}
+		tr := &toolRequest{tools: []tool{{name: "a"}}, choice: "auto", syntax: ToolSyntaxHermes}
+		if mode&1 == 1 {
+			tr.syntax = ToolSyntaxLlama3JSON
+		}
+		reasoning := []string{"", ReasoningQwen3, ReasoningDeepSeekR1}[int(mode>>1)%3]
+		whole := readWhole(reasoning, tr, text)
+		step := 1 + int(cut)%7
+		var pieces []string
+		for s := text; s != ""; {
+			n := min(len(s), step)
+			pieces, s = append(pieces, s[:n]), s[n:]
+		}
+		if got := readStream(t, reasoning, tr, pieces); got.String() != whole.String() {
+			t.Fatalf("pieces %q: %v\nwant %v", pieces, got, whole)
+		}
+	})
+}
+
+// TestFallbackMessages: for a template without tools, the tools are described in the system
+// message (merged with the request's), calls become Hermes text and results user messages.
+func TestFallbackMessages(t *testing.T) {
+	tools := json.RawMessage(`[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}]`)
+	tr := &toolRequest{tools: []tool{{name: "f"}}, choice: "auto", syntax: ToolSyntaxFallback}
+	msgs, err := checkToolMessages([]map[string]any{{"role": "system", "content": "Be brief."}, {"role": "user", "content": "go"},
+		{"role": "assistant", "content": nil, "tool_calls": []any{map[string]any{"id": "c", "type": "function", "function": map[string]any{"name": "f", "arguments": `{"x":1}`}}}},
+		{"role": "tool", "tool_call_id": "c", "content": []any{map[string]any{"type": "text", "text": "ok"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := fallbackMessages(msgs, tools, tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != 4 || out[0]["role"] != "system" || !strings.HasPrefix(out[0]["content"].(string), "Be brief.\n\n# Tools") ||
+		!strings.Contains(out[0]["content"].(string), "<tools>\n"+`{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}`+"\n</tools>") {
+		t.Fatalf("system message: %v", out[0])
+	}
+	if out[2]["content"] != "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\":1}}\n</tool_call>" {
+		t.Errorf("assistant call rendered as %q", out[2]["content"])
+	}
+	if out[3]["role"] != "user" || out[3]["content"] != "<tool_response>\nok\n</tool_response>" {
+		t.Errorf("tool result rendered as %v", out[3])
 	}
 }

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -145,6 +146,59 @@ func TestAPIExtensions(t *testing.T) {
 		}
 	})
 
+	t.Run("echo prompt logprobs equal schedulerd generate --print-logits", func(t *testing.T) {
+		// lm-evaluation-harness's loglikelihood request: a batch of id lists, echo, logprobs 1,
+		// max_tokens 1; the prompt (cached by the tests above) is scored in full.
+		other := []int32{9, 66, 180, 400, 1234}
+		code, body := e.post("/v1/completions", map[string]any{"prompt": [][]int32{promptIDs, other}, "max_tokens": 1,
+			"temperature": 0, "echo": true, "logprobs": 1})
+		if code != 200 {
+			t.Fatalf("%d %s", code, body)
+		}
+		var v struct {
+			Choices []struct {
+				Logprobs struct {
+					Tokens        []string             `json:"tokens"`
+					TokenLogprobs []*float64           `json:"token_logprobs"`
+					TopLogprobs   []map[string]float64 `json:"top_logprobs"`
+				} `json:"logprobs"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal(body, &v); err != nil || len(v.Choices) != 2 {
+			t.Fatalf("%s: %v", body, err)
+		}
+		code, gbody := e.post("/generate", map[string]any{"input_ids": promptIDs, "return_logprob": true, "logprob_start_len": 0,
+			"sampling_params": map[string]any{"max_new_tokens": 1, "temperature": 0}})
+		if code != 200 {
+			t.Fatalf("%d %s", code, gbody)
+		}
+		var g struct {
+			MetaInfo struct {
+				Input [][3]any `json:"input_token_logprobs"`
+			} `json:"meta_info"`
+		}
+		if err := json.Unmarshal(gbody, &g); err != nil || len(g.MetaInfo.Input) != len(promptIDs) || g.MetaInfo.Input[0][0] != nil {
+			t.Fatalf("/generate input_token_logprobs: %s", gbody)
+		}
+		for c, prompt := range [][]int32{promptIDs, other} {
+			lp := v.Choices[c].Logprobs
+			if len(lp.TokenLogprobs) != len(prompt)+1 || lp.TokenLogprobs[0] != nil || lp.TopLogprobs[0] != nil {
+				t.Fatalf("choice %d: %d entries for a %d-token prompt and 1 generated: %+v", c, len(lp.TokenLogprobs), len(prompt), lp)
+			}
+			for p := 1; p < len(prompt); p++ {
+				ref := logSoftmax(referenceLogits(t, prompt[:p]))[prompt[p]]
+				if got := *lp.TokenLogprobs[p]; math.Abs(got-ref) > 2e-3 {
+					t.Fatalf("choice %d, prompt token %d: logprob %v, --print-logits gives %v", c, p, got, ref)
+				}
+				if c == 0 {
+					if got := g.MetaInfo.Input[p][0].(float64); math.Abs(got-ref) > 2e-3 {
+						t.Fatalf("/generate prompt token %d: %v, want %v", p, got, ref)
+					}
+				}
+			}
+		}
+	})
+
 	t.Run("logit_bias forces and bans", func(t *testing.T) {
 		greedy := directGenerate(t, promptIDs, 1)[0]
 		const forced = 1234
@@ -262,6 +316,72 @@ func TestAPIExtensions(t *testing.T) {
 		}
 	})
 
+	t.Run("streamed n=2 with logprobs: deltas only, exact usage on every chunk", func(t *testing.T) {
+		body := map[string]any{"prompt": promptIDs, "max_tokens": 7, "temperature": 1, "seed": 9, "n": 2, "logprobs": 2,
+			"ignore_eos": true, "return_token_ids": true}
+		whole := map[int][]int32{}
+		code, b := e.post("/v1/completions", body)
+		var w struct {
+			Choices []struct {
+				Index    int     `json:"index"`
+				TokenIDs []int32 `json:"token_ids"`
+			} `json:"choices"`
+		}
+		if code != 200 || json.Unmarshal(b, &w) != nil {
+			t.Fatalf("%d %s", code, b)
+		}
+		for _, c := range w.Choices {
+			whole[c.Index] = c.TokenIDs
+		}
+		body["stream"] = true
+		body["stream_options"] = map[string]any{"include_usage": true, "continuous_usage_stats": true}
+		events, err := e.sseEvents(context.Background(), "/v1/completions", body)
+		if err != nil || len(events) == 0 || events[len(events)-1] != "[DONE]" {
+			t.Fatalf("stream: %v %q", err, events)
+		}
+		got := map[int][]int32{}
+		last := 0
+		var final int
+		for _, ev := range events[:len(events)-1] {
+			var c struct {
+				Choices []struct {
+					Index    int     `json:"index"`
+					TokenIDs []int32 `json:"token_ids"`
+					Logprobs *struct {
+						Tokens []string `json:"tokens"`
+					} `json:"logprobs"`
+				} `json:"choices"`
+				Usage *struct {
+					Prompt     int `json:"prompt_tokens"`
+					Completion int `json:"completion_tokens"`
+				} `json:"usage"`
+			}
+			if err := json.Unmarshal([]byte(ev), &c); err != nil || c.Usage == nil {
+				t.Fatalf("chunk %s: %v", ev, err)
+			}
+			if len(c.Choices) == 0 {
+				final = c.Usage.Completion
+				continue
+			}
+			if len(c.Choices) != 1 {
+				t.Fatalf("chunk with %d choices", len(c.Choices))
+			}
+			ch := c.Choices[0]
+			got[ch.Index] = append(got[ch.Index], ch.TokenIDs...)
+			if ch.Logprobs != nil && len(ch.Logprobs.Tokens) != len(ch.TokenIDs) {
+				t.Fatalf("chunk: %d logprob tokens for %d ids", len(ch.Logprobs.Tokens), len(ch.TokenIDs))
+			}
+			n := len(got[0]) + len(got[1])
+			if c.Usage.Prompt != len(promptIDs) || c.Usage.Completion < last || c.Usage.Completion > n {
+				t.Fatalf("usage %+v after %d tokens streamed (previous %d)", *c.Usage, n, last)
+			}
+			last = c.Usage.Completion
+		}
+		if final != 14 || !slices.Equal(got[0], whole[0]) || !slices.Equal(got[1], whole[1]) {
+			t.Fatalf("streamed %v (usage %d), whole %v", got, final, whole)
+		}
+	})
+
 	t.Run("a batch of 3 prompts has exact usage", func(t *testing.T) {
 		texts := []string{"def add(a, b):", "import os\n", "class Stack:"}
 		wantPrompt := 0
@@ -304,6 +424,34 @@ func TestAPIExtensions(t *testing.T) {
 		}
 		if v.Usage.Prompt != wantPrompt || v.Usage.Completion != gen || v.Usage.Total != wantPrompt+gen {
 			t.Fatalf("usage %+v, want prompt %d completion %d", v.Usage, wantPrompt, gen)
+		}
+	})
+
+	t.Run("n=3 with a json_schema: each choice its own matcher", func(t *testing.T) {
+		schema := map[string]any{"type": "object", "properties": map[string]any{"id": map[string]any{"type": "integer", "minimum": 0, "maximum": 999}},
+			"required": []string{"id"}}
+		code, b := e.post("/v1/chat/completions", map[string]any{"messages": []map[string]string{{"role": "user", "content": "An id."}},
+			"max_tokens": 24, "temperature": 1, "seed": 3, "n": 3,
+			"response_format": map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "x", "schema": schema}}})
+		if code != 200 {
+			t.Fatalf("%d %s", code, b)
+		}
+		var v struct {
+			Choices []struct {
+				Message struct {
+					Content string `json:"content"`
+				} `json:"message"`
+				Finish string `json:"finish_reason"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal(b, &v); err != nil || len(v.Choices) != 3 {
+			t.Fatalf("%s: %v", b, err)
+		}
+		for i, c := range v.Choices {
+			var doc map[string]int
+			if err := json.Unmarshal([]byte(c.Message.Content), &doc); err != nil || len(doc) != 1 || c.Finish != "stop" {
+				t.Fatalf("choice %d: %q (%s): %v", i, c.Message.Content, c.Finish, err)
+			}
 		}
 	})
 
@@ -469,5 +617,110 @@ func TestAPIExtensionsNodeClient(t *testing.T) {
 	}
 	if res.Model != "pico" || res.Ignored != "user,metadata" {
 		t.Fatalf("model %q, ignored %q", res.Model, res.Ignored)
+	}
+}
+
+// TestLangChainClient runs e2e/node/langchain.mjs (LangChain's ChatOpenAI) against a real engine.
+func TestLangChainClient(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed")
+	}
+	e := startEngine(t, engineOpts{workers: 1})
+	cmd := exec.Command(node, "langchain.mjs", e.base+"/v1", "pico")
+	cmd.Dir = "node"
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("langchain: %v\n%s", err, out)
+	}
+	type usage struct {
+		Input  int `json:"input_tokens"`
+		Output int `json:"output_tokens"`
+		Total  int `json:"total_tokens"`
+	}
+	var res struct {
+		Invoke struct {
+			Content string `json:"content"`
+			Usage   usage  `json:"usage"`
+		} `json:"invoke"`
+		Stream struct {
+			Content string `json:"content"`
+			Usage   *usage `json:"usage"`
+		} `json:"stream"`
+		Logprobs   []int          `json:"logprobs"`
+		N          int            `json:"n"`
+		Structured map[string]int `json:"structured"`
+		Responses  struct {
+			Content string `json:"content"`
+			Usage   usage  `json:"usage"`
+		} `json:"responses"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("output %q: %v", out, err)
+	}
+	if res.Invoke.Content == "" || res.Stream.Content != res.Invoke.Content || res.Stream.Usage == nil || *res.Stream.Usage != res.Invoke.Usage {
+		t.Fatalf("invoke %+v, stream %+v", res.Invoke, res.Stream)
+	}
+	if len(res.Logprobs) != res.Invoke.Usage.Output {
+		t.Fatalf("logprobs %v for %d output tokens", res.Logprobs, res.Invoke.Usage.Output)
+	}
+	for _, k := range res.Logprobs {
+		if k != 2 {
+			t.Fatalf("top_logprobs sizes %v", res.Logprobs)
+		}
+	}
+	if res.N != 3 || len(res.Structured) != 2 {
+		t.Fatalf("n %d, structured %v", res.N, res.Structured)
+	}
+	if res.Responses.Content != res.Invoke.Content || res.Responses.Usage != res.Invoke.Usage {
+		t.Fatalf("responses %+v, chat %+v", res.Responses, res.Invoke)
+	}
+}
+
+// TestVercelAIClient runs e2e/node/vercel_ext.mjs (the Vercel AI SDK's OpenAI provider, on the
+// Responses API by default) against a real engine.
+func TestVercelAIClient(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed")
+	}
+	e := startEngine(t, engineOpts{workers: 1})
+	cmd := exec.Command(node, "vercel_ext.mjs", e.base+"/v1", "pico")
+	cmd.Dir = "node"
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("vercel ai: %v\n%s", err, out)
+	}
+	type usage struct {
+		Input  int `json:"inputTokens"`
+		Output int `json:"outputTokens"`
+		Total  int `json:"totalTokens"`
+	}
+	var res struct {
+		Generate struct {
+			Text   string `json:"text"`
+			Usage  usage  `json:"usage"`
+			Finish string `json:"finish"`
+		} `json:"generate"`
+		Stream struct {
+			Text   string `json:"text"`
+			Usage  usage  `json:"usage"`
+			Finish string `json:"finish"`
+		} `json:"stream"`
+		Object map[string]int `json:"object"`
+		Chat   struct {
+			Text  string `json:"text"`
+			Usage usage  `json:"usage"`
+		} `json:"chat"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("output %q: %v", out, err)
+	}
+	g := res.Generate
+	if g.Text == "" || res.Stream.Text != g.Text || res.Stream.Usage != g.Usage || g.Usage.Output == 0 || res.Stream.Finish != g.Finish {
+		t.Fatalf("generate %+v, stream %+v", g, res.Stream)
+	}
+	if res.Chat.Text != g.Text || res.Chat.Usage != g.Usage || len(res.Object) != 2 {
+		t.Fatalf("chat %+v vs responses %+v; object %v", res.Chat, g, res.Object)
 	}
 }

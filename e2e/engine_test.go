@@ -378,7 +378,7 @@ func TestBadInput(t *testing.T) {
 		{"top_p zero", "/generate", `{"text": "x", "sampling_params": {"top_p": 0}}`, 400, "top_p"},
 		{"stream_interval 0", "/generate", `{"text": "x", "sampling_params": {"stream_interval": 0}}`, 400, "stream_interval"},
 		{"over context", "/generate", `{"input_ids": [1,2,3], "sampling_params": {"max_new_tokens": 100000}}`, 400, "context length"},
-		{"n over the bound", "/v1/completions", `{"prompt": "x", "n": 100000}`, 400, "n"},
+		{"n=0", "/v1/completions", `{"prompt": "x", "n": 0}`, 400, "n: must be in [1, 128]"},
 		{"empty messages", "/v1/chat/completions", `{"messages": []}`, 400, "messages"},
 		{"bad token id", "/generate", `{"input_ids": [1, 99999999]}`, 400, "out of range"},
 		{"no prompt", "/generate", `{}`, 400, "required"},

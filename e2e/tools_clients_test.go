@@ -42,7 +42,7 @@ func validateArgs(t *testing.T, s *jsonschema.Schema, what, args string) {
 
 // TestToolCallsNodeClients runs the official npm openai client (tool calls streamed and not, and
 // a second turn with the tool's result) and the Vercel AI SDK's generateText with tools
-// (toolChoice required and auto) against pico, whose template has no tools: the engine's
+// (toolChoice required and auto) and streamText (required) against pico, whose template has no tools: the engine's
 // fallback syntax carries them.
 func TestToolCallsNodeClients(t *testing.T) {
 	node, err := exec.LookPath("node")
@@ -101,12 +101,12 @@ func TestToolCallsNodeClients(t *testing.T) {
 	if res.OpenAI.Turn2.Finish == "" {
 		t.Fatalf("openai client: the second turn with the tool result failed: %s", out)
 	}
-	for _, choice := range []string{"required", "auto"} {
+	for _, choice := range []string{"required", "auto", "stream"} {
 		r, ok := res.AI[choice]
 		if !ok {
 			t.Fatalf("ai %s: missing in %s", choice, out)
 		}
-		if choice == "required" && (r.Finish != "tool-calls" || len(r.Calls) == 0) {
+		if choice != "auto" && (r.Finish != "tool-calls" || len(r.Calls) == 0) {
 			t.Fatalf("ai required: %s", out)
 		}
 		for _, c := range r.Calls {

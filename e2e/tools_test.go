@@ -22,11 +22,27 @@ import (
 // test model's layers, and an embedding (tied to the LM head) for the tokenizer's whole
 // vocabulary. Its output is noise, which is the point: the grammar alone makes tool calls valid.
 func qwen3ToolModel(t *testing.T) string {
+	return toolModel(t, "qwen3", "qwen3", 151936, 151643, []int{151645, 151643}, "")
+}
+
+// llama3JSONToolModel is the same over the Llama-3 tokenizer (vocabulary 128256), with the
+// template in the Llama 3.1 custom-tool style of testdata/chat/llama3-json-tools.jinja.
+func llama3JSONToolModel(t *testing.T) string {
+	tmpl, err := os.ReadFile(filepath.Join("..", "testdata", "chat", "llama3-json-tools.jinja"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return toolModel(t, "llama32", "llama3", 128256, 128000, []int{128001, 128009}, string(tmpl))
+}
+
+// toolModel writes testdata/models/<model>'s layers with a random embedding for vocab ids, the
+// tokenizer files of testdata/tokenizer-files/<tok> (chat template replaced when template is
+// set) and the given BOS and EOS ids.
+func toolModel(t *testing.T, model, tok string, vocab, bos int, eos []int, template string) string {
 	t.Helper()
 	dir := t.TempDir()
-	src := filepath.Join("..", "testdata", "models", "qwen3")
-	tokDir := filepath.Join("..", "testdata", "tokenizer-files", "qwen3")
-	const vocab = 151936 // Qwen3's config vocab_size (the tokenizer has 151669 ids)
+	src := filepath.Join("..", "testdata", "models", model)
+	tokDir := filepath.Join("..", "testdata", "tokenizer-files", tok)
 	var cfg map[string]any
 	raw, err := os.ReadFile(filepath.Join(src, "config.json"))
 	if err != nil {
@@ -36,15 +52,23 @@ func qwen3ToolModel(t *testing.T) string {
 		t.Fatal(err)
 	}
 	cfg["vocab_size"] = vocab
-	cfg["bos_token_id"] = 151643
-	cfg["eos_token_id"] = 151645
+	cfg["bos_token_id"] = bos
+	cfg["eos_token_id"] = eos[0]
 	cfg["max_position_embeddings"] = 4096
 	writeJSONFile(t, filepath.Join(dir, "config.json"), cfg)
-	writeJSONFile(t, filepath.Join(dir, "generation_config.json"), map[string]any{"eos_token_id": []int{151645, 151643}})
+	writeJSONFile(t, filepath.Join(dir, "generation_config.json"), map[string]any{"eos_token_id": eos})
 	for _, f := range []string{"tokenizer.json", "tokenizer_config.json"} {
 		b, err := os.ReadFile(filepath.Join(tokDir, f))
 		if err != nil {
 			t.Fatal(err)
+		}
+		if f == "tokenizer_config.json" && template != "" {
+			var tc map[string]any
+			if err := json.Unmarshal(b, &tc); err != nil {
+				t.Fatal(err)
+			}
+			tc["chat_template"] = template
+			b, _ = json.Marshal(tc)
 		}
 		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
 			t.Fatal(err)
@@ -430,6 +454,12 @@ func TestToolCallsParallel(t *testing.T) {
 	if most < 2 {
 		t.Errorf("parallel_tool_calls true never made two calls")
 	}
+	// tool_choice none: the tools are rendered, the output is content, never read as calls
+	body := toolRequest("none", 1)
+	body["max_tokens"] = 30
+	if r := e.chatWhole(t, body); len(r.Names) != 0 || r.Finish == "tool_calls" || r.Content == "" {
+		t.Errorf("tool_choice none: %v", r)
+	}
 	t.Logf("at most %d calls in one response", most)
 }
 
@@ -439,7 +469,14 @@ func TestToolCallsParallel(t *testing.T) {
 // chat completion counts as many prompt tokens.
 func TestToolConversationRendering(t *testing.T) {
 	e := startEngine(t, engineOpts{model: qwen3ToolModel(t), skipDetok: true, rankTimeout: 10 * time.Second})
-	raw, err := os.ReadFile(filepath.Join("..", "testdata", "chat", "qwen3-tools-expected.json"))
+	checkRendering(t, e, "qwen3-tools-expected.json")
+}
+
+// checkRendering compares the prompts the engine renders for fixture's conversations with
+// Jinja2's.
+func checkRendering(t *testing.T, e *engine, fixture string) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "testdata", "chat", fixture))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -512,4 +549,37 @@ func TestToolCallsBadInput(t *testing.T) {
 			t.Errorf("%s: %d %s, want 400 with %s", c.name, status, body, c.want)
 		}
 	}
+}
+
+// TestToolCallsLlama3JSON: the Llama-3 JSON syntax ({"name": ..., "parameters": ...}, one call
+// per turn), detected from a template in the Llama 3.1 custom-tool style, over the real Llama-3
+// tokenizer: rendering as Jinja2's, and required, named and auto calls valid, streamed ==
+// non-streamed.
+func TestToolCallsLlama3JSON(t *testing.T) {
+	e := startEngine(t, engineOpts{model: llama3JSONToolModel(t), skipDetok: true, rankTimeout: 10 * time.Second})
+	checkRendering(t, e, "llama3-json-tools-expected.json")
+	schemas := toolSchemas(t)
+	calls := 0
+	for _, choice := range []any{"required", map[string]any{"type": "function", "function": map[string]any{"name": "search"}}, "auto"} {
+		for seed := 1; seed <= 3; seed++ {
+			what := fmt.Sprintf("llama3_json tool_choice %v seed %d", choice, seed)
+			body := toolRequest(choice, seed)
+			body["parallel_tool_calls"] = true // the syntax allows one call all the same
+			delete(body, "chat_template_kwargs")
+			if choice == "auto" {
+				body["max_tokens"] = 60
+			}
+			whole := e.chatWhole(t, body)
+			checkCalls(t, what, whole, choice, false, schemas)
+			if len(whole.Names) > 1 {
+				t.Fatalf("%s: %d calls in one turn", what, len(whole.Names))
+			}
+			streamed := e.chatStream(t, body)
+			if !whole.same(streamed) {
+				t.Fatalf("%s: streamed\n%v\nnon-streamed\n%v", what, streamed, whole)
+			}
+			calls += len(whole.Names)
+		}
+	}
+	t.Logf("%d calls, all valid", calls)
 }

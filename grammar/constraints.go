@@ -48,6 +48,9 @@ type constraints struct {
 	loEx          bool     // lo is exclusive
 	hiEx          bool     // hi is exclusive
 	mults         []*big.Rat
+	excluded      []*jsonValue // values the instance may not equal (from not)
+	notPatterns   []string     // patterns a string may not match (from not)
+	fractional    bool         // numbers with a non-zero fraction only (not an integer)
 	// conflict says why no value satisfies these constraints once types is
 	// 0 (for the compile error of a schema that allows no document)
 	conflict string
@@ -91,6 +94,8 @@ func (s *constraints) clone() *constraints {
 	c.patterns = slices.Clone(s.patterns)
 	c.formats = slices.Clone(s.formats)
 	c.mults = slices.Clone(s.mults)
+	c.excluded = slices.Clone(s.excluded)
+	c.notPatterns = slices.Clone(s.notPatterns)
 	return &c
 }
 
@@ -136,6 +141,9 @@ func merge(a, b *constraints) (*constraints, error) {
 		m.setHi(b.hi, b.hiEx)
 	}
 	m.mults = append(m.mults, b.mults...)
+	m.excluded = append(m.excluded, b.excluded...)
+	m.notPatterns = append(m.notPatterns, b.notPatterns...)
+	m.fractional = a.fractional || b.fractional
 	return m, nil
 }
 

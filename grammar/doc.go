@@ -71,9 +71,13 @@
 // enforced exactly the compile fails with a named *Error or the grammar is
 // narrower than the schema, never wider:
 //
-//   - oneOf only when branches are provably disjoint (types, enums, a
-//     required property forbidden or const-discriminated in the other),
-//     decided on what the schema says (not on what strict mode closes);
+//   - oneOf as anyOf when branches are provably disjoint (types, enums, a
+//     required property forbidden or const-discriminated in the other,
+//     decided on what the schema says, not on what strict mode closes);
+//     otherwise each branch is and-ed with the negations of the others
+//     (exact, or refused);
+//   - dependencies / dependentRequired / dependentSchemas as "the key is
+//     absent, or present with what it brings";
 //   - `$ref` siblings are and-ed (draft <= 7 would ignore them: stricter);
 //   - additional keys exclude every defined name, escaped or not, so a
 //     defined name appears at most once; patternProperties keys are split by
@@ -85,14 +89,24 @@
 //     by a mod-k DFA, bounded decimals as "integer part in range + any
 //     fraction" with no exponent, multipleOf 10^-p as at most p fraction
 //     digits;
+//   - a maxLength over 20000 (with a minLength up to 2048) allows at most
+//     2048 chars;
 //   - property order follows the schema.
 //
 // A schema that allows no document is a compile error naming the conflicting
 // keywords (empty.go), never a grammar that fails at run time.
 //
-// Refused by name: not, if/then/else, dependencies*, uniqueItems, contains,
-// unevaluated*, $dynamicRef, maxProperties with open keys, minProperties
-// beyond the required set, overlapping oneOf, formats duration, json-pointer,
+// `not` is compiled by rewriting its schema into the schema of what fails it
+// (not.go), refused where that cannot be exact.
+//
+// minProperties/maxProperties beyond what the named members decide are
+// counted (buildCountedObject; extra keys count toward the maximum only, as
+// one may repeat); enum/const objects and arrays are checked against the
+// rest of the schema.
+//
+// Refused by name: if/then/else, uniqueItems, contains,
+// unevaluated*, $dynamicRef, counts over maxCountedPositions, oneOf whose
+// branches may overlap and cannot be negated, formats duration, json-pointer,
 // regex, uri-template and idn-*, lookaround, backreferences, \p{..}.
 //
 // # Costs

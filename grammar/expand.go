@@ -1,6 +1,9 @@
 package grammar
 
-import "slices"
+import (
+	"errors"
+	"slices"
+)
 
 const maxDisjuncts = 128
 
@@ -17,10 +20,8 @@ func (sc *schemaCompiler) expand(conj []*jsonValue) ([]*constraints, error) {
 		if err != nil {
 			return nil, err
 		}
-		for _, o := range p.oneOf {
-			if err := sc.checkDisjoint(o); err != nil {
-				return nil, err
-			}
+		if err := sc.exclusiveOneOf(p); err != nil {
+			return nil, err
 		}
 		for i := range res {
 			if res[i], err = merge(res[i], p.s); err != nil {
@@ -55,6 +56,50 @@ func (sc *schemaCompiler) expand(conj []*jsonValue) ([]*constraints, error) {
 		}
 	}
 	return res, nil
+}
+
+// exclusiveOneOf makes p's oneOf lists safe to treat as anyOf: branches
+// proven disjoint stay as they are; otherwise branch i becomes "branch i
+// and not any other branch" (not.go), exact when each branch's negation is;
+// when one cannot be negated, the overlap is the compile error.
+func (sc *schemaCompiler) exclusiveOneOf(p *parsed) error {
+	if p.oneOfDone {
+		return nil
+	}
+	p.oneOfDone = true
+	for _, i := range p.oneOf {
+		alts := p.alternatives[i]
+		err := sc.checkDisjoint(alts)
+		if err == nil {
+			continue
+		}
+		negs := make([]*jsonValue, len(alts))
+		for k, a := range alts {
+			n, nerr := sc.negate(a, 0)
+			if nerr != nil {
+				reason := nerr.Error()
+				var ne *Error
+				if errors.As(nerr, &ne) {
+					reason = ne.Reason
+				}
+				p.err = errf("%s (and %s)", err.(*Error).Reason, reason)
+				return p.err
+			}
+			negs[k] = n
+		}
+		excl := make([]*jsonValue, len(alts))
+		for k, a := range alts {
+			parts := []*jsonValue{a}
+			for m, n := range negs {
+				if m != k {
+					parts = append(parts, n)
+				}
+			}
+			excl[k] = sc.synthObject("allOf", sc.synthArray(parts...))
+		}
+		p.alternatives[i] = excl
+	}
+	return nil
 }
 
 // checkDisjoint accepts oneOf only when at most one branch can match any

@@ -16,7 +16,19 @@ const (
 
 var reIPv6 = strings.NewReplacer("h", reH16).Replace(`(?:(?:h:){7}h|(?:h:){1,7}:|(?:h:){1,6}:h|(?:h:){1,5}(?::h){1,2}|(?:h:){1,4}(?::h){1,3}|(?:h:){1,3}(?::h){1,4}|(?:h:){1,2}(?::h){1,5}|h:(?::h){1,6}|:(?:(?::h){1,7}|:))`)
 
-var reURI = `[A-Za-z][A-Za-z0-9+.-]*://[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*(?::[0-9]{1,5})?(?:/` + rePathChar + `*)*(?:\?(?:` + rePathChar + `|[/?])*)?(?:#(?:` + rePathChar + `|[/?])*)?`
+// URIs follow RFC 3986's syntax (ASCII only, no IP literals): a
+// percent-encoded byte is one pchar, the authority may be empty (file:///x)
+// and carry user info and a port, and a URI may have no authority at all
+// (urn:isbn:0451450523, mailto:a@b.c). A URI reference may be relative
+// (path/to, /a?b#c, //host/x).
+var (
+	rePct       = `%[0-9A-Fa-f]{2}`
+	rePChar     = `(?:` + rePathChar + `|` + rePct + `)`
+	reAuthority = `(?:(?:[A-Za-z0-9._~!$&'()*+,;=:-]|` + rePct + `)*@)?(?:[A-Za-z0-9._~!$&'()*+,;=-]|` + rePct + `)*(?::[0-9]{1,5})?`
+	reQueryFrag = `(?:\?(?:` + rePChar + `|[/?])*)?(?:#(?:` + rePChar + `|[/?])*)?`
+	reURI       = `[A-Za-z][A-Za-z0-9+.-]*:(?://` + reAuthority + `(?:/` + rePChar + `*)*|/?(?:` + rePChar + `+(?:/` + rePChar + `*)*)?)` + reQueryFrag
+	reRelative  = `(?://` + reAuthority + `(?:/` + rePChar + `*)*|/(?:` + rePChar + `+(?:/` + rePChar + `*)*)?|(?:[A-Za-z0-9._~!$&'()*+,;=@-]|` + rePct + `)+(?:/` + rePChar + `*)*|)` + reQueryFrag
+)
 
 // formatRegex returns an anchored regex for a format; ok=false means the
 // format is not one validators assert, so it is an annotation.
@@ -38,8 +50,10 @@ func formatRegex(f string) (string, bool, error) {
 		return "^" + reOctet + `(?:\.` + reOctet + "){3}$", true, nil
 	case "ipv6":
 		return "^" + reIPv6 + "$", true, nil
-	case "uri", "iri", "uri-reference", "iri-reference", "url":
+	case "uri", "iri", "url":
 		return "^" + reURI + "$", true, nil
+	case "uri-reference", "iri-reference":
+		return "^(?:" + reURI + "|" + reRelative + ")$", true, nil
 	case "duration", "period", "json-pointer", "relative-json-pointer", "regex", "idn-hostname",
 		"idn-email", "uri-template", "semver":
 		return "", false, errf("format %q is not supported", f)

@@ -15,6 +15,8 @@ func FuzzCompileSchema(f *testing.F) {
 	f.Add(`{"allOf":[{"type":"string"},{"type":"integer"}]}`, `1`)
 	f.Add(`{"type":"object","properties":{"a":{"$ref":"#"}},"required":["a"]}`, `{}`)
 	f.Add(`{"type":"integer","minimum":1,"maximum":4,"multipleOf":5}`, `5`)
+	f.Add(`{"not":{"anyOf":[{"required":["a"]},{"type":"string","pattern":"^x"}]}}`, `{"b":1}`)
+	f.Add(`{"type":"integer","minimum":1,"maximum":2,"not":{"enum":[1,2]}}`, `1`)
 	e := env(f, "llama3")
 	f.Fuzz(func(t *testing.T, schema, doc string) {
 		g, err := e.comp.JSONSchema(schema)

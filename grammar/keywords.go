@@ -5,7 +5,6 @@ import "slices"
 // unsupportedKeys are validation keywords this compiler cannot enforce;
 // any other unknown keyword is an annotation to validators too.
 var unsupportedKeys = map[string]bool{
-	"not": true, "dependencies": true, "dependentRequired": true, "dependentSchemas": true,
 	"uniqueItems": true, "contains": true, "minContains": true, "maxContains": true,
 	"unevaluatedProperties": true, "unevaluatedItems": true, "$dynamicRef": true, "$recursiveRef": true,
 	"then": true, "else": true,
@@ -90,6 +89,21 @@ var keywordHandlers = map[string]keywordHandler{
 	"multipleOf": multipleOfKeyword,
 }
 
+// The negation keywords join the table at init: negate consults the table
+// (to tell annotations from keywords it cannot negate).
+func init() {
+	keywordHandlers["dependencies"] = dependenciesKeyword
+	keywordHandlers["dependentRequired"] = dependenciesKeyword
+	keywordHandlers["dependentSchemas"] = dependenciesKeyword
+	keywordHandlers["not"] = notKeyword
+	keywordHandlers[kwExcluded] = excludedKeyword
+	keywordHandlers[kwNotPattern] = notPatternKeyword
+	keywordHandlers[kwFractional] = func(_ *schemaCompiler, _ *jsonValue, _ string, _ *jsonValue, p *parsed) error {
+		p.s.fractional = true
+		return nil
+	}
+}
+
 // parseKeywords reads schema j's own keywords into p.
 func (sc *schemaCompiler) parseKeywords(j *jsonValue, p *parsed) error {
 	if j.kind == jsonBool {
@@ -111,6 +125,9 @@ func (sc *schemaCompiler) parseKeywords(j *jsonValue, p *parsed) error {
 				continue
 			}
 			return errf("unsupported keyword %q", k)
+		}
+		if (k == kwExcluded || k == kwNotPattern || k == kwFractional) && j.id >= 0 {
+			continue // private to synthesized schemas
 		}
 		if h := keywordHandlers[k]; h != nil {
 			if err := h(sc, j, k, v, p); err != nil {
@@ -163,8 +180,8 @@ func oneOfKeyword(sc *schemaCompiler, j *jsonValue, name string, _ *jsonValue, p
 	if err != nil {
 		return err
 	}
+	p.oneOf = append(p.oneOf, len(p.alternatives))
 	p.alternatives = append(p.alternatives, l)
-	p.oneOf = append(p.oneOf, l)
 	return nil
 }
 
@@ -421,4 +438,62 @@ func markImplicit(j *jsonValue, s *constraints) {
 	tupleItems := items != nil && items.kind == jsonArray
 	s.closeItems = j.get("prefixItems") != nil || tupleItems
 	s.openItems = items != nil && !tupleItems || tupleItems && j.get("additionalItems") != nil
+}
+
+// notKeyword ands in the schema of the instances that fail v (not.go).
+func notKeyword(sc *schemaCompiler, _ *jsonValue, _ string, v *jsonValue, p *parsed) error {
+	if !isSchema(v) {
+		return errf("not must be a schema")
+	}
+	neg, err := sc.negate(v, 0)
+	if err != nil {
+		return err
+	}
+	p.alternatives = append(p.alternatives, []*jsonValue{neg})
+	return nil
+}
+
+func excludedKeyword(_ *schemaCompiler, _ *jsonValue, _ string, v *jsonValue, p *parsed) error {
+	p.s.excluded = append(p.s.excluded, v.arr...)
+	return nil
+}
+
+func notPatternKeyword(_ *schemaCompiler, _ *jsonValue, _ string, v *jsonValue, p *parsed) error {
+	p.s.notPatterns = append(p.s.notPatterns, v.str)
+	return nil
+}
+
+// dependenciesKeyword reads dependentRequired, dependentSchemas and draft
+// 4-7's dependencies: for each name, an object that has it must have the
+// listed names too (or be valid against the schema). Each is the choice
+// "no such key, or the key and what it brings" (one anyOf of two schemas),
+// so the object automaton stays the plain one.
+func dependenciesKeyword(sc *schemaCompiler, _ *jsonValue, name string, v *jsonValue, p *parsed) error {
+	if v.kind != jsonObject {
+		return errf("%s must be an object", name)
+	}
+	for i, key := range v.keys {
+		dep := v.vals[i]
+		absent := sc.synthObject("properties", sc.synthObject(key, sc.synthBool(false)))
+		present := sc.synthObject("required", sc.synthArray(sc.synthString(key)))
+		var with *jsonValue
+		switch {
+		case dep.kind == jsonArray && name != "dependentSchemas":
+			names := []*jsonValue{sc.synthString(key)}
+			for _, n := range dep.arr {
+				if n.kind != jsonString {
+					return errf("%s: %q: entries must be strings", name, key)
+				}
+				names = append(names, n)
+			}
+			with = sc.synthObject("required", sc.synthArray(names...))
+		case isSchema(dep) && name != "dependentRequired":
+			with = sc.synthObject("allOf", sc.synthArray(present, dep))
+		default:
+			return errf("%s: %q must be an array of names or a schema", name, key)
+		}
+		// (a non-object passes absent: properties holds for it vacuously)
+		p.alternatives = append(p.alternatives, []*jsonValue{absent, with})
+	}
+	return nil
 }

@@ -39,7 +39,16 @@ func (sc *schemaCompiler) numFrag(s *constraints) (fragment, error) {
 		return fragment{}, err
 	}
 	if intOnly {
+		if s.fractional {
+			return sc.never("type integer and not integer"), nil
+		}
 		return sc.integerFrag(s, k)
+	}
+	for _, v := range s.excluded {
+		if v.kind == jsonNumber {
+			// 1, 1.0 and 1e0 are one value: excluding it takes more than a text
+			return fragment{}, errf("not: excluding a number from non-integer numbers is not supported")
+		}
 	}
 	return sc.decimalFrag(s, fracDigits)
 }
@@ -121,27 +130,59 @@ func (sc *schemaCompiler) integerFrag(s *constraints, k *big.Int) (fragment, err
 			return sc.never(fmt.Sprintf("multipleOf %s: no multiple within minimum/maximum", k)), nil
 		}
 	}
+	if ex := excludedIntegers(s); ex != "" {
+		x, err := chardfa.Regex("^(?:"+ex+")$", false)
+		if err != nil {
+			return fragment{}, err
+		}
+		if d, err = chardfa.Intersect(d, chardfa.Complement(x)); err != nil {
+			return fragment{}, err
+		}
+	}
+	if d.Empty() {
+		return sc.never("not/enum: every integer in range is excluded"), nil
+	}
 	return b.rawChars(d), nil
+}
+
+// excludedIntegers is a regex of the canonical texts of the integer values
+// s excludes ("" none); a non-integer excluded value excludes no integer.
+func excludedIntegers(s *constraints) string {
+	var alts []string
+	for _, v := range s.excluded {
+		if r, ok := numRat(v.num); v.kind == jsonNumber && ok && r.IsInt() {
+			alts = append(alts, r.Num().String())
+		}
+	}
+	return strings.Join(alts, "|")
 }
 
 // decimalFrag builds the number texts within s's bounds with at most
 // fracDigits fraction digits (-1 any), no exponent when bounded.
 func (sc *schemaCompiler) decimalFrag(s *constraints, fracDigits int) (fragment, error) {
-	if s.lo == nil && s.hi == nil && fracDigits < 0 {
+	if s.lo == nil && s.hi == nil && fracDigits < 0 && !s.fractional {
 		return sc.numberAny(), nil
 	}
 	fr := `(?:\.[0-9]+)?`
-	nz := `\.[0-9]*[1-9][0-9]*`
 	if fracDigits == 0 {
-		fr, nz = "", "[]" // no fraction can be non-zero
+		fr = "" // no fraction can be non-zero
 	} else if fracDigits > 0 {
 		fr = `(?:\.[0-9]{1,` + strconv.Itoa(fracDigits) + `})?`
-		nz = `\.(?:[0-9]{0,` + strconv.Itoa(fracDigits-1) + `}[1-9])`
 	}
-	if s.lo == nil && s.hi == nil {
+	if s.lo == nil && s.hi == nil && !s.fractional {
 		return sc.rawRegex(`^-?(?:0|[1-9][0-9]*)` + fr + `$`)
 	}
-	var alts []string
+	fixed := `^(?:0|[1-9][0-9]*)` + fr + `$` // magnitudes with the allowed fraction digits
+	if s.fractional {
+		if fracDigits == 0 {
+			return sc.never("not integer, and multipleOf allows no fraction"), nil
+		}
+		fixed = `^(?:0|[1-9][0-9]*)\.[0-9]*[1-9][0-9]*$`
+		if fracDigits > 0 {
+			fixed = `^(?:0|[1-9][0-9]*)\.[0-9]{0,` + strconv.Itoa(fracDigits-1) + `}[1-9]$`
+		}
+	}
+	var fs []fragment
 	zero := new(big.Rat)
 	// x >= 0
 	if s.hi == nil || s.hi.Sign() > 0 || (s.hi.Sign() == 0 && !s.hiEx) {
@@ -149,8 +190,12 @@ func (sc *schemaCompiler) decimalFrag(s *constraints, fracDigits int) (fragment,
 		if s.lo != nil && s.lo.Sign() >= 0 {
 			L, Lex = s.lo, s.loEx
 		}
-		if r := magRegex(L, Lex, s.hi, s.hiEx, fr, nz); r != "" {
-			alts = append(alts, r)
+		d, err := magnitudeDFA(L, Lex, s.hi, s.hiEx, fixed)
+		if err != nil {
+			return fragment{}, err
+		}
+		if !d.Empty() {
+			fs = append(fs, sc.b.rawChars(d))
 		}
 	}
 	// x < 0: magnitude m = -x > 0
@@ -163,14 +208,154 @@ func (sc *schemaCompiler) decimalFrag(s *constraints, fracDigits int) (fragment,
 		if s.lo != nil {
 			H = new(big.Rat).Neg(s.lo)
 		}
-		if r := magRegex(L, Lex, H, s.loEx, fr, nz); r != "" {
-			alts = append(alts, "-(?:"+r+")")
+		d, err := magnitudeDFA(L, Lex, H, s.loEx, fixed)
+		if err != nil {
+			return fragment{}, err
+		}
+		if !d.Empty() {
+			fs = append(fs, sc.b.seq(sc.b.lit("-"), sc.b.rawChars(d)))
 		}
 	}
-	if len(alts) == 0 {
+	if len(fs) == 0 {
 		return sc.never("minimum/maximum: no number in range"), nil
 	}
-	return sc.rawRegex("^(?:" + strings.Join(alts, "|") + ")$")
+	return sc.b.alt(fs...), nil
+}
+
+// magnitudeDFA accepts the decimal texts without sign or exponent (those
+// of fixed too) whose value m satisfies L <(=) m <(=) H, H nil unbounded,
+// L >= 0: exactly, digit by digit, so 0.5 passes minimum 0.1 and 10.0
+// passes maximum 10.
+func magnitudeDFA(L *big.Rat, Lex bool, H *big.Rat, Hex bool, fixed string) (*chardfa.DFA, error) {
+	d, err := chardfa.Regex(fixed, false)
+	if err != nil {
+		return nil, err
+	}
+	bounds := []string{atLeastRegex(L, Lex)}
+	if H != nil {
+		bounds = append(bounds, atMostRegex(H, Hex))
+	}
+	for _, re := range bounds {
+		b, err := chardfa.Regex("^(?:"+re+")$", false)
+		if err != nil {
+			return nil, err
+		}
+		if d, err = chardfa.Intersect(d, b); err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+// decimalParts splits r >= 0, a finite decimal (every JSON number is), into
+// its integer part and fraction digits without trailing zeros.
+func decimalParts(r *big.Rat) (*big.Int, string) {
+	ip := ratFloor(r)
+	frac := new(big.Rat).Sub(r, new(big.Rat).SetInt(ip))
+	digits := ""
+	ten := big.NewRat(10, 1)
+	for frac.Sign() != 0 && len(digits) < 400 {
+		frac.Mul(frac, ten)
+		dg := ratFloor(frac)
+		digits += dg.String()
+		frac.Sub(frac, new(big.Rat).SetInt(dg))
+	}
+	return ip, digits
+}
+
+// digitsAbove and digitsBelow are the class of digits above / below d ("" when none).
+func digitsAbove(d byte) string {
+	if d == '9' {
+		return ""
+	}
+	return "[" + string(d+1) + "-9]"
+}
+
+func digitsBelow(d byte) string {
+	if d == '0' {
+		return ""
+	}
+	return "[0-" + string(d-1) + "]"
+}
+
+// fracAtLeast matches non-empty digit strings s with 0.s >= 0.b (strict: >).
+func fracAtLeast(b string, strict bool) string {
+	if b == "" {
+		if strict {
+			return `[0-9]*[1-9][0-9]*`
+		}
+		return `[0-9]+`
+	}
+	alts := []string{}
+	if c := digitsAbove(b[0]); c != "" {
+		alts = append(alts, c+`[0-9]*`)
+	}
+	rest := fracAtLeast(b[1:], strict)
+	if b[1:] == "" && !strict {
+		rest = `[0-9]*` // 0.d then anything: >= 0.d
+	}
+	alts = append(alts, string(b[0])+"(?:"+rest+")")
+	return strings.Join(alts, "|")
+}
+
+// fracAtMost matches non-empty digit strings s with 0.s <= 0.b (strict: <);
+// "[]" when none.
+func fracAtMost(b string, strict bool) string {
+	if b == "" {
+		if strict {
+			return "[]"
+		}
+		return `0+`
+	}
+	alts := []string{}
+	if c := digitsBelow(b[0]); c != "" {
+		alts = append(alts, c+`[0-9]*`)
+	}
+	// after the digit b[0]: nothing more (0.b[0] < 0.b unless b[1:] is empty),
+	// or a tail at most 0.b[1:]
+	tail := fracAtMost(b[1:], strict)
+	switch {
+	case b[1:] != "":
+		alts = append(alts, string(b[0])+"(?:"+tail+")?")
+	case !strict:
+		alts = append(alts, string(b[0])+"0*")
+	}
+	if len(alts) == 0 {
+		return "[]"
+	}
+	return strings.Join(alts, "|")
+}
+
+// atLeastRegex matches magnitudes m >= L (strict: >), L >= 0.
+func atLeastRegex(L *big.Rat, strict bool) string {
+	ip, b := decimalParts(L)
+	above := "(?:" + intRangeRegex(new(big.Int).Add(ip, one), nil) + `)(?:\.[0-9]+)?`
+	same := ip.String() + `\.(?:` + fracAtLeast(b, strict) + ")"
+	if b == "" && !strict {
+		same = ip.String() + `(?:\.[0-9]+)?`
+	}
+	return above + "|" + same
+}
+
+// atMostRegex matches magnitudes m <= H (strict: <), H >= 0.
+func atMostRegex(H *big.Rat, strict bool) string {
+	ip, b := decimalParts(H)
+	var alts []string
+	if ip.Sign() > 0 {
+		alts = append(alts, "(?:"+intRangeRegex(big.NewInt(0), new(big.Int).Sub(ip, one))+`)(?:\.[0-9]+)?`)
+	}
+	// the integer part itself: with no fraction when that is allowed, or a
+	// fraction at most 0.b
+	if !(strict && b == "") {
+		alts = append(alts, ip.String())
+	}
+	if f := fracAtMost(b, strict); f != "[]" {
+		alts = append(alts, ip.String()+`\.(?:`+f+")")
+	}
+	if len(alts) == 0 {
+		return "[]"
+	}
+	return strings.Join(alts, "|")
 }
 
 func (sc *schemaCompiler) rawRegex(re string) (fragment, error) {
@@ -179,33 +364,6 @@ func (sc *schemaCompiler) rawRegex(re string) (fragment, error) {
 		return fragment{}, err
 	}
 	return sc.b.rawChars(d), nil
-}
-
-// magRegex matches decimal texts (no exponent) whose value m satisfies
-// L <(=) m <(=) H (H nil = unbounded); it may miss some valid values.
-func magRegex(L *big.Rat, Lex bool, H *big.Rat, Hex bool, fr, nz string) string {
-	var alts []string
-	lowAny := ratCeil(L)
-	if L.IsInt() && Lex {
-		lowAny = new(big.Int).Add(lowAny, one)
-		// I = L with a nonzero fraction, if L+1 <= H
-		if H == nil || new(big.Rat).SetInt(lowAny).Cmp(H) <= 0 {
-			alts = append(alts, L.Num().String()+nz)
-		}
-	}
-	if H == nil {
-		alts = append(alts, "(?:"+intRangeRegex(lowAny, nil)+")"+fr)
-		return strings.Join(alts, "|")
-	}
-	fh := ratFloor(H)
-	if hiAny := new(big.Int).Sub(fh, one); lowAny.Cmp(hiAny) <= 0 {
-		alts = append(alts, "(?:"+intRangeRegex(lowAny, hiAny)+")"+fr)
-	}
-	exactOK := (!H.IsInt() || !Hex) && new(big.Rat).SetInt(fh).Cmp(L) >= 0 && !(Lex && new(big.Rat).SetInt(fh).Cmp(L) == 0)
-	if exactOK {
-		alts = append(alts, fh.String())
-	}
-	return strings.Join(alts, "|")
 }
 
 // intRangeRegex matches canonical integer texts in [lo,hi] (nil = unbounded).

@@ -45,11 +45,13 @@ func (sc *schemaCompiler) objFrag(s *constraints) (fragment, error) {
 			nReq++
 		}
 	}
-	if s.maxProps >= 0 && (om.extra || len(om.props) > s.maxProps) {
-		return fragment{}, errf("maxProperties is not supported here")
+	needMin := s.minProps > nReq
+	needMax := s.maxProps >= 0 && (om.extra || len(om.props) > s.maxProps)
+	if needMin && needMax && om.extra {
+		return fragment{}, errf("minProperties and maxProperties together with additional keys are not supported")
 	}
-	if s.minProps > nReq {
-		return fragment{}, errf("minProperties beyond required properties is not supported")
+	if k := max(s.minProps, s.maxProps); (needMin || needMax) && (k+1)*(len(om.props)+1) > maxCountedPositions {
+		return fragment{}, errf("minProperties/maxProperties of %d over %d properties need too many positions", k, len(om.props))
 	}
 	var extra int32 = -1
 	if om.extra {
@@ -59,7 +61,146 @@ func (sc *schemaCompiler) objFrag(s *constraints) (fragment, error) {
 		}
 		extra = r
 	}
+	if needMin || needMax {
+		minP, maxP := s.minProps, -1
+		if needMax {
+			maxP = s.maxProps
+		}
+		return sc.buildCountedObject(om, extra, minP, maxP), nil
+	}
 	return sc.buildObject(om, extra), nil
+}
+
+// maxCountedPositions bounds the (count, position) pairs buildCountedObject
+// builds: each count is a copy of the object's positions.
+const maxCountedPositions = 4096
+
+// buildCountedObject is buildObject with a count of the members emitted
+// (layers 1..K of the positions; K = max(minP, maxP)), so that the object
+// closes only with at least minP members and takes no more than maxP (-1
+// none). Extra members count toward maxP; toward minP only named ones do: an
+// extra key may repeat (no automaton remembers every key), and a repeat is
+// one property to a validator.
+func (sc *schemaCompiler) buildCountedObject(om *objectMembers, extra int32, minP, maxP int) fragment {
+	b := sc.b
+	props, required := om.props, om.required
+	n := len(props)
+	K := max(minP, maxP)
+	// next is the layer after one more member from layer c (-1: none allowed)
+	next := func(c int) int {
+		switch {
+		case c < K:
+			return c + 1
+		case maxP >= 0:
+			return -1
+		}
+		return K
+	}
+	open := b.seq(b.lit("{"), sc.ws())
+	end := b.node()
+	closeF := func(from int32) {
+		f := b.seq(sc.ws(), b.lit("}"))
+		b.eps(from, f.in)
+		b.eps(f.out, end)
+	}
+	member := func(p prop) fragment {
+		return b.seq(b.lit(string(appendJSONString(nil, p.name))), sc.ws(), b.lit(":"), sc.ws(), sc.elem(p.conj))
+	}
+	comma := func(f fragment) fragment { return b.seq(sc.ws(), b.lit(","), sc.ws(), f) }
+	noneYet := make([]int32, n+1)
+	some := make([][]int32, K+1) // some[c][i]: before member i, c members emitted (c >= 1)
+	hub := make([][]int32, K+1)
+	for i := range noneYet {
+		noneYet[i] = b.node()
+	}
+	for c := 1; c <= K; c++ {
+		some[c], hub[c] = make([]int32, n+1), make([]int32, n+1)
+		for i := range some[c] {
+			some[c][i], hub[c][i] = b.node(), b.node()
+			b.eps(hub[c][i], some[c][i])
+		}
+	}
+	b.eps(open.out, noneYet[0])
+	for i, p := range props {
+		if K >= 1 {
+			f := member(p)
+			b.eps(noneYet[i], f.in)
+			b.eps(f.out, hub[1][i+1])
+		}
+		for c := 1; c <= K; c++ {
+			if nc := next(c); nc >= 0 {
+				f := comma(member(p))
+				b.eps(some[c][i], f.in)
+				b.eps(f.out, hub[nc][i+1])
+			}
+		}
+		if !required[p.name] {
+			b.eps(noneYet[i], noneYet[i+1])
+			for c := 1; c <= K; c++ {
+				b.eps(some[c][i], some[c][i+1])
+			}
+		}
+	}
+	if extra >= 0 {
+		countExtra := maxP >= 0
+		first := 1
+		if !countExtra {
+			first = 0
+		}
+		// the first extra member, at the start
+		if first == 0 {
+			// not counted: it stays at layer 0, but something was emitted;
+			// layer 0 then needs its own "some" positions
+			some0, hub0 := make([]int32, n+1), make([]int32, n+1)
+			for i := range some0 {
+				some0[i], hub0[i] = b.node(), b.node()
+				b.eps(hub0[i], some0[i])
+			}
+			some[0], hub[0] = some0, hub0
+			for i, p := range props {
+				if K >= 1 {
+					f := comma(member(p))
+					b.eps(some0[i], f.in)
+					b.eps(f.out, hub[1][i+1])
+				}
+				if !required[p.name] {
+					b.eps(some0[i], some0[i+1])
+				}
+			}
+		}
+		if first == 0 || next(0) >= 0 {
+			f := b.call(extra)
+			b.eps(noneYet[0], f.in)
+			b.eps(f.out, hub[first][0])
+		}
+		for c := 0; c <= K; c++ {
+			if hub[c] == nil {
+				continue
+			}
+			to := c
+			if countExtra {
+				to = next(c)
+			}
+			if to < 0 {
+				continue
+			}
+			for i := range hub[c] {
+				g := comma(b.call(extra))
+				b.eps(hub[c][i], g.in)
+				b.eps(g.out, hub[to][i])
+			}
+		}
+	}
+	if minP == 0 {
+		closeF(noneYet[n])
+		if some[0] != nil {
+			closeF(some[0][n])
+		}
+	}
+	for c := max(minP, 1); c <= K; c++ {
+		closeF(some[c][n])
+	}
+	return fragment{open.in, end}
 }
 
 // listsRequired reports whether every required name of s is one of its

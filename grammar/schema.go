@@ -14,7 +14,8 @@ type schemaCompiler struct {
 	b       *builder
 	root    *jsonValue
 	flex    bool
-	strict  bool // close what schemas leave open by default (Options.Strict, or per compile)
+	strict  bool  // close what schemas leave open by default (Options.Strict, or per compile)
+	synthID int32 // the last id given to a synthesized schema node (negative; see synth)
 	ids     map[string]*jsonValue
 	dupIDs  map[string]bool // ids more than one schema claims
 	anchors map[string]*jsonValue
@@ -41,7 +42,8 @@ type parsed struct {
 	// alternatives: lists of schemas of which at least one must hold, one
 	// list per anyOf/oneOf ($ref and each allOf entry are lists of one)
 	alternatives [][]*jsonValue
-	oneOf        [][]*jsonValue // the lists from oneOf: their branches must be disjoint
+	oneOf        []int // the alternatives from oneOf (indices): their branches must exclude each other
+	oneOfDone    bool  // oneOf checked (and rewritten where its branches may overlap)
 	err          error
 	busy         bool // being parsed: reached again, the schema refers to itself without consuming input
 }
@@ -231,12 +233,21 @@ func (sc *schemaCompiler) schFrag(s *constraints) (fragment, error) {
 	if s.types == 0 {
 		return sc.never(s.conflict), nil
 	}
-	var fs []fragment
-	if s.types&tNull != 0 {
-		fs = append(fs, b.lit("null"))
+	excluded := valueSet(s.excluded)
+	for _, v := range s.excluded {
+		if (v.kind == jsonObject && s.types&tObj != 0) || (v.kind == jsonArray && s.types&tArr != 0) {
+			return fragment{}, errf("not: excluding object or array values is not supported")
+		}
 	}
-	if s.types&tBool != 0 {
-		fs = append(fs, b.lit("true"), b.lit("false"))
+	var fs []fragment
+	for _, lit := range []string{"null", "true", "false"} {
+		t := tBool
+		if lit == "null" {
+			t = tNull
+		}
+		if s.types&t != 0 && !excluded[lit] {
+			fs = append(fs, b.lit(lit))
+		}
 	}
 	if s.types&(tInt|tNum) != 0 {
 		f, err := sc.numFrag(s)
@@ -338,6 +349,9 @@ func (sc *schemaCompiler) arrFrag(s *constraints) (fragment, error) {
 
 // check reports whether an enum/const value satisfies s's own constraints.
 func (sc *schemaCompiler) check(v *jsonValue, s *constraints) (bool, error) {
+	if len(s.excluded) > 0 && valueSet(s.excluded)[string(appendCompact(nil, v))] {
+		return false, nil
+	}
 	kt := kindType(v)
 	if v.kind == jsonNumber {
 		if s.types&tNum == 0 && !(s.types&tInt != 0 && isIntegral(v.num)) {
@@ -373,12 +387,75 @@ func (sc *schemaCompiler) check(v *jsonValue, s *constraints) (bool, error) {
 			}
 		}
 	case jsonObject:
-		if s.hasObjectKeywords() || s.minProps > 0 || s.maxProps >= 0 {
-			return false, errf("enum/const objects combined with object constraints are not supported")
-		}
+		return sc.checkObject(v, s)
 	case jsonArray:
-		if len(s.prefix) > 0 || len(s.items) > 0 || s.noMoreItems || s.minItems > 0 || s.maxItems >= 0 {
-			return false, errf("enum/const arrays combined with array constraints are not supported")
+		return sc.checkArray(v, s)
+	}
+	return true, nil
+}
+
+// valueValid reports whether value v is valid against every schema of conj
+// (an enum/const value checked against the rest of the schema).
+func (sc *schemaCompiler) valueValid(v *jsonValue, conj []*jsonValue) (bool, error) {
+	disj, err := sc.expand(conj)
+	if err != nil {
+		return false, err
+	}
+	for _, d := range disj {
+		if d.hasEnum && !valueSet(d.enum)[string(appendCompact(nil, v))] {
+			continue
+		}
+		ok, err := sc.check(v, d)
+		if err != nil || ok {
+			return ok, err
+		}
+	}
+	return false, nil
+}
+
+// checkObject reports whether object value v meets s's object keywords.
+func (sc *schemaCompiler) checkObject(v *jsonValue, s *constraints) (bool, error) {
+	if len(s.patternProps) > 0 || len(s.propertyNames) > 0 {
+		return false, errf("enum/const objects combined with patternProperties or propertyNames are not supported")
+	}
+	if sc.strict && s.closeKeys && !s.openKeys && !s.noAdditional && listsRequired(s) {
+		s = s.clone()
+		s.noAdditional = true
+	}
+	if len(v.keys) < s.minProps || s.maxProps >= 0 && len(v.keys) > s.maxProps {
+		return false, nil
+	}
+	for _, r := range s.required {
+		if v.get(r) == nil {
+			return false, nil
+		}
+	}
+	for i, k := range v.keys {
+		conj, ok := s.propertySchemas(k)
+		if !ok {
+			return false, nil
+		}
+		if ok, err := sc.valueValid(v.vals[i], conj); err != nil || !ok {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// checkArray reports whether array value v meets s's array keywords.
+func (sc *schemaCompiler) checkArray(v *jsonValue, s *constraints) (bool, error) {
+	n := len(v.arr)
+	closed := s.noMoreItems || sc.strict && s.closeItems && !s.openItems
+	if n < s.minItems || s.maxItems >= 0 && n > s.maxItems || closed && n > len(s.prefix) {
+		return false, nil
+	}
+	for i, e := range v.arr {
+		conj := s.items
+		if i < len(s.prefix) {
+			conj = s.prefix[i]
+		}
+		if ok, err := sc.valueValid(e, conj); err != nil || !ok {
+			return false, err
 		}
 	}
 	return true, nil

@@ -43,24 +43,53 @@ func (sc *schemaCompiler) stringDFA(s *constraints) (*chardfa.DFA, error) {
 			return nil, err
 		}
 	}
-	if s.minLen > 0 || s.maxLen >= 0 {
-		if s.maxLen >= 0 && s.minLen > s.maxLen {
+	for _, p := range s.notPatterns {
+		x, err := chardfa.Regex(p, true)
+		if err != nil {
+			return nil, inKeyword("not: pattern", err)
+		}
+		if err := and(chardfa.Complement(x)); err != nil {
+			return nil, err
+		}
+	}
+	if names := excludedStrings(s); len(names) > 0 {
+		if err := and(chardfa.Exclude(names)); err != nil {
+			return nil, err
+		}
+	}
+	maxLen := s.maxLen
+	if maxLen > maxCountedLength && s.minLen <= longStringCap {
+		// Limits like 32767 or 65535 mean "long"; counting that many chars
+		// costs an automaton state each. Allowing at most longStringCap
+		// chars is a narrower grammar (every document still validates).
+		maxLen = longStringCap
+	}
+	if s.minLen > 0 || maxLen >= 0 {
+		if maxLen >= 0 && s.minLen > maxLen {
 			return &chardfa.DFA{Trans: [][]chardfa.Edge{nil}, Accept: []bool{false}}, nil
 		}
-		if max(s.minLen, s.maxLen) > 20000 {
+		if max(s.minLen, maxLen) > maxCountedLength {
 			return nil, errf("string length bound too large")
 		}
-		if err := and(chardfa.Length(s.minLen, s.maxLen)); err != nil {
+		if err := and(chardfa.Length(s.minLen, maxLen)); err != nil {
 			return nil, err
 		}
 	}
 	return d, nil
 }
 
+const (
+	// maxCountedLength is the largest minLength/maxLength counted exactly.
+	maxCountedLength = 20000
+	// longStringCap is how many chars a string may take when its maxLength
+	// is over maxCountedLength (and its minLength is at most this).
+	longStringCap = 2048
+)
+
 // strSet returns the entry of s's string constraints, building their char
 // automaton the first time the schema uses them.
 func (sc *schemaCompiler) strSet(s *constraints) (*strEnt, error) {
-	key := fmt.Sprintf("%q %q %d %d", s.formats, s.patterns, s.minLen, s.maxLen)
+	key := fmt.Sprintf("%q %q %d %d %q %q", s.formats, s.patterns, s.minLen, s.maxLen, s.notPatterns, excludedStrings(s))
 	if ent := sc.strSets[key]; ent != nil {
 		return ent, nil
 	}
@@ -122,3 +151,14 @@ type strEnt struct {
 // sharedStringStates is the size from which a string automaton becomes a
 // rule shared by every string with the same constraints.
 const sharedStringStates = 64
+
+// excludedStrings are the string values s excludes.
+func excludedStrings(s *constraints) []string {
+	var names []string
+	for _, v := range s.excluded {
+		if v.kind == jsonString {
+			names = append(names, v.str)
+		}
+	}
+	return names
+}

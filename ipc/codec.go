@@ -386,12 +386,13 @@ const (
 	genStream
 	genNoText
 	genLogprobs
-	genAllFlags = genIgnoreEOS | genSkipSpecialTokens | genStream | genNoText | genLogprobs
+	genPromptLogprobs
+	genAllFlags = genIgnoreEOS | genSkipSpecialTokens | genStream | genNoText | genLogprobs | genPromptLogprobs
 )
 
 func (m *GenerateRequest) size() int {
 	return headerLen + sizeStr(m.RID) + 4 + 8 + sizeI32s(m.InputIDs) + sizeSampling(&m.Sampling) + 2*4 +
-		sizeI32s(m.StopTokenIDs) + sizeStrs(m.StopStrings) + 1 + 4 + 1 + sizeStr(m.Grammar.Spec) + 4 + 8 + 4
+		sizeI32s(m.StopTokenIDs) + sizeStrs(m.StopStrings) + 1 + 4 + 1 + sizeStr(m.Grammar.Spec) + 4 + 8 + 4 + sizeStr(m.RequestID)
 }
 
 // Append implements Message.
@@ -408,13 +409,14 @@ func (m *GenerateRequest) Append(dst []byte) []byte {
 	dst = appendI32s(dst, m.StopTokenIDs)
 	dst = appendStrs(dst, m.StopStrings)
 	dst = append(dst, flag(m.IgnoreEOS, genIgnoreEOS)|flag(m.SkipSpecialTokens, genSkipSpecialTokens)|
-		flag(m.Stream, genStream)|flag(m.NoText, genNoText)|flag(m.Logprobs, genLogprobs))
+		flag(m.Stream, genStream)|flag(m.NoText, genNoText)|flag(m.Logprobs, genLogprobs)|flag(m.PromptLogprobs, genPromptLogprobs))
 	dst = appendI32(dst, m.StreamInterval)
 	dst = append(dst, byte(m.Grammar.Kind))
 	dst = appendStr(dst, m.Grammar.Spec)
 	dst = appendI32(dst, m.RoutedRank)
 	dst = appendI64(dst, m.ArrivalUnixNano)
 	dst = appendI32(dst, m.TopLogprobs)
+	dst = appendStr(dst, m.RequestID)
 	return dst
 }
 
@@ -437,6 +439,7 @@ func (m *GenerateRequest) Decode(frame []byte) error {
 	m.Stream = f&genStream != 0
 	m.NoText = f&genNoText != 0
 	m.Logprobs = f&genLogprobs != 0
+	m.PromptLogprobs = f&genPromptLogprobs != 0
 	m.StreamInterval = r.i32("stream_interval")
 	m.Grammar.Kind = GrammarKind(r.u8("grammar kind"))
 	if r.err == nil && m.Grammar.Kind > maxGrammarKind {
@@ -446,6 +449,7 @@ func (m *GenerateRequest) Decode(frame []byte) error {
 	m.RoutedRank = r.i32("routed_rank")
 	m.ArrivalUnixNano = r.i64("arrival")
 	m.TopLogprobs = r.i32("top_logprobs")
+	m.RequestID = r.str(m.RequestID, "request_id")
 	return r.done(MsgGenerateRequest)
 }
 
@@ -515,11 +519,21 @@ const (
 func sizeTokenItem(it *TokenItem) int {
 	return sizeStr(it.RID) + 4 + sizeI32s(it.NewIDs) + sizeF32s(it.Logprobs) + 3*4 + 2 + 4 +
 		sizeStr(it.MatchedStop) + sizeStr(it.Error) + sizeStrs(it.StopStrings) +
-		sizeI32s(it.TopLogprobIDs) + sizeF32s(it.TopLogprobs)
+		sizeI32s(it.TopLogprobIDs) + sizeF32s(it.TopLogprobs) +
+		sizeF32s(it.PromptLogprobs) + sizeI32s(it.PromptTopLogprobIDs) + sizeF32s(it.PromptTopLogprobs) +
+		sizeStr(it.RequestID) + itemTimesLen(it)
+}
+
+// itemTimesLen is the size of an item's times: only a finished item carries them.
+func itemTimesLen(it *TokenItem) int {
+	if it.Finished {
+		return 3 * 8
+	}
+	return 0
 }
 
 // minTokenItemLen is the encoded size of an empty TokenItem; it bounds item counts.
-const minTokenItemLen = 4 + 4 + 4 + 4 + 3*4 + 2 + 4 + 4 + 4 + 4 + 4 + 4
+const minTokenItemLen = 4 + 4 + 4 + 4 + 3*4 + 2 + 4 + 4 + 4 + 4 + 4 + 4 + 4 + 4 + 4 + 4
 
 func appendTokenItem(dst []byte, it *TokenItem) []byte {
 	dst = appendStr(dst, it.RID)
@@ -536,7 +550,17 @@ func appendTokenItem(dst []byte, it *TokenItem) []byte {
 	dst = appendStr(dst, it.Error)
 	dst = appendStrs(dst, it.StopStrings)
 	dst = appendI32s(dst, it.TopLogprobIDs)
-	return appendF32s(dst, it.TopLogprobs)
+	dst = appendF32s(dst, it.TopLogprobs)
+	dst = appendF32s(dst, it.PromptLogprobs)
+	dst = appendI32s(dst, it.PromptTopLogprobIDs)
+	dst = appendF32s(dst, it.PromptTopLogprobs)
+	dst = appendStr(dst, it.RequestID)
+	if it.Finished {
+		dst = appendI64(dst, it.QueueNanos)
+		dst = appendI64(dst, it.PrefillNanos)
+		dst = appendI64(dst, it.DecodeNanos)
+	}
+	return dst
 }
 
 func (r *reader) tokenItem(it *TokenItem) {
@@ -571,6 +595,19 @@ func (r *reader) tokenItem(it *TokenItem) {
 	it.TopLogprobs = r.f32s(it.TopLogprobs, "item.top_logprobs")
 	if r.err == nil && len(it.TopLogprobIDs) != len(it.TopLogprobs) {
 		r.bad(fmt.Errorf("%w: %d top logprob ids but %d values", ErrMalformed, len(it.TopLogprobIDs), len(it.TopLogprobs)))
+	}
+	it.PromptLogprobs = r.f32s(it.PromptLogprobs, "item.prompt_logprobs")
+	it.PromptTopLogprobIDs = r.i32s(it.PromptTopLogprobIDs, "item.prompt_top_logprob_ids")
+	it.PromptTopLogprobs = r.f32s(it.PromptTopLogprobs, "item.prompt_top_logprobs")
+	if r.err == nil && len(it.PromptTopLogprobIDs) != len(it.PromptTopLogprobs) {
+		r.bad(fmt.Errorf("%w: %d prompt top logprob ids but %d values", ErrMalformed, len(it.PromptTopLogprobIDs), len(it.PromptTopLogprobs)))
+	}
+	it.RequestID = r.str(it.RequestID, "item.request_id")
+	it.QueueNanos, it.PrefillNanos, it.DecodeNanos = 0, 0, 0
+	if it.Finished {
+		it.QueueNanos = r.i64("item.queue_time")
+		it.PrefillNanos = r.i64("item.prefill_time")
+		it.DecodeNanos = r.i64("item.decode_time")
 	}
 }
 

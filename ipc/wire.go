@@ -4,7 +4,7 @@ import "fmt"
 
 // WireVersion is the first byte of every frame. Bump it on any incompatible layout change;
 // decoders refuse frames of any other version.
-const WireVersion byte = 5
+const WireVersion byte = 7
 
 // MsgType is the second byte of every frame.
 type MsgType uint8
@@ -154,6 +154,10 @@ type GenerateRequest struct {
 	ArrivalUnixNano int64
 	// TopLogprobs is how many most likely tokens to report with each generated token (0-20).
 	TopLogprobs int32
+	// PromptLogprobs asks for the prompt tokens' logprobs (and TopLogprobs entries each).
+	PromptLogprobs bool
+	// RequestID is the client's X-Request-Id (or the worker's own), for the rank's log lines.
+	RequestID string
 }
 
 // Abort cancels a request at the scheduler that runs it. An empty RID (never a request's)
@@ -212,6 +216,20 @@ type TokenItem struct {
 	// likely tokens and their logprobs (k = len(TopLogprobIDs) / len(NewIDs)); else empty.
 	TopLogprobIDs []int32
 	TopLogprobs   []float32
+	// PromptLogprobs holds the logprob of each prompt token after the first, and
+	// PromptTopLogprobIDs / PromptTopLogprobs their top entries (k per position); sent once,
+	// with the request's first item, when asked for.
+	PromptLogprobs      []float32
+	PromptTopLogprobIDs []int32
+	PromptTopLogprobs   []float32
+
+	// RequestID is the client's request id, sent with a request's first item only (detokd
+	// keeps it for its log lines, as it keeps StopStrings).
+	RequestID string
+	// QueueNanos, PrefillNanos and DecodeNanos are the rank's times of a finished request
+	// (reaching the rank to first scheduled, to the first token, to the finish); they travel
+	// only on the finishing item.
+	QueueNanos, PrefillNanos, DecodeNanos int64
 }
 
 // TokenBatch is what a scheduler sends after a step: the new token ids of every request that

@@ -99,6 +99,17 @@ func ggufConfig(f *gguf.File) (Config, GenerationConfig, error) {
 		return Config{}, GenerationConfig{}, fmt.Errorf("gguf: token_embd.weight has %d rows", embd.Dims[1])
 	}
 	cfg.VocabSize = int(embd.Dims[1])
+	// The sizes that buffers are allocated from must agree with tensors the file holds, so that
+	// metadata alone cannot make the loader allocate more than the file's own size implies.
+	if embd.Dims[0] != uint64(cfg.HiddenSize) {
+		return Config{}, GenerationConfig{}, fmt.Errorf("gguf: token_embd.weight has rows of %d, %s.embedding_length is %d", embd.Dims[0], arch, cfg.HiddenSize)
+	}
+	if cfg.NumLayers > len(f.Tensors)/7 {
+		return Config{}, GenerationConfig{}, fmt.Errorf("gguf: %s.block_count %d, but the file has only %d tensors", arch, cfg.NumLayers, len(f.Tensors))
+	}
+	if q, ok := f.Tensor("blk.0.attn_q.weight"); !ok || len(q.Dims) != 2 || q.Dims[1] != uint64(cfg.NumHeads)*uint64(cfg.HeadDim) {
+		return Config{}, GenerationConfig{}, fmt.Errorf("gguf: blk.0.attn_q.weight is missing or not [%d heads x %d]", cfg.NumHeads, cfg.HeadDim)
+	}
 
 	var gen GenerationConfig
 	id := func(key string) (int32, bool, error) {

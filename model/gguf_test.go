@@ -277,7 +277,7 @@ func TestGGUFTokenizerAndErrors(t *testing.T) {
 	}{
 		{func(w *gguf.Writer) { _ = w.Set("general.architecture", "gemma3") }, `"gemma3"`},
 		{func(w *gguf.Writer) { _ = w.Set("qwen3.rope.scaling.type", "yarn") }, `"yarn"`},
-		{func(w *gguf.Writer) { _ = w.Set("qwen3.attention.head_count", uint32(3)) }, "num_attention_heads 3"},
+		{func(w *gguf.Writer) { _ = w.Set("qwen3.attention.head_count", uint32(3)) }, "3 heads"},
 		{func(w *gguf.Writer) { _ = w.Set("qwen3.block_count", "six") }, "qwen3.block_count"},
 	} {
 		p := writeGGUF(t, pico, "", tc.edit)
@@ -305,4 +305,60 @@ func TestGGUFTokenizerAndErrors(t *testing.T) {
 	if _, err := model.Open(p); err == nil || !strings.Contains(err.Error(), "q5_k") {
 		t.Errorf("q5_k tensor: err %v", err)
 	}
+}
+
+// TestGGUFFromOtherWriter reads a GGUF this package did not write: the qwen3-bf16 fixture as the
+// llama.cpp peer's converter (../shared/peers/llamacpp/tools/st2gguf, which llama.cpp itself
+// reads) wrote it. Weights and logits must be the safetensors path's exactly.
+func TestGGUFFromOtherWriter(t *testing.T) {
+	g, err := model.Open("testdata/qwen3-bf16.st2gguf.gguf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := model.Load(filepath.Join(fixtures, "qwen3-bf16"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameWeights(t, g, st)
+	prompts, _ := expectedPrompts(t, filepath.Join(fixtures, "qwen3-bf16"))
+	for i, p := range prompts {
+		if d := relDiff(lastLogits(t, g, p), lastLogits(t, st, p)); d != 0 {
+			t.Errorf("prompt %d: logits differ by %.3g", i, d)
+		}
+	}
+	tok, err := tokenizer.Load("testdata/qwen3-bf16.st2gguf.gguf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok.VocabSize() != 512 {
+		t.Errorf("toy vocabulary of %d tokens", tok.VocabSize())
+	}
+}
+
+// FuzzGGUFModel loads arbitrary bytes as a GGUF model: errors are fine, panics are not. The seeds
+// are a small model written by this package, whole and cut short.
+func FuzzGGUFModel(f *testing.F) {
+	st, err := model.Load(filepath.Join(fixtures, "qwen2"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	w, err := st.GGUFWriter()
+	if err != nil {
+		f.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := w.WriteTo(&buf); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(buf.Bytes())
+	f.Add(buf.Bytes()[:buf.Len()/3])
+	f.Fuzz(func(t *testing.T, data []byte) {
+		path := filepath.Join(t.TempDir(), "m.gguf")
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if m, err := model.LoadGGUF(path); err == nil && m.Config.Validate() != nil {
+			t.Fatalf("loaded a model with an invalid config %+v", m.Config)
+		}
+	})
 }

@@ -43,32 +43,43 @@ static inline __attribute__((always_inline, target(TARGET))) __m256i FN(dot_ww)(
 #endif
 }
 
-// Q8_0: na activation rows against one weight row of nb blocks.
-static inline __attribute__((always_inline, target(TARGET))) void FN(q8_0_tile)(const uint8_t *wr, int nb, const int8_t *aq, const float *ad, const int32_t *abias, int na, float *res) {
-    __m256 acc[4];
-    for (int t = 0; t < na; t++) acc[t] = _mm256_setzero_ps();
-    for (int b = 0; b < nb; b++) {
-        const uint8_t *blk = wr + 34 * b;
-        __m256i wv = _mm256_loadu_si256((const __m256i *)(blk + 2));
-        float dw = FN(f16)(blk);
+// Q8_0: na activation rows against one weight row of nb blocks. Even and odd blocks accumulate
+// separately so consecutive blocks' multiply-adds do not wait on each other.
+static inline __attribute__((always_inline, target(TARGET))) __m256 FN(q8_0_block)(const uint8_t *blk, const int8_t *a, float da, const int32_t *bias, __m256 acc) {
+    __m256i wv = _mm256_loadu_si256((const __m256i *)(blk + 2));
+    __m256i av = _mm256_loadu_si256((const __m256i *)a);
 #if VNNI
-        // (w + 128) as unsigned bytes; the activations' bias row holds -128 * sum(a).
-        __m256i wu = _mm256_xor_si256(wv, _mm256_set1_epi8((char)0x80));
+    // (w + 128) as unsigned bytes; the activations' bias row holds -128 * sum(a).
+    __m256i s = FN(dot_us)(_mm256_loadu_si256((const __m256i *)bias), _mm256_xor_si256(wv, _mm256_set1_epi8((char)0x80)), av);
 #else
-        __m256i wu = _mm256_abs_epi8(wv);
+    __m256i s = FN(dot_us)(_mm256_setzero_si256(), _mm256_abs_epi8(wv), _mm256_sign_epi8(av, wv));
+    (void)bias;
 #endif
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(FN(f16)(blk) * da), acc);
+}
+
+static inline __attribute__((always_inline, target(TARGET))) void FN(q8_0_tile)(const uint8_t *wr, int nb, const int8_t *aq, const float *ad, const int32_t *abias, int na, float *res) {
+    __m256 acc0[4], acc1[4];
+#pragma GCC unroll 4
+    for (int t = 0; t < na; t++) acc0[t] = acc1[t] = _mm256_setzero_ps();
+    int b = 0;
+    for (; b + 2 <= nb; b += 2) {
+#pragma GCC unroll 4
         for (int t = 0; t < na; t++) {
             const int64_t ab = (int64_t)t * nb + b;
-            __m256i av = _mm256_loadu_si256((const __m256i *)(aq + ab * 32));
-#if VNNI
-            __m256i s = FN(dot_us)(_mm256_loadu_si256((const __m256i *)(abias + ab * 8)), wu, av);
-#else
-            __m256i s = FN(dot_us)(_mm256_setzero_si256(), wu, _mm256_sign_epi8(av, wv));
-#endif
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(dw * ad[ab]), acc[t]);
+            acc0[t] = FN(q8_0_block)(wr + 34 * b, aq + ab * 32, ad[ab], abias + ab * 8, acc0[t]);
+            acc1[t] = FN(q8_0_block)(wr + 34 * (b + 1), aq + (ab + 1) * 32, ad[ab + 1], abias + (ab + 1) * 8, acc1[t]);
         }
     }
-    for (int t = 0; t < na; t++) res[t] = FN(hsum)(acc[t]);
+    if (b < nb) {
+#pragma GCC unroll 4
+        for (int t = 0; t < na; t++) {
+            const int64_t ab = (int64_t)t * nb + b;
+            acc0[t] = FN(q8_0_block)(wr + 34 * b, aq + ab * 32, ad[ab], abias + ab * 8, acc0[t]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < na; t++) res[t] = FN(hsum)(_mm256_add_ps(acc0[t], acc1[t]));
 }
 
 // Q4_0: weights are unsigned nibbles; the bias row holds -8 * sum(a).
@@ -111,6 +122,7 @@ static inline __attribute__((always_inline, target(TARGET))) void FN(q4_k_tile)(
         const uint8_t *q = blk + 16;
         __m256i w[8];
         __m256i scv[8];
+#pragma GCC unroll 4
         for (int g = 0; g < 4; g++) {
             __m256i v = _mm256_loadu_si256((const __m256i *)(q + 32 * g));
             w[2 * g] = _mm256_and_si256(v, m4);                         // sub-block 2g
@@ -120,14 +132,19 @@ static inline __attribute__((always_inline, target(TARGET))) void FN(q4_k_tile)(
         }
         // The activations hold sub-block s at slot slot_of_sub[s] (q4kOrder is its own inverse).
         static const int slot_of_sub[8] = {0, 2, 1, 3, 4, 6, 5, 7};
+#pragma GCC unroll 4
         for (int t = 0; t < na; t++) {
             const int64_t ab = (int64_t)t * nb + b;
             const int8_t *a = aq + ab * 256;
-            __m256i isum = _mm256_setzero_si256();
-            for (int sub = 0; sub < 8; sub++) {
-                __m256i av = _mm256_loadu_si256((const __m256i *)(a + 32 * slot_of_sub[sub]));
-                isum = FN(dot_ww)(isum, _mm256_maddubs_epi16(w[sub], av), scv[sub]);
+            __m256i isum0 = _mm256_setzero_si256(), isum1 = _mm256_setzero_si256();
+#pragma GCC unroll 4
+            for (int sub = 0; sub < 8; sub += 2) {
+                __m256i a0 = _mm256_loadu_si256((const __m256i *)(a + 32 * slot_of_sub[sub]));
+                __m256i a1 = _mm256_loadu_si256((const __m256i *)(a + 32 * slot_of_sub[sub + 1]));
+                isum0 = FN(dot_ww)(isum0, _mm256_maddubs_epi16(w[sub], a0), scv[sub]);
+                isum1 = FN(dot_ww)(isum1, _mm256_maddubs_epi16(w[sub + 1], a1), scv[sub + 1]);
             }
+            __m256i isum = _mm256_add_epi32(isum0, isum1);
             __m128i ms = _mm_madd_epi16(mins16, _mm_loadu_si128((const __m128i *)(asums + ab * 8)));
             ms = _mm_add_epi32(ms, _mm_shuffle_epi32(ms, 0x4e));
             ms = _mm_add_epi32(ms, _mm_shuffle_epi32(ms, 0xb1));
@@ -149,6 +166,7 @@ static inline __attribute__((always_inline, target(TARGET))) void FN(q6_k_tile)(
         const float d = FN(f16)(blk + 208);
         __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 192)));
         __m256i w[8], scv[8];
+#pragma GCC unroll 2
         for (int n = 0; n < 2; n++) {
             __m256i l0 = _mm256_loadu_si256((const __m256i *)(blk + 64 * n));
             __m256i l1 = _mm256_loadu_si256((const __m256i *)(blk + 64 * n + 32));
@@ -160,18 +178,24 @@ static inline __attribute__((always_inline, target(TARGET))) void FN(q6_k_tile)(
         }
         // 32 weights (two scale groups) per vector: lanes 0-7 of the int16 products take the
         // first scale, lanes 8-15 the second.
+#pragma GCC unroll 8
         for (int k = 0; k < 8; k++) {
             int8_t s0 = (int8_t)blk[192 + 2 * k], s1 = (int8_t)blk[192 + 2 * k + 1];
             scv[k] = _mm256_set_m128i(_mm_set1_epi16(s1), _mm_set1_epi16(s0));
         }
+#pragma GCC unroll 4
         for (int t = 0; t < na; t++) {
             const int64_t ab = (int64_t)t * nb + b;
             const int8_t *a = aq + ab * 256;
-            __m256i isum = _mm256_setzero_si256();
-            for (int k = 0; k < 8; k++) {
-                __m256i av = _mm256_loadu_si256((const __m256i *)(a + 32 * k));
-                isum = FN(dot_ww)(isum, _mm256_maddubs_epi16(w[k], av), scv[k]);
+            __m256i isum0 = _mm256_setzero_si256(), isum1 = _mm256_setzero_si256();
+#pragma GCC unroll 4
+            for (int k = 0; k < 8; k += 2) {
+                __m256i a0 = _mm256_loadu_si256((const __m256i *)(a + 32 * k));
+                __m256i a1 = _mm256_loadu_si256((const __m256i *)(a + 32 * k + 32));
+                isum0 = FN(dot_ww)(isum0, _mm256_maddubs_epi16(w[k], a0), scv[k]);
+                isum1 = FN(dot_ww)(isum1, _mm256_maddubs_epi16(w[k + 1], a1), scv[k + 1]);
             }
+            __m256i isum = _mm256_add_epi32(isum0, isum1);
             __m256i corr = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)(asums + ab * 16)));
             isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(corr, 5));
             acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d * ad[ab]), acc[t]);

@@ -3,7 +3,7 @@
 package quant
 
 /*
-#cgo CFLAGS: -O2
+#cgo CFLAGS: -O3
 #include <stdint.h>
 
 #define DECL(isa) \

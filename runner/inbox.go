@@ -12,6 +12,7 @@ import (
 type inMsg struct {
 	req   *ipc.GenerateRequest
 	abort *ipc.Abort
+	at    time.Time // when it was read off the socket: a request's queue time starts here
 }
 
 // inboxSize bounds the decoded messages waiting for the step loop; the socket's own queue
@@ -61,7 +62,7 @@ func (r *Runner) receive(ctx context.Context) {
 			r.load.arrived(gr.Owner, len(gr.InputIDs))
 			arrived = true
 			select {
-			case r.inbox <- inMsg{req: gr}:
+			case r.inbox <- inMsg{req: gr, at: time.Now()}:
 			case <-ctx.Done():
 				return
 			}

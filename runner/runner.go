@@ -81,6 +81,9 @@ type output struct {
 	settings outputSettings
 	owner    int    // the tokenizer worker the request belongs to
 	epoch    uint64 // of the worker process that sent it
+	// prompt holds a first item's prompt logprobs while the gate holds that item back, until
+	// they go out with the request's first sent item.
+	prompt *scheduler.Item
 }
 
 // New binds the rank's request socket and connects its output sockets.
@@ -201,7 +204,8 @@ loop:
 		gr := m.req
 		added++
 		addedTokens += len(gr.InputIDs)
-		if err := r.add(ctx, gr); err != nil {
+		if err := r.add(ctx, gr, m.at); err != nil {
+			r.log.Warn("request refused", "request_id", gr.RequestID, "rid", gr.RID, "worker", gr.Owner, "err", err)
 			failed = append(failed, scheduler.Item{RID: gr.RID, Owner: int(gr.Owner), PromptTokens: len(gr.InputIDs),
 				Finished: true, FinishReason: scheduler.FinishError, MatchedStopToken: -1, Err: err.Error()})
 		}
@@ -237,12 +241,14 @@ func (r *Runner) abort(m *ipc.Abort) {
 	}
 }
 
-// add hands a wire request to the scheduler; ctx bounds its grammar compile.
-func (r *Runner) add(ctx context.Context, m *ipc.GenerateRequest) error {
+// add hands a wire request, read off the socket at received, to the scheduler; ctx bounds its
+// grammar compile.
+func (r *Runner) add(ctx context.Context, m *ipc.GenerateRequest, received time.Time) error {
 	in, err := requestFromWire(m)
 	if err != nil {
 		return err
 	}
+	in.sched.Received = received
 	if epoch, ok := r.epochs[m.Owner]; ok && epoch != in.ownerEpoch {
 		return fmt.Errorf("request of a previous process of worker %d, which restarted", m.Owner)
 	}
@@ -289,12 +295,25 @@ func (r *Runner) send(out *scheduler.Output) {
 			o = &none
 		}
 		first := !o.gate.sentAny
+		if len(it.PromptLogprobs) > 0 || len(it.PromptTopLogprobIDs) > 0 {
+			// The scheduler never changes these slices once sent: keep them until they go out.
+			o.prompt = &scheduler.Item{PromptLogprobs: it.PromptLogprobs, PromptTopLogprobIDs: it.PromptTopLogprobIDs,
+				PromptTopLogprobs: it.PromptTopLogprobs}
+		}
 		ids, lps, top, ok := o.gate.pushTop(it.NewIDs, it.Logprobs, topLogprobs{it.TopLogprobIDs, it.TopLogprobs}, it.Finished)
 		if !ok {
 			continue
 		}
+		if o.prompt != nil && len(it.PromptLogprobs) == 0 && len(it.PromptTopLogprobIDs) == 0 {
+			withPrompt := *it
+			withPrompt.PromptLogprobs, withPrompt.PromptTopLogprobIDs, withPrompt.PromptTopLogprobs =
+				o.prompt.PromptLogprobs, o.prompt.PromptTopLogprobIDs, o.prompt.PromptTopLogprobs
+			it = &withPrompt
+		}
+		o.prompt = nil
 		b.Items = append(b.Items, itemToWire(it, ids, lps, top, &o.settings, first))
 		if it.Finished {
+			r.logFinish(it, o.settings.requestID)
 			delete(r.outputs, it.RID)
 		} else if o.gate.holding() {
 			r.flushed = append(r.flushed, &o.gate)
@@ -308,6 +327,24 @@ func (r *Runner) send(out *scheduler.Output) {
 	}
 	clear(r.flushed)
 	r.flushed = r.flushed[:0]
+}
+
+// logFinish logs a finished request at debug (at warn when it failed), under the client's
+// request id, so an operator can follow one request from the worker's access line to the rank.
+func (r *Runner) logFinish(it *scheduler.Item, requestID string) {
+	lvl := slog.LevelDebug
+	if it.FinishReason == scheduler.FinishError {
+		lvl = slog.LevelWarn
+	}
+	if !r.log.Enabled(context.Background(), lvl) {
+		return
+	}
+	r.log.LogAttrs(context.Background(), lvl, "request finished",
+		slog.String("request_id", requestID), slog.String("rid", it.RID), slog.Int("worker", it.Owner),
+		slog.String("finish_reason", it.FinishReason.String()), slog.Int("prompt_tokens", it.PromptTokens),
+		slog.Int("cached_tokens", it.CachedTokens), slog.Int("completion_tokens", it.CompletionTokens),
+		slog.Duration("queue", it.QueueTime), slog.Duration("prefill", it.PrefillTime), slog.Duration("decode", it.DecodeTime),
+		slog.String("err", it.Err))
 }
 
 // emit stamps the batch with a sequence number and the current load and sends it.

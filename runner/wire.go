@@ -34,6 +34,7 @@ type outputSettings struct {
 	noText      bool
 	skipSpecial bool
 	stops       []string // sent with the first item only: detokd keeps them per request
+	requestID   string   // the client's request id, sent with the first item only
 }
 
 // requestFromWire converts a decoded wire request. The result keeps m's slices (ipc's Decode
@@ -48,10 +49,10 @@ func requestFromWire(m *ipc.GenerateRequest) (request, error) {
 			RID: m.RID, Owner: int(m.Owner), InputIDs: m.InputIDs,
 			MaxNewTokens: int(m.MaxNewTokens), MinNewTokens: int(m.MinNewTokens),
 			StopTokenIDs: m.StopTokenIDs, IgnoreEOS: m.IgnoreEOS,
-			Sampling: samplingFromWire(&m.Sampling), Logprobs: m.Logprobs, TopLogprobs: int(m.TopLogprobs), Arrival: time.Unix(0, m.ArrivalUnixNano),
+			Sampling: samplingFromWire(&m.Sampling), Logprobs: m.Logprobs, TopLogprobs: int(m.TopLogprobs), PromptLogprobs: m.PromptLogprobs, Arrival: time.Unix(0, m.ArrivalUnixNano),
 		},
 		out: outputSettings{stream: m.Stream, interval: max(int(m.StreamInterval), 1), noText: m.NoText,
-			skipSpecial: m.SkipSpecialTokens, stops: m.StopStrings},
+			skipSpecial: m.SkipSpecialTokens, stops: m.StopStrings, requestID: m.RequestID},
 		grammar:    spec,
 		routedRank: int(m.RoutedRank),
 		ownerEpoch: m.OwnerEpoch,
@@ -94,13 +95,15 @@ func itemToWire(it *scheduler.Item, ids []int32, logprobs []float32, top topLogp
 	ti := ipc.TokenItem{
 		RID: it.RID, Owner: uint32(it.Owner), NewIDs: ids, Logprobs: logprobs,
 		TopLogprobIDs: top.ids, TopLogprobs: top.logprobs,
+		PromptLogprobs: it.PromptLogprobs, PromptTopLogprobIDs: it.PromptTopLogprobIDs, PromptTopLogprobs: it.PromptTopLogprobs,
 		PromptTokens: int32(it.PromptTokens), CachedTokens: int32(it.CachedTokens), CompletionTokens: int32(it.CompletionTokens),
 		Finished: it.Finished, FinishReason: finishReasonToWire(it.FinishReason),
 		MatchedStopToken: it.MatchedStopToken, MatchedStop: it.MatchedStop, Error: it.Err,
 		NoText: out.noText, SkipSpecialTokens: out.skipSpecial,
+		QueueNanos: int64(it.QueueTime), PrefillNanos: int64(it.PrefillTime), DecodeNanos: int64(it.DecodeTime),
 	}
 	if first {
-		ti.StopStrings = out.stops
+		ti.StopStrings, ti.RequestID = out.stops, out.requestID
 	}
 	return ti
 }

@@ -116,10 +116,12 @@ func TestRequestCrossesEveryHop(t *testing.T) {
 		"StreamInterval":             {in.out.interval, req.StreamInterval},
 		"Logprobs":                   {s.Logprobs, req.Logprobs},
 		"TopLogprobs":                {s.TopLogprobs, req.TopLogprobs},
+		"PromptLogprobs":             {s.PromptLogprobs, req.PromptLogprobs},
 		"GrammarKind":                {in.grammar.Kind, grammar.KindRegex},
 		"GrammarSpec":                {in.grammar.Text, req.GrammarSpec},
 		"RoutedRank":                 {in.routedRank, req.RoutedRank},
 		"NoText":                     {in.out.noText, req.NoText},
+		"RequestID":                  {in.out.requestID, req.RequestID},
 	}
 	for _, name := range leaves(reflect.TypeOf(req), "") {
 		c, ok := checks[name]
@@ -191,16 +193,19 @@ func TestItemCrossesToTheWire(t *testing.T) {
 	var f filler
 	f.fill(t, "Item", reflect.ValueOf(&it).Elem())
 	it.FinishReason = 3
-	out := outputSettings{noText: true, skipSpecial: true, stops: []string{"x"}}
+	out := outputSettings{noText: true, skipSpecial: true, stops: []string{"x"}, requestID: "req-1"}
 	w := itemToWire(&it, it.NewIDs, it.Logprobs, topLogprobs{it.TopLogprobIDs, it.TopLogprobs}, &out, true)
 	checks := map[string][2]any{
 		"RID": {w.RID, it.RID}, "Owner": {int(w.Owner), it.Owner}, "NewIDs": {w.NewIDs, it.NewIDs},
 		"Logprobs": {w.Logprobs, it.Logprobs}, "TopLogprobIDs": {w.TopLogprobIDs, it.TopLogprobIDs},
-		"TopLogprobs": {w.TopLogprobs, it.TopLogprobs}, "PromptTokens": {int(w.PromptTokens), it.PromptTokens},
+		"TopLogprobs": {w.TopLogprobs, it.TopLogprobs}, "PromptLogprobs": {w.PromptLogprobs, it.PromptLogprobs},
+		"PromptTopLogprobIDs": {w.PromptTopLogprobIDs, it.PromptTopLogprobIDs}, "PromptTopLogprobs": {w.PromptTopLogprobs, it.PromptTopLogprobs},
+		"PromptTokens": {int(w.PromptTokens), it.PromptTokens},
 		"CachedTokens": {int(w.CachedTokens), it.CachedTokens}, "CompletionTokens": {int(w.CompletionTokens), it.CompletionTokens},
 		"Finished": {w.Finished, it.Finished}, "FinishReason": {w.FinishReason.String(), it.FinishReason.String()},
 		"MatchedStopToken": {w.MatchedStopToken, it.MatchedStopToken}, "MatchedStop": {w.MatchedStop, it.MatchedStop},
-		"Err": {w.Error, it.Err},
+		"Err": {w.Error, it.Err}, "QueueTime": {w.QueueNanos, int64(it.QueueTime)},
+		"PrefillTime": {w.PrefillNanos, int64(it.PrefillTime)}, "DecodeTime": {w.DecodeNanos, int64(it.DecodeTime)},
 	}
 	for _, name := range leaves(reflect.TypeOf(it), "") {
 		c, ok := checks[name]
@@ -212,7 +217,7 @@ func TestItemCrossesToTheWire(t *testing.T) {
 			t.Errorf("%s arrives as %v, sent %v", name, c[0], c[1])
 		}
 	}
-	if !w.NoText || !w.SkipSpecialTokens || !slices.Equal(w.StopStrings, out.stops) {
+	if !w.NoText || !w.SkipSpecialTokens || !slices.Equal(w.StopStrings, out.stops) || w.RequestID != out.requestID {
 		t.Errorf("output settings lost: %+v", w)
 	}
 }

@@ -95,7 +95,7 @@ func (s *Scheduler) pickOne(j pickJob) {
 	// the constraint can end.
 	early := st.generated() < req.MinNewTokens
 	forbidEarly := early && st.mask == nil && (!req.IgnoreEOS && len(s.cfg.EOS) > 0 || len(req.StopTokenIDs) > 0)
-	if s.argmax != nil && st.mask == nil && !st.mutates && !forbidEarly && !req.Logprobs && req.TopLogprobs == 0 && st.sampler.Params().IsGreedy() {
+	if s.argmax != nil && st.mask == nil && !st.mutates && !forbidEarly && !req.Logprobs && req.TopLogprobs == 0 && !req.PromptLogprobs && st.sampler.Params().IsGreedy() {
 		// Plain greedy: the backend's own argmax of the row is the sampler's answer.
 		if tok := s.argmax.Argmax(j.k); tok >= 0 && int(tok) < s.vocab {
 			st.pick.tok = tok
@@ -154,11 +154,15 @@ func (s *Scheduler) record(st *liveRequest) (it Item, done bool) {
 		return it, true
 	}
 	early := st.generated() < req.MinNewTokens
+	if st.firstToken.IsZero() {
+		st.firstToken = s.now()
+	}
 	st.tokens = append(st.tokens, tok)
 	st.sampler.Accept(tok)
 	it = s.item(st, FinishNone)
 	stop := func(reason FinishReason) (Item, bool) {
 		it.Finished, it.FinishReason = true, reason
+		s.times(st, &it)
 		return it, true
 	}
 	if !early && (!req.IgnoreEOS && slices.Contains(s.cfg.EOS, tok) || slices.Contains(req.StopTokenIDs, tok)) {

@@ -32,7 +32,7 @@ func (s *Scheduler) schedule() {
 		left := len(st.tokens) - st.computed
 		n := 1
 		if left > 1 {
-			if n = min(left, s.chunk, budget); n == 0 {
+			if n = min(left, s.chunkFor(st), budget); n == 0 {
 				continue
 			}
 		}
@@ -121,11 +121,12 @@ func (s *Scheduler) admit(budget, promised int) {
 			s.release(st)
 			return
 		}
-		n := min(len(st.tokens)-st.computed, s.chunk, budget)
+		n := min(len(st.tokens)-st.computed, s.chunkFor(st), budget)
 		n, _ = s.grow(st, n, false) // fits: needAll covers it
 		promised += needAll - (s.blocksFor(st.computed+n) - s.blocksFor(st.computed))
 		if !st.admitted {
 			st.admitted, st.cached = true, st.computed
+			st.scheduled = s.now()
 		}
 		s.stats.PrefixHitTokens += st.computed
 		s.waiting = slices.Delete(s.waiting, i, i+1)
@@ -140,6 +141,9 @@ func (s *Scheduler) admit(budget, promised int) {
 // token is left to compute, since sampling needs the logits of the last one.
 func (s *Scheduler) matchPrefix(st *liveRequest) {
 	limit := (len(st.tokens) - 1) / s.bs
+	if st.req.PromptLogprobs && st.prompt.scored < st.promptLen {
+		limit = 0 // every prompt position's logits are needed
+	}
 	for len(st.blocks) < limit {
 		i := len(st.blocks)
 		var parent uint64
@@ -167,6 +171,7 @@ func (s *Scheduler) put(st *liveRequest, n int) {
 		Pos:        st.computed,
 		BlockTable: st.blocks[:s.blocksFor(end)],
 		Logits:     end == len(st.tokens),
+		AllLogits:  st.wantsPromptLogits(),
 	})
 	s.inBatch = append(s.inBatch, st)
 }

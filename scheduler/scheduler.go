@@ -12,6 +12,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/llmserve/llmserve/backend"
 	"github.com/llmserve/llmserve/sampling"
@@ -56,6 +57,10 @@ type liveRequest struct {
 	maskErr   error
 	scratch   []float32
 	pick      pick // this step's sample
+	prompt    promptScores
+	// received, scheduled and firstToken are when the request reached the rank, was first
+	// admitted and generated its first token (zero until then): its finish item's times.
+	received, scheduled, firstToken time.Time
 }
 
 func (s *liveRequest) generated() int { return len(s.tokens) - s.promptLen }
@@ -87,9 +92,13 @@ type Scheduler struct {
 	ids     []int32
 	lps     []float32
 	picks   []pickJob
-	wg      sync.WaitGroup
+	// rowsCopy is this step's logits-row table when prompt logprobs replace entries (ownRows).
+	rowsCopy [][]float32
+	wg       sync.WaitGroup
 
 	stats Stats
+	// now is the clock of the request times (time.Now; tests may replace it).
+	now func() time.Time
 }
 
 // New returns a scheduler for the device behind b.
@@ -119,6 +128,7 @@ func New(b backend.Backend, cfg Config) (*Scheduler, error) {
 		pool:           newBlockPool(nb, bs),
 		parallelFloats: parallelSampleFloats,
 		byRID:          make(map[string]*liveRequest),
+		now:            time.Now,
 	}, nil
 }
 
@@ -137,6 +147,10 @@ func (s *Scheduler) Add(req *Request) error {
 		// max_new_tokens defaults to the whole context.
 		tokens:    make([]int32, len(req.InputIDs), len(req.InputIDs)+min(req.MaxNewTokens, 512)),
 		promptLen: len(req.InputIDs),
+		received:  req.Received,
+	}
+	if st.received.IsZero() {
+		st.received = s.now()
 	}
 	copy(st.tokens, req.InputIDs)
 	if req.MaxNewTokens == 0 {
@@ -302,6 +316,18 @@ func (s *Scheduler) Step(ctx context.Context) (Output, error) {
 		s.ids, s.lps = make([]int32, 0, len(s.inBatch)), make([]float32, 0, len(s.inBatch))
 	}
 	ids, lps := s.ids[:0], s.lps[:0]
+	for k, st := range s.inBatch {
+		if sq := &s.batch.Seqs[k]; sq.AllLogits {
+			if len(rows[k]) != len(sq.Tokens)*s.vocab {
+				return Output{Load: s.Load()}, fmt.Errorf("scheduler rank %d: backend returned %d logits for a chunk of %d tokens", s.cfg.Rank, len(rows[k]), len(sq.Tokens))
+			}
+			last := s.scorePrompt(st, sq.Pos, len(sq.Tokens), rows[k])
+			if sq.Logits {
+				rows = s.ownRows(rows)
+				rows[k] = last
+			}
+		}
+	}
 	s.sampleAll(rows)
 	finished := false
 	for k, st := range s.inBatch {
@@ -313,6 +339,7 @@ func (s *Scheduler) Step(ctx context.Context) (Output, error) {
 			continue
 		}
 		it, done := s.record(st)
+		st.attachPrompt(&it)
 		if st.pick.tok >= 0 {
 			ids = append(ids, st.pick.tok)
 			it.NewIDs = ids[len(ids)-1 : len(ids) : len(ids)] // capped: an append must not reach the next item's id
@@ -358,12 +385,31 @@ func (s *Scheduler) fillMask(st *liveRequest) {
 	st.req.Constraint.FillMask(st.mask)
 }
 
-// item is st's output header with no tokens.
+// item is st's output header with no tokens; a finishing one carries the request's times.
 func (s *Scheduler) item(st *liveRequest, reason FinishReason) Item {
-	return Item{
+	it := Item{
 		RID: st.req.RID, Owner: st.req.Owner,
 		PromptTokens: st.promptLen, CachedTokens: st.cached, CompletionTokens: st.generated(),
 		Finished: reason != FinishNone, FinishReason: reason, MatchedStopToken: -1,
+	}
+	if it.Finished {
+		s.times(st, &it)
+	}
+	return it
+}
+
+// times fills a finishing item's queue, prefill and decode times. A request that finishes
+// during a phase (an abort while queued, an error in prefill) counts until now in that phase.
+func (s *Scheduler) times(st *liveRequest, it *Item) {
+	now := s.now()
+	switch {
+	case st.scheduled.IsZero():
+		it.QueueTime = now.Sub(st.received)
+	case st.firstToken.IsZero():
+		it.QueueTime, it.PrefillTime = st.scheduled.Sub(st.received), now.Sub(st.scheduled)
+	default:
+		it.QueueTime, it.PrefillTime = st.scheduled.Sub(st.received), st.firstToken.Sub(st.scheduled)
+		it.DecodeTime = now.Sub(st.firstToken)
 	}
 }
 

@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"bytes"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -151,4 +152,49 @@ func TestLoadDetectsGGUF(t *testing.T) {
 	if tok.VocabSize() != loadCached(t, picoDir).VocabSize() {
 		t.Errorf("VocabSize %d", tok.VocabSize())
 	}
+}
+
+// FuzzFromGGUF builds tokenizers from arbitrary token lists, token types, merges and special ids:
+// FromGGUF must return an error or a tokenizer that encodes and decodes without panicking.
+func FuzzFromGGUF(f *testing.F) {
+	f.Add("a\x00b\x00ab\x00<|x|>", []byte{1, 1, 1, 3}, "a b", uint8(0), uint32(3), "ab<|x|>ba")
+	f.Add("Ġ\x00t\x00Ġt", []byte{1, 1, 1}, "Ġ t", uint8(1), uint32(0), " t t")
+	f.Add("x", []byte{9}, "x", uint8(2), uint32(7), "x")
+	f.Fuzz(func(t *testing.T, toks string, types []byte, merges string, pre uint8, eos uint32, text string) {
+		tokens := strings.Split(toks, "\x00")
+		if len(tokens) > 4096 || len(merges) > 1<<16 {
+			return
+		}
+		tt := make([]int32, len(tokens))
+		for i := range tt {
+			tt[i] = 1
+			if i < len(types) {
+				tt[i] = int32(types[i] % 8)
+			}
+		}
+		w := gguf.NewWriter()
+		pres := []string{"qwen2", "llama-bpe", "gpt-2", "default"}
+		for _, err := range []error{w.Set("tokenizer.ggml.model", "gpt2"), w.Set("tokenizer.ggml.pre", pres[int(pre)%len(pres)]),
+			w.Set("tokenizer.ggml.tokens", tokens), w.Set("tokenizer.ggml.token_type", tt),
+			w.Set("tokenizer.ggml.merges", strings.Split(merges, "\n")), w.Set("tokenizer.ggml.eos_token_id", eos)} {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		var buf bytes.Buffer
+		if _, err := w.WriteTo(&buf); err != nil {
+			t.Fatal(err)
+		}
+		g, err := gguf.Parse(buf.Bytes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok, err := FromGGUF(g)
+		if err != nil {
+			return
+		}
+		ids := tok.Encode(text, true)
+		_ = tok.Decode(ids, false)
+		_ = tok.Decode(ids, true)
+	})
 }

@@ -38,7 +38,7 @@ func RequestToWire(req *api.Request, rid string, owner int, epoch uint64, arriva
 		Stream: req.Stream, NoText: req.NoText, StreamInterval: int32(req.StreamInterval), Logprobs: req.Logprobs,
 		Grammar:    ipc.Grammar{Kind: kind, Spec: req.GrammarSpec},
 		RoutedRank: int32(req.RoutedRank), ArrivalUnixNano: arrival.UnixNano(),
-		TopLogprobs: int32(req.TopLogprobs),
+		TopLogprobs: int32(req.TopLogprobs), PromptLogprobs: req.PromptLogprobs, RequestID: req.RequestID,
 	}
 	if !req.Stream {
 		// Non-streaming requests are sent whole at the end, not flushed every step.
@@ -125,10 +125,12 @@ func deltaFromWire(it *ipc.TokenItem, text string) api.Delta {
 	d := api.Delta{
 		IDs: it.NewIDs, Text: text, Logprobs: it.Logprobs,
 		TopLogprobIDs: it.TopLogprobIDs, TopLogprobs: it.TopLogprobs,
+		PromptLogprobs: it.PromptLogprobs, PromptTopLogprobIDs: it.PromptTopLogprobIDs, PromptTopLogprobs: it.PromptTopLogprobs,
 		PromptTokens: int(it.PromptTokens), CachedTokens: int(it.CachedTokens), CompletionTokens: int(it.CompletionTokens),
 		Finished: it.Finished, FinishReason: finishReasonFromWire(it.FinishReason),
 	}
 	if it.Finished {
+		d.QueueTime, d.PrefillTime, d.DecodeTime = time.Duration(it.QueueNanos), time.Duration(it.PrefillNanos), time.Duration(it.DecodeNanos)
 		switch {
 		case it.MatchedStop != "":
 			d.MatchedStop = it.MatchedStop

@@ -239,6 +239,7 @@ func (w *Worker) Submit(ctx context.Context, req *api.Request) (*api.Stream, err
 		return nil, fmt.Errorf("no rank can take the request: %w", err)
 	}
 	e := &entry{st: api.NewStream(rid), rank: rank}
+	e.st.Rank = rank
 	if w.cfg.Mode == ModeSkipDetokenization && !req.NoText {
 		e.text = detok.NewStream(w.cfg.Tokenizer.NewDecoder(req.SkipSpecialTokens), req.StopStrings)
 	}

@@ -62,7 +62,7 @@ func main() {
 	flag.IntVar(&o.threads, "threads", 2, "threads for both engines")
 	flag.StringVar(&types, "types", "bf16,q8_0,q4_k", "weight types")
 	flag.StringVar(&whats, "whats", "dec1,dec16,prefill", "workloads: dec1, dec16, prefill")
-	flag.IntVar(&o.oursKVBytes, "ours-kv-bytes", 4, "bytes per KV element in our engine (its cache is float32)")
+	flag.IntVar(&o.oursKVBytes, "ours-kv-bytes", 2, "bytes per KV element in our engine (--kv-cache-dtype auto: 16-bit for 16-bit and quantized weights)")
 	flag.BoolVar(&o.force, "force", false, "rewrite the GGUF files even if they exist")
 	exactness := flag.Bool("exactness", false, "check dequantization and logits against llama.cpp instead of timing")
 	flag.BoolVar(&o.exactLogits, "exactness-logits", true, "with -exactness, also compare logits (slow: llama.cpp and ours on every prompt)")
@@ -271,7 +271,19 @@ func membw(o options) (float64, error) {
 func runBench(o options, files map[string]string) error {
 	var runs []run
 	var bws []float64
-	total := o.rounds * (1 + 2*len(o.types)*len(o.whats))
+	// A type our backend cannot run is found once, untimed, instead of in every round.
+	unsupported := map[string]error{}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	for _, typ := range o.types {
+		if out, err := exec.Command(exe, "-worker", files[typ], "-what", "check").CombinedOutput(); err != nil {
+			unsupported[typ] = fmt.Errorf("%s", lastLine(out))
+			log.Printf("llmserve cannot run %s: %s", typ, lastLine(out))
+		}
+	}
+	total := o.rounds * (1 + (2*len(o.types)-len(unsupported))*len(o.whats))
 	n := 0
 	start := time.Now()
 	progress := func(format string, a ...any) {
@@ -296,6 +308,10 @@ func runBench(o options, files map[string]string) error {
 					var tokS float64
 					var err error
 					if eng == "llmserve" {
+						if e := unsupported[typ]; e != nil {
+							runs = append(runs, run{engine: eng, typ: typ, what: what, err: e})
+							continue
+						}
 						tokS, err = timeOurs(o, files[typ], what)
 					} else {
 						tokS, err = timeLlama(o, files[typ], what)
@@ -368,7 +384,7 @@ func report(o options, files map[string]string, runs []run, bws []float64) error
 		filepath.Base(o.modelDir), cfg.NumLayers, cfg.HiddenSize, cfg.VocabSize, o.threads, o.rounds, o.lock)
 	fmt.Printf("Read bandwidth (membw, %d threads, 1 GiB): best per round %s GB/s; the roofline uses %.1f GB/s.\n",
 		o.threads, joinF(bws), bw/1e9)
-	fmt.Printf("Roofline (decode): every GGUF tensor read once per step, plus K and V of the average context (%.1f positions; ours float32, llama.cpp f16).\n\n", avgCtx)
+	fmt.Printf("Roofline (decode): every GGUF tensor read once per step, plus K and V of the average context (%.1f positions; llmserve %d bytes per element, llama.cpp f16).\n\n", avgCtx, o.oursKVBytes)
 	fmt.Println("| workload | weights | llmserve tok/s min / median | llama.cpp tok/s min / median | llmserve / llama.cpp (median) | roofline tok/s llmserve / llama.cpp | fraction of roofline llmserve / llama.cpp (median) |")
 	fmt.Println("|---|---|---|---|---|---|---|")
 	names := map[string]string{"dec1": "decode, batch 1", "dec16": "decode, 16 sequences", "prefill": "prefill, 512 tokens"}

@@ -53,11 +53,19 @@ type workerResult struct {
 	Weights string  `json:"weights"`
 }
 
-// runOurs times one workload of our CPU backend on the GGUF at path and prints a workerResult.
+// runOurs times one workload of our CPU backend on the GGUF at path and prints a workerResult;
+// what "check" only loads the model into a backend (untimed).
 func runOurs(path, what string, batch int) error {
 	m, err := model.LoadGGUF(path)
 	if err != nil {
 		return err
+	}
+	if what == "check" {
+		be, err := cpu.New(m, cpu.Options{NumBlocks: 1})
+		if err != nil {
+			return err
+		}
+		return be.Close()
 	}
 	vocab := m.Config.VocabSize
 	ctx := context.Background()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -20,6 +21,8 @@ type service struct {
 	out   []ipc.Sender       // per worker: its text batches (ipc.WorkerEndpoint)
 	log   *slog.Logger
 	frame []byte // encode buffer, reused between sends
+	// ids maps a live request's rid to its client request id while debug lines are on.
+	ids map[string]string
 }
 
 // newService opens detokd's sockets in runDir.
@@ -58,6 +61,7 @@ func (s *service) Run() error {
 			s.log.Warn("dropped bad frame", "err", err)
 			continue
 		}
+		s.logItems(&tb)
 		outs, err := s.det.Step(&tb)
 		if err != nil {
 			s.log.Warn("bad items", "err", err)
@@ -68,6 +72,33 @@ func (s *service) Run() error {
 				s.log.Warn("worker not reachable; its items are dropped", "worker", w, "items", len(outs[w].Items), "err", err)
 			}
 		}
+	}
+}
+
+// logItems logs, at debug, each request's finish under the client's request id (which rides on
+// a request's first item only, so it is kept until the finish while debug lines are on).
+func (s *service) logItems(tb *ipc.TokenBatch) {
+	if !s.log.Enabled(context.Background(), slog.LevelDebug) {
+		return
+	}
+	if s.ids == nil {
+		s.ids = map[string]string{}
+	}
+	for i := range tb.Items {
+		it := &tb.Items[i]
+		id := it.RequestID
+		if id == "" {
+			id = s.ids[it.RID]
+		}
+		if !it.Finished {
+			if it.RequestID != "" {
+				s.ids[it.RID] = id
+			}
+			continue
+		}
+		delete(s.ids, it.RID)
+		s.log.Debug("request finished", "request_id", id, "rid", it.RID, "rank", tb.Rank, "worker", it.Owner,
+			"finish_reason", it.FinishReason.String(), "completion_tokens", it.CompletionTokens)
 	}
 }
 

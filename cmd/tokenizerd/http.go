@@ -29,9 +29,9 @@ func serveHTTP(ctx context.Context, cfg *serveConfig, srv *api.Server, reg *metr
 	lim := api.NewConnLimiter(ln, maxConnections(cfg.MaxConnections))
 	wl := metrics.Labels{{"worker", strconv.Itoa(cfg.WorkerIndex)}}
 	reg.NewGaugeFunc("llm_http_connections_open", "Open HTTP connections.", wl, func() float64 { return float64(lim.Open()) })
-	reg.NewGaugeFunc("llm_http_connections_shed_total", "Idle connections closed to admit new ones at --max-connections.", wl,
+	reg.NewCounterFunc("llm_http_connections_shed_total", "Idle connections closed to admit new ones at --max-connections.", wl,
 		func() float64 { return float64(lim.Shed()) })
-	reg.NewGaugeFunc("llm_http_connections_refused_total", "New connections refused at --max-connections, every open one busy.", wl,
+	reg.NewCounterFunc("llm_http_connections_refused_total", "New connections refused at --max-connections, every open one busy.", wl,
 		func() float64 { return float64(lim.Refused()) })
 	hs := &http.Server{
 		Handler:           srv.Handler(),

@@ -1,9 +1,9 @@
 // Tool calls through real clients: the official OpenAI Node client (streamed and not) and the
-// Vercel AI SDK's generateText with tools (toolChoice 'required' and 'auto') over
+// Vercel AI SDK's generateText (toolChoice 'required' and 'auto') and streamText with tools over
 // @ai-sdk/openai-compatible. Prints one JSON summary for the Go test to check.
 // Usage: node tools_clients.mjs BASE_URL MODEL
 import OpenAI from "openai";
-import { generateText, tool } from "ai";
+import { generateText, streamText, tool } from "ai";
 import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
 import { z } from "zod";
 
@@ -65,6 +65,19 @@ for (const toolChoice of ["required", "auto"]) {
     calls: r.toolCalls.map((c) => ({ name: c.toolName, input: c.input, invalid: c.invalid ?? false })),
     text: r.text,
     usage: r.usage,
+  };
+}
+// streamText parses the streamed tool-call deltas itself
+{
+  const r = streamText({
+    model: provider(model), tools, toolChoice: "required", prompt: "What is the weather in Paris for 3 days?",
+    temperature: 1, seed: 5, maxOutputTokens: 200,
+  });
+  const calls = await r.toolCalls;
+  out.ai.stream = {
+    finish: await r.finishReason,
+    calls: calls.map((c) => ({ name: c.toolName, input: c.input, invalid: c.invalid ?? false })),
+    usage: await r.usage,
   };
 }
 console.log(JSON.stringify(out));

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Generates qwen3-tools-expected.json: Qwen3's own chat template rendered with tools, tool calls
-and tool results, in the Jinja environment transformers' apply_chat_template builds
+"""Generates qwen3-tools-expected.json (Qwen3's own chat template) and
+llama3-json-tools-expected.json (llama3-json-tools.jinja, a template in the Llama 3.1 custom-tool
+style written for these tests): conversations rendered with tools, tool calls and tool results, in the Jinja environment transformers' apply_chat_template builds
 (ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks, loopcontrols, tojson as json.dumps
 with ensure_ascii=False). Each case keeps the request as an OpenAI client sends it (tool call
 arguments as JSON strings); before rendering, arguments strings are decoded into objects (key
@@ -9,6 +10,7 @@ assistant message that carries tool calls is passed as "" (Qwen3's template test
 `'</think>' in message.content`, which fails on None). Run with Jinja2 3.1.x:
 
     python3 gen_tools.py ../tokenizer-files/qwen3/tokenizer_config.json > qwen3-tools-expected.json
+    python3 gen_tools.py llama3-json-tools.jinja > llama3-json-tools-expected.json
 """
 import json
 import sys
@@ -62,11 +64,32 @@ CASES = [
 ]
 
 
+LLAMA_CASES = [
+    {"name": "tools", "messages": [{"role": "user", "content": "Weather in Paris?"}], "tools": [WEATHER, TIME]},
+    {"name": "multi-turn", "tools": [WEATHER], "messages": [
+        {"role": "system", "content": "Be brief. "},
+        {"role": "user", "content": "Weather in Zürich?"},
+        {"role": "assistant", "content": None, "tool_calls": [CALL1]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "{\"temp\": 21}"},
+        {"role": "assistant", "content": "21 °C."},
+        {"role": "user", "content": "Thanks."},
+    ]},
+]
+
+
 def main():
-    cfg = json.load(open(sys.argv[1]))
-    tmpl = make_env().from_string(cfg["chat_template"])
+    path = sys.argv[1]
+    special = {}
+    if path.endswith(".json"):
+        source = json.load(open(path))["chat_template"]
+        cases = CASES
+    else:
+        source = open(path).read()
+        cases = LLAMA_CASES
+        special = {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"}
+    tmpl = make_env().from_string(source)
     out = []
-    for case in CASES:
+    for case in cases:
         msgs = json.loads(json.dumps(case["messages"]))  # no shared objects
         for m in msgs:
             if m.get("tool_calls") and m.get("content") is None:
@@ -76,7 +99,7 @@ def main():
         kw = {}
         if "enable_thinking" in case:
             kw["enable_thinking"] = case["enable_thinking"]
-        prompt = tmpl.render(messages=msgs, tools=case["tools"], add_generation_prompt=True, **kw)
+        prompt = tmpl.render(messages=msgs, tools=case["tools"], add_generation_prompt=True, **special, **kw)
         out.append(dict(case, prompt=prompt))
     json.dump(out, sys.stdout, ensure_ascii=False, indent=1)
     print()

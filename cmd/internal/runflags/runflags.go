@@ -7,6 +7,7 @@ package runflags
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -47,6 +48,8 @@ type Config struct {
 	GrammarStrict         bool
 	// LogLevel is debug, info, warn or error.
 	LogLevel string
+	// LogFormat is text (logfmt lines) or json (one JSON object a line).
+	LogFormat string
 }
 
 // Flags returns the shared flags, each bound to its field of c.
@@ -66,6 +69,7 @@ func (c *Config) Flags() []cli.Flag {
 		&cli.StringFlag{Name: "grammar-whitespace", Destination: &c.GrammarWhitespace, Value: "compact", Usage: "JSON whitespace structured output allows: compact or flexible", Sources: cli.EnvVars("GRAMMAR_WHITESPACE")},
 		&cli.BoolFlag{Name: "grammar-strict", Destination: &c.GrammarStrict, Value: true, Usage: "schemas that list properties allow no other keys unless additionalProperties says so (and tuples no extra items), as in OpenAI's strict mode; false: JSON Schema's permissive defaults", Sources: cli.EnvVars("GRAMMAR_STRICT")},
 		&cli.StringFlag{Name: "log-level", Destination: &c.LogLevel, Value: "info", Usage: "debug, info, warn or error", Sources: cli.EnvVars("LOG_LEVEL")},
+		&cli.StringFlag{Name: "log-format", Destination: &c.LogFormat, Value: "text", Usage: "log lines as text (key=value) or json (one object a line)", Sources: cli.EnvVars("LOG_FORMAT")},
 	}
 }
 
@@ -77,16 +81,33 @@ func (c *Config) Check() error {
 	if n := c.DPSize; n < 1 || n > 256 {
 		return fmt.Errorf("--dp-size must be in [1, 256], got %d", n)
 	}
+	if f := c.LogFormat; f != "" && f != "text" && f != "json" {
+		return fmt.Errorf("--log-format must be text or json, got %q", f)
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(c.LogLevel)); c.LogLevel != "" && err != nil {
+		return fmt.Errorf("--log-level must be debug, info, warn or error, got %q", c.LogLevel)
+	}
 	return nil
 }
 
-// Logger makes the process's slog logger (text lines on stderr) tagged with its process name.
+// Logger makes the process's slog logger (on stderr, as --log-format says) tagged with its
+// process name. Check has refused a bad level or format; Logger falls back to info and text.
 func (c *Config) Logger(process string) *slog.Logger {
+	return c.logger(os.Stderr, process)
+}
+
+func (c *Config) logger(w io.Writer, process string) *slog.Logger {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(c.LogLevel)); err != nil {
 		lvl = slog.LevelInfo
 	}
-	l := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})).With("proc", process)
+	opts := &slog.HandlerOptions{Level: lvl}
+	var h slog.Handler = slog.NewTextHandler(w, opts)
+	if c.LogFormat == "json" {
+		h = slog.NewJSONHandler(w, opts)
+	}
+	l := slog.New(h).With("proc", process)
 	slog.SetDefault(l)
 	return l
 }

@@ -1,7 +1,10 @@
 package runflags
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/llmserve/llmserve/grammar"
@@ -22,7 +25,7 @@ func TestFlagsFillFieldsWithDefaults(t *testing.T) {
 	parse(t, &c)
 	want := Config{ModelPath: "models/pico", Port: 30000, TokenizerWorkerNum: 1, DPSize: 1,
 		GrammarMaxSchemaBytes: 1 << 20, GrammarMaxDepth: 64, GrammarCacheMB: 64, GrammarWhitespace: "compact",
-		GrammarStrict: true, LogLevel: "info"}
+		GrammarStrict: true, LogLevel: "info", LogFormat: "text"}
 	if c != want {
 		t.Fatalf("defaults:\n got %+v\nwant %+v", c, want)
 	}
@@ -56,5 +59,36 @@ func TestCheck(t *testing.T) {
 	parse(t, &c, "--grammar-whitespace", "loose")
 	if _, err := c.GrammarOptions(); err == nil {
 		t.Error("--grammar-whitespace loose accepted")
+	}
+}
+
+// TestLogFormat: --log-format json writes one JSON object a line with the process tag; text
+// writes key=value lines; anything else, and a bad level, are refused by Check.
+func TestLogFormat(t *testing.T) {
+	var c Config
+	parse(t, &c, "--log-format", "json", "--log-level", "debug")
+	if err := c.Check(); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	c.logger(&buf, "detokd").Debug("request finished", "request_id", "abc")
+	var line map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &line); err != nil {
+		t.Fatalf("json line %q: %v", buf.String(), err)
+	}
+	if line["msg"] != "request finished" || line["proc"] != "detokd" || line["request_id"] != "abc" || line["level"] != "DEBUG" {
+		t.Errorf("json line %v", line)
+	}
+	buf.Reset()
+	c.LogFormat = "text"
+	c.logger(&buf, "detokd").Info("hello", "request_id", "abc")
+	if s := buf.String(); !strings.Contains(s, "msg=hello proc=detokd request_id=abc") {
+		t.Errorf("text line %q", s)
+	}
+	for _, bad := range []Config{{LogFormat: "xml"}, {LogLevel: "loud"}} {
+		bad.TokenizerWorkerNum, bad.DPSize = 1, 1
+		if err := bad.Check(); err == nil {
+			t.Errorf("%+v passed Check", bad)
+		}
 	}
 }
