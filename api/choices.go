@@ -148,8 +148,14 @@ type choiceEvent struct {
 
 // serveChoices runs every candidate of cs and answers with one response object or one stream.
 func (s *Server) serveChoices(w http.ResponseWriter, r *http.Request, cs *choiceSet, start time.Time) {
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
+	// As in serve: no read deadline once the body is in, and none taken after Stop.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
+	if s.stopping.Err() != nil {
+		s.fail(w, errShuttingDown)
+		return
+	}
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
 	var mu sync.Mutex // guards submitted
 	var submitted []string
 	abortAll := func() {
@@ -203,6 +209,10 @@ func (s *Server) serveChoices(w http.ResponseWriter, r *http.Request, cs *choice
 	}
 	stop := context.AfterFunc(r.Context(), func() { s.met.disconnects.Inc(); abortAll() })
 	defer stop()
+	// Stop ends the request here (a 503, or a stream's error event and [DONE]) and the
+	// candidates at the ranks.
+	stopped := context.AfterFunc(s.stopping, func() { cancel(errShuttingDown); abortAll() })
+	defer stopped()
 	for gi, st := range firsts {
 		g := gi * cs.per
 		first := make(chan struct{})
@@ -248,6 +258,11 @@ func (s *Server) serveChoices(w http.ResponseWriter, r *http.Request, cs *choice
 	}
 	if cs.reqs[0].Stream {
 		s.streamChoices(ctx, w, cs, events, done, start)
+		if slices.Contains(done, false) && r.Context().Err() == nil {
+			// The client stopped reading and a write timed out: end the candidates.
+			s.met.disconnects.Inc()
+			abortAll()
+		}
 		return
 	}
 	all := make([]Delta, len(cs.reqs))
@@ -256,7 +271,10 @@ func (s *Server) serveChoices(w http.ResponseWriter, r *http.Request, cs *choice
 		select {
 		case ev = <-events:
 		case <-ctx.Done():
-			return // client gone: the AfterFunc aborted the candidates
+			if context.Cause(ctx) == errShuttingDown {
+				s.writeError(w, http.StatusServiceUnavailable, errShuttingDown)
+			}
+			return // or the client is gone: the AfterFunc aborted the candidates
 		}
 		all[ev.i].Merge(&ev.d)
 		if ev.d.Finished {
@@ -297,6 +315,7 @@ func (s *Server) serveChoices(w http.ResponseWriter, r *http.Request, cs *choice
 	u := cs.totals.sum()
 	dst = cs.usage(dst, &u)
 	w.Header().Set("Content-Type", "application/json")
+	_ = http.NewResponseController(w).SetWriteDeadline(s.writeDeadline())
 	_, _ = w.Write(append(dst, "}\n"...))
 }
 
@@ -340,8 +359,9 @@ func (s *Server) streamChoices(ctx context.Context, w http.ResponseWriter, cs *c
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(s.writeDeadline())
+	w.WriteHeader(http.StatusOK)
 	started := make([]bool, len(cs.reqs))
 	totals := make([]Delta, len(cs.reqs))
 	var buf []byte
@@ -350,6 +370,11 @@ func (s *Server) streamChoices(ctx context.Context, w http.ResponseWriter, cs *c
 		select {
 		case ev = <-events:
 		case <-ctx.Done():
+			if context.Cause(ctx) == errShuttingDown {
+				_ = rc.SetWriteDeadline(s.writeDeadline())
+				_, _ = w.Write(append(appendErrorEvent(buf[:0], errShuttingDown), "data: [DONE]\n\n"...))
+				_ = rc.Flush()
+			}
 			return
 		}
 		totals[ev.i].mergeMeta(&ev.d)
@@ -376,6 +401,7 @@ func (s *Server) streamChoices(ctx context.Context, w http.ResponseWriter, cs *c
 			}
 			buf = append(buf, "data: [DONE]\n\n"...)
 		}
+		_ = rc.SetWriteDeadline(s.writeDeadline()) // a client that stops reading is cut
 		if _, err := w.Write(buf); err != nil {
 			return
 		}

@@ -14,8 +14,9 @@ import (
 	"time"
 )
 
-// makeRun is an engine started as `make run` starts it: scripts/run.sh and bin/procfile.
-type makeRun struct {
+// runScript is an engine started as `make run` starts it (scripts/run.sh and bin/procfile),
+// from binaries built once for the tests.
+type runScript struct {
 	t      *testing.T
 	cmd    *exec.Cmd
 	out    *syncBuffer
@@ -24,9 +25,9 @@ type makeRun struct {
 	env    []string
 }
 
-func startMakeRun(t *testing.T, port int, runDir string) *makeRun {
+func startRunScript(t *testing.T, port int, runDir string) *runScript {
 	t.Helper()
-	m := &makeRun{t: t, out: &syncBuffer{}, runDir: runDir, base: "http://127.0.0.1:" + strconv.Itoa(port)}
+	m := &runScript{t: t, out: &syncBuffer{}, runDir: runDir, base: "http://127.0.0.1:" + strconv.Itoa(port)}
 	m.env = append(os.Environ(), "LLMSERVE_BIN="+binDir, "MODEL_PATH="+modelPath, "PORT="+strconv.Itoa(port),
 		"LLMSERVE_RUN_DIR="+runDir, "OPENBLAS_NUM_THREADS=1", "LOG_LEVEL=debug", "SHUTDOWN_TIMEOUT=2s")
 	m.cmd = exec.Command("../scripts/run.sh")
@@ -58,14 +59,14 @@ func startMakeRun(t *testing.T, port int, runDir string) *makeRun {
 }
 
 // pid reads the pid a role's process wrote into its run-dir lock.
-func (m *makeRun) pid(role string) int {
+func (m *runScript) pid(role string) int {
 	b, _ := os.ReadFile(filepath.Join(m.runDir, role+".lock"))
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 	return pid
 }
 
 // served waits until a generate request succeeds and returns how long that took.
-func (m *makeRun) served(timeout time.Duration) time.Duration {
+func (m *runScript) served(timeout time.Duration) time.Duration {
 	m.t.Helper()
 	start := time.Now()
 	body := `{"input_ids":[400,1234,87],"sampling_params":{"max_new_tokens":2,"temperature":0}}`
@@ -89,7 +90,7 @@ func (m *makeRun) served(timeout time.Duration) time.Duration {
 // engine's Procfile (item 8).
 func TestMakeRunSupervises(t *testing.T) {
 	port := freePort(t)
-	m := startMakeRun(t, port, filepath.Join(t.TempDir(), "run"))
+	m := startRunScript(t, port, filepath.Join(t.TempDir(), "run"))
 	t.Logf("first served after %v", m.served(60*time.Second))
 
 	runner := m.cmd.Process.Pid // run.sh execs procfile

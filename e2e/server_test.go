@@ -211,6 +211,34 @@ func TestGracefulShutdown(t *testing.T) {
 			statuses[i], bodies[i] = resp.StatusCode, string(out)
 		}()
 	}
+	// n > 1: several candidates per request, ended together.
+	const multi = 3
+	multiDone := make([]bool, multi)
+	multiCodes := make([]int, multi)
+	multiErrs := make([]string, multi)
+	for i := 0; i < multi; i++ {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			_ = e.streamEvents(context.Background(), "/v1/completions", map[string]any{"prompt": streamPrompt, "n": 2, "stream": true,
+				"max_tokens": 100000, "ignore_eos": true}, func(data []byte) error {
+				multiDone[i] = multiDone[i] || string(data) == "[DONE]"
+				return nil
+			})
+		}()
+		go func() {
+			defer wg.Done()
+			b, _ := json.Marshal(map[string]any{"prompt": streamPrompt, "n": 2, "max_tokens": 100000, "ignore_eos": true})
+			resp, err := http.Post(e.base+"/v1/completions", "application/json", strings.NewReader(string(b)))
+			if err != nil {
+				multiErrs[i] = err.Error()
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			multiCodes[i] = resp.StatusCode
+		}()
+	}
 	started.Wait()
 	time.Sleep(200 * time.Millisecond)
 	e.signal("tokenizerd", syscall.SIGTERM)
@@ -236,6 +264,11 @@ func TestGracefulShutdown(t *testing.T) {
 	for i, code := range statuses {
 		if code != http.StatusServiceUnavailable || !strings.Contains(bodies[i], "shutting down") {
 			t.Errorf("whole request %d: %d %.200s, want a 503 saying the server is shutting down", i, code, bodies[i])
+		}
+	}
+	for i := 0; i < multi; i++ {
+		if !multiDone[i] || (multiCodes[i] != http.StatusOK && multiCodes[i] != http.StatusServiceUnavailable) {
+			t.Errorf("n=2 request %d: stream ended with [DONE] %v; whole request status %d %s", i, multiDone[i], multiCodes[i], multiErrs[i])
 		}
 	}
 	// Nothing listens any more.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -29,7 +28,6 @@ import (
 	"github.com/llmserve/llmserve/tokenizer"
 	"github.com/llmserve/llmserve/worker"
 	"github.com/urfave/cli/v3"
-	"golang.org/x/sys/unix"
 )
 
 // serveConfig is `tokenizerd serve`'s settings. Each field is its flag's name in CamelCase.
@@ -410,134 +408,6 @@ func newAPIServer(cfg *serveConfig, w *worker.Worker, mode worker.Mode, reg *met
 		ToolCallParser: cfg.ToolCallParser, ReasoningParser: cfg.ReasoningParser,
 		GrammarStrict: cfg.GrammarStrict,
 	}, w, reg, log)
-}
-
-// serveHTTP serves srv on the shared port until ctx ends, then drains: it stops accepting, lets
-// requests in flight finish for --shutdown-timeout, ends the rest cleanly (srv.Stop) and gives
-// them a moment to write their last event before the connections close.
-func serveHTTP(ctx context.Context, cfg *serveConfig, srv *api.Server, reg *metrics.Registry, log *slog.Logger) error {
-	addr := cfg.addr()
-	ln, err := listenReusePort(ctx, addr)
-	if err != nil {
-		return err
-	}
-	lim := api.NewConnLimiter(ln, maxConnections(cfg.MaxConnections))
-	wl := metrics.Labels{{"worker", strconv.Itoa(cfg.WorkerIndex)}}
-	reg.NewGaugeFunc("llm_http_connections_open", "Open HTTP connections.", wl, func() float64 { return float64(lim.Open()) })
-	reg.NewCounterFunc("llm_http_connections_shed_total", "Idle connections closed to admit new ones at --max-connections.", wl,
-		func() float64 { return float64(lim.Shed()) })
-	reg.NewCounterFunc("llm_http_connections_refused_total", "New connections refused at --max-connections, every open one busy.", wl,
-		func() float64 { return float64(lim.Refused()) })
-	hs := &http.Server{
-		Handler:           srv.Handler(),
-		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
-		WriteTimeout:      cfg.WriteTimeout, // generation handlers move it forward before each write
-		IdleTimeout:       cfg.IdleTimeout,
-		ConnState:         lim.Track,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
-	}
-	served := make(chan error, 1)
-	go func() { served <- hs.Serve(lim) }()
-	log.Info("tokenizer worker ready", "addr", addr, "max_connections", lim.Max)
-	select {
-	case err := <-served:
-		return err
-	case <-ctx.Done():
-	}
-	log.Info("draining: no new connections; requests in flight may finish", "shutdown_timeout", cfg.ShutdownTimeout)
-	dctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
-	err = hs.Shutdown(dctx)
-	cancel()
-	if err == nil {
-		log.Info("drained")
-		return nil
-	}
-	log.Warn("shutdown timeout: ending the requests still in flight")
-	srv.Stop()
-	dctx, cancel = context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if hs.Shutdown(dctx) != nil && dctx.Err() != nil {
-		return hs.Close()
-	}
-	return nil
-}
-
-// maxConnections is --max-connections, or the descriptor limit less a reserve for the worker's
-// own sockets and files.
-func maxConnections(flag int) int {
-	if flag > 0 {
-		return flag
-	}
-	var rl unix.Rlimit
-	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil || rl.Cur > 1<<30 {
-		return 1 << 20
-	}
-	return max(64, int(rl.Cur)-256)
-}
-
-// lockPort claims the HTTP port for this engine for as long as the supervisor lives. SO_REUSEPORT
-// lets any process of the same user bind the port, so without a claim a second engine would
-// start without error and take half the connections. The claim is an abstract unix socket
-// named after the port (one engine per port in a network namespace, like the port itself),
-// which the kernel frees when the process dies, however it dies. A trial listen then checks
-// that no other program holds the port.
-func lockPort(ctx context.Context, cfg *serveConfig) (net.Listener, error) {
-	name := fmt.Sprintf("@llmserve-port-%d", cfg.Port)
-	claim, err := net.Listen("unix", name)
-	if err != nil {
-		if !errors.Is(err, syscall.EADDRINUSE) {
-			return nil, fmt.Errorf("claim port %d: %w", cfg.Port, err)
-		}
-		holder := "another engine"
-		if pid := peerPID(name); pid > 0 {
-			holder = fmt.Sprintf("another engine (its tokenizerd is pid %d)", pid)
-		}
-		return nil, &runflags.ConflictError{Msg: fmt.Sprintf("port %d is in use by %s; stop it, or give this engine another --port", cfg.Port, holder)}
-	}
-	trial, err := listenReusePort(ctx, cfg.addr())
-	if err != nil {
-		claim.Close()
-		return nil, &runflags.ConflictError{Msg: fmt.Sprintf("port %d: %v (another program holds it)", cfg.Port, err)}
-	}
-	trial.Close()
-	return claim, nil
-}
-
-// peerPID is the pid of the process listening on the unix socket name (0 if unknown).
-func peerPID(name string) int {
-	c, err := net.Dial("unix", name)
-	if err != nil {
-		return 0
-	}
-	defer c.Close()
-	raw, err := c.(*net.UnixConn).SyscallConn()
-	if err != nil {
-		return 0
-	}
-	pid := 0
-	_ = raw.Control(func(fd uintptr) {
-		if cred, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED); err == nil {
-			pid = int(cred.Pid)
-		}
-	})
-	return pid
-}
-
-// listenReusePort listens with SO_REUSEPORT so that every worker process accepts on one port
-// and the kernel spreads the connections.
-func listenReusePort(ctx context.Context, addr string) (net.Listener, error) {
-	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
-		var serr error
-		err := c.Control(func(fd uintptr) {
-			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
-		})
-		return errors.Join(err, serr)
-	}}
-	ln, err := lc.Listen(ctx, "tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("listen %s: %w", addr, err)
-	}
-	return ln, nil
 }
 
 // defaultSampling is the model's generation_config.json over the OpenAI defaults.
