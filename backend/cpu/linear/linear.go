@@ -193,9 +193,13 @@ func (mu *Multiplier) stream(set *kernelSet, ti int, w model.Matrix, m int, x []
 		// One activation row: stream the chunk's rows one after another (one sequential pass,
 		// which the prefetchers follow at nearly the full read bandwidth; four interleaved rows
 		// reach about half of it).
-		if m == 1 && paired && kv == k && set.pairRows != nil {
+		rowsK := set.rows[ti]
+		if paired {
+			rowsK = set.pairRows
+		}
+		if m == 1 && kv == k && rowsK != nil {
 			var buf [streamChunkRows]float32
-			set.pairRows(&w.Data[j0*rb], j1-j0, &xk[0], kv, &buf[0])
+			rowsK(&w.Data[j0*rb], j1-j0, &xk[0], kv, &buf[0])
 			for j := j0; j < j1; j++ {
 				put(0, j, buf[j-j0])
 			}
