@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"runtime"
+	"sync"
 )
 
 // Quantize stores src, a whole number of rows of cols elements, as type t: GGUF's tensor data,
@@ -42,18 +44,35 @@ func Quantize(t Type, src []float32, cols int) ([]byte, error) {
 			return nil, fmt.Errorf("quantize %s: value %d (row %d) is %v", t, i, i/cols, v)
 		}
 	}
+	var fn func(x []float32, dst []byte)
 	switch t {
 	case Q8_0:
-		quantizeQ8_0(src, dst)
+		fn = quantizeQ8_0
 	case Q4_0:
-		quantizeQ4_0(src, dst)
+		fn = quantizeQ4_0
 	case Q4_K:
-		quantizeQ4_K(src, dst)
+		fn = quantizeQ4_K
 	case Q6_K:
-		quantizeQ6_K(src, dst)
+		fn = quantizeQ6_K
 	default:
 		return nil, fmt.Errorf("quantize: no quantizer for %s", t)
 	}
+	// Blocks are independent, so rows are quantized on all cores (a model's worth of K-quant
+	// fitting takes seconds on one); the bytes do not depend on the split.
+	rows := len(src) / cols
+	per := max(1, (1<<16)/max(cols, 1))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	for r0 := 0; r0 < rows; r0 += per {
+		r1 := min(rows, r0+per)
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			fn(src[r0*cols:r1*cols], dst[r0*rowBytes:r1*rowBytes])
+		}()
+	}
+	wg.Wait()
 	return dst, nil
 }
 

@@ -298,3 +298,27 @@ func ExampleQuantize() {
 	fmt.Println(len(q), y[0], y[31])
 	// Output: 34 -127 121
 }
+
+// TestQuantizeSplitIndependent: quantizing rows in parallel chunks gives the bytes of quantizing
+// each row alone.
+func TestQuantizeSplitIndependent(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	const rows, cols = 300, 512 // more rows than one parallel chunk holds
+	x := make([]float32, rows*cols)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	for _, typ := range []Type{Q8_0, Q4_K} {
+		all, err := Quantize(typ, x, cols)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rb, _ := typ.RowBytes(cols)
+		for _, r := range []int{0, 127, 128, 299} {
+			one, _ := Quantize(typ, x[r*cols:(r+1)*cols], cols)
+			if !bytes.Equal(one, all[r*rb:(r+1)*rb]) {
+				t.Errorf("%s row %d differs when quantized with the others", typ, r)
+			}
+		}
+	}
+}
