@@ -67,6 +67,7 @@ func main() {
 	exactness := flag.Bool("exactness", false, "check dequantization and logits against llama.cpp instead of timing")
 	flag.BoolVar(&o.exactLogits, "exactness-logits", true, "with -exactness, also compare logits (slow: llama.cpp and ours on every prompt)")
 	flag.StringVar(&o.fixtures, "fixtures", "testdata/models", "with -exactness, fixture models whose GGUF (our writer) llama.cpp must run as Hugging Face did; empty: skip")
+	summarize := flag.String("summarize", "", "print the table from the progress log (stderr) of an earlier or interrupted run")
 	worker := flag.String("worker", "", "internal: time our engine on this GGUF (with -what, -batch) and print JSON")
 	what := flag.String("what", "", "internal: prefill or decode")
 	batch := flag.Int("batch", 1, "internal: decode sequences")
@@ -90,6 +91,12 @@ func main() {
 	o.types, o.whats = strings.Split(types, ","), strings.Split(whats, ",")
 	if o.modelDir == "" {
 		o.modelDir = filepath.Join(o.work, "models", "qwen3-0.6b-random")
+	}
+	if *summarize != "" {
+		if err := summarizeLog(o, *summarize); err != nil {
+			log.Fatal(err)
+		}
+		return
 	}
 	if err := checkPeer(o); err != nil {
 		log.Fatal(err)
@@ -396,7 +403,10 @@ func report(o options, files map[string]string, runs []run, bws []float64) error
 			}
 			cell := func(eng string) (string, float64) {
 				lo, med, n, e := stats(runs, eng, typ, what)
-				if n == 0 {
+				switch {
+				case n == 0 && e == "":
+					return "not run", 0
+				case n == 0:
 					return "failed: " + e, 0
 				}
 				return fmt.Sprintf("%.1f / %.1f (n=%d)", lo, med, n), med
@@ -692,4 +702,53 @@ func byteLevelChar(b byte) string {
 		}
 	}
 	return ""
+}
+
+// summarizeLog rebuilds the table from the progress lines of a run's log ("round R ENGINE TYPE
+// WHAT: X tok/s", "round R: read bandwidth X GB/s"), so an interrupted run still reports what it
+// measured.
+func summarizeLog(o options, path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var runs []run
+	var bws []float64
+	rounds := 0
+	for _, line := range strings.Split(string(data), "\n") {
+		_, rest, ok := strings.Cut(line, "] round ")
+		if !ok {
+			continue
+		}
+		var r int
+		var x float64
+		if n, _ := fmt.Sscanf(rest, "%d: read bandwidth %g GB/s", &r, &x); n == 2 {
+			bws = append(bws, x)
+			rounds = max(rounds, r)
+			continue
+		}
+		var eng, typ, what string
+		if n, _ := fmt.Sscanf(rest, "%d %s %s %s %g tok/s", &r, &eng, &typ, &what, &x); n == 5 {
+			runs = append(runs, run{engine: eng, typ: typ, what: strings.TrimSuffix(what, ":"), tokS: x})
+			rounds = max(rounds, r)
+		} else if n >= 4 {
+			runs = append(runs, run{engine: eng, typ: typ, what: strings.TrimSuffix(what, ":"), err: errors.New(firstLine(rest))})
+		}
+	}
+	if len(bws) == 0 {
+		return fmt.Errorf("%s: no bandwidth measurement", path)
+	}
+	o.rounds = rounds
+	if o.modelDir == "" {
+		o.modelDir = filepath.Join(o.work, "models", "qwen3-0.6b-random")
+	}
+	files := map[string]string{}
+	for _, typ := range o.types {
+		t, err := quant.ParseType(typ)
+		if err != nil {
+			return err
+		}
+		files[typ] = filepath.Join(o.work, "gguf", "llmserve-"+filepath.Base(o.modelDir)+"-"+t.String()+".gguf")
+	}
+	return report(o, files, runs, bws)
 }
