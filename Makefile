@@ -12,7 +12,8 @@ build:
 	$(GO) build -o $(BIN)/ ./cmd/...
 
 # Serves models/pico at 127.0.0.1:30000; MODEL_PATH, HOST, PORT, TOKENIZER_WORKERS, DEVICE, DP_SIZE,
-# SKIP_DETOKENIZATION and SKIP_TOKENIZER_INIT override the defaults.
+# SKIP_DETOKENIZATION and SKIP_TOKENIZER_INIT override the defaults, as do the variables every
+# flag reads (API_KEY, API_KEY_FILE, SHUTDOWN_TIMEOUT, ...: see `bin/tokenizerd serve --help`).
 run: build
 	./scripts/run.sh
 
@@ -20,7 +21,7 @@ run: build
 test:
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 30m ./...
-	CGO_ENABLED=0 $(GO) test -count=1 -timeout 15m ./ipc/... ./backend/... ./model/...
+	CGO_ENABLED=0 $(GO) test -count=1 -timeout 15m ./ipc/... ./backend/... ./model/... ./quant/... ./gguf/...
 
 lint:
 	gofmt -l . | (! grep .)

@@ -10,6 +10,7 @@ import (
 	"errors"
 
 	"github.com/llmserve/llmserve/sampling"
+	"github.com/llmserve/llmserve/shard"
 	"github.com/llmserve/llmserve/tokenizer"
 )
 
@@ -22,6 +23,9 @@ const (
 	GrammarJSONSchema
 	GrammarJSONObject
 	GrammarRegex
+	// GrammarCompose is a composed grammar (tool calls, reasoning): GrammarSpec is a grammar.Part
+	// as JSON.
+	GrammarCompose
 )
 
 // Request is one validated generation request, ready to dispatch.
@@ -38,12 +42,20 @@ type Request struct {
 	Stream            bool
 	StreamInterval    int
 	Logprobs          bool
-	GrammarKind       GrammarKind
-	GrammarSpec       string
+	// TopLogprobs is how many most likely tokens to report at each generated position (0-20).
+	TopLogprobs int
+	// PromptLogprobs asks for the prompt tokens' logprobs (echo with logprobs, prompt_logprobs,
+	// logprob_start_len), with TopLogprobs entries each.
+	PromptLogprobs bool
+	GrammarKind    GrammarKind
+	GrammarSpec    string
 	// RoutedRank pins the request to one data-parallel rank; -1 lets the dispatcher choose.
 	RoutedRank int
 	// NoText asks for token ids only (no detokenization).
 	NoText bool
+	// RequestID is the client's X-Request-Id (or one the server made), carried to the rank's
+	// log lines.
+	RequestID string
 }
 
 // Engine is what the API needs from the worker behind it.
@@ -51,7 +63,8 @@ type Engine interface {
 	// Submit dispatches req and returns its output mailbox. ErrOverloaded means the queue is
 	// full; a *BadRequestError means req was refused for a reason the client can fix.
 	Submit(ctx context.Context, req *Request) (*Stream, error)
-	// Abort stops a request and frees its resources; unknown rids are ignored.
+	// Abort stops the request whose Stream has RID rid (the engine's id for it, not the
+	// client's) and frees its resources; unknown rids are ignored.
 	Abort(rid string)
 	// Tokenizer is nil when the engine runs with --skip-tokenizer-init.
 	Tokenizer() *tokenizer.Tokenizer
@@ -60,9 +73,26 @@ type Engine interface {
 	// Health is nil when every rank (and detokd, if used) answers.
 	Health() error
 	// Load is the per-rank and total load shown by /get_load.
-	Load() any
+	Load() LoadReport
 	// NewRID returns a fresh request id owned by this worker.
 	NewRID() string
+}
+
+// LoadReport is what /get_load shows: one worker's view of every rank (its dispatch table) and
+// the totals over the ranks that are up.
+type LoadReport struct {
+	Worker   int            `json:"worker"`
+	InFlight int            `json:"in_flight"`
+	Dispatch shard.Snapshot `json:"dispatch"`
+	Totals   LoadTotals     `json:"totals"`
+}
+
+// LoadTotals sums the last reports of the ranks that are up.
+type LoadTotals struct {
+	Running          int   `json:"running"`
+	Waiting          int   `json:"waiting"`
+	KVTokensUsed     int64 `json:"kv_tokens_used"`
+	KVTokensCapacity int64 `json:"kv_tokens_capacity"`
 }
 
 // ErrOverloaded is returned by Submit when the request queue is full (HTTP 503, Retry-After).

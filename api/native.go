@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -29,92 +30,45 @@ type nativeSampling struct {
 	N                 *int            `json:"n"`
 	Regex             *string         `json:"regex"`
 	JSONSchema        *string         `json:"json_schema"`
+	// SpacesBetweenSpecialTokens is accepted; see ignoredNames.
+	SpacesBetweenSpecialTokens *bool `json:"spaces_between_special_tokens"`
 }
 
 type generateRequest struct {
 	Text           json.RawMessage `json:"text"`
-	InputIDs       []int32         `json:"input_ids"`
+	InputIDs       json.RawMessage `json:"input_ids"` // parsed by promptIDs, counted as read
 	SamplingParams *nativeSampling `json:"sampling_params"`
 	Stream         bool            `json:"stream"`
 	RID            string          `json:"rid"`
 	ReturnLogprob  bool            `json:"return_logprob"`
-	RoutedDPRank   *int            `json:"routed_dp_rank"`
+	// TopLogprobsNum is how many most likely tokens to report per output position;
+	// LogprobStartLen is where prompt logprobs start (-1, the default: none).
+	TopLogprobsNum  *int `json:"top_logprobs_num"`
+	LogprobStartLen *int `json:"logprob_start_len"`
+	RoutedDPRank    *int `json:"routed_dp_rank"`
 }
 
-func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
-	s.mRequests["/generate"].Inc()
-	var body generateRequest
-	if err := s.decodeBody(w, r, &body); err != nil {
-		s.writeError(w, http.StatusBadRequest, err)
-		return
-	}
-	req, err := s.buildGenerate(&body)
-	if err != nil {
-		s.writeError(w, http.StatusBadRequest, err)
-		return
-	}
-	ctx := r.Context()
-	st, stop, err := s.run(ctx, req)
-	if err != nil {
-		s.submitError(w, err)
-		return
-	}
-	defer stop()
-	f := &nativeFormat{rid: req.RID, text: !req.NoText, logprobs: req.Logprobs}
-	if req.Stream {
-		s.streamSSE(ctx, w, st, req.StreamInterval, f, start)
-		return
-	}
-	d, err := s.collect(ctx, st)
-	if err != nil {
-		return
-	}
-	s.observe(&d, start)
-	if d.Err != nil {
-		s.writeError(w, http.StatusInternalServerError, fmt.Errorf("generation failed after %d tokens: %w", len(d.IDs), d.Err))
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	out := f.object(nil, &d)
-	_, _ = w.Write(append(out, '\n'))
-}
-
-func (s *Server) buildGenerate(body *generateRequest) (*Request, error) {
+// buildGenerate validates a /generate body into its request and native format.
+func (s *Server) buildGenerate(body *generateRequest, _ time.Time) (*Request, outputFormat, error) {
 	sp := body.SamplingParams
 	if sp == nil {
 		sp = &nativeSampling{}
+	}
+	if len(body.RID) > maxRIDBytes {
+		return nil, nil, badRequest("rid", fmt.Sprintf("is %d bytes; at most %d are allowed", len(body.RID), maxRIDBytes))
 	}
 	req := &Request{RID: body.RID, Stream: body.Stream, Logprobs: body.ReturnLogprob, NoText: s.cfg.SkipTokenizerInit}
 	if req.RID == "" {
 		req.RID = s.engine.NewRID()
 	}
-	hasText := len(body.Text) > 0 && string(body.Text) != "null"
-	switch {
-	case hasText && body.InputIDs != nil:
-		return nil, badRequest("text", "give either text or input_ids, not both")
-	case hasText:
-		var text string
-		if err := json.Unmarshal(body.Text, &text); err != nil {
-			var texts []string
-			if json.Unmarshal(body.Text, &texts) != nil || len(texts) != 1 {
-				return nil, badRequest("text", "must be a string (batched requests are not supported)")
-			}
-			text = texts[0]
-		}
-		ids, err := s.encode(text)
-		if err != nil {
-			return nil, err
-		}
-		req.InputIDs = ids
-	case body.InputIDs != nil:
-		if err := s.checkIDs(body.InputIDs); err != nil {
-			return nil, err
-		}
-		req.InputIDs = body.InputIDs
-	default:
-		return nil, badRequest("text", "one of text or input_ids is required")
+	prompts, batched, err := s.nativePrompts(body)
+	if err != nil {
+		return nil, nil, err
 	}
+	if batched && body.RID != "" {
+		return nil, nil, badRequest("rid", "give no rid with a batch: each prompt gets its own")
+	}
+	req.InputIDs = prompts[0]
 	seed := sp.Seed
 	if seed == nil {
 		seed = sp.SamplingSeed
@@ -128,9 +82,29 @@ func (s *Server) buildGenerate(body *generateRequest) (*Request, error) {
 		RoutedDPRank: body.RoutedDPRank,
 	}
 	if err := s.fillCommon(req, &common); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return req, s.checkLength(req, sp.MaxNewTokens, "max_new_tokens", s.cfg.DefaultMaxNewTokens)
+	if err := s.checkLength(req, sp.MaxNewTokens, "max_new_tokens", s.cfg.DefaultMaxNewTokens); err != nil {
+		return nil, nil, err
+	}
+	if err := s.fillNativeLogprobs(req, body); err != nil {
+		return nil, nil, err
+	}
+	nf := &nativeFormat{rid: req.RID, text: !req.NoText, logprobs: req.Logprobs, top: req.TopLogprobs > 0, inputFrom: -1, index: -1}
+	if req.PromptLogprobs {
+		nf.inputFrom, nf.inputIDs = *body.LogprobStartLen, req.InputIDs
+	}
+	n := 1
+	if sp.N != nil {
+		n = *sp.N // range-checked by fillCommon
+	}
+	if batched || n > 1 {
+		if n > 1 && body.RID != "" {
+			return nil, nil, badRequest("rid", "give no rid with n > 1: each choice gets its own")
+		}
+		return s.expandNative(req, nf, prompts, n, sp.MaxNewTokens)
+	}
+	return req, nf, nil
 }
 
 // nativeFormat writes /generate objects: {text, output_ids, meta_info}.
@@ -138,10 +112,22 @@ type nativeFormat struct {
 	rid      string
 	text     bool
 	logprobs bool
+	top      bool // output_top_logprobs too (top_logprobs_num > 0)
+	// inputFrom is logprob_start_len (-1: no prompt logprobs); inputIDs the prompt they score.
+	// They go out once, with the first object written.
+	inputFrom int
+	inputIDs  []int32
+	// index is the prompt's place in a batch (written as "index"); -1 when not batched.
+	index int
 }
 
 func (f *nativeFormat) object(dst []byte, d *Delta) []byte {
 	dst = append(dst, '{')
+	if f.index >= 0 {
+		dst = append(dst, `"index":`...)
+		dst = strconv.AppendInt(dst, int64(f.index), 10)
+		dst = append(dst, ',')
+	}
 	if f.text {
 		dst = append(dst, `"text":`...)
 		dst = appendJSONString(dst, d.Text)
@@ -194,14 +180,26 @@ func (f *nativeFormat) object(dst []byte, d *Delta) []byte {
 				dst = append(dst, ',')
 			}
 			dst = append(dst, '[')
-			dst = appendFloat(dst, lp)
+			dst = appendLogprob(dst, lp)
 			dst = append(dst, ',')
 			dst = strconv.AppendInt(dst, int64(d.IDs[i]), 10)
 			dst = append(dst, ",null]"...)
 		}
 		dst = append(dst, ']')
+		if f.top {
+			dst = appendNativeTop(dst, d)
+		}
+		if f.inputFrom >= 0 {
+			dst = appendNativeInput(dst, d, f.inputIDs, f.inputFrom, f.top)
+			f.inputFrom = -1
+		}
 	}
 	return append(dst, "}}"...)
+}
+
+// whole appends the non-streamed response object.
+func (f *nativeFormat) whole(dst []byte, d *Delta) []byte {
+	return append(f.object(dst, d), '\n')
 }
 
 func (f *nativeFormat) chunk(dst []byte, d *Delta, first bool) []byte {
@@ -224,12 +222,14 @@ type tokenizeRequest struct {
 	Text             *string          `json:"text"`
 	Prompt           *string          `json:"prompt"`
 	Messages         []map[string]any `json:"messages"`
+	Tools            json.RawMessage  `json:"tools"`
+	ChatTemplateArgs map[string]any   `json:"chat_template_kwargs"`
 	AddSpecialTokens *bool            `json:"add_special_tokens"`
 	Model            string           `json:"model"`
 }
 
 func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
-	s.mRequests["/tokenize"].Inc()
+	s.met.requests["/tokenize"].Inc()
 	var body tokenizeRequest
 	if err := s.decodeBody(w, r, &body); err != nil {
 		s.writeError(w, http.StatusBadRequest, err)
@@ -251,9 +251,9 @@ func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, http.StatusBadRequest, badRequest("messages", "the model has no chat template"))
 			return
 		}
-		p, err := s.tmpl.Apply(body.Messages, chatOptions(tok, true))
+		p, err := s.renderMessages(body.Messages, body.Tools, body.ChatTemplateArgs)
 		if err != nil {
-			s.writeError(w, http.StatusBadRequest, badRequest("messages", "chat template: "+err.Error()))
+			s.writeError(w, http.StatusBadRequest, err)
 			return
 		}
 		text, addSpecial = p, false
@@ -270,13 +270,14 @@ func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
 }
 
 type detokenizeRequest struct {
-	Tokens            []int32 `json:"tokens"`
-	SkipSpecialTokens bool    `json:"skip_special_tokens"`
-	Model             string  `json:"model"`
+	Tokens json.RawMessage `json:"tokens"` // parsed by parseTokenIDs
+	// SkipSpecialTokens defaults to true, as in SGLang.
+	SkipSpecialTokens *bool  `json:"skip_special_tokens"`
+	Model             string `json:"model"`
 }
 
 func (s *Server) handleDetokenize(w http.ResponseWriter, r *http.Request) {
-	s.mRequests["/detokenize"].Inc()
+	s.met.requests["/detokenize"].Inc()
 	var body detokenizeRequest
 	if err := s.decodeBody(w, r, &body); err != nil {
 		s.writeError(w, http.StatusBadRequest, err)
@@ -286,9 +287,16 @@ func (s *Server) handleDetokenize(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, http.StatusBadRequest, err)
 		return
 	}
-	if err := s.checkIDs(body.Tokens); err != nil {
+	tokens, err := parseTokenIDs(body.Tokens, "tokens", math.MaxInt)
+	if err == nil {
+		err = s.checkIDRange(tokens, "tokens")
+	}
+	if err != nil {
 		s.writeError(w, http.StatusBadRequest, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"text": s.engine.Tokenizer().Decode(body.Tokens, body.SkipSpecialTokens)})
+	skip := body.SkipSpecialTokens == nil || *body.SkipSpecialTokens
+	text := s.engine.Tokenizer().Decode(tokens, skip)
+	// SGLang answers {text}, vLLM {prompt}: both, so either client reads its own.
+	writeJSON(w, http.StatusOK, map[string]string{"text": text, "prompt": text})
 }

@@ -3,16 +3,15 @@ package api
 import (
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"strconv"
 	"time"
-
-	"github.com/llmserve/llmserve/tokenizer/chat"
 )
 
 type streamOptions struct {
 	IncludeUsage         bool `json:"include_usage"`
 	ContinuousUsageStats bool `json:"continuous_usage_stats"`
+	// IncludeObfuscation is openai-go's; accepted and ignored (policy.go).
+	IncludeObfuscation json.RawMessage `json:"include_obfuscation"`
 }
 
 type completionRequest struct {
@@ -25,6 +24,8 @@ type completionRequest struct {
 	Echo          bool            `json:"echo"`
 	BestOf        *int            `json:"best_of"`
 	Suffix        *string         `json:"suffix"`
+	// PromptLogprobs is vLLM's: the logprob of every prompt token and its K most likely.
+	PromptLogprobs *int `json:"prompt_logprobs"`
 	samplingFields
 }
 
@@ -37,156 +38,145 @@ type chatRequest struct {
 	StreamOptions       *streamOptions   `json:"stream_options"`
 	Logprobs            bool             `json:"logprobs"`
 	TopLogprobs         *int             `json:"top_logprobs"`
-	Tools               []map[string]any `json:"tools"`
+	Tools               json.RawMessage  `json:"tools"`
 	ToolChoice          json.RawMessage  `json:"tool_choice"`
 	ParallelToolCalls   *bool            `json:"parallel_tool_calls"`
 	ChatTemplateKwargs  map[string]any   `json:"chat_template_kwargs"`
+	ReasoningEffort     *string          `json:"reasoning_effort"`
+	// MaxReasoningChars bounds the thinking block (an extension; see composeOutputGrammar).
+	MaxReasoningChars *int `json:"max_reasoning_chars"`
 	samplingFields
 }
 
-func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
-	s.mRequests["/v1/completions"].Inc()
-	var body completionRequest
-	if err := s.decodeBody(w, r, &body); err != nil {
-		s.writeError(w, http.StatusBadRequest, err)
-		return
-	}
+// buildCompletion validates a /v1/completions body into its request and text_completion format.
+func (s *Server) buildCompletion(body *completionRequest, start time.Time) (*Request, outputFormat, error) {
 	if err := s.checkModel(body.Model); err != nil {
-		s.writeError(w, http.StatusNotFound, err)
-		return
-	}
-	req, err := s.buildCompletion(&body)
-	if err != nil {
-		s.writeError(w, http.StatusBadRequest, err)
-		return
-	}
-	includeUsage := body.StreamOptions != nil && body.StreamOptions.IncludeUsage
-	s.serveOpenAI(w, r, req, &openAIFormat{s: s, chat: false, id: "cmpl-" + req.RID, created: start.Unix(),
-		includeUsage: includeUsage, tokenIDs: body.ReturnTokenIDs}, start)
-}
-
-func (s *Server) buildCompletion(body *completionRequest) (*Request, error) {
-	if body.Echo {
-		return nil, badRequest("echo", "echo is not supported")
-	}
-	if body.BestOf != nil && *body.BestOf > 1 {
-		return nil, badRequest("best_of", "only best_of=1 is supported")
+		return nil, nil, err
 	}
 	if body.Suffix != nil && *body.Suffix != "" {
-		return nil, badRequest("suffix", "suffix is not supported")
+		return nil, nil, badRequest("suffix", "suffix is not supported")
 	}
 	req := &Request{RID: s.engine.NewRID(), Stream: body.Stream}
-	var err error
-	if req.InputIDs, err = s.parsePromptIDs(body.Prompt); err != nil {
-		return nil, err
+	prompts, err := s.parsePrompts(body.Prompt)
+	if err != nil {
+		return nil, nil, err
 	}
+	req.InputIDs = prompts[0]
 	if err := s.fillCommon(req, &body.samplingFields); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if body.Logprobs != nil {
-		if *body.Logprobs < 0 || *body.Logprobs > 1 {
-			return nil, badRequest("logprobs", "only the sampled token's logprob is returned: use 0 or 1")
+		if *body.Logprobs < 0 || *body.Logprobs > MaxTopLogprobs {
+			return nil, nil, badRequest("logprobs", fmt.Sprintf("must be in [0, %d], got %d", MaxTopLogprobs, *body.Logprobs))
 		}
-		req.Logprobs = true
+		req.Logprobs, req.TopLogprobs = true, *body.Logprobs
 	}
 	req.NoText = s.cfg.SkipTokenizerInit
-	return req, s.checkLength(req, body.MaxTokens, "max_tokens", 16)
+	if err := s.checkLength(req, body.MaxTokens, "max_tokens", 16); err != nil {
+		return nil, nil, err
+	}
+	f := s.openAIFormat(false, "cmpl-", req, body.StreamOptions, body.ReturnTokenIDs, start)
+	f.includeStop = body.IncludeStopStrInOutput
+	f.wantLogprobs, f.topN = req.Logprobs, req.TopLogprobs
+	if err := s.fillEcho(req, f, body); err != nil {
+		return nil, nil, err
+	}
+	if len(prompts) > 1 || body.N != nil && *body.N > 1 || body.BestOf != nil {
+		return s.expandChoices(req, f, prompts, body.N, body.BestOf, body.TruncatePromptTokens, body.MaxTokens)
+	}
+	return req, f, nil
 }
 
-func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
-	s.mRequests["/v1/chat/completions"].Inc()
-	var body chatRequest
-	if err := s.decodeBody(w, r, &body); err != nil {
-		s.writeError(w, http.StatusBadRequest, err)
-		return
-	}
+// openAIFormat is the response format of an OpenAI completion (chat false) or chat completion.
+func (s *Server) openAIFormat(chat bool, idPrefix string, req *Request, so *streamOptions, tokenIDs bool, start time.Time) *openAIFormat {
+	return &openAIFormat{s: s, chat: chat, id: idPrefix + req.RID, created: start.Unix(),
+		includeUsage: so != nil && so.IncludeUsage, continuousUsage: so != nil && so.ContinuousUsageStats, tokenIDs: tokenIDs}
+}
+
+// buildChat validates a /v1/chat/completions body into its request and chat.completion format.
+func (s *Server) buildChat(body *chatRequest, start time.Time) (*Request, outputFormat, error) {
 	if err := s.checkModel(body.Model); err != nil {
-		s.writeError(w, http.StatusNotFound, err)
-		return
+		return nil, nil, err
 	}
-	req, err := s.buildChat(&body)
-	if err != nil {
-		s.writeError(w, http.StatusBadRequest, err)
-		return
-	}
-	includeUsage := body.StreamOptions != nil && body.StreamOptions.IncludeUsage
-	s.serveOpenAI(w, r, req, &openAIFormat{s: s, chat: true, id: "chatcmpl-" + req.RID, created: start.Unix(),
-		includeUsage: includeUsage, tokenIDs: body.ReturnTokenIDs}, start)
-}
-
-func (s *Server) buildChat(body *chatRequest) (*Request, error) {
 	if err := s.needTokenizer("chat completions (chat template)"); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if s.tmpl == nil {
-		return nil, badRequest("messages", "the model has no chat template")
+		return nil, nil, badRequest("messages", "the model has no chat template")
 	}
 	if len(body.Messages) == 0 {
-		return nil, badRequest("messages", "must be a non-empty array")
+		return nil, nil, badRequest("messages", "must be a non-empty array")
 	}
 	for i, m := range body.Messages {
 		role, _ := m["role"].(string)
 		switch role {
 		case "system", "developer", "user", "assistant", "tool":
 		default:
-			return nil, badRequest(fmt.Sprintf("messages[%d].role", i), fmt.Sprintf("unknown role %q", role))
+			return nil, nil, badRequest(fmt.Sprintf("messages[%d].role", i), fmt.Sprintf("unknown role %q", role))
 		}
 	}
-	if len(body.ToolChoice) > 0 && string(body.ToolChoice) != `"none"` && string(body.ToolChoice) != "null" {
-		return nil, badRequest("tool_choice", "tool calling is not supported")
+	tr, err := s.parseTools(body.Tools, body.ToolChoice, body.ParallelToolCalls)
+	if err != nil {
+		return nil, nil, err
 	}
-	if body.TopLogprobs != nil && *body.TopLogprobs > 0 {
-		return nil, badRequest("top_logprobs", "only the sampled token's logprob is returned: use 0")
+	kwargs, err := reasoningKwargs(body.ChatTemplateKwargs, body.ReasoningEffort)
+	if err != nil {
+		return nil, nil, err
+	}
+	if t := body.TopLogprobs; t != nil && (*t < 0 || *t > MaxTopLogprobs) {
+		return nil, nil, badRequest("top_logprobs", fmt.Sprintf("must be in [0, %d], got %d", MaxTopLogprobs, *t))
+	}
+	if t := body.TopLogprobs; t != nil && *t > 0 && !body.Logprobs {
+		return nil, nil, badRequest("top_logprobs", "needs logprobs: true")
+	}
+	for _, k := range []string{"messages", "tools", "documents", "add_generation_prompt"} {
+		if _, ok := body.ChatTemplateKwargs[k]; ok {
+			return nil, nil, badRequest("chat_template_kwargs."+k, "is set by the request itself and cannot be overridden")
+		}
 	}
 	tok := s.engine.Tokenizer()
-	prompt, err := s.tmpl.Apply(body.Messages, chat.Options{
-		AddGenerationPrompt: true,
-		Tools:               body.Tools,
-		Extra:               body.ChatTemplateKwargs,
-		Special:             tok.SpecialTokenStrings(),
-	})
+	prompt, err := s.renderChat(body.Messages, body.Tools, tr, kwargs)
 	if err != nil {
-		return nil, badRequest("messages", "chat template: "+err.Error())
+		return nil, nil, err
+	}
+	if err := s.checkTextFits(len(prompt), "messages"); err != nil {
+		return nil, nil, err
 	}
 	req := &Request{RID: s.engine.NewRID(), Stream: body.Stream, Logprobs: body.Logprobs}
+	if body.TopLogprobs != nil {
+		req.TopLogprobs = *body.TopLogprobs
+	}
 	req.InputIDs = tok.Encode(prompt, false)
 	if err := s.fillCommon(req, &body.samplingFields); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	maxTokens := body.MaxCompletionTokens
 	param := "max_completion_tokens"
 	if maxTokens == nil {
 		maxTokens, param = body.MaxTokens, "max_tokens"
 	}
-	return req, s.checkLength(req, maxTokens, param, 0)
-}
-
-// serveOpenAI runs req and answers as one JSON object or as an SSE stream.
-func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request, req *Request, f *openAIFormat, start time.Time) {
-	ctx := r.Context()
-	st, stop, err := s.run(ctx, req)
+	if err := s.checkLength(req, maxTokens, param, 0); err != nil {
+		return nil, nil, err
+	}
+	parser := s.reasoningParser()
+	thinking := thinkingOn(parser, kwargs)
+	budget, err := reasoningBudget(body.MaxReasoningChars, parser)
 	if err != nil {
-		s.submitError(w, err)
-		return
+		return nil, nil, err
 	}
-	defer stop()
-	if req.Stream {
-		s.streamSSE(ctx, w, st, req.StreamInterval, f, start)
-		return
+	if err := s.composeOutputGrammar(req, tr, thinking, parser, budget); err != nil {
+		return nil, nil, err
 	}
-	d, err := s.collect(ctx, st)
-	if err != nil {
-		return
+	f := s.openAIFormat(true, "chatcmpl-", req, body.StreamOptions, body.ReturnTokenIDs, start)
+	f.includeStop = body.IncludeStopStrInOutput
+	f.wantLogprobs, f.topN = req.Logprobs, req.TopLogprobs
+	if tr.active() || parser != "" {
+		f.out = newChatOutput(parser, tr)
 	}
-	s.observe(&d, start)
-	if d.Err != nil {
-		s.writeError(w, http.StatusInternalServerError, fmt.Errorf("generation failed after %d tokens: %w", len(d.IDs), d.Err))
-		return
+	if body.N != nil && *body.N > 1 {
+		return s.expandChoices(req, f, [][]int32{req.InputIDs}, body.N, nil, nil, nil)
 	}
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(f.whole(nil, &d))
+	return req, f, nil
 }
 
 // openAIFormat writes completion and chat.completion objects and chunks.
@@ -196,8 +186,29 @@ type openAIFormat struct {
 	id           string
 	created      int64
 	includeUsage bool
-	tokenIDs     bool
-	chunkHead    []byte // head(nil, true), built once per stream
+	// continuousUsage (stream_options.continuous_usage_stats, vLLM's) puts the usage so far on
+	// every chunk; counts holds the latest counts seen.
+	continuousUsage bool
+	counts          Delta
+	// includeStop is include_stop_str_in_output: a matched stop string ends the text.
+	includeStop bool
+	// wantLogprobs: the choices carry logprobs, with topN top entries per token; textOffset is
+	// the completion text's length so far in characters (completions' text_offset).
+	wantLogprobs bool
+	topN         int
+	textOffset   int
+	// index is the choice's index (choices.go: several prompts, n, best_of); totals, when set,
+	// are the whole response's counts, which continuous usage reports instead of this choice's.
+	index  int
+	totals *usageTotals
+	// echo, when set, puts the prompt before the first choice text written (and its logprobs
+	// before the completion's); it also carries vLLM's prompt_logprobs.
+	echo      *echoState
+	tokenIDs  bool
+	chunkHead []byte // head(nil, true), built once per stream
+	// out splits chat output into reasoning, content and tool calls; nil when the request has
+	// neither tools nor a reasoning parser
+	out *chatOutput
 }
 
 func (f *openAIFormat) head(dst []byte, chunk bool) []byte {
@@ -214,7 +225,7 @@ func (f *openAIFormat) head(dst []byte, chunk bool) []byte {
 	dst = append(dst, `,"created":`...)
 	dst = strconv.AppendInt(dst, f.created, 10)
 	dst = append(dst, `,"model":`...)
-	return appendJSONString(dst, f.s.cfg.ModelName)
+	return appendJSONString(dst, f.s.cfg.ServedModelName)
 }
 
 // appendChunkHead appends the head every chunk of the stream shares, formatted once.
@@ -252,52 +263,25 @@ func (f *openAIFormat) usage(dst []byte, d *Delta) []byte {
 	return append(dst, `}}`...)
 }
 
-func (f *openAIFormat) logprobs(dst []byte, d *Delta) []byte {
-	if len(d.Logprobs) == 0 {
-		return append(dst, "null"...)
-	}
-	tok := f.s.engine.Tokenizer()
-	text := func(id int32) string {
-		if tok == nil {
-			return ""
-		}
-		return tok.Decode([]int32{id}, false)
-	}
-	if f.chat {
-		dst = append(dst, `{"content":[`...)
-		for i, lp := range d.Logprobs {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = append(dst, `{"token":`...)
-			dst = appendJSONString(dst, text(d.IDs[i]))
-			dst = append(dst, `,"logprob":`...)
-			dst = appendFloat(dst, lp)
-			dst = append(dst, `,"top_logprobs":[]}`...)
-		}
-		return append(dst, `]}`...)
-	}
-	dst = append(dst, `{"tokens":[`...)
-	for i := range d.Logprobs {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = appendJSONString(dst, text(d.IDs[i]))
-	}
-	dst = append(dst, `],"token_logprobs":[`...)
-	for i, lp := range d.Logprobs {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = appendFloat(dst, lp)
-	}
-	return append(dst, `],"top_logprobs":null}`...)
-}
-
 // choice appends one choice: the text (as delta content for chat chunks, message for chat).
 func (f *openAIFormat) choice(dst []byte, d *Delta, chunk, first bool) []byte {
-	dst = append(dst, `{"index":0,`...)
+	if m, ok := d.MatchedStop.(string); ok && f.includeStop && d.Finished {
+		withStop := *d
+		withStop.Text += m // the detokenizer cut the output at the stop string
+		d = &withStop
+	}
+	if f.echo != nil && !f.echo.done {
+		withPrompt := *d
+		withPrompt.Text = f.echo.text + d.Text
+		d = &withPrompt
+		defer func() { f.echo.done = true }() // the prompt goes with the first choice written
+	}
+	dst = append(dst, `{"index":`...)
+	dst = strconv.AppendInt(dst, int64(f.index), 10)
+	dst = append(dst, ',')
 	switch {
+	case f.chat && f.out != nil:
+		dst = f.parsedMessage(dst, d, chunk, first)
 	case f.chat && chunk:
 		dst = append(dst, `"delta":{`...)
 		if first {
@@ -320,8 +304,16 @@ func (f *openAIFormat) choice(dst []byte, d *Delta, chunk, first bool) []byte {
 	}
 	dst = append(dst, `,"logprobs":`...)
 	dst = f.logprobs(dst, d)
+	if f.echo != nil && !f.echo.done && f.echo.promptTopN >= 0 {
+		dst = append(dst, `,"prompt_logprobs":`...)
+		dst = f.vllmPromptLogprobs(dst, d)
+	}
 	dst = append(dst, `,"finish_reason":`...)
-	dst = append(dst, finishJSON(d)...)
+	if f.out != nil && d.Finished && d.FinishReason == FinishStop && f.out.hasCalls() {
+		dst = append(dst, `"tool_calls"`...)
+	} else {
+		dst = append(dst, finishJSON(d)...)
+	}
 	if d.Finished && d.MatchedStop != nil {
 		dst = append(dst, `,"matched_stop":`...)
 		switch m := d.MatchedStop.(type) {
@@ -336,6 +328,9 @@ func (f *openAIFormat) choice(dst []byte, d *Delta, chunk, first bool) []byte {
 
 // chunk appends the SSE events for one delta of a streamed completion.
 func (f *openAIFormat) chunk(dst []byte, d *Delta, first bool) []byte {
+	if f.out != nil && !f.readChunk(d, first) {
+		return dst
+	}
 	content := len(d.IDs) > 0 || d.Text != "" || first
 	if content || (d.Finished && d.Err == nil) {
 		dst = append(dst, "data: "...)
@@ -346,7 +341,19 @@ func (f *openAIFormat) chunk(dst []byte, d *Delta, first bool) []byte {
 			fin.Finished = false // the error event below ends the stream
 		}
 		dst = f.choice(dst, &fin, true, first)
-		dst = append(dst, "]}\n\n"...)
+		dst = append(dst, ']')
+		if f.continuousUsage {
+			f.counts.mergeMeta(d)
+			dst = append(dst, `,"usage":`...)
+			if f.totals != nil {
+				f.totals.update(f.index, &f.counts)
+				u := f.totals.sum()
+				dst = f.usage(dst, &u)
+			} else {
+				dst = f.usage(dst, &f.counts)
+			}
+		}
+		dst = append(dst, "}\n\n"...)
 	}
 	if d.Err != nil {
 		dst = appendErrorEvent(dst, d.Err)
@@ -369,8 +376,4 @@ func (f *openAIFormat) whole(dst []byte, d *Delta) []byte {
 	dst = append(dst, `],"usage":`...)
 	dst = f.usage(dst, d)
 	return append(dst, "}\n"...)
-}
-
-func chatOptions(tok interface{ SpecialTokenStrings() map[string]string }, addGen bool) chat.Options {
-	return chat.Options{AddGenerationPrompt: addGen, Special: tok.SpecialTokenStrings()}
 }

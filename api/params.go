@@ -1,9 +1,12 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/llmserve/llmserve/sampling"
 )
@@ -32,11 +35,19 @@ type samplingFields struct {
 	ReturnTokenIDs    bool               `json:"return_token_ids"`
 	RoutedDPRank      *int               `json:"routed_dp_rank"`
 	LogitBias         map[string]float64 `json:"logit_bias"`
-	// Accepted and ignored: they change nothing about generation.
-	User        string          `json:"user"`
-	Metadata    json.RawMessage `json:"metadata"`
-	Store       *bool           `json:"store"`
-	ServiceTier *string         `json:"service_tier"`
+	// Aliases of response_format (policy.go): vLLM's guided decoding and structured outputs.
+	GuidedJSON        json.RawMessage    `json:"guided_json"`
+	GuidedRegex       *string            `json:"guided_regex"`
+	GuidedChoice      []string           `json:"guided_choice"`
+	StructuredOutputs *structuredOutputs `json:"structured_outputs"`
+	// vLLM's: the stop string that ended the output stays in its text; keep only the prompt's
+	// last k tokens (-1: as many as the context holds).
+	IncludeStopStrInOutput bool `json:"include_stop_str_in_output"`
+	TruncatePromptTokens   *int `json:"truncate_prompt_tokens"`
+	// SpacesBetweenSpecialTokens is vLLM's; see ignoredNames.
+	SpacesBetweenSpecialTokens *bool `json:"spaces_between_special_tokens"`
+	// Accepted and ignored (named in the response): they change nothing about generation.
+	ignoredFields
 }
 
 type responseFormat struct {
@@ -74,12 +85,21 @@ func parseStop(raw json.RawMessage) ([]string, error) {
 	return out, nil
 }
 
+// finite converts a JSON number to the float32 the engine computes with, refusing what float32
+// cannot hold (it would become +-Inf, not the number sent).
 func finite(name string, v *float64) (float32, error) {
-	if math.IsNaN(*v) || math.IsInf(*v, 0) {
-		return 0, badRequest(name, "must be a finite number")
+	if math.IsNaN(*v) || math.IsInf(*v, 0) || math.Abs(*v) > math.MaxFloat32 {
+		return 0, badRequest(name, fmt.Sprintf("must be a finite number of magnitude at most %g", math.MaxFloat32))
 	}
 	return float32(*v), nil
 }
+
+// maxTemperature is the largest temperature whose reciprocal, which scales the logits, is a
+// normal float32 (2^126): above it the scale underflows and the logits lose their meaning.
+const maxTemperature = 0x1p126
+
+// maxInt32 bounds the integer fields that travel to the ranks as int32.
+const maxInt32 = math.MaxInt32
 
 // applySampling overrides p with the fields present and validates the result.
 func applySampling(p sampling.Params, f *samplingFields) (sampling.Params, error) {
@@ -103,10 +123,19 @@ func applySampling(p sampling.Params, f *samplingFields) (sampling.Params, error
 			return p, e
 		}
 	}
+	if f.Temperature != nil && *f.Temperature > maxTemperature {
+		return p, badRequest("temperature", fmt.Sprintf("must be at most %g (the sampler divides logits by it in float32), got %g", maxTemperature, *f.Temperature))
+	}
 	if f.TopK != nil {
+		if *f.TopK > maxInt32 {
+			return p, badRequest("top_k", fmt.Sprintf("must be -1, 0 (disabled) or in [1, %d], got %d", maxInt32, *f.TopK))
+		}
 		p.TopK = *f.TopK
 	}
 	if f.Seed != nil {
+		if *f.Seed < 0 {
+			return p, badRequest("seed", fmt.Sprintf("must be >= 0, got %d", *f.Seed))
+		}
 		seed := uint64(*f.Seed)
 		p.Seed = &seed
 	}
@@ -122,13 +151,11 @@ func (s *Server) fillCommon(req *Request, f *samplingFields) error {
 	if req.Sampling, err = applySampling(s.cfg.DefaultSampling, f); err != nil {
 		return err
 	}
-	if f.N != nil && *f.N != 1 {
-		return badRequest("n", "only n=1 is supported")
+	if f.N != nil && (*f.N < 1 || *f.N > MaxChoices) {
+		return badRequest("n", fmt.Sprintf("must be in [1, %d], got %d", MaxChoices, *f.N))
 	}
-	for k, v := range f.LogitBias {
-		if v != 0 {
-			return badRequest("logit_bias", fmt.Sprintf("logit_bias is not supported (token %s)", k))
-		}
+	if err := s.fillGenerationExtras(req, f); err != nil {
+		return err
 	}
 	if req.StopStrings, err = parseStop(f.Stop); err != nil {
 		return err
@@ -138,13 +165,16 @@ func (s *Server) fillCommon(req *Request, f *samplingFields) error {
 			return err
 		}
 	}
+	if err := s.checkIDRange(f.StopTokenIDs, "stop_token_ids"); err != nil {
+		return err
+	}
 	req.StopTokenIDs = f.StopTokenIDs
 	req.IgnoreEOS = f.IgnoreEOS
 	if f.MinTokens != nil {
 		if *f.MinTokens < 0 {
 			return badRequest("min_tokens", "must be >= 0")
 		}
-		req.MinNewTokens = *f.MinTokens
+		req.MinNewTokens = *f.MinTokens // at most the maximum new tokens: checkLength
 	}
 	req.SkipSpecialTokens = true
 	if f.SkipSpecialTokens != nil {
@@ -152,19 +182,19 @@ func (s *Server) fillCommon(req *Request, f *samplingFields) error {
 	}
 	req.StreamInterval = s.cfg.StreamInterval
 	if f.StreamInterval != nil {
-		if *f.StreamInterval < 1 {
-			return badRequest("stream_interval", fmt.Sprintf("must be an integer >= 1, got %d", *f.StreamInterval))
+		if *f.StreamInterval < 1 || *f.StreamInterval > maxInt32 {
+			return badRequest("stream_interval", fmt.Sprintf("must be an integer in [1, %d], got %d", maxInt32, *f.StreamInterval))
 		}
 		req.StreamInterval = *f.StreamInterval
 	}
 	req.RoutedRank = -1
 	if f.RoutedDPRank != nil {
-		if *f.RoutedDPRank < 0 {
-			return badRequest("routed_dp_rank", "must be >= 0")
+		if *f.RoutedDPRank < 0 || *f.RoutedDPRank > maxInt32 {
+			return badRequest("routed_dp_rank", fmt.Sprintf("must be a rank in [0, dp size), got %d", *f.RoutedDPRank))
 		}
 		req.RoutedRank = *f.RoutedDPRank
 	}
-	return s.fillGrammar(req, f.ResponseFormat, f.Regex, f.JSONSchema)
+	return s.fillConstraint(req, f)
 }
 
 // fillGrammar sets the structured-output constraint from response_format or the SGLang fields.
@@ -207,7 +237,8 @@ func (s *Server) fillGrammar(req *Request, rf *responseFormat, regex, schema *st
 	return nil
 }
 
-// checkLength applies the context limit: prompt + max new tokens must fit.
+// checkLength applies the context limit: prompt + max new tokens must fit, and min new tokens
+// must not exceed the max.
 func (s *Server) checkLength(req *Request, maxTokens *int, param string, dflt int) error {
 	n := len(req.InputIDs)
 	if n == 0 {
@@ -216,64 +247,127 @@ func (s *Server) checkLength(req *Request, maxTokens *int, param string, dflt in
 	if n >= s.cfg.ContextLength {
 		return badRequest("prompt", fmt.Sprintf("prompt has %d tokens; the context length is %d", n, s.cfg.ContextLength))
 	}
-	if maxTokens == nil {
-		req.MaxNewTokens = min(dflt, s.cfg.ContextLength-n)
-		if dflt <= 0 {
-			req.MaxNewTokens = s.cfg.ContextLength - n
-		}
-		return nil
-	}
-	if *maxTokens < 1 {
+	room := s.cfg.ContextLength - n
+	switch {
+	case maxTokens == nil && dflt <= 0:
+		req.MaxNewTokens = room
+	case maxTokens == nil:
+		req.MaxNewTokens = min(dflt, room)
+	case *maxTokens < 1:
 		return badRequest(param, fmt.Sprintf("must be >= 1, got %d", *maxTokens))
-	}
-	if n+*maxTokens > s.cfg.ContextLength {
+	case *maxTokens > room: // not n+*maxTokens, which overflows
 		return badRequest(param, fmt.Sprintf("prompt (%d tokens) + %s (%d) exceeds the context length (%d)", n, param, *maxTokens, s.cfg.ContextLength))
+	default:
+		req.MaxNewTokens = *maxTokens
 	}
-	req.MaxNewTokens = *maxTokens
 	if req.MinNewTokens > req.MaxNewTokens {
-		return badRequest("min_tokens", "must not exceed the maximum number of new tokens")
+		return badRequest("min_tokens", fmt.Sprintf("%d exceeds the maximum number of new tokens (%d)", req.MinNewTokens, req.MaxNewTokens))
 	}
 	return nil
 }
 
-// parsePromptIDs reads an OpenAI prompt: a string, [string], or an array of token ids.
-func (s *Server) parsePromptIDs(raw json.RawMessage) ([]int32, error) {
+// parsePrompts reads an OpenAI prompt: a string, an array of token ids, or a batch (an array of
+// strings or of token-id arrays), one entry per prompt. Token ids are counted as they are read,
+// so an over-long prompt is refused before it is all parsed.
+func (s *Server) parsePrompts(raw json.RawMessage) ([][]int32, error) {
+	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, badRequest("prompt", "is required")
 	}
 	var text string
 	if err := json.Unmarshal(raw, &text); err == nil {
-		return s.encode(text)
+		ids, err := s.encode(text, "prompt")
+		return [][]int32{ids}, err
 	}
-	var texts []string
-	if err := json.Unmarshal(raw, &texts); err == nil {
-		if len(texts) != 1 {
-			return nil, badRequest("prompt", "batched prompts are not supported: send one prompt per request")
+	if raw[0] != '[' {
+		return nil, badRequest("prompt", "must be a string, an array of token ids, or an array of either")
+	}
+	rest := bytes.TrimSpace(raw[1:])
+	switch {
+	case len(rest) > 0 && rest[0] == ']':
+		return nil, badRequest("prompt", "is an empty batch")
+	case len(rest) > 0 && rest[0] == '"':
+		var texts []string
+		if err := json.Unmarshal(raw, &texts); err != nil {
+			return nil, badRequest("prompt", "must be a string, an array of token ids, or an array of either")
 		}
-		return s.encode(texts[0])
+		out := make([][]int32, len(texts))
+		for i, t := range texts {
+			var err error
+			if out[i], err = s.encode(t, fmt.Sprintf("prompt[%d]", i)); err != nil {
+				return nil, err
+			}
+		}
+		return out, s.checkBatch(len(out))
+	case len(rest) > 0 && rest[0] == '[':
+		var lists []json.RawMessage
+		if err := json.Unmarshal(raw, &lists); err != nil {
+			return nil, badRequest("prompt", "must be a string, an array of token ids, or an array of either")
+		}
+		if err := s.checkBatch(len(lists)); err != nil {
+			return nil, err
+		}
+		out := make([][]int32, len(lists))
+		for i, l := range lists {
+			var err error
+			if out[i], err = s.promptIDs(l, fmt.Sprintf("prompt[%d]", i)); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
 	}
-	var ids []int32
-	if err := json.Unmarshal(raw, &ids); err == nil {
-		return ids, s.checkIDs(ids)
-	}
-	return nil, badRequest("prompt", "must be a string or an array of token ids")
+	ids, err := s.promptIDs(raw, "prompt")
+	return [][]int32{ids}, err
 }
 
-func (s *Server) encode(text string) ([]int32, error) {
+// promptIDs reads a prompt given as token ids, refusing it as soon as it has more ids than the
+// context holds, and checks each against the vocabulary.
+func (s *Server) promptIDs(raw []byte, param string) ([]int32, error) {
+	ids, err := parseTokenIDs(raw, param, s.cfg.ContextLength-1)
+	if err != nil {
+		var bre *BadRequestError
+		if errors.As(err, &bre) && strings.HasPrefix(bre.Msg, "more than") {
+			bre.Msg += fmt.Sprintf("; the context length is %d", s.cfg.ContextLength)
+		}
+		return nil, err
+	}
+	return ids, s.checkIDs(ids)
+}
+
+// promptSlack allows for normalizers that shrink text before it is split into tokens.
+const promptSlack = 4
+
+// encode tokenizes a text prompt, refusing at once a text too long to fit in the context
+// whatever its tokens (each token covers at most maxTokenBytes bytes of text).
+func (s *Server) encode(text, param string) ([]int32, error) {
 	if err := s.needTokenizer("a text prompt"); err != nil {
+		return nil, err
+	}
+	if err := s.checkTextFits(len(text), param); err != nil {
 		return nil, err
 	}
 	return s.engine.Tokenizer().Encode(text, true), nil
 }
 
-func (s *Server) checkIDs(ids []int32) error {
+// checkTextFits refuses a text of n bytes that cannot fit in the context as tokens.
+func (s *Server) checkTextFits(n int, param string) error {
+	if s.maxTokenBytes > 0 && n/promptSlack/s.maxTokenBytes >= s.cfg.ContextLength {
+		return badRequest(param, fmt.Sprintf("text of %d bytes cannot fit in the context length (%d tokens)", n, s.cfg.ContextLength))
+	}
+	return nil
+}
+
+func (s *Server) checkIDs(ids []int32) error { return s.checkIDRange(ids, "input_ids") }
+
+// checkIDRange refuses ids outside the vocabulary.
+func (s *Server) checkIDRange(ids []int32, param string) error {
 	vocab := -1
 	if tok := s.engine.Tokenizer(); tok != nil {
 		vocab = tok.VocabSize()
 	}
-	for _, id := range ids {
+	for i, id := range ids {
 		if id < 0 || (vocab > 0 && int(id) >= vocab) {
-			return badRequest("input_ids", fmt.Sprintf("token id %d is out of range", id))
+			return badRequest(param, fmt.Sprintf("token id %d (index %d) is out of range", id, i))
 		}
 	}
 	return nil

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,7 +9,9 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/llmserve/llmserve/metrics"
@@ -18,8 +21,8 @@ import (
 
 // Config is how a worker's API behaves.
 type Config struct {
-	// ModelName is the id served by /v1/models; requests naming another model get a 404.
-	ModelName string
+	// ServedModelName is the id served by /v1/models; requests naming another model get a 404.
+	ServedModelName string
 	// ContextLength bounds prompt + generated tokens.
 	ContextLength int
 	// DefaultSampling comes from the model's generation_config.json.
@@ -30,11 +33,33 @@ type Config struct {
 	StreamInterval int
 	// SkipTokenizerInit: ids only; text, chat, stop strings and grammars are refused.
 	SkipTokenizerInit bool
-	// MaxBodyBytes bounds a request body.
+	// MaxBodyBytes bounds a request body (0: DefaultMaxBodyBytes); a larger one is a 413.
 	MaxBodyBytes int64
 	// Worker is this worker's index, shown in logs and metrics.
 	Worker int
+	// APIKeys, when any, are the keys a request must carry (Authorization: Bearer KEY).
+	APIKeys []string
+	// OpenPaths need no key even when APIKeys are set (nil: DefaultOpenPaths).
+	OpenPaths []string
+	// ReadBodyTimeout bounds the time to read a request's body (0: none).
+	ReadBodyTimeout time.Duration
+	// WriteTimeout bounds each write: a whole response, or one chunk of a stream, so a client
+	// that stops reading is cut (0: none).
+	WriteTimeout time.Duration
+	// ToolCallParser is the tool-call syntax (hermes, llama3_json, fallback); "" or auto
+	// detects it from the chat template.
+	ToolCallParser string
+	// ReasoningParser reads thinking blocks into reasoning_content (qwen3, deepseek_r1); "" or
+	// auto detects it from the chat template, none turns it off.
+	ReasoningParser string
+	// GrammarStrict is the grammar compiler's strict setting (--grammar-strict); a request whose
+	// json_schema.strict differs has its schema rewritten to match (strict.go).
+	GrammarStrict bool
 }
+
+// DefaultMaxBodyBytes is the default bound on a request body: room for a 1 MiB schema and a
+// long prompt as text or ids, far below what would tie up a worker.
+const DefaultMaxBodyBytes = 16 << 20
 
 // Server is the HTTP API of one tokenizer worker.
 type Server struct {
@@ -44,16 +69,17 @@ type Server struct {
 	tmplErr error
 	log     *slog.Logger
 	created int64
+	// maxTokenBytes is the longest token's text in bytes: a text prompt longer than
+	// ContextLength*maxTokenBytes*promptSlack cannot fit, and is refused before it is tokenized.
+	maxTokenBytes int
 
-	reg          *metrics.Registry
-	mRequests    map[string]*metrics.Counter
-	mErrors      *metrics.Counter
-	mPrompt      *metrics.Counter
-	mGenerated   *metrics.Counter
-	mTTFT        *metrics.Histogram
-	mITL         *metrics.Histogram
-	mE2E         *metrics.Histogram
-	mDisconnects *metrics.Counter
+	// stopping is canceled by Stop: requests in flight end.
+	stopping context.Context
+	stopNow  context.CancelFunc
+
+	// reg is what /metrics writes; met are the API's series in it.
+	reg *metrics.Registry
+	met *serverMetrics
 }
 
 // NewServer wires the handlers. reg receives the API's metrics and is what /metrics writes
@@ -66,48 +92,63 @@ func NewServer(cfg Config, engine Engine, reg *metrics.Registry, log *slog.Logge
 		cfg.DefaultMaxNewTokens = 128
 	}
 	if cfg.MaxBodyBytes <= 0 {
-		cfg.MaxBodyBytes = 64 << 20
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	s := &Server{cfg: cfg, engine: engine, log: log, created: time.Now().Unix(), reg: reg,
-		mRequests: map[string]*metrics.Counter{}}
+	if cfg.OpenPaths == nil {
+		cfg.OpenPaths = DefaultOpenPaths
+	}
+	for _, k := range cfg.APIKeys {
+		if k == "" || strings.ContainsAny(k, " \t\r\n") {
+			return nil, fmt.Errorf("an API key must be non-empty and contain no whitespace")
+		}
+	}
+	ae := &accessEngine{Engine: engine}
+	s := &Server{cfg: cfg, engine: ae, log: log, created: time.Now().Unix(), reg: reg}
+	s.stopping, s.stopNow = context.WithCancel(context.Background())
+	if tok := engine.Tokenizer(); tok != nil {
+		for id := 0; id < tok.VocabSize(); id++ {
+			s.maxTokenBytes = max(s.maxTokenBytes, len(tok.TokenBytes(int32(id))))
+		}
+	}
 	if tok := engine.Tokenizer(); tok != nil && tok.ChatTemplate() != "" {
 		s.tmpl, s.tmplErr = chat.Compile(tok.ChatTemplate())
 		if s.tmplErr != nil {
 			return nil, fmt.Errorf("compile chat template: %w", s.tmplErr)
 		}
 	}
-	w := metrics.Labels{{"worker", fmt.Sprint(cfg.Worker)}}
-	for _, ep := range []string{"/v1/completions", "/v1/chat/completions", "/generate", "/tokenize", "/detokenize"} {
-		s.mRequests[ep] = reg.NewCounter("llm_requests_total", "Requests received, by endpoint.",
-			append(metrics.Labels{{"endpoint", ep}}, w...))
-	}
-	s.mErrors = reg.NewCounter("llm_request_errors_total", "Requests answered with an error.", w)
-	s.mPrompt = reg.NewCounter("llm_prompt_tokens_total", "Prompt tokens of finished requests.", w)
-	s.mGenerated = reg.NewCounter("llm_generation_tokens_total", "Tokens generated for finished requests.", w)
-	s.mDisconnects = reg.NewCounter("llm_client_disconnects_total", "Requests aborted because the client went away.", w)
-	s.mTTFT = reg.NewHistogram("llm_time_to_first_token_seconds", "Time to first token.", w, metrics.LatencyBuckets)
-	s.mITL = reg.NewHistogram("llm_inter_token_latency_seconds", "Time between streamed chunks, per token.", w, metrics.LatencyBuckets)
-	s.mE2E = reg.NewHistogram("llm_e2e_request_latency_seconds", "Request latency, arrival to finish.", w, metrics.LatencyBuckets)
+	s.met = newServerMetrics(reg, cfg.ServedModelName)
+	ae.met = s.met
 	return s, nil
 }
 
 // Handler returns the HTTP routes.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/completions", s.handleCompletions)
-	mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
+	mux.HandleFunc("POST /v1/completions", generation(s, "/v1/completions", s.buildCompletion))
+	mux.HandleFunc("POST /v1/chat/completions", generation(s, "/v1/chat/completions", s.buildChat))
 	mux.HandleFunc("GET /v1/models", s.handleModels)
-	mux.HandleFunc("POST /generate", s.handleGenerate)
+	mux.HandleFunc("POST /generate", generation(s, "/generate", s.buildGenerate))
 	mux.HandleFunc("POST /tokenize", s.handleTokenize)
 	mux.HandleFunc("POST /detokenize", s.handleDetokenize)
 	mux.HandleFunc("GET /health", s.handleHealth)
-	mux.HandleFunc("GET /health_generate", s.handleHealth)
 	mux.HandleFunc("GET /get_load", s.handleLoad)
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 		s.reg.WriteText(w)
 	})
-	return mux
+	s.extRoutes(mux)
+	return s.access(s.readDeadline(s.authenticate(mux)))
+}
+
+// readDeadline bounds the time to read each request's body (serve lifts it once the body is in).
+func (s *Server) readDeadline(h http.Handler) http.Handler {
+	if s.cfg.ReadBodyTimeout <= 0 {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.cfg.ReadBodyTimeout))
+		h.ServeHTTP(w, r)
+	})
 }
 
 // apiError is the OpenAI error body.
@@ -119,15 +160,17 @@ type apiError struct {
 }
 
 func (s *Server) writeError(w http.ResponseWriter, status int, err error) {
-	s.mErrors.Inc()
-	e := apiError{Message: err.Error(), Code: status, Type: "invalid_request_error"}
+	s.met.errorCounter(status).Inc()
+	e := apiError{Message: clipMessage(err.Error()), Code: status, Type: "invalid_request_error"}
 	var bre *BadRequestError
 	if errors.As(err, &bre) {
-		e.Param = bre.Param
+		e.Param = clip(bre.Param)
 	}
 	switch {
 	case status == http.StatusNotFound:
 		e.Type = "not_found_error"
+	case status == http.StatusUnauthorized:
+		e.Type = "authentication_error"
 	case status == http.StatusServiceUnavailable:
 		e.Type = "service_unavailable"
 		w.Header().Set("Retry-After", "1")
@@ -139,33 +182,54 @@ func (s *Server) writeError(w http.ResponseWriter, status int, err error) {
 	_ = json.NewEncoder(w).Encode(map[string]apiError{"error": e})
 }
 
-// submitError maps an Engine.Submit error to its HTTP status.
-func (s *Server) submitError(w http.ResponseWriter, err error) {
+// fail answers err with its status: 400 for a *BadRequestError, 404 for an unknown model, 503
+// otherwise (the engine could not take the request: overloaded, a rank down, shutting down).
+func (s *Server) fail(w http.ResponseWriter, err error) {
 	var bre *BadRequestError
+	var nf *notFoundError
+	var tl *tooLargeError
 	switch {
 	case errors.As(err, &bre):
 		s.writeError(w, http.StatusBadRequest, err)
-	case errors.Is(err, ErrOverloaded):
-		s.writeError(w, http.StatusServiceUnavailable, err)
+	case errors.As(err, &tl):
+		s.writeError(w, http.StatusRequestEntityTooLarge, err)
+	case errors.As(err, &nf):
+		s.writeError(w, http.StatusNotFound, err)
 	default:
 		s.writeError(w, http.StatusServiceUnavailable, err)
 	}
 }
 
-// decodeBody reads a JSON body into v, refusing unknown fields and trailing data.
+// notFoundError names something the request asked for that this server does not have (HTTP 404).
+type notFoundError struct{ msg string }
+
+func (e *notFoundError) Error() string { return e.msg }
+
+// decodeBody reads a JSON body into v: at most MaxBodyBytes (a larger Content-Length is refused
+// before anything is read), keys matched exactly (see checkKeys), unknown fields and trailing
+// data refused.
 func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
-	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
-	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	if r.ContentLength > s.cfg.MaxBodyBytes {
+		return &tooLargeError{limit: s.cfg.MaxBodyBytes}
+	}
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return badRequest("", fmt.Sprintf("request body larger than %d bytes", mbe.Limit))
+			return &tooLargeError{limit: mbe.Limit}
 		}
-		if errors.Is(err, io.EOF) {
-			return badRequest("", "empty request body")
-		}
-		return badRequest("", "invalid JSON body: "+strings.TrimPrefix(err.Error(), "json: "))
+		return badRequest("", "reading the request body: "+err.Error())
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return badRequest("", "empty request body")
+	}
+	if err := checkKeys(data, reflect.TypeOf(v), ""); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return badRequest("", "invalid JSON body: "+clip(strings.TrimPrefix(err.Error(), "json: ")))
 	}
 	if dec.More() {
 		return badRequest("", "invalid JSON body: trailing data after the object")
@@ -173,9 +237,16 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) error
 	return nil
 }
 
+// tooLargeError is a request body over the limit (HTTP 413).
+type tooLargeError struct{ limit int64 }
+
+func (e *tooLargeError) Error() string {
+	return fmt.Sprintf("request body larger than %d bytes", e.limit)
+}
+
 func (s *Server) checkModel(model string) error {
-	if model != "" && model != s.cfg.ModelName {
-		return fmt.Errorf("model %q does not exist; this server serves %q", model, s.cfg.ModelName)
+	if model != "" && model != s.cfg.ServedModelName {
+		return &notFoundError{fmt.Sprintf("model %q does not exist; this server serves %q", model, s.cfg.ServedModelName)}
 	}
 	return nil
 }
@@ -188,13 +259,7 @@ func (s *Server) needTokenizer(what string) error {
 }
 
 func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{
-		"object": "list",
-		"data": []map[string]any{{
-			"id": s.cfg.ModelName, "object": "model", "created": s.created, "owned_by": "llmserve",
-			"root": s.cfg.ModelName, "max_model_len": s.cfg.ContextLength,
-		}},
-	})
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []map[string]any{s.modelObject()}})
 }
 
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
@@ -215,22 +280,121 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// run submits req and returns its stream, aborting it when the client goes away.
-func (s *Server) run(ctx context.Context, req *Request) (*Stream, func(), error) {
-	st, err := s.engine.Submit(ctx, req)
-	if err != nil {
-		return nil, nil, err
-	}
-	stop := context.AfterFunc(ctx, func() {
-		if !st.Done() {
-			s.mDisconnects.Inc()
-			s.engine.Abort(req.RID)
-		}
-	})
-	return st, func() { stop() }, nil
+// outputFormat writes one endpoint's response to a generation request.
+type outputFormat interface {
+	// chunk appends the SSE events for d (content, then error and finish events as d says).
+	chunk(dst []byte, d *Delta, first bool) []byte
+	// whole appends the non-streamed response object for the merged output d.
+	whole(dst []byte, d *Delta) []byte
 }
 
-// collect waits for the whole output of a non-streaming request.
+// generation is the one request path of the generation endpoints (completions, chat, generate):
+// decode the body, let build validate it into a Request and choose its response format, run it,
+// and answer with one JSON object or an SSE stream.
+func generation[B any](s *Server, endpoint string, build func(body *B, start time.Time) (*Request, outputFormat, error)) http.HandlerFunc {
+	requests := s.met.requests[endpoint]
+	if requests == nil {
+		panic("api: no request counter registered for " + endpoint) // at Handler, not at a request
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		requests.Inc()
+		var body B
+		if err := s.decodeBody(w, r, &body); err != nil {
+			s.fail(w, err)
+			return
+		}
+		req, f, err := build(&body, start)
+		if err != nil {
+			s.fail(w, err)
+			return
+		}
+		s.reportIgnored(w, endpoint, &body)
+		if cs, ok := f.(*choiceSet); ok {
+			s.serveChoices(w, r, cs, start)
+			return
+		}
+		s.serve(w, r, req, f, start)
+	}
+}
+
+// serve submits req, aborts it when the client goes away, and writes its output as f says. When
+// the server is stopped (Stop) it ends the request cleanly: a stream gets the tokens pending and
+// a final error event, a whole response a 503 saying how far it got.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *Request, f outputFormat, start time.Time) {
+	rc := http.NewResponseController(w)
+	// The body has been read: no read deadline while the request runs (an expired one would end
+	// the server's watch for a client that goes away, and cancel the request with it).
+	_ = rc.SetReadDeadline(time.Time{})
+	if s.stopping.Err() != nil {
+		s.fail(w, errShuttingDown) // a 503: retry on another server
+		return
+	}
+	st, err := s.engine.Submit(r.Context(), req)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	// The client is gone when its connection ends (the request context) or when it stopped
+	// reading and a write timed out (streamSSE returns unfinished): either way the request is
+	// aborted, once.
+	gone := sync.OnceFunc(func() {
+		if !st.Done() {
+			s.met.disconnects.Inc()
+			s.engine.Abort(st.RID)
+		}
+	})
+	disconnect := context.AfterFunc(r.Context(), gone)
+	defer disconnect()
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	stop := context.AfterFunc(s.stopping, func() {
+		cancel(errShuttingDown)
+		if !st.Done() {
+			s.engine.Abort(st.RID)
+		}
+	})
+	defer stop()
+	if req.Stream {
+		if !s.streamSSE(ctx, w, st, req.StreamInterval, f, start) && context.Cause(ctx) != errShuttingDown {
+			gone()
+		}
+		return
+	}
+	d, err := s.collect(ctx, st)
+	if err != nil && context.Cause(ctx) != errShuttingDown {
+		return // client gone: the abort was sent by the AfterFunc
+	}
+	s.met.finished(&d, st, start)
+	_ = rc.SetWriteDeadline(s.writeDeadline())
+	switch {
+	case err != nil:
+		s.writeError(w, http.StatusServiceUnavailable, fmt.Errorf("request ended after %d tokens: %w", len(d.IDs), errShuttingDown))
+	case d.Err != nil:
+		s.writeError(w, http.StatusInternalServerError, fmt.Errorf("generation failed after %d tokens: %w", len(d.IDs), d.Err))
+	default:
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(f.whole(nil, &d))
+	}
+}
+
+// errShuttingDown ends the requests still running when the server stops.
+var errShuttingDown = errors.New("server shutting down")
+
+// Stop ends every request in flight, and every one that arrives later, as serve describes, and
+// aborts each at the engine. The HTTP server's drain calls it when its grace period is over.
+func (s *Server) Stop() { s.stopNow() }
+
+// writeDeadline is the deadline of the next write (0 WriteTimeout: none).
+func (s *Server) writeDeadline() time.Time {
+	if s.cfg.WriteTimeout <= 0 {
+		return time.Time{}
+	}
+	return time.Now().Add(s.cfg.WriteTimeout)
+}
+
+// collect waits for the whole output of a non-streaming request. When ctx ends first it returns
+// what has arrived so far with ctx's error.
 func (s *Server) collect(ctx context.Context, st *Stream) (Delta, error) {
 	var all Delta
 	for {
@@ -243,11 +407,4 @@ func (s *Server) collect(ctx context.Context, st *Stream) (Delta, error) {
 			return all, nil
 		}
 	}
-}
-
-// observe records a finished request's usage and latency.
-func (s *Server) observe(d *Delta, start time.Time) {
-	s.mPrompt.Add(float64(d.PromptTokens))
-	s.mGenerated.Add(float64(d.CompletionTokens))
-	s.mE2E.Observe(time.Since(start).Seconds())
 }

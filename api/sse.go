@@ -8,23 +8,19 @@ import (
 	"unicode/utf8"
 )
 
-// chunkWriter formats one SSE event per delta for an endpoint.
-type chunkWriter interface {
-	// chunk appends the events for d (content, then error and finish events as d says).
-	chunk(dst []byte, d *Delta, first bool) []byte
-}
-
 // streamSSE writes st to the client as server-sent events: the first tokens at once, then every
 // interval tokens, then the rest on finish; a delta that carries an error still carries every
-// token produced before it, so nothing is lost.
-func (s *Server) streamSSE(ctx context.Context, w http.ResponseWriter, st *Stream, interval int, cw chunkWriter, start time.Time) {
+// token produced before it, so nothing is lost. It reports whether the stream was written to
+// its end (false: the client went away or stopped reading).
+func (s *Server) streamSSE(ctx context.Context, w http.ResponseWriter, st *Stream, interval int, f outputFormat, start time.Time) bool {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("Connection", "keep-alive")
 	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(s.writeDeadline())
+	w.WriteHeader(http.StatusOK)
 	var buf []byte
 	var d Delta // recycled: Take hands its buffers back to the stream
 	first := true
@@ -35,31 +31,39 @@ func (s *Server) streamSSE(ctx context.Context, w http.ResponseWriter, st *Strea
 			want = 1
 		}
 		if err := st.Take(ctx, want, &d); err != nil {
-			return // client gone: the abort was sent by run's AfterFunc
+			if context.Cause(ctx) != errShuttingDown {
+				return false // client gone
+			}
+			// Stopped: take what is pending (Take returns it at once) and end with an error.
+			if st.Take(ctx, 1, &d) != nil {
+				d = Delta{}
+			}
+			d.Finished, d.FinishReason, d.Err = true, FinishAbort, errShuttingDown
 		}
 		now := time.Now()
 		if len(d.IDs) > 0 {
-			if first {
-				s.mTTFT.Observe(now.Sub(start).Seconds())
-			} else {
-				s.mITL.Observe(now.Sub(last).Seconds() / float64(len(d.IDs)))
+			if !first {
+				s.met.itl.Observe(now.Sub(last).Seconds() / float64(len(d.IDs)))
 			}
 			last = now
 		}
-		buf = cw.chunk(buf[:0], &d, first)
+		buf = f.chunk(buf[:0], &d, first)
 		first = false
 		if d.Finished {
-			buf = append(buf, "data: [DONE]\n\n"...)
-			s.observe(&d, start)
+			if t, ok := f.(interface{ streamsDone() bool }); !ok || t.streamsDone() {
+				buf = append(buf, "data: [DONE]\n\n"...)
+			}
+			s.met.finished(&d, st, start)
 		}
+		_ = rc.SetWriteDeadline(s.writeDeadline()) // a client that stops reading is cut
 		if _, err := w.Write(buf); err != nil {
-			return
+			return false
 		}
 		if err := rc.Flush(); err != nil {
-			return
+			return false
 		}
 		if d.Finished {
-			return
+			return true
 		}
 	}
 }
@@ -132,6 +136,6 @@ func appendFloat(dst []byte, f float32) []byte {
 
 func appendErrorEvent(dst []byte, err error) []byte {
 	dst = append(dst, `data: {"error":{"message":`...)
-	dst = appendJSONString(dst, err.Error())
+	dst = appendJSONString(dst, clipMessage(err.Error()))
 	return append(dst, `,"type":"server_error","code":500}}`+"\n\n"...)
 }

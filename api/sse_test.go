@@ -41,7 +41,7 @@ func (e *feedEngine) Abort(string)                           {}
 func (e *feedEngine) Tokenizer() *tokenizer.Tokenizer        { return nil }
 func (e *feedEngine) CheckGrammar(GrammarKind, string) error { return nil }
 func (e *feedEngine) Health() error                          { return nil }
-func (e *feedEngine) Load() any                              { return nil }
+func (e *feedEngine) Load() LoadReport                       { return LoadReport{} }
 func (e *feedEngine) NewRID() string                         { return fmt.Sprintf("r%d", time.Now().UnixNano()) }
 
 func (e *feedEngine) lastRequest() *Request {
@@ -64,7 +64,7 @@ func (l smallBufListener) Accept() (net.Conn, error) {
 
 func newTestServer(t *testing.T, e *feedEngine, interval int) *httptest.Server {
 	t.Helper()
-	srv, err := NewServer(Config{ModelName: "m", ContextLength: 1 << 20, StreamInterval: interval, SkipTokenizerInit: true,
+	srv, err := NewServer(Config{ServedModelName: "m", ContextLength: 1 << 20, StreamInterval: interval, SkipTokenizerInit: true,
 		DefaultSampling: sampling.DefaultParams()},
 		e, metrics.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
@@ -375,7 +375,7 @@ func TestStreamIntervalValidation(t *testing.T) {
 			t.Errorf("%s %s: status %d %s, want 400 naming stream_interval", c.path, c.body, resp.StatusCode, b)
 		}
 	}
-	if _, err := NewServer(Config{ModelName: "m", StreamInterval: 0}, e, metrics.NewRegistry(), slog.Default()); err == nil {
+	if _, err := NewServer(Config{ServedModelName: "m", StreamInterval: 0}, e, metrics.NewRegistry(), slog.Default()); err == nil {
 		t.Error("a server default stream interval of 0 was accepted")
 	}
 }

@@ -2,7 +2,9 @@ package api
 
 import (
 	"context"
+	"slices"
 	"sync"
+	"time"
 )
 
 // FinishReason says why a request stopped producing tokens.
@@ -24,6 +26,15 @@ type Delta struct {
 	IDs      []int32
 	Text     string
 	Logprobs []float32
+	// TopLogprobIDs and TopLogprobs hold Request.TopLogprobs entries per IDs entry, most likely
+	// first (flattened), when the request asked for them.
+	TopLogprobIDs []int32
+	TopLogprobs   []float32
+	// PromptLogprobs (prompt tokens 1.., in order) and their top entries (TopLogprobs per
+	// position, flattened) come once, when the request asked for them.
+	PromptLogprobs      []float32
+	PromptTopLogprobIDs []int32
+	PromptTopLogprobs   []float32
 
 	Finished     bool
 	FinishReason FinishReason
@@ -36,6 +47,10 @@ type Delta struct {
 	PromptTokens     int
 	CachedTokens     int
 	CompletionTokens int
+
+	// QueueTime, PrefillTime and DecodeTime are the rank's account of a finished request: waiting
+	// to be scheduled, scheduled until its first token, first token until the finish.
+	QueueTime, PrefillTime, DecodeTime time.Duration
 }
 
 // Merge appends later onto d: ids and logprobs appended, text concatenated, the finish and the
@@ -44,6 +59,8 @@ func (d *Delta) Merge(later *Delta) {
 	d.IDs = append(d.IDs, later.IDs...)
 	d.Text += later.Text
 	d.Logprobs = append(d.Logprobs, later.Logprobs...)
+	d.TopLogprobIDs = append(d.TopLogprobIDs, later.TopLogprobIDs...)
+	d.TopLogprobs = append(d.TopLogprobs, later.TopLogprobs...)
 	d.mergeMeta(later)
 }
 
@@ -53,6 +70,12 @@ func (d *Delta) mergeMeta(later *Delta) {
 		d.Finished = true
 		d.FinishReason = later.FinishReason
 		d.MatchedStop = later.MatchedStop
+	}
+	if len(later.PromptLogprobs) > 0 || len(later.PromptTopLogprobIDs) > 0 {
+		// Copied: a pushed delta's slices may be reused by its sender.
+		d.PromptLogprobs = slices.Clone(later.PromptLogprobs)
+		d.PromptTopLogprobIDs = slices.Clone(later.PromptTopLogprobIDs)
+		d.PromptTopLogprobs = slices.Clone(later.PromptTopLogprobs)
 	}
 	if later.Err != nil && d.Err == nil {
 		d.Err = later.Err
@@ -66,6 +89,9 @@ func (d *Delta) mergeMeta(later *Delta) {
 	if later.CompletionTokens > 0 {
 		d.CompletionTokens = later.CompletionTokens
 	}
+	if later.Finished {
+		d.QueueTime, d.PrefillTime, d.DecodeTime = later.QueueTime, later.PrefillTime, later.DecodeTime
+	}
 }
 
 // Stream is the output mailbox of one request: the worker's receive loop pushes deltas without
@@ -75,16 +101,25 @@ func (d *Delta) mergeMeta(later *Delta) {
 // linear in what it receives, and a steady stream allocates nothing but its text.
 type Stream struct {
 	RID string
+	// Rank is the data-parallel rank the engine sent the request to (for the access log).
+	Rank int
+	// access is the access line of the HTTP request this stream serves (nil: none).
+	access *accessRecord
 
 	mu       sync.Mutex
 	ids      []int32
 	text     []byte
 	logprobs []float32
-	meta     Delta // finish, error and usage of what is pending; its slices stay empty
-	has      bool  // something is pending that has not been taken
-	done     bool  // a finished delta has been pushed
-	waiting  bool  // the consumer is parked on notify
+	topIDs   []int32   // pending top-logprob ids (Delta.TopLogprobIDs)
+	topLps   []float32 // pending top logprobs (Delta.TopLogprobs)
+	meta     Delta     // finish, error and usage of what is pending; its slices stay empty
+	has      bool      // something is pending that has not been taken
+	done     bool      // a finished delta has been pushed
+	waiting  bool      // the consumer is parked on notify
 	notify   chan struct{}
+	// firstToken and finished are when the first token id and the finish reached this stream
+	// (zero until then): TTFT and decode time for every request, streamed or not.
+	firstToken, finished time.Time
 }
 
 // NewStream returns an empty mailbox for rid.
@@ -101,14 +136,20 @@ func (s *Stream) Push(d *Delta) {
 		s.mu.Unlock()
 		return
 	}
+	if len(d.IDs) > 0 && s.firstToken.IsZero() {
+		s.firstToken = time.Now()
+	}
 	s.ids = append(s.ids, d.IDs...)
 	s.text = append(s.text, d.Text...)
 	s.logprobs = append(s.logprobs, d.Logprobs...)
+	s.topIDs = append(s.topIDs, d.TopLogprobIDs...)
+	s.topLps = append(s.topLps, d.TopLogprobs...)
 	m := &s.meta
 	m.mergeMeta(d)
 	s.has = true
 	if d.Finished || d.Err != nil {
 		s.done = true
+		s.finished = time.Now()
 		m.Finished = true
 		if m.FinishReason == FinishNone {
 			m.FinishReason = FinishError
@@ -140,10 +181,12 @@ func (s *Stream) Take(ctx context.Context, minIDs int, d *Delta) error {
 	for {
 		s.mu.Lock()
 		if s.has && (s.done || len(s.ids) >= minIDs || (minIDs <= 1 && len(s.text) > 0)) {
-			ids, lps := d.IDs[:0], d.Logprobs[:0]
+			ids, lps, topIDs, topLps := d.IDs[:0], d.Logprobs[:0], d.TopLogprobIDs[:0], d.TopLogprobs[:0]
 			*d = s.meta
 			d.IDs, s.ids = s.ids, ids
 			d.Logprobs, s.logprobs = s.logprobs, lps
+			d.TopLogprobIDs, s.topIDs = s.topIDs, topIDs
+			d.TopLogprobs, s.topLps = s.topLps, topLps
 			if len(s.text) > 0 {
 				d.Text = string(s.text)
 				s.text = s.text[:0]
@@ -171,4 +214,11 @@ func (s *Stream) Done() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.done
+}
+
+// Times returns when the first token id and the finish reached the stream (zero when not yet).
+func (s *Stream) Times() (firstToken, finished time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.firstToken, s.finished
 }

@@ -19,6 +19,10 @@ type Seq struct {
 	BlockTable []int32
 	// Logits asks for the logits at the last token of this chunk.
 	Logits bool
+	// AllLogits asks for the logits at every token of this chunk (prompt logprobs): the Seq's
+	// row then holds len(Tokens) rows of VocabSize floats back to back, the last token's last.
+	// A backend that cannot compute them fails the Forward.
+	AllLogits bool
 }
 
 // Batch is the work of one forward step: prefill chunks and decodes of any number of sequences.
@@ -29,8 +33,8 @@ type Batch struct {
 // Backend runs a model's forward pass on one device.
 type Backend interface {
 	// Forward runs one step for every sequence in b, writing each token's K and V into the
-	// sequence's blocks, and returns one logits row (VocabSize floats) per Seq with Logits set,
-	// nil for the others, in batch order. The rows are valid until the next call to Forward.
+	// sequence's blocks, and returns one logits row (VocabSize floats) per Seq with Logits set
+	// (len(Tokens) rows back to back with AllLogits), nil for the others, in batch order. The rows are valid until the next call to Forward.
 	Forward(ctx context.Context, b *Batch) ([][]float32, error)
 	// NumBlocks is the number of KV-cache blocks in the pool.
 	NumBlocks() int

@@ -295,7 +295,8 @@ func checkRankMetrics(t *testing.T, e *engine, views map[int]worker.LoadReport) 
 	t.Helper()
 	m := rankMetrics(t, e)
 	for _, name := range []string{"llm_rank_up", "llm_rank_running_requests", "llm_rank_waiting_requests",
-		"llm_rank_kv_tokens_used", "llm_rank_kv_tokens_capacity", "llm_rank_pending_requests"} {
+		"llm_rank_kv_tokens_used", "llm_rank_kv_tokens_capacity", "llm_rank_pending_requests",
+		"llm_rank_preemptions_total", "llm_rank_prefix_hit_tokens_total"} {
 		for w := range e.opts.workers {
 			if len(m[name][w]) != dpRanks {
 				t.Errorf("/metrics of worker %d has %s for ranks %v, want all %d", w, name, keys(m[name][w]), dpRanks)

@@ -230,7 +230,7 @@ func TestOpenAIEndpoints(t *testing.T) {
 		t.Fatalf("/tokenize: %d %s", code, b)
 	}
 	resp, err := httpGet(e.base + "/metrics")
-	if err != nil || !strings.Contains(resp, "llm_time_to_first_token_seconds_bucket") || !strings.Contains(resp, "llm_rank_kv_tokens_capacity") {
+	if err != nil || !strings.Contains(resp, "vllm:time_to_first_token_seconds_bucket") || !strings.Contains(resp, "llm_rank_kv_tokens_capacity") {
 		t.Fatalf("/metrics: %v\n%s", err, tail(resp, 2000))
 	}
 }
@@ -378,7 +378,7 @@ func TestBadInput(t *testing.T) {
 		{"top_p zero", "/generate", `{"text": "x", "sampling_params": {"top_p": 0}}`, 400, "top_p"},
 		{"stream_interval 0", "/generate", `{"text": "x", "sampling_params": {"stream_interval": 0}}`, 400, "stream_interval"},
 		{"over context", "/generate", `{"input_ids": [1,2,3], "sampling_params": {"max_new_tokens": 100000}}`, 400, "context length"},
-		{"n=2", "/v1/completions", `{"prompt": "x", "n": 2}`, 400, "n=1"},
+		{"n=0", "/v1/completions", `{"prompt": "x", "n": 0}`, 400, "n: must be in [1, 128]"},
 		{"empty messages", "/v1/chat/completions", `{"messages": []}`, 400, "messages"},
 		{"bad token id", "/generate", `{"input_ids": [1, 99999999]}`, 400, "out of range"},
 		{"no prompt", "/generate", `{}`, 400, "required"},

@@ -39,9 +39,9 @@ func writePicoGGUF(t *testing.T) string {
 	return path
 }
 
-// makeRun starts `make run` with MODEL_PATH and the given port, as a user would, and stops its
+// makeRunModel starts `make run` with MODEL_PATH and the given port, as a user would, and stops its
 // process group when the test ends.
-func makeRun(t *testing.T, modelFile string, port int) string {
+func makeRunModel(t *testing.T, modelFile string, port int) string {
 	t.Helper()
 	runDir, err := os.MkdirTemp("", "llmse2e-gguf-")
 	if err != nil {
@@ -120,7 +120,7 @@ func TestMakeRunGGUF(t *testing.T) {
 	path := writePicoGGUF(t)
 	ref := startEngine(t, engineOpts{})
 	t.Cleanup(ref.stopAll)
-	base := makeRun(t, path, freePort(t))
+	base := makeRunModel(t, path, freePort(t))
 
 	var models struct {
 		Data []struct{ ID string } `json:"data"`

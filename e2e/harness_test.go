@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	build := exec.Command("go", "build", "-o", dir+"/", "./cmd/tokenizerd", "./cmd/schedulerd", "./cmd/detokd")
+	build := exec.Command("go", "build", "-o", dir+"/", "./cmd/tokenizerd", "./cmd/schedulerd", "./cmd/detokd", "./cmd/procfile")
 	build.Dir = ".."
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
@@ -56,6 +56,7 @@ type engineOpts struct {
 	lbMethod      string
 	rankTimeout   time.Duration
 	noWaitHealthy bool
+	model         string // model directory; "" is the committed pico
 }
 
 type proc struct {
@@ -149,7 +150,11 @@ func startEngine(t *testing.T, o engineOpts) *engine {
 
 // commonArgs are the flags every process shares.
 func (e *engine) commonArgs() []string {
-	a := []string{"--model-path", modelPath, "--run-dir", e.runDir, "--port", strconv.Itoa(e.port),
+	model := modelPath
+	if e.opts.model != "" {
+		model = e.opts.model
+	}
+	a := []string{"--model-path", model, "--run-dir", e.runDir, "--port", strconv.Itoa(e.port),
 		"--tokenizer-worker-num", strconv.Itoa(e.opts.workers), "--dp-size", strconv.Itoa(e.opts.dpSize), "--log-level", "debug"}
 	if e.opts.skipDetok {
 		a = append(a, "--skip-detokenization")

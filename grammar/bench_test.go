@@ -43,7 +43,7 @@ func BenchmarkCompile(b *testing.B) {
 	mask := make([]uint64, (e.tok.VocabSize()+63)/64)
 	for i := 0; i < b.N; i++ {
 		c := &Compiler{vt: e.comp.vt, opts: e.comp.opts}
-		g, err := c.compileSchema(benchSchema)
+		g, err := c.compileSchema(benchSchema, false)
 		if err != nil {
 			b.Fatal(err)
 		}

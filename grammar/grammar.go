@@ -1,6 +1,3 @@
-// Package grammar compiles JSON Schemas, free JSON objects and regular
-// expressions into byte-level automata and computes, for each decoding step,
-// the mask of vocabulary tokens that keep the output inside the language.
 package grammar
 
 import (
@@ -9,6 +6,8 @@ import (
 	"slices"
 	"sync"
 	"unsafe"
+
+	"github.com/llmserve/llmserve/grammar/internal/chardfa"
 )
 
 // WhitespaceMode selects the whitespace JSON grammars allow between tokens.
@@ -68,16 +67,6 @@ type Compiler struct {
 	scratchMu sync.Mutex
 	scratch   *builderScratch
 }
-
-type builderScratch struct {
-	nodes     []node
-	edgeLinks []edgeLink
-	epsLinks  []epsLink
-}
-
-// scratchKeep bounds the node buffer kept between compiles (~12 MB of
-// nodes, and their edge links).
-const scratchKeep = 1 << 18
 
 type cacheEnt struct {
 	key string
@@ -170,28 +159,7 @@ func (c *Compiler) evict() {
 	}
 }
 
-func (c *Compiler) newBuilder() *builder {
-	b := &builder{g: &Grammar{vt: c.vt}, maxNodes: c.opts.Limits.MaxStates}
-	c.scratchMu.Lock()
-	if sc := c.scratch; sc != nil {
-		c.scratch = nil
-		b.g.nodes, b.edgeLinks, b.epsLinks = sc.nodes[:0], sc.edgeLinks[:0], sc.epsLinks[:0]
-	}
-	c.scratchMu.Unlock()
-	return b
-}
-
-// release hands b's buffers back for the next compile; b is done with.
-func (c *Compiler) release(b *builder, nodes []node) {
-	if cap(b.edgeLinks) > 4*scratchKeep || cap(b.epsLinks) > 4*scratchKeep {
-		return
-	}
-	c.scratchMu.Lock()
-	c.scratch = &builderScratch{nodes: nodes, edgeLinks: b.edgeLinks, epsLinks: b.epsLinks}
-	c.scratchMu.Unlock()
-}
-
-func (c *Compiler) finish(b *builder, root frag) (*Grammar, error) {
+func (c *Compiler) finish(b *builder, root fragment) (*Grammar, error) {
 	if b.over {
 		return nil, errf("grammar exceeds %d automaton nodes", c.opts.Limits.MaxStates)
 	}
@@ -207,26 +175,43 @@ func (c *Compiler) finish(b *builder, root frag) (*Grammar, error) {
 	} else {
 		buf = nil
 	}
-	c.release(b, buf)
 	g.rules[0] = root.in
+	if prod := g.productive(); !prod[root.in] {
+		err := b.emptyError(prod)
+		c.release(b, buf)
+		return nil, err
+	}
+	c.release(b, buf)
 	g.initDFA(c.opts.Limits.MaxStates)
 	g.grow(len(g.nodes)*int(unsafe.Sizeof(node{})) + len(g.edges)*int(unsafe.Sizeof(edge{})) +
 		4*(len(g.eps)+len(g.rules)) + 16*len(g.classes))
 	return g, nil
 }
 
-// JSONSchema compiles a JSON Schema document.
+// JSONSchema compiles a JSON Schema document, strict as Options.Strict says.
 func (c *Compiler) JSONSchema(schema string) (*Grammar, error) {
+	return c.JSONSchemaStrict(schema, c.opts.Strict)
+}
+
+// JSONSchemaStrict compiles a JSON Schema document with strict mode chosen
+// per call (a request's json_schema.strict): true closes objects and tuples
+// the schema leaves open by default, false keeps JSON Schema's permissive
+// defaults (see Options.Strict).
+func (c *Compiler) JSONSchemaStrict(schema string, strict bool) (*Grammar, error) {
 	if len(schema) > c.opts.Limits.MaxSchemaBytes {
 		return nil, errf("schema is %d bytes, over the %d byte limit", len(schema), c.opts.Limits.MaxSchemaBytes)
 	}
-	return c.cached("s\x00"+schema, func() (*Grammar, error) { return c.compileSchema(schema) })
+	key := "s\x00"
+	if strict {
+		key = "S\x00"
+	}
+	return c.cached(key+schema, func() (*Grammar, error) { return c.compileSchema(schema, strict) })
 }
 
 // JSONObject compiles a grammar for any JSON object.
 func (c *Compiler) JSONObject() (*Grammar, error) {
 	return c.cached("o\x00", func() (*Grammar, error) {
-		return c.compileSchema(`{"type":"object"}`)
+		return c.compileSchema(`{"type":"object"}`, false)
 	})
 }
 
@@ -236,232 +221,13 @@ func (c *Compiler) Regex(pattern string) (*Grammar, error) {
 		return nil, errf("regex is %d bytes, over the %d byte limit", len(pattern), c.opts.Limits.MaxSchemaBytes)
 	}
 	return c.cached("r\x00"+pattern, func() (*Grammar, error) {
-		d, err := regexDFA(pattern, false)
+		d, err := chardfa.Regex(pattern, false)
 		if err != nil {
 			return nil, err
 		}
 		b := c.newBuilder()
 		b.g.rules = []int32{0}
+		b.emptyWhat = fmt.Sprintf("regex %q matches no string", pattern)
 		return c.finish(b, b.rawChars(d))
 	})
-}
-
-// rawChars emits the UTF-8 bytes of strings accepted by d (no JSON quoting).
-func (b *builder) rawChars(d *cdfa) frag {
-	out := b.node()
-	ns := make([]int32, len(d.trans))
-	for i := range ns {
-		ns[i] = b.node()
-	}
-	for i, tr := range d.trans {
-		if d.acc[i] {
-			b.eps(ns[i], out)
-		}
-		for _, t := range tr {
-			to := ns[t.to]
-			utf8Seqs(t.lo, t.hi, func(seq [][2]byte) {
-				cur := ns[i]
-				for k, br := range seq {
-					nx := to
-					if k < len(seq)-1 {
-						nx = b.node()
-					}
-					b.edge(cur, br[0], br[1], nx)
-					cur = nx
-				}
-			})
-		}
-	}
-	return frag{ns[0], out}
-}
-
-// Matcher tracks one generation against a Grammar.
-type Matcher struct {
-	g    *Grammar
-	hist []int32 // DFA state after each accepted token; -1 = EOS accepted
-}
-
-// NewMatcher starts a generation at the grammar's start.
-func (g *Grammar) NewMatcher() *Matcher {
-	return &Matcher{g: g, hist: append(make([]int32, 0, 64), g.start)}
-}
-
-func (m *Matcher) cur() int32 { return m.hist[len(m.hist)-1] }
-
-// FillMask sets bit i of mask iff token i may come next.
-func (m *Matcher) FillMask(mask []uint64) {
-	g := m.g
-	words := g.vt.words
-	s := m.cur()
-	if s < 0 {
-		clear(mask[:words])
-		return
-	}
-	g.mu.Lock()
-	cm := g.states[s].mask
-	if cm == nil {
-		g.takeScratch()
-		cm = g.maskOf(s)
-		g.dropScratch()
-	}
-	acc := g.states[s].accept
-	g.mu.Unlock()
-	cm.fill(mask[:words])
-	if acc {
-		for _, e := range g.vt.eos {
-			if int(e) < g.vt.n {
-				mask[e>>6] |= 1 << (uint(e) & 63)
-			}
-		}
-	}
-}
-
-// takeScratch gives g a token list from the vocabulary's pool for a mask
-// computation; dropScratch returns it. g.mu is held.
-func (g *Grammar) takeScratch() {
-	if p, ok := g.vt.toksPool.Get().(*[]int32); ok {
-		g.toks = (*p)[:0]
-	}
-}
-
-func (g *Grammar) dropScratch() {
-	t := g.toks
-	g.toks = nil
-	g.vt.toksPool.Put(&t)
-}
-
-// Accept advances by tok; it returns false (and changes nothing) if tok is
-// not allowed. Accepting EOS terminates the matcher.
-func (m *Matcher) Accept(tok int32) bool {
-	g := m.g
-	s := m.cur()
-	if s < 0 || tok < 0 || int(tok) >= g.vt.n {
-		return false
-	}
-	if g.vt.eosSet[tok] {
-		g.mu.Lock()
-		acc := g.states[s].accept
-		g.mu.Unlock()
-		if !acc {
-			return false
-		}
-		m.hist = append(m.hist, -1)
-		return true
-	}
-	bs := g.vt.toks[tok]
-	if len(bs) == 0 {
-		return false
-	}
-	return m.AcceptBytes(bs)
-}
-
-// AcceptBytes advances over raw bytes (used for forced bytes); it returns
-// false and changes nothing if they are not allowed.
-func (m *Matcher) AcceptBytes(bs []byte) bool {
-	s := m.cur()
-	if s < 0 {
-		return false
-	}
-	m.g.mu.Lock()
-	for _, c := range bs {
-		if s = m.g.step(s, c); s == 0 {
-			break
-		}
-	}
-	m.g.mu.Unlock()
-	if s == 0 {
-		return false
-	}
-	m.hist = append(m.hist, s)
-	return true
-}
-
-// CanEnd reports whether EOS is allowed now.
-func (m *Matcher) CanEnd() bool {
-	s := m.cur()
-	if s < 0 {
-		return false
-	}
-	m.g.mu.Lock()
-	defer m.g.mu.Unlock()
-	return m.g.states[s].accept
-}
-
-// Done reports whether the matcher terminated or only EOS can follow.
-func (m *Matcher) Done() bool {
-	s := m.cur()
-	if s < 0 {
-		return true
-	}
-	m.g.mu.Lock()
-	defer m.g.mu.Unlock()
-	ds := m.g.states[s]
-	return ds.accept && ds.next == [4]uint64{}
-}
-
-// Rollback undoes the last n accepted tokens (or AcceptBytes calls).
-func (m *Matcher) Rollback(n int) {
-	if n > len(m.hist)-1 {
-		n = len(m.hist) - 1
-	}
-	if n > 0 {
-		m.hist = m.hist[:len(m.hist)-n]
-	}
-}
-
-// ForcedBytes returns the bytes that must follow whatever comes next; it is
-// empty when there is a choice (or the grammar may end here).
-func (m *Matcher) ForcedBytes() []byte {
-	s := m.cur()
-	if s < 0 {
-		return nil
-	}
-	g := m.g
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	var out []byte
-	for len(out) < 4096 {
-		ds := g.states[s]
-		if ds.accept {
-			break
-		}
-		b, ok := singleByte(&ds.next)
-		if !ok {
-			break
-		}
-		out = append(out, b)
-		if s = g.step(s, b); s == 0 {
-			return nil
-		}
-	}
-	return out
-}
-
-func singleByte(bs *[4]uint64) (byte, bool) {
-	found := -1
-	for w := 0; w < 4; w++ {
-		x := bs[w]
-		if x == 0 {
-			continue
-		}
-		if x&(x-1) != 0 || found >= 0 {
-			return 0, false
-		}
-		for k := 0; k < 64; k++ {
-			if x&(1<<uint(k)) != 0 {
-				found = w*64 + k
-			}
-		}
-	}
-	if found < 0 {
-		return 0, false
-	}
-	return byte(found), true
-}
-
-// States reports how many DFA states the grammar has built so far.
-func (g *Grammar) States() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return len(g.states)
 }

@@ -88,3 +88,12 @@ func acceptBytes(g *Grammar, doc string) bool {
 	}
 	return m.CanEnd()
 }
+
+// testTokenizers are the vocabularies the token-level sweeps run on: both
+// in the full run, Llama-3 alone with -short.
+func testTokenizers() []string {
+	if testing.Short() {
+		return []string{"llama3"}
+	}
+	return []string{"llama3", "qwen3"}
+}

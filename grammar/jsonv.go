@@ -10,32 +10,32 @@ import (
 	"strings"
 )
 
-// jv is a parsed JSON value that keeps object member order: the schema's
+// jsonValue is a parsed JSON value that keeps object member order: the schema's
 // "properties" order decides the order in which the grammar emits keys.
-type jv struct {
-	kind jkind
+type jsonValue struct {
+	kind jsonKind
 	b    bool
 	num  string // raw number text
 	str  string
-	arr  []*jv
+	arr  []*jsonValue
 	keys []string
-	vals []*jv
+	vals []*jsonValue
 	id   int32 // unique per document, used to key rule caches
 }
 
-type jkind uint8
+type jsonKind uint8
 
 const (
-	jNull jkind = iota
-	jBool
-	jNum
-	jStr
-	jArr
-	jObj
+	jsonNull jsonKind = iota
+	jsonBool
+	jsonNumber
+	jsonString
+	jsonArray
+	jsonObject
 )
 
-func (v *jv) get(key string) *jv {
-	if v == nil || v.kind != jObj {
+func (v *jsonValue) get(key string) *jsonValue {
+	if v == nil || v.kind != jsonObject {
 		return nil
 	}
 	for i, k := range v.keys {
@@ -46,13 +46,13 @@ func (v *jv) get(key string) *jv {
 	return nil
 }
 
-// parseJV parses one JSON document preserving key order.
-func parseJV(data []byte, maxDepth int) (*jv, error) {
+// parseJSONValue parses one JSON document preserving key order.
+func parseJSONValue(data []byte, maxDepth int) (*jsonValue, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	var next int32
-	var parse func(depth int) (*jv, error)
-	parse = func(depth int) (*jv, error) {
+	var parse func(depth int) (*jsonValue, error)
+	parse = func(depth int) (*jsonValue, error) {
 		if depth > maxDepth {
 			return nil, fmt.Errorf("nesting deeper than %d", maxDepth)
 		}
@@ -61,20 +61,20 @@ func parseJV(data []byte, maxDepth int) (*jv, error) {
 			return nil, err
 		}
 		next++
-		v := &jv{id: next}
+		v := &jsonValue{id: next}
 		switch x := t.(type) {
 		case nil:
-			v.kind = jNull
+			v.kind = jsonNull
 		case bool:
-			v.kind, v.b = jBool, x
+			v.kind, v.b = jsonBool, x
 		case json.Number:
-			v.kind, v.num = jNum, string(x)
+			v.kind, v.num = jsonNumber, string(x)
 		case string:
-			v.kind, v.str = jStr, x
+			v.kind, v.str = jsonString, x
 		case json.Delim:
 			switch x {
 			case '[':
-				v.kind = jArr
+				v.kind = jsonArray
 				for dec.More() {
 					e, err := parse(depth + 1)
 					if err != nil {
@@ -86,7 +86,7 @@ func parseJV(data []byte, maxDepth int) (*jv, error) {
 					return nil, err
 				}
 			case '{':
-				v.kind = jObj
+				v.kind = jsonObject
 				for dec.More() {
 					kt, err := dec.Token()
 					if err != nil {
@@ -135,7 +135,7 @@ func parseJV(data []byte, maxDepth int) (*jv, error) {
 // whitespace writes it: key order and number text kept, strings with the
 // canonical escapes. Benchmarks feed documents to a matcher this way.
 func CompactJSON(doc []byte) (string, error) {
-	v, err := parseJV(doc, 1<<16)
+	v, err := parseJSONValue(doc, 1<<16)
 	if err != nil {
 		return "", err
 	}
@@ -144,17 +144,17 @@ func CompactJSON(doc []byte) (string, error) {
 
 // appendCompact serializes v compactly, with the escaping the grammar
 // accepts canonically (so enum/const literals match what the matcher emits).
-func appendCompact(dst []byte, v *jv) []byte {
+func appendCompact(dst []byte, v *jsonValue) []byte {
 	switch v.kind {
-	case jNull:
+	case jsonNull:
 		return append(dst, "null"...)
-	case jBool:
+	case jsonBool:
 		return strconv.AppendBool(dst, v.b)
-	case jNum:
+	case jsonNumber:
 		return append(dst, v.num...)
-	case jStr:
+	case jsonString:
 		return appendJSONString(dst, v.str)
-	case jArr:
+	case jsonArray:
 		dst = append(dst, '[')
 		for i, e := range v.arr {
 			if i > 0 {
@@ -223,21 +223,21 @@ func isIntegral(s string) bool {
 
 // toAny converts v to the values encoding/json with UseNumber produces
 // (a later duplicate key wins, as there).
-func (v *jv) toAny() any {
+func (v *jsonValue) toAny() any {
 	switch v.kind {
-	case jBool:
+	case jsonBool:
 		return v.b
-	case jNum:
+	case jsonNumber:
 		return json.Number(v.num)
-	case jStr:
+	case jsonString:
 		return v.str
-	case jArr:
+	case jsonArray:
 		a := make([]any, len(v.arr))
 		for i, x := range v.arr {
 			a[i] = x.toAny()
 		}
 		return a
-	case jObj:
+	case jsonObject:
 		m := make(map[string]any, len(v.keys))
 		for i, k := range v.keys {
 			m[k] = v.vals[i].toAny()

@@ -1,96 +1,13 @@
 package grammar
 
 import (
+	"fmt"
 	"math/big"
 	"strconv"
 	"strings"
-	"sync"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/llmserve/llmserve/grammar/internal/chardfa"
 )
-
-// validateSchemaDoc checks the schema against its draft's metaschema.
-// The document is the tree compileSchema already parsed, converted (not
-// parsed again). A schema naming one of the drafts in its root $schema (or
-// none: 2020-12) is validated against that draft's metaschema, compiled
-// once per process; compiling the schema itself with the validator library
-// as well would cost large schemas a good part of their compile for checks
-// the grammar compiler makes anyway (it resolves every $ref it reaches and
-// compiles every pattern). Other $schema values, and documents with more
-// than one $schema, are compiled by the library as a whole.
-func validateSchemaDoc(root *jv, text string) error {
-	doc := root.toAny()
-	url := "https://json-schema.org/draft/2020-12/schema"
-	if s := root.get("$schema"); s != nil && s.kind == jStr {
-		url = s.str
-	}
-	if meta := metaschema(url); meta != nil && strings.Count(text, `"$schema"`) <= 1 {
-		if err := meta.Validate(doc); err != nil {
-			return errf("invalid schema: %v", compactErr(err.Error()))
-		}
-		return nil
-	}
-	c := jsonschema.NewCompiler()
-	c.UseLoader(noLoader{})
-	if err := c.AddResource("urn:grammar:root", doc); err != nil {
-		return errf("invalid schema: %v", err)
-	}
-	if _, err := c.Compile("urn:grammar:root"); err != nil {
-		return errf("invalid schema: %v", compactErr(err.Error()))
-	}
-	return nil
-}
-
-var (
-	metaMu      sync.Mutex
-	metaschemas = map[string]*jsonschema.Schema{}
-)
-
-// metaschema is the compiled metaschema of the draft url names, or nil
-// when url is not one of the drafts the validator library ships.
-func metaschema(url string) *jsonschema.Schema {
-	u := strings.TrimSuffix(url, "#")
-	if rest, ok := strings.CutPrefix(u, "http://"); ok {
-		u = rest
-	} else {
-		u = strings.TrimPrefix(u, "https://")
-	}
-	switch u {
-	case "json-schema.org/draft/2020-12/schema", "json-schema.org/draft/2019-09/schema",
-		"json-schema.org/draft-07/schema", "json-schema.org/draft-06/schema", "json-schema.org/draft-04/schema":
-	default:
-		return nil
-	}
-	metaMu.Lock()
-	defer metaMu.Unlock()
-	if m, ok := metaschemas[u]; ok {
-		return m
-	}
-	c := jsonschema.NewCompiler()
-	c.UseLoader(noLoader{})
-	m, err := c.Compile("https://" + u)
-	if err != nil {
-		m = nil // not shipped after all: the caller compiles the schema instead
-	}
-	metaschemas[u] = m
-	return m
-}
-
-type noLoader struct{}
-
-func (noLoader) Load(url string) (any, error) {
-	return nil, errf("remote $ref %q is not allowed", url)
-}
-
-// compactErr folds a multi-line validator error into one line.
-func compactErr(s string) string {
-	fields := strings.Fields(strings.ReplaceAll(s, "\n", " ; "))
-	out := strings.Join(fields, " ")
-	if len(out) > 400 {
-		out = out[:400] + "..."
-	}
-	return out
-}
 
 func ratCeil(r *big.Rat) *big.Int {
 	q, m := new(big.Int).DivMod(r.Num(), r.Denom(), new(big.Int))
@@ -107,11 +24,41 @@ func ratFloor(r *big.Rat) *big.Int {
 
 var one = big.NewInt(1)
 
-func (sc *schemaCompiler) numFrag(s *sch) (frag, error) {
-	b := sc.b
-	intOnly := s.types&tNum == 0
-	var k *big.Int // integer multipleOf (lcm)
-	fracDigits := -1
+// numFrag builds the number texts s allows, as a regex over the JSON
+// number syntax. It is sound and may be narrower than the schema:
+//   - integers only (type integer, or an integer multipleOf): an exact
+//     digit-range regex of [ceil(lo), floor(hi)], intersected with a mod-k
+//     DFA for multipleOf k (the lcm of the integer multipleOfs);
+//   - otherwise, a multipleOf of the form 10^-p allows at most p fraction
+//     digits (other fractional multipleOfs are refused), and bounds allow
+//     "integer part in range + any fraction" without an exponent (magRegex);
+//   - no bounds and no multipleOf: any JSON number.
+func (sc *schemaCompiler) numFrag(s *constraints) (fragment, error) {
+	k, fracDigits, intOnly, err := numberMultiples(s)
+	if err != nil {
+		return fragment{}, err
+	}
+	if intOnly {
+		if s.fractional {
+			return sc.never("type integer and not integer"), nil
+		}
+		return sc.integerFrag(s, k)
+	}
+	for _, v := range s.excluded {
+		if v.kind == jsonNumber {
+			// 1, 1.0 and 1e0 are one value: excluding it takes more than a text
+			return fragment{}, errf("not: excluding a number from non-integer numbers is not supported")
+		}
+	}
+	return sc.decimalFrag(s, fracDigits)
+}
+
+// numberMultiples reads s's multipleOfs: k is the lcm of the integer ones
+// (nil when none or 1), fracDigits the fewest fraction digits a 10^-p one
+// allows (-1 none), intOnly whether only integers are allowed.
+func numberMultiples(s *constraints) (k *big.Int, fracDigits int, intOnly bool, err error) {
+	intOnly = s.types&tNum == 0
+	fracDigits = -1
 	for _, m := range s.mults {
 		if m.IsInt() {
 			intOnly = true
@@ -130,13 +77,13 @@ func (sc *schemaCompiler) numFrag(s *sch) (frag, error) {
 		for d.Cmp(one) > 0 {
 			q, r := new(big.Int).QuoRem(d, ten, new(big.Int))
 			if r.Sign() != 0 {
-				return frag{}, errf("multipleOf %s is not supported", m.RatString())
+				return nil, 0, false, errf("multipleOf %s is not supported", m.RatString())
 			}
 			d = q
 			p++
 		}
 		if m.Num().Cmp(one) != 0 {
-			return frag{}, errf("multipleOf %s is not supported", m.RatString())
+			return nil, 0, false, errf("multipleOf %s is not supported", m.RatString())
 		}
 		if fracDigits < 0 || p < fracDigits {
 			fracDigits = p
@@ -145,52 +92,97 @@ func (sc *schemaCompiler) numFrag(s *sch) (frag, error) {
 	if k != nil && k.Cmp(one) == 0 {
 		k = nil
 	}
-	if intOnly {
-		var lo, hi *big.Int
-		if s.lo != nil {
-			lo = ratCeil(s.lo)
-			if s.loEx && s.lo.IsInt() {
-				lo.Add(lo, one)
-			}
+	return k, fracDigits, intOnly, nil
+}
+
+// integerFrag builds the integer texts within s's bounds that k (nil: 1)
+// divides.
+func (sc *schemaCompiler) integerFrag(s *constraints, k *big.Int) (fragment, error) {
+	b := sc.b
+	var lo, hi *big.Int
+	if s.lo != nil {
+		lo = ratCeil(s.lo)
+		if s.loEx && s.lo.IsInt() {
+			lo.Add(lo, one)
 		}
-		if s.hi != nil {
-			hi = ratFloor(s.hi)
-			if s.hiEx && s.hi.IsInt() {
-				hi.Sub(hi, one)
-			}
-		}
-		if lo != nil && hi != nil && lo.Cmp(hi) > 0 {
-			return b.never(), nil
-		}
-		d, err := regexDFA("^(?:"+intRangeRegex(lo, hi)+")$", false)
-		if err != nil {
-			return frag{}, err
-		}
-		if k != nil {
-			if !k.IsInt64() || k.Int64() > 10000 {
-				return frag{}, errf("multipleOf %s is too large", k)
-			}
-			if d, err = intersect(d, modDFA(int(k.Int64()))); err != nil {
-				return frag{}, err
-			}
-		}
-		return b.rawChars(d), nil
 	}
-	if s.lo == nil && s.hi == nil && fracDigits < 0 {
+	if s.hi != nil {
+		hi = ratFloor(s.hi)
+		if s.hiEx && s.hi.IsInt() {
+			hi.Sub(hi, one)
+		}
+	}
+	if lo != nil && hi != nil && lo.Cmp(hi) > 0 {
+		return sc.never(fmt.Sprintf("minimum/maximum: no integer from %s to %s", s.lo.RatString(), s.hi.RatString())), nil
+	}
+	d, err := chardfa.Regex("^(?:"+intRangeRegex(lo, hi)+")$", false)
+	if err != nil {
+		return fragment{}, err
+	}
+	if k != nil {
+		if !k.IsInt64() || k.Int64() > 10000 {
+			return fragment{}, errf("multipleOf %s is too large", k)
+		}
+		if d, err = chardfa.Intersect(d, chardfa.Multiples(int(k.Int64()))); err != nil {
+			return fragment{}, err
+		}
+		if d.Empty() {
+			return sc.never(fmt.Sprintf("multipleOf %s: no multiple within minimum/maximum", k)), nil
+		}
+	}
+	if ex := excludedIntegers(s); ex != "" {
+		x, err := chardfa.Regex("^(?:"+ex+")$", false)
+		if err != nil {
+			return fragment{}, err
+		}
+		if d, err = chardfa.Intersect(d, chardfa.Complement(x)); err != nil {
+			return fragment{}, err
+		}
+	}
+	if d.Empty() {
+		return sc.never("not/enum: every integer in range is excluded"), nil
+	}
+	return b.rawChars(d), nil
+}
+
+// excludedIntegers is a regex of the canonical texts of the integer values
+// s excludes ("" none); a non-integer excluded value excludes no integer.
+func excludedIntegers(s *constraints) string {
+	var alts []string
+	for _, v := range s.excluded {
+		if r, ok := numRat(v.num); v.kind == jsonNumber && ok && r.IsInt() {
+			alts = append(alts, r.Num().String())
+		}
+	}
+	return strings.Join(alts, "|")
+}
+
+// decimalFrag builds the number texts within s's bounds with at most
+// fracDigits fraction digits (-1 any), no exponent when bounded.
+func (sc *schemaCompiler) decimalFrag(s *constraints, fracDigits int) (fragment, error) {
+	if s.lo == nil && s.hi == nil && fracDigits < 0 && !s.fractional {
 		return sc.numberAny(), nil
 	}
 	fr := `(?:\.[0-9]+)?`
-	nz := `\.[0-9]*[1-9][0-9]*`
 	if fracDigits == 0 {
-		fr, nz = "", "[]" // no fraction can be non-zero
+		fr = "" // no fraction can be non-zero
 	} else if fracDigits > 0 {
 		fr = `(?:\.[0-9]{1,` + strconv.Itoa(fracDigits) + `})?`
-		nz = `\.(?:[0-9]{0,` + strconv.Itoa(fracDigits-1) + `}[1-9])`
 	}
-	if s.lo == nil && s.hi == nil {
+	if s.lo == nil && s.hi == nil && !s.fractional {
 		return sc.rawRegex(`^-?(?:0|[1-9][0-9]*)` + fr + `$`)
 	}
-	var alts []string
+	fixed := `^(?:0|[1-9][0-9]*)` + fr + `$` // magnitudes with the allowed fraction digits
+	if s.fractional {
+		if fracDigits == 0 {
+			return sc.never("not integer, and multipleOf allows no fraction"), nil
+		}
+		fixed = `^(?:0|[1-9][0-9]*)\.[0-9]*[1-9][0-9]*$`
+		if fracDigits > 0 {
+			fixed = `^(?:0|[1-9][0-9]*)\.[0-9]{0,` + strconv.Itoa(fracDigits-1) + `}[1-9]$`
+		}
+	}
+	var fs []fragment
 	zero := new(big.Rat)
 	// x >= 0
 	if s.hi == nil || s.hi.Sign() > 0 || (s.hi.Sign() == 0 && !s.hiEx) {
@@ -198,8 +190,12 @@ func (sc *schemaCompiler) numFrag(s *sch) (frag, error) {
 		if s.lo != nil && s.lo.Sign() >= 0 {
 			L, Lex = s.lo, s.loEx
 		}
-		if r := magRegex(L, Lex, s.hi, s.hiEx, fr, nz); r != "" {
-			alts = append(alts, r)
+		d, err := magnitudeDFA(L, Lex, s.hi, s.hiEx, fixed)
+		if err != nil {
+			return fragment{}, err
+		}
+		if !d.Empty() {
+			fs = append(fs, sc.b.rawChars(d))
 		}
 	}
 	// x < 0: magnitude m = -x > 0
@@ -212,49 +208,162 @@ func (sc *schemaCompiler) numFrag(s *sch) (frag, error) {
 		if s.lo != nil {
 			H = new(big.Rat).Neg(s.lo)
 		}
-		if r := magRegex(L, Lex, H, s.loEx, fr, nz); r != "" {
-			alts = append(alts, "-(?:"+r+")")
+		d, err := magnitudeDFA(L, Lex, H, s.loEx, fixed)
+		if err != nil {
+			return fragment{}, err
 		}
+		if !d.Empty() {
+			fs = append(fs, sc.b.seq(sc.b.lit("-"), sc.b.rawChars(d)))
+		}
+	}
+	if len(fs) == 0 {
+		return sc.never("minimum/maximum: no number in range"), nil
+	}
+	return sc.b.alt(fs...), nil
+}
+
+// magnitudeDFA accepts the decimal texts without sign or exponent (those
+// of fixed too) whose value m satisfies L <(=) m <(=) H, H nil unbounded,
+// L >= 0: exactly, digit by digit, so 0.5 passes minimum 0.1 and 10.0
+// passes maximum 10.
+func magnitudeDFA(L *big.Rat, Lex bool, H *big.Rat, Hex bool, fixed string) (*chardfa.DFA, error) {
+	d, err := chardfa.Regex(fixed, false)
+	if err != nil {
+		return nil, err
+	}
+	bounds := []string{atLeastRegex(L, Lex)}
+	if H != nil {
+		bounds = append(bounds, atMostRegex(H, Hex))
+	}
+	for _, re := range bounds {
+		b, err := chardfa.Regex("^(?:"+re+")$", false)
+		if err != nil {
+			return nil, err
+		}
+		if d, err = chardfa.Intersect(d, b); err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+// decimalParts splits r >= 0, a finite decimal (every JSON number is), into
+// its integer part and fraction digits without trailing zeros.
+func decimalParts(r *big.Rat) (*big.Int, string) {
+	ip := ratFloor(r)
+	frac := new(big.Rat).Sub(r, new(big.Rat).SetInt(ip))
+	digits := ""
+	ten := big.NewRat(10, 1)
+	for frac.Sign() != 0 && len(digits) < 400 {
+		frac.Mul(frac, ten)
+		dg := ratFloor(frac)
+		digits += dg.String()
+		frac.Sub(frac, new(big.Rat).SetInt(dg))
+	}
+	return ip, digits
+}
+
+// digitsAbove and digitsBelow are the class of digits above / below d ("" when none).
+func digitsAbove(d byte) string {
+	if d == '9' {
+		return ""
+	}
+	return "[" + string(d+1) + "-9]"
+}
+
+func digitsBelow(d byte) string {
+	if d == '0' {
+		return ""
+	}
+	return "[0-" + string(d-1) + "]"
+}
+
+// fracAtLeast matches non-empty digit strings s with 0.s >= 0.b (strict: >).
+func fracAtLeast(b string, strict bool) string {
+	if b == "" {
+		if strict {
+			return `[0-9]*[1-9][0-9]*`
+		}
+		return `[0-9]+`
+	}
+	alts := []string{}
+	if c := digitsAbove(b[0]); c != "" {
+		alts = append(alts, c+`[0-9]*`)
+	}
+	rest := fracAtLeast(b[1:], strict)
+	if b[1:] == "" && !strict {
+		rest = `[0-9]*` // 0.d then anything: >= 0.d
+	}
+	alts = append(alts, string(b[0])+"(?:"+rest+")")
+	return strings.Join(alts, "|")
+}
+
+// fracAtMost matches non-empty digit strings s with 0.s <= 0.b (strict: <);
+// "[]" when none.
+func fracAtMost(b string, strict bool) string {
+	if b == "" {
+		if strict {
+			return "[]"
+		}
+		return `0+`
+	}
+	alts := []string{}
+	if c := digitsBelow(b[0]); c != "" {
+		alts = append(alts, c+`[0-9]*`)
+	}
+	// after the digit b[0]: nothing more (0.b[0] < 0.b unless b[1:] is empty),
+	// or a tail at most 0.b[1:]
+	tail := fracAtMost(b[1:], strict)
+	switch {
+	case b[1:] != "":
+		alts = append(alts, string(b[0])+"(?:"+tail+")?")
+	case !strict:
+		alts = append(alts, string(b[0])+"0*")
 	}
 	if len(alts) == 0 {
-		return b.never(), nil
-	}
-	return sc.rawRegex("^(?:" + strings.Join(alts, "|") + ")$")
-}
-
-func (sc *schemaCompiler) rawRegex(re string) (frag, error) {
-	d, err := regexDFA(re, false)
-	if err != nil {
-		return frag{}, err
-	}
-	return sc.b.rawChars(d), nil
-}
-
-// magRegex matches decimal texts (no exponent) whose value m satisfies
-// L <(=) m <(=) H (H nil = unbounded); it may miss some valid values.
-func magRegex(L *big.Rat, Lex bool, H *big.Rat, Hex bool, fr, nz string) string {
-	var alts []string
-	lowAny := ratCeil(L)
-	if L.IsInt() && Lex {
-		lowAny = new(big.Int).Add(lowAny, one)
-		// I = L with a nonzero fraction, if L+1 <= H
-		if H == nil || new(big.Rat).SetInt(lowAny).Cmp(H) <= 0 {
-			alts = append(alts, L.Num().String()+nz)
-		}
-	}
-	if H == nil {
-		alts = append(alts, "(?:"+intRangeRegex(lowAny, nil)+")"+fr)
-		return strings.Join(alts, "|")
-	}
-	fh := ratFloor(H)
-	if hiAny := new(big.Int).Sub(fh, one); lowAny.Cmp(hiAny) <= 0 {
-		alts = append(alts, "(?:"+intRangeRegex(lowAny, hiAny)+")"+fr)
-	}
-	exactOK := (!H.IsInt() || !Hex) && new(big.Rat).SetInt(fh).Cmp(L) >= 0 && !(Lex && new(big.Rat).SetInt(fh).Cmp(L) == 0)
-	if exactOK {
-		alts = append(alts, fh.String())
+		return "[]"
 	}
 	return strings.Join(alts, "|")
+}
+
+// atLeastRegex matches magnitudes m >= L (strict: >), L >= 0.
+func atLeastRegex(L *big.Rat, strict bool) string {
+	ip, b := decimalParts(L)
+	above := "(?:" + intRangeRegex(new(big.Int).Add(ip, one), nil) + `)(?:\.[0-9]+)?`
+	same := ip.String() + `\.(?:` + fracAtLeast(b, strict) + ")"
+	if b == "" && !strict {
+		same = ip.String() + `(?:\.[0-9]+)?`
+	}
+	return above + "|" + same
+}
+
+// atMostRegex matches magnitudes m <= H (strict: <), H >= 0.
+func atMostRegex(H *big.Rat, strict bool) string {
+	ip, b := decimalParts(H)
+	var alts []string
+	if ip.Sign() > 0 {
+		alts = append(alts, "(?:"+intRangeRegex(big.NewInt(0), new(big.Int).Sub(ip, one))+`)(?:\.[0-9]+)?`)
+	}
+	// the integer part itself: with no fraction when that is allowed, or a
+	// fraction at most 0.b
+	if !(strict && b == "") {
+		alts = append(alts, ip.String())
+	}
+	if f := fracAtMost(b, strict); f != "[]" {
+		alts = append(alts, ip.String()+`\.(?:`+f+")")
+	}
+	if len(alts) == 0 {
+		return "[]"
+	}
+	return strings.Join(alts, "|")
+}
+
+func (sc *schemaCompiler) rawRegex(re string) (fragment, error) {
+	d, err := chardfa.Regex(re, false)
+	if err != nil {
+		return fragment{}, err
+	}
+	return sc.b.rawChars(d), nil
 }
 
 // intRangeRegex matches canonical integer texts in [lo,hi] (nil = unbounded).
@@ -323,66 +432,30 @@ func fixedRange(a, b string) string {
 	return strings.Join(alts, "|")
 }
 
-// modDFA accepts optionally signed digit strings divisible by k.
-func modDFA(k int) *cdfa {
-	d := &cdfa{trans: make([][]ctr, k+2), acc: make([]bool, k+2)}
-	// 0 = start, 1 = after '-', 2+r = remainder r
-	d.trans[0] = append(d.trans[0], ctr{'-', '-', 1})
-	for _, st := range []int{0, 1} {
-		for dg := 0; dg <= 9; dg++ {
-			d.trans[st] = append(d.trans[st], ctr{rune('0' + dg), rune('0' + dg), int32(2 + dg%k)})
-		}
-	}
-	for r := 0; r < k; r++ {
-		for dg := 0; dg <= 9; dg++ {
-			d.trans[2+r] = append(d.trans[2+r], ctr{rune('0' + dg), rune('0' + dg), int32(2 + (10*r+dg)%k)})
-		}
-	}
-	d.acc[2] = true
-	return d
+func (sc *schemaCompiler) numberAny() fragment {
+	b := sc.b
+	intPart := b.alt(b.lit("0"), b.seq(b.lit19(), b.star(b.digit())))
+	frac := b.opt(b.seq(b.lit("."), b.digit(), b.star(b.digit())))
+	exp := b.opt(b.seq(b.byteSet("eE"), b.opt(b.byteSet("+-")), b.digit(), b.star(b.digit())))
+	return b.seq(b.opt(b.lit("-")), intPart, frac, exp)
 }
 
-const (
-	reDate     = `[0-9]{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-8]))`
-	reTime     = `(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,9})?(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])`
-	reLabel    = `[A-Za-z0-9](?:[A-Za-z0-9-]{0,30}[A-Za-z0-9])?`
-	reHost     = reLabel + `(?:\.` + reLabel + `){0,4}`
-	reDomain   = reLabel + `(?:\.` + reLabel + `){0,3}\.[A-Za-z]{2,12}`
-	reLocal    = `[A-Za-z0-9_+-]{1,20}(?:\.[A-Za-z0-9_+-]{1,20}){0,2}`
-	reOctet    = `(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])`
-	reH16      = `[0-9a-fA-F]{1,4}`
-	rePathChar = `[A-Za-z0-9._~!$&'()*+,;=:@-]`
-)
+func (b *builder) digit() fragment {
+	in, out := b.node(), b.node()
+	b.edge(in, '0', '9', out)
+	return fragment{in, out}
+}
 
-var reIPv6 = strings.NewReplacer("h", reH16).Replace(`(?:(?:h:){7}h|(?:h:){1,7}:|(?:h:){1,6}:h|(?:h:){1,5}(?::h){1,2}|(?:h:){1,4}(?::h){1,3}|(?:h:){1,3}(?::h){1,4}|(?:h:){1,2}(?::h){1,5}|h:(?::h){1,6}|:(?:(?::h){1,7}|:))`)
+func (b *builder) lit19() fragment {
+	in, out := b.node(), b.node()
+	b.edge(in, '1', '9', out)
+	return fragment{in, out}
+}
 
-var reURI = `[A-Za-z][A-Za-z0-9+.-]*://[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*(?::[0-9]{1,5})?(?:/` + rePathChar + `*)*(?:\?(?:` + rePathChar + `|[/?])*)?(?:#(?:` + rePathChar + `|[/?])*)?`
-
-// formatRegex returns an anchored regex for a format; ok=false means the
-// format is not one validators assert, so it is an annotation.
-func formatRegex(f string) (string, bool, error) {
-	switch f {
-	case "date":
-		return "^" + reDate + "$", true, nil
-	case "time":
-		return "^" + reTime + "$", true, nil
-	case "date-time":
-		return "^" + reDate + "T" + reTime + "$", true, nil
-	case "email":
-		return "^" + reLocal + "@" + reDomain + "$", true, nil
-	case "hostname":
-		return "^" + reHost + "$", true, nil
-	case "uuid":
-		return `^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`, true, nil
-	case "ipv4":
-		return "^" + reOctet + `(?:\.` + reOctet + "){3}$", true, nil
-	case "ipv6":
-		return "^" + reIPv6 + "$", true, nil
-	case "uri", "iri", "uri-reference", "iri-reference", "url":
-		return "^" + reURI + "$", true, nil
-	case "duration", "period", "json-pointer", "relative-json-pointer", "regex", "idn-hostname",
-		"idn-email", "uri-template", "semver":
-		return "", false, errf("format %q is not supported", f)
+func (b *builder) byteSet(s string) fragment {
+	in, out := b.node(), b.node()
+	for i := 0; i < len(s); i++ {
+		b.edge(in, s[i], s[i], out)
 	}
-	return "", false, nil
+	return fragment{in, out}
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/llmserve/llmserve/grammar/internal/chardfa"
 )
 
 // TestEscapedKeysCannotDodgeExclusions: a key spelled with \u escapes is
@@ -86,6 +88,9 @@ func TestDuplicateKeys(t *testing.T) {
 // independent) part plus the context-dependent subtrees must equal the
 // plain walk of the whole vocabulary from the real state.
 func TestLocalMasksMatchFullWalk(t *testing.T) {
+	if testing.Short() {
+		t.Skip("exhaustive mask sweep (~20 s); the full run checks it")
+	}
 	e := env(t, "llama3")
 	schemas := append(slices.Clone(propertySchemas),
 		`{"type":"object","properties":{"tags":{"type":"array","items":{"type":"object","properties":{"key":{"type":"string","pattern":"^[0-9a-zA-Z_-]{1,40}$"},"value":{"type":"string","minLength":1,"maxLength":30}},"additionalProperties":false},"maxItems":20}},"additionalProperties":false}`,
@@ -96,8 +101,8 @@ func TestLocalMasksMatchFullWalk(t *testing.T) {
 	checked, local := 0, 0
 	for si, schema := range schemas {
 		g, err := e.comp.JSONSchema(schema)
-		if err != nil {
-			continue // unsupported cases are covered elsewhere
+		if !expectRefusal(t, si, err) {
+			continue
 		}
 		for run := 0; run < 6; run++ {
 			m := g.NewMatcher()
@@ -187,7 +192,7 @@ var maskPathDocs = []string{
 // TestMaskPathsMatchFullWalk feeds maskPathDocs token by token and checks
 // every mask on the way against the plain walk of the whole vocabulary.
 func TestMaskPathsMatchFullWalk(t *testing.T) {
-	for _, name := range []string{"llama3", "qwen3"} {
+	for _, name := range testTokenizers() {
 		e := env(t, name)
 		mask := make([]uint64, e.comp.vt.words)
 		checked := 0
@@ -270,15 +275,15 @@ func TestMergeMasks(t *testing.T) {
 		return ts
 	}
 	for trial := 0; trial < 50; trial++ {
-		var subs []*cmask
+		var subs []*cachedMask
 		for k := 0; k < 1+trial%4; k++ {
 			switch rng.Intn(3) {
 			case 0:
-				subs = append(subs, &cmask{dense: randBits(), add: randToks(3)})
+				subs = append(subs, &cachedMask{dense: randBits(), add: randToks(3)})
 			case 1:
-				subs = append(subs, &cmask{base: randBits(), add: randToks(5)})
+				subs = append(subs, &cachedMask{base: randBits(), add: randToks(5)})
 			default:
-				subs = append(subs, &cmask{add: randToks(rng.Intn(1500))})
+				subs = append(subs, &cachedMask{add: randToks(rng.Intn(1500))})
 			}
 		}
 		want := make([]uint64, words)
@@ -317,21 +322,21 @@ func TestExcludeDFA(t *testing.T) {
 			names[w] = true
 			list = append(list, w, w) // duplicates are allowed
 		}
-		d := excludeDFA(list)
+		d := chardfa.Exclude(list)
 		tot := totalStates(d)
 		for i := range tot {
-			if !tot[i] || !coversAll(d.trans[i]) {
+			if !tot[i] || !coversAll(d.Trans[i]) {
 				t.Fatalf("names %q: state %d is not total", list, i)
 			}
 		}
 		for range 40 {
 			w := word()
-			if d.matches(w) == names[w] {
-				t.Fatalf("names %q: %q accepted=%v", list, w, d.matches(w))
+			if d.Matches(w) == names[w] {
+				t.Fatalf("names %q: %q accepted=%v", list, w, d.Matches(w))
 			}
 		}
 		for n := range names {
-			if d.matches(n) {
+			if d.Matches(n) {
 				t.Fatalf("names %q: name %q accepted", list, n)
 			}
 		}

@@ -1,109 +1,29 @@
 package grammar
 
 import (
-	"errors"
 	"fmt"
 	"math/big"
-	"net/url"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 )
 
-// Type bits. tInt without tNum means "integers only"; tNum implies tInt.
-const (
-	tNull uint8 = 1 << iota
-	tBool
-	tObj
-	tArr
-	tStr
-	tInt
-	tNum
-	tAll = tNull | tBool | tObj | tArr | tStr | tInt | tNum
-)
-
-// sch is one conjunction of constraints with its disjunctions distributed
-// away; subschemas stay unexpanded (lists of *jv that must all hold) so
-// recursive schemas compile to rule calls.
-type sch struct {
-	types    uint8
-	hasEnum  bool
-	enum     []*jv
-	props    []prop
-	forbid   map[string]bool
-	required []string
-	addl     []*jv
-	addlNone bool
-	patProps []patProp
-	propName []*jv
-	minProps int
-	maxProps int
-	prefix   [][]*jv
-	items    []*jv
-	itemNone bool
-	minItems int
-	maxItems int
-	minLen   int
-	maxLen   int
-	patterns []string
-	formats  []string
-	lo, hi   *big.Rat
-	loEx     bool
-	hiEx     bool
-	mults    []*big.Rat
-}
-
-type prop struct {
-	name string
-	conj []*jv
-}
-
-type pkey struct {
-	d    *cdfa
-	conj []*jv
-}
-
-type patProp struct {
-	pat  string
-	conj []*jv
-}
-
-func newSch() *sch { return &sch{types: tAll, maxProps: -1, maxItems: -1, maxLen: -1} }
-
-func (s *sch) clone() *sch {
-	c := *s
-	c.enum = slices.Clone(s.enum)
-	c.props = slices.Clone(s.props)
-	c.forbid = map[string]bool{}
-	for k := range s.forbid {
-		c.forbid[k] = true
-	}
-	c.required = slices.Clone(s.required)
-	c.addl = slices.Clone(s.addl)
-	c.patProps = slices.Clone(s.patProps)
-	c.propName = slices.Clone(s.propName)
-	c.prefix = slices.Clone(s.prefix)
-	c.items = slices.Clone(s.items)
-	c.patterns = slices.Clone(s.patterns)
-	c.formats = slices.Clone(s.formats)
-	c.mults = slices.Clone(s.mults)
-	return &c
-}
-
 type schemaCompiler struct {
 	c       *Compiler
 	b       *builder
-	root    *jv
+	root    *jsonValue
 	flex    bool
-	ids     map[string]*jv
+	strict  bool  // close what schemas leave open by default (Options.Strict, or per compile)
+	synthID int32 // the last id given to a synthesized schema node (negative; see synth)
+	ids     map[string]*jsonValue
 	dupIDs  map[string]bool // ids more than one schema claims
-	anchors map[string]*jv
-	base    map[*jv]string
+	anchors map[string]*jsonValue
+	base    map[*jsonValue]string
 	rules   map[string]int32
 	queue   []queued
 	anyRule int32
-	one     map[*jv]*parsed
+	one     map[*jsonValue]*parsed
 	depth   int
 	// strings: the char automaton of each string constraint set seen, and
 	// the rule large ones are shared through (see strFrag)
@@ -112,39 +32,48 @@ type schemaCompiler struct {
 
 type queued struct {
 	rule int32
-	conj []*jv
+	conj []*jsonValue
 }
 
+// parsed is one schema object's own keywords: the constraints it states
+// directly, and the subschemas it combines with them.
 type parsed struct {
-	s      *sch
-	groups [][]*jv
-	oneOf  [][]*jv
-	err    error
-	busy   bool
+	s *constraints
+	// alternatives: lists of schemas of which at least one must hold, one
+	// list per anyOf/oneOf ($ref and each allOf entry are lists of one)
+	alternatives [][]*jsonValue
+	oneOf        []int // the alternatives from oneOf (indices): their branches must exclude each other
+	oneOfDone    bool  // oneOf checked (and rewritten where its branches may overlap)
+	err          error
+	busy         bool // being parsed: reached again, the schema refers to itself without consuming input
 }
 
-func (c *Compiler) compileSchema(text string) (*Grammar, error) {
+// compileSchema compiles one JSON Schema document; strict closes objects
+// and tuples the schema leaves open by default (see Options.Strict).
+func (c *Compiler) compileSchema(text string, strict bool) (*Grammar, error) {
 	// Each described level takes up to two schema levels ("properties" then the name).
-	root, err := parseJV([]byte(text), 2*c.opts.Limits.MaxDepth+2)
+	root, err := parseJSONValue([]byte(text), 2*c.opts.Limits.MaxDepth+2)
 	if err != nil {
 		return nil, errf("invalid schema JSON: %v", err)
 	}
-	if root.kind != jObj && root.kind != jBool {
+	if root.kind != jsonObject && root.kind != jsonBool {
 		return nil, errf("invalid schema: not an object or boolean")
 	}
 	if err := validateSchemaDoc(root, text); err != nil {
 		return nil, err
 	}
 	b := c.newBuilder()
-	sc := &schemaCompiler{c: c, b: b, root: root, flex: c.opts.Whitespace == Flexible,
-		ids: map[string]*jv{}, dupIDs: map[string]bool{}, anchors: map[string]*jv{}, base: map[*jv]string{},
-		rules: map[string]int32{}, anyRule: -1, one: map[*jv]*parsed{}}
+	sc := &schemaCompiler{c: c, b: b, root: root, flex: c.opts.Whitespace == Flexible, strict: strict,
+		ids: map[string]*jsonValue{}, dupIDs: map[string]bool{}, anchors: map[string]*jsonValue{}, base: map[*jsonValue]string{},
+		rules: map[string]int32{}, anyRule: -1, one: map[*jsonValue]*parsed{}}
 	sc.index(root, "urn:grammar:root", 0)
 	b.g.rules = []int32{-1}
-	top := b.seq(sc.ws(), b.call(sc.ruleFor([]*jv{root})), sc.ws())
+	b.emptyWhat = "the schema allows no document"
+	top := b.seq(sc.ws(), b.call(sc.ruleFor([]*jsonValue{root})), sc.ws())
 	for len(sc.queue) > 0 {
 		q := sc.queue[0]
 		sc.queue = sc.queue[1:]
+		b.rule = q.rule
 		f, err := sc.value(q.conj)
 		if err != nil {
 			return nil, err
@@ -158,7 +87,7 @@ func (c *Compiler) compileSchema(text string) (*Grammar, error) {
 	return c.finish(b, top)
 }
 
-func (sc *schemaCompiler) ws() frag {
+func (sc *schemaCompiler) ws() fragment {
 	if !sc.flex {
 		return sc.b.empty()
 	}
@@ -166,140 +95,10 @@ func (sc *schemaCompiler) ws() frag {
 	for _, c := range []byte{' ', '\t', '\n', '\r'} {
 		sc.b.edge(n, c, c, n)
 	}
-	return frag{n, n}
+	return fragment{n, n}
 }
 
-// index records $id and $anchor locations and each schema's base URI.
-func (sc *schemaCompiler) index(j *jv, base string, depth int) {
-	if depth > 200 {
-		return
-	}
-	switch j.kind {
-	case jObj:
-		if id := j.get("$id"); id != nil && id.kind == jStr {
-			base = resolveURI(base, id.str)
-			sc.addID(stripFrag(base), j)
-		} else if id := j.get("id"); id != nil && id.kind == jStr && !strings.HasPrefix(id.str, "#") {
-			base = resolveURI(base, id.str)
-			sc.addID(stripFrag(base), j)
-		}
-		if a := j.get("$anchor"); a != nil && a.kind == jStr {
-			sc.anchors[stripFrag(base)+"#"+a.str] = j
-		}
-		if id := j.get("id"); id != nil && id.kind == jStr && strings.HasPrefix(id.str, "#") {
-			sc.anchors[stripFrag(base)+id.str] = j
-		}
-		sc.base[j] = base
-		if depth == 0 {
-			sc.addID(stripFrag(base), j)
-		}
-		for _, v := range j.vals {
-			sc.index(v, base, depth+1)
-		}
-	case jArr:
-		for _, v := range j.arr {
-			sc.index(v, base, depth+1)
-		}
-	}
-}
-
-// inKeyword names the schema keyword a compile error comes from.
-func inKeyword(kw string, err error) error {
-	var e *Error
-	if errors.As(err, &e) {
-		return errf("%s: %s", kw, e.Reason)
-	}
-	return fmt.Errorf("%s: %w", kw, err)
-}
-
-// addID records j as the schema identified by uri. Generated schemas often
-// repeat an $id (e.g. "#" or a path copied into several properties); that
-// is harmless unless a $ref names it, which resolveRef then refuses.
-func (sc *schemaCompiler) addID(uri string, j *jv) {
-	if prev := sc.ids[uri]; prev != nil && prev != j {
-		sc.dupIDs[uri] = true
-	}
-	sc.ids[uri] = j
-}
-
-func stripFrag(u string) string {
-	if i := strings.IndexByte(u, '#'); i >= 0 {
-		return u[:i]
-	}
-	return u
-}
-
-func resolveURI(base, ref string) string {
-	b, err := url.Parse(base)
-	if err != nil {
-		return ref
-	}
-	r, err := url.Parse(ref)
-	if err != nil {
-		return ref
-	}
-	return b.ResolveReference(r).String()
-}
-
-func (sc *schemaCompiler) resolveRef(from *jv, ref string) (*jv, error) {
-	base := sc.base[from]
-	if base == "" {
-		base = "urn:grammar:root"
-	}
-	full := resolveURI(base, ref)
-	if strings.HasPrefix(ref, "#") {
-		full = stripFrag(base) + ref
-	}
-	doc := sc.ids[stripFrag(full)]
-	if doc == nil {
-		return nil, errf("unresolvable $ref %q", ref)
-	}
-	if sc.dupIDs[stripFrag(full)] {
-		return nil, errf("$ref %q: more than one schema has the $id %q", ref, stripFrag(full))
-	}
-	frag := ""
-	if i := strings.IndexByte(full, '#'); i >= 0 {
-		frag = full[i+1:]
-	}
-	if frag == "" {
-		return doc, nil
-	}
-	if !strings.HasPrefix(frag, "/") {
-		if a := sc.anchors[stripFrag(full)+"#"+frag]; a != nil {
-			return a, nil
-		}
-		return nil, errf("unresolvable $ref %q", ref)
-	}
-	cur := doc
-	for _, tok := range strings.Split(frag[1:], "/") {
-		tok, err := url.PathUnescape(tok)
-		if err != nil {
-			return nil, errf("bad $ref %q", ref)
-		}
-		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
-		switch cur.kind {
-		case jObj:
-			cur = cur.get(tok)
-		case jArr:
-			i, err := strconv.Atoi(tok)
-			if err != nil || i < 0 || i >= len(cur.arr) {
-				return nil, errf("unresolvable $ref %q", ref)
-			}
-			cur = cur.arr[i]
-		default:
-			cur = nil
-		}
-		if cur == nil {
-			return nil, errf("unresolvable $ref %q", ref)
-		}
-	}
-	if cur.kind != jObj && cur.kind != jBool {
-		return nil, errf("$ref %q does not point to a schema", ref)
-	}
-	return cur, nil
-}
-
-func conjKey(conj []*jv) string {
+func conjKey(conj []*jsonValue) string {
 	ids := make([]int, len(conj))
 	for i, j := range conj {
 		ids[i] = int(j.id)
@@ -315,7 +114,7 @@ func conjKey(conj []*jv) string {
 }
 
 // ruleFor returns the rule matching one JSON value valid against all of conj.
-func (sc *schemaCompiler) ruleFor(conj []*jv) int32 {
+func (sc *schemaCompiler) ruleFor(conj []*jsonValue) int32 {
 	if len(conj) == 0 || isTrivial(conj) {
 		return sc.anyValueRule()
 	}
@@ -330,12 +129,12 @@ func (sc *schemaCompiler) ruleFor(conj []*jv) int32 {
 	return r
 }
 
-func isTrivial(conj []*jv) bool {
+func isTrivial(conj []*jsonValue) bool {
 	for _, j := range conj {
-		if j.kind == jBool && j.b {
+		if j.kind == jsonBool && j.b {
 			continue
 		}
-		if j.kind == jObj {
+		if j.kind == jsonObject {
 			ok := true
 			for _, k := range j.keys {
 				if !annotationKeys[k] {
@@ -359,15 +158,6 @@ var annotationKeys = map[string]bool{
 	"example": true, "discriminator": true, "nullable": true, "xml": true, "externalDocs": true,
 }
 
-// unsupportedKeys are validation keywords this compiler cannot enforce;
-// any other unknown keyword is an annotation to validators too.
-var unsupportedKeys = map[string]bool{
-	"not": true, "dependencies": true, "dependentRequired": true, "dependentSchemas": true,
-	"uniqueItems": true, "contains": true, "minContains": true, "maxContains": true,
-	"unevaluatedProperties": true, "unevaluatedItems": true, "$dynamicRef": true, "$recursiveRef": true,
-	"then": true, "else": true,
-}
-
 func (sc *schemaCompiler) anyValueRule() int32 {
 	if sc.anyRule >= 0 {
 		return sc.anyRule
@@ -377,12 +167,12 @@ func (sc *schemaCompiler) anyValueRule() int32 {
 	b.g.rules = append(b.g.rules, -1)
 	sc.anyRule = r
 	ws := sc.ws
-	val := func() frag { return b.call(r) }
+	val := func() fragment { return b.call(r) }
 	arr := b.alt(
 		b.seq(b.lit("["), ws(), b.lit("]")),
 		b.seq(b.lit("["), ws(), b.star(b.seq(val(), ws(), b.lit(","), ws())), val(), ws(), b.lit("]")),
 	)
-	member := func() frag { return b.seq(b.freeString(), ws(), b.lit(":"), ws(), val()) }
+	member := func() fragment { return b.seq(b.freeString(), ws(), b.lit(":"), ws(), val()) }
 	obj := b.alt(
 		b.seq(b.lit("{"), ws(), b.lit("}")),
 		b.seq(b.lit("{"), ws(), b.star(b.seq(member(), ws(), b.lit(","), ws())), member(), ws(), b.lit("}")),
@@ -393,745 +183,41 @@ func (sc *schemaCompiler) anyValueRule() int32 {
 	return r
 }
 
-func (sc *schemaCompiler) numberAny() frag {
-	b := sc.b
-	intPart := b.alt(b.lit("0"), b.seq(b.lit19(), b.star(b.digit())))
-	frac := b.opt(b.seq(b.lit("."), b.digit(), b.star(b.digit())))
-	exp := b.opt(b.seq(b.byteSet("eE"), b.opt(b.byteSet("+-")), b.digit(), b.star(b.digit())))
-	return b.seq(b.opt(b.lit("-")), intPart, frac, exp)
-}
-
-func (b *builder) digit() frag {
-	in, out := b.node(), b.node()
-	b.edge(in, '0', '9', out)
-	return frag{in, out}
-}
-
-func (b *builder) lit19() frag {
-	in, out := b.node(), b.node()
-	b.edge(in, '1', '9', out)
-	return frag{in, out}
-}
-
-func (b *builder) byteSet(s string) frag {
-	in, out := b.node(), b.node()
-	for i := 0; i < len(s); i++ {
-		b.edge(in, s[i], s[i], out)
-	}
-	return frag{in, out}
-}
-
-// parseOne reads one schema object's own keywords (following $ref and allOf).
-func (sc *schemaCompiler) parseOne(j *jv) (*parsed, error) {
-	if p, ok := sc.one[j]; ok {
-		if p.busy {
-			return nil, errf("schema refers to itself without consuming input")
-		}
-		return p, p.err
-	}
-	p := &parsed{busy: true}
-	sc.one[j] = p
-	s, groups, oneOf, err := sc.parseKeywords(j)
-	p.s, p.groups, p.oneOf, p.err, p.busy = s, groups, oneOf, err, false
-	return p, err
-}
-
-func (sc *schemaCompiler) subList(j *jv, key string) ([]*jv, error) {
-	v := j.get(key)
-	if v == nil {
-		return nil, nil
-	}
-	if v.kind != jArr || len(v.arr) == 0 {
-		return nil, errf("%s must be a non-empty array", key)
-	}
-	for _, e := range v.arr {
-		if e.kind != jObj && e.kind != jBool {
-			return nil, errf("%s entries must be schemas", key)
-		}
-	}
-	return v.arr, nil
-}
-
-func asInt(v *jv, key string) (int, error) {
-	if v.kind != jNum || !isIntegral(v.num) {
-		return 0, errf("%s must be a non-negative integer", key)
-	}
-	r, _ := numRat(v.num)
-	if r.Sign() < 0 {
-		return 0, errf("%s must be a non-negative integer", key)
-	}
-	if !r.Num().IsInt64() || r.Num().Int64() > 1<<30 {
-		return 1 << 30, nil
-	}
-	return int(r.Num().Int64()), nil
-}
-
-func isSchema(v *jv) bool { return v != nil && (v.kind == jObj || v.kind == jBool) }
-
-func (sc *schemaCompiler) parseKeywords(j *jv) (*sch, [][]*jv, [][]*jv, error) {
-	s := newSch()
-	if j.kind == jBool {
-		if !j.b {
-			s.types = 0
-		}
-		return s, nil, nil, nil
-	}
-	var groups, oneOfs [][]*jv
-	for i, k := range j.keys {
-		v := j.vals[i]
-		if annotationKeys[k] {
-			continue
-		}
-		if unsupportedKeys[k] {
-			if k == "uniqueItems" && v.kind == jBool && !v.b {
-				continue
-			}
-			if (k == "then" || k == "else") && j.get("if") == nil {
-				continue
-			}
-			return nil, nil, nil, errf("unsupported keyword %q", k)
-		}
-		switch k {
-		case "$ref":
-			if v.kind != jStr {
-				return nil, nil, nil, errf("$ref must be a string")
-			}
-			t, err := sc.resolveRef(j, v.str)
-			if err != nil {
-				return nil, nil, nil, err
-			}
-			groups = append(groups, []*jv{t})
-		case "allOf":
-			l, err := sc.subList(j, k)
-			if err != nil {
-				return nil, nil, nil, err
-			}
-			for _, x := range l {
-				groups = append(groups, []*jv{x})
-			}
-		case "anyOf":
-			l, err := sc.subList(j, k)
-			if err != nil {
-				return nil, nil, nil, err
-			}
-			groups = append(groups, l)
-		case "oneOf":
-			l, err := sc.subList(j, k)
-			if err != nil {
-				return nil, nil, nil, err
-			}
-			groups = append(groups, l)
-			oneOfs = append(oneOfs, l)
-		case "if":
-			if j.get("then") != nil || j.get("else") != nil {
-				return nil, nil, nil, errf("unsupported keyword %q", "if")
-			}
-		case "type":
-			var names []string
-			switch v.kind {
-			case jStr:
-				names = []string{v.str}
-			case jArr:
-				for _, e := range v.arr {
-					if e.kind != jStr {
-						return nil, nil, nil, errf("type entries must be strings")
-					}
-					names = append(names, e.str)
-				}
-			default:
-				return nil, nil, nil, errf("type must be a string or array")
-			}
-			var t uint8
-			for _, n := range names {
-				switch n {
-				case "null":
-					t |= tNull
-				case "boolean":
-					t |= tBool
-				case "object":
-					t |= tObj
-				case "array":
-					t |= tArr
-				case "string":
-					t |= tStr
-				case "integer":
-					t |= tInt
-				case "number":
-					t |= tInt | tNum
-				default:
-					return nil, nil, nil, errf("unknown type %q", n)
-				}
-			}
-			s.types &= t
-		case "enum":
-			if v.kind != jArr {
-				return nil, nil, nil, errf("enum must be an array")
-			}
-			s.hasEnum, s.enum = true, v.arr
-		case "const":
-			s.hasEnum, s.enum = true, []*jv{v}
-		case "properties":
-			if v.kind != jObj {
-				return nil, nil, nil, errf("properties must be an object")
-			}
-			for pi, name := range v.keys {
-				if !isSchema(v.vals[pi]) {
-					return nil, nil, nil, errf("property %q is not a schema", name)
-				}
-				s.props = append(s.props, prop{name, []*jv{v.vals[pi]}})
-			}
-		case "required":
-			if v.kind != jArr {
-				return nil, nil, nil, errf("required must be an array")
-			}
-			for _, e := range v.arr {
-				if e.kind != jStr {
-					return nil, nil, nil, errf("required entries must be strings")
-				}
-				if !slices.Contains(s.required, e.str) {
-					s.required = append(s.required, e.str)
-				}
-			}
-		case "additionalProperties":
-			if !isSchema(v) {
-				return nil, nil, nil, errf("additionalProperties must be a schema")
-			}
-			if v.kind == jBool && !v.b {
-				s.addlNone = true
-			} else if !isTrivial([]*jv{v}) {
-				s.addl = []*jv{v}
-			}
-		case "patternProperties":
-			if v.kind != jObj {
-				return nil, nil, nil, errf("patternProperties must be an object")
-			}
-			for pi, pat := range v.keys {
-				if !isSchema(v.vals[pi]) {
-					return nil, nil, nil, errf("patternProperties entries must be schemas")
-				}
-				s.patProps = append(s.patProps, patProp{pat, []*jv{v.vals[pi]}})
-			}
-		case "propertyNames":
-			if !isSchema(v) {
-				return nil, nil, nil, errf("propertyNames must be a schema")
-			}
-			if !isTrivial([]*jv{v}) {
-				s.propName = []*jv{v}
-			}
-		case "minProperties", "maxProperties", "minItems", "maxItems", "minLength", "maxLength":
-			n, err := asInt(v, k)
-			if err != nil {
-				return nil, nil, nil, err
-			}
-			switch k {
-			case "minProperties":
-				s.minProps = n
-			case "maxProperties":
-				s.maxProps = n
-			case "minItems":
-				s.minItems = n
-			case "maxItems":
-				s.maxItems = n
-			case "minLength":
-				s.minLen = n
-			case "maxLength":
-				s.maxLen = n
-			}
-		case "items":
-			if v.kind == jArr {
-				for _, e := range v.arr {
-					if !isSchema(e) {
-						return nil, nil, nil, errf("items entries must be schemas")
-					}
-					s.prefix = append(s.prefix, []*jv{e})
-				}
-				if ai := j.get("additionalItems"); ai != nil {
-					if !isSchema(ai) {
-						return nil, nil, nil, errf("additionalItems must be a schema")
-					}
-					if ai.kind == jBool && !ai.b {
-						s.itemNone = true
-					} else if !isTrivial([]*jv{ai}) {
-						s.items = []*jv{ai}
-					}
-				}
-			} else if isSchema(v) {
-				if v.kind == jBool && !v.b {
-					s.itemNone = true
-				} else if !isTrivial([]*jv{v}) {
-					s.items = []*jv{v}
-				}
-			} else {
-				return nil, nil, nil, errf("items must be a schema or array")
-			}
-		case "prefixItems":
-			if v.kind != jArr {
-				return nil, nil, nil, errf("prefixItems must be an array")
-			}
-			for _, e := range v.arr {
-				if !isSchema(e) {
-					return nil, nil, nil, errf("prefixItems entries must be schemas")
-				}
-				s.prefix = append(s.prefix, []*jv{e})
-			}
-		case "additionalItems":
-			// handled with array-form items; alone it has no effect
-		case "pattern":
-			if v.kind != jStr {
-				return nil, nil, nil, errf("pattern must be a string")
-			}
-			s.patterns = append(s.patterns, v.str)
-		case "format":
-			if v.kind != jStr {
-				return nil, nil, nil, errf("format must be a string")
-			}
-			s.formats = append(s.formats, v.str)
-		case "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum":
-			if v.kind == jBool {
-				continue // draft 4 modifier, read below
-			}
-			if v.kind != jNum {
-				return nil, nil, nil, errf("%s must be a number", k)
-			}
-			r, _ := numRat(v.num)
-			switch k {
-			case "minimum":
-				ex := false
-				if e := j.get("exclusiveMinimum"); e != nil && e.kind == jBool {
-					ex = e.b
-				}
-				s.setLo(r, ex)
-			case "maximum":
-				ex := false
-				if e := j.get("exclusiveMaximum"); e != nil && e.kind == jBool {
-					ex = e.b
-				}
-				s.setHi(r, ex)
-			case "exclusiveMinimum":
-				s.setLo(r, true)
-			case "exclusiveMaximum":
-				s.setHi(r, true)
-			}
-		case "multipleOf":
-			if v.kind != jNum {
-				return nil, nil, nil, errf("multipleOf must be a number")
-			}
-			r, _ := numRat(v.num)
-			if r.Sign() <= 0 {
-				return nil, nil, nil, errf("multipleOf must be positive")
-			}
-			s.mults = append(s.mults, r)
-		}
-	}
-	if sc.c.opts.Strict {
-		sc.closeImplicit(j, s)
-	}
-	return s, groups, oneOfs, nil
-}
-
-// closeImplicit applies Options.Strict to one schema object: listed properties without a word
-// about other keys allow no other keys, and a tuple without a tail schema allows no more items.
-// A required name outside properties keeps the object open (closing it would leave no valid
-// document).
-func (sc *schemaCompiler) closeImplicit(j *jv, s *sch) {
-	if j.get("properties") != nil && j.get("additionalProperties") == nil && j.get("patternProperties") == nil {
-		listed := true
-		if props := j.get("properties"); props.kind == jObj {
-			for _, r := range s.required {
-				listed = listed && props.get(r) != nil
-			}
-		}
-		if listed {
-			s.addlNone = true
-		}
-	}
-	if items := j.get("items"); (j.get("prefixItems") != nil && items == nil) ||
-		(items != nil && items.kind == jArr && j.get("additionalItems") == nil) {
-		s.itemNone = true
-	}
-}
-
-func (s *sch) setLo(r *big.Rat, ex bool) {
-	if s.lo == nil || r.Cmp(s.lo) > 0 || (r.Cmp(s.lo) == 0 && ex) {
-		s.lo, s.loEx = r, ex
-	}
-}
-
-func (s *sch) setHi(r *big.Rat, ex bool) {
-	if s.hi == nil || r.Cmp(s.hi) < 0 || (r.Cmp(s.hi) == 0 && ex) {
-		s.hi, s.hiEx = r, ex
-	}
-}
-
-const maxDisjuncts = 128
-
-// expand turns a conjunction of schemas into disjuncts without anyOf/oneOf.
-func (sc *schemaCompiler) expand(conj []*jv) ([]*sch, error) {
-	sc.depth++
-	defer func() { sc.depth-- }()
-	if sc.depth > 64 {
-		return nil, errf("schema nesting of $ref/allOf/anyOf is too deep")
-	}
-	res := []*sch{newSch()}
-	for _, j := range conj {
-		p, err := sc.parseOne(j)
-		if err != nil {
-			return nil, err
-		}
-		for _, o := range p.oneOf {
-			if err := sc.checkDisjoint(o); err != nil {
-				return nil, err
-			}
-		}
-		for i := range res {
-			if res[i], err = merge(res[i], p.s); err != nil {
-				return nil, err
-			}
-		}
-		for _, g := range p.groups {
-			var next []*sch
-			for _, alt := range g {
-				subs, err := sc.expand([]*jv{alt})
-				if err != nil {
-					return nil, err
-				}
-				for _, r := range res {
-					for _, a := range subs {
-						m, err := merge(r, a)
-						if err != nil {
-							return nil, err
-						}
-						if m.types != 0 {
-							next = append(next, m)
-						}
-					}
-				}
-				if len(next) > maxDisjuncts {
-					return nil, errf("anyOf/oneOf combinations exceed %d alternatives", maxDisjuncts)
-				}
-			}
-			res = next
-		}
-	}
-	return res, nil
-}
-
-// checkDisjoint accepts oneOf only when at most one branch can match any
-// instance; otherwise treating it as anyOf could accept invalid documents.
-func (sc *schemaCompiler) checkDisjoint(alts []*jv) error {
-	if len(alts) < 2 {
-		return nil
-	}
-	var all [][]*sch
-	for _, a := range alts {
-		e, err := sc.expand([]*jv{a})
-		if err != nil {
-			return err
-		}
-		all = append(all, e)
-	}
-	for i := range all {
-		for j := i + 1; j < len(all); j++ {
-			for _, x := range all[i] {
-				for _, y := range all[j] {
-					if !disjoint(x, y) {
-						return errf("oneOf branches %d and %d may both match", i, j)
-					}
-				}
-			}
-		}
-	}
-	return nil
-}
-
-func effTypes(s *sch) uint8 {
-	t := s.types
-	if s.hasEnum {
-		var et uint8
-		for _, v := range s.enum {
-			et |= kindType(v)
-		}
-		t &= et
-	}
-	return t
-}
-
-func kindType(v *jv) uint8 {
-	switch v.kind {
-	case jNull:
-		return tNull
-	case jBool:
-		return tBool
-	case jObj:
-		return tObj
-	case jArr:
-		return tArr
-	case jStr:
-		return tStr
-	}
-	if isIntegral(v.num) {
-		return tInt | tNum
-	}
-	return tNum
-}
-
-func disjoint(x, y *sch) bool {
-	tx, ty := effTypes(x), effTypes(y)
-	common := tx & ty
-	if tx&tNum != 0 && ty&tInt != 0 || ty&tNum != 0 && tx&tInt != 0 {
-		common |= tInt
-	}
-	if common == 0 {
-		return true
-	}
-	if x.hasEnum && y.hasEnum {
-		return !sharesValue(x.enum, y.enum)
-	}
-	if common&^tObj != 0 {
-		return false
-	}
-	// Objects: a property required by one that the other forbids, or a
-	// required property whose const/enum values differ.
-	for _, pair := range [][2]*sch{{x, y}, {y, x}} {
-		a, b := pair[0], pair[1]
-		for _, r := range a.required {
-			if b.propForbidden(r) {
-				return true
-			}
-		}
-	}
-	for _, r := range x.required {
-		if !slices.Contains(y.required, r) {
-			continue
-		}
-		ex, ey := constOf(x, r), constOf(y, r)
-		if ex == nil || ey == nil {
-			continue
-		}
-		if !sharesValue(ex, ey) {
-			return true
-		}
-	}
-	return false
-}
-
-func (s *sch) propForbidden(name string) bool {
-	if s.forbid[name] {
-		return true
-	}
-	for _, p := range s.props {
-		if p.name == name {
-			for _, j := range p.conj {
-				if j.kind == jBool && !j.b {
-					return true
-				}
-			}
-			return false
-		}
-	}
-	return s.addlNone && len(s.patProps) == 0
-}
-
-func constOf(s *sch, name string) []*jv {
-	for _, p := range s.props {
-		if p.name != name {
-			continue
-		}
-		for _, j := range p.conj {
-			if j.kind != jObj {
-				continue
-			}
-			if c := j.get("const"); c != nil {
-				return []*jv{c}
-			}
-			if e := j.get("enum"); e != nil && e.kind == jArr {
-				return e.arr
-			}
-		}
-	}
-	return nil
-}
-
-// valueSet is the set of vs's compact serializations: values are equal here when they
-// serialize alike, as the grammar compares enum and const values.
-func valueSet(vs []*jv) map[string]bool {
-	set := make(map[string]bool, len(vs))
-	for _, v := range vs {
-		set[string(appendCompact(nil, v))] = true
-	}
-	return set
-}
-
-// sharesValue reports whether a and b have a value in common.
-func sharesValue(a, b []*jv) bool {
-	in := valueSet(a)
-	for _, v := range b {
-		if in[string(appendCompact(nil, v))] {
-			return true
-		}
-	}
-	return false
-}
-
-// merge intersects two constraint sets.
-func merge(a, b *sch) (*sch, error) {
-	m := a.clone()
-	m.types &= b.types
-	if b.hasEnum {
-		if !m.hasEnum {
-			m.hasEnum, m.enum = true, slices.Clone(b.enum)
-		} else {
-			in := valueSet(b.enum)
-			var keep []*jv
-			for _, x := range m.enum {
-				if in[string(appendCompact(nil, x))] {
-					keep = append(keep, x)
-				}
-			}
-			m.enum = keep
-		}
-	}
-	// objects
-	if len(a.patProps) > 0 && b.hasObjectKeywords() || len(b.patProps) > 0 && a.hasObjectKeywords() {
-		return nil, errf("patternProperties combined with other object constraints is not supported")
-	}
-	if len(a.propName) > 0 && b.hasObjectKeywords() || len(b.propName) > 0 && a.hasObjectKeywords() {
-		return nil, errf("propertyNames combined with other object constraints is not supported")
-	}
-	m.patProps = append(m.patProps, b.patProps...)
-	m.propName = append(m.propName, b.propName...)
-	conjIn := func(s *sch, name string) ([]*jv, bool) {
-		if s.forbid[name] {
-			return nil, false
-		}
-		for _, p := range s.props {
-			if p.name == name {
-				return p.conj, true
-			}
-		}
-		if s.addlNone {
-			return nil, false
-		}
-		return s.addl, true
-	}
-	var props []prop
-	seen := map[string]bool{}
-	for _, p := range append(slices.Clone(a.props), b.props...) {
-		if seen[p.name] {
-			continue
-		}
-		seen[p.name] = true
-		ca, oka := conjIn(a, p.name)
-		cb, okb := conjIn(b, p.name)
-		if !oka || !okb {
-			m.forbid[p.name] = true
-			continue
-		}
-		props = append(props, prop{p.name, append(slices.Clone(ca), cb...)})
-	}
-	m.props = props
-	for k := range b.forbid {
-		m.forbid[k] = true
-	}
-	for _, r := range b.required {
-		if !slices.Contains(m.required, r) {
-			m.required = append(m.required, r)
-		}
-	}
-	m.addl = append(m.addl, b.addl...)
-	m.addlNone = a.addlNone || b.addlNone
-	m.minProps = max(a.minProps, b.minProps)
-	m.maxProps = minLimit(a.maxProps, b.maxProps)
-	// arrays
-	n := max(len(a.prefix), len(b.prefix))
-	at := func(s *sch, i int) ([]*jv, bool) {
-		if i < len(s.prefix) {
-			return s.prefix[i], true
-		}
-		if s.itemNone {
-			return nil, false
-		}
-		return s.items, true
-	}
-	m.prefix = nil
-	maxI := minLimit(a.maxItems, b.maxItems)
-	for i := 0; i < n; i++ {
-		ca, oka := at(a, i)
-		cb, okb := at(b, i)
-		if !oka || !okb {
-			maxI = minLimit(maxI, i)
-			break
-		}
-		m.prefix = append(m.prefix, append(slices.Clone(ca), cb...))
-	}
-	m.items = append(slices.Clone(a.items), b.items...)
-	m.itemNone = a.itemNone || b.itemNone
-	m.minItems = max(a.minItems, b.minItems)
-	m.maxItems = maxI
-	// strings
-	m.minLen = max(a.minLen, b.minLen)
-	m.maxLen = minLimit(a.maxLen, b.maxLen)
-	m.patterns = append(m.patterns, b.patterns...)
-	m.formats = append(m.formats, b.formats...)
-	// numbers
-	if b.lo != nil {
-		m.setLo(b.lo, b.loEx)
-	}
-	if b.hi != nil {
-		m.setHi(b.hi, b.hiEx)
-	}
-	m.mults = append(m.mults, b.mults...)
-	for _, r := range m.required {
-		if m.forbid[r] {
-			m.types &^= tObj
-		}
-	}
-	return m, nil
-}
-
-func (s *sch) hasObjectKeywords() bool {
-	return len(s.props) > 0 || len(s.required) > 0 || len(s.addl) > 0 || s.addlNone || len(s.patProps) > 0 || len(s.propName) > 0 || len(s.forbid) > 0
-}
-
-func minLimit(a, b int) int {
-	if a < 0 {
-		return b
-	}
-	if b < 0 {
-		return a
-	}
-	return min(a, b)
-}
-
 // value builds a fragment for one JSON value valid against conj.
-func (sc *schemaCompiler) value(conj []*jv) (frag, error) {
+func (sc *schemaCompiler) value(conj []*jsonValue) (fragment, error) {
 	disj, err := sc.expand(conj)
 	if err != nil {
-		return frag{}, err
+		return fragment{}, err
 	}
-	var fs []frag
+	var fs []fragment
 	for _, s := range disj {
 		f, err := sc.schFrag(s)
 		if err != nil {
-			return frag{}, err
+			return fragment{}, err
 		}
 		fs = append(fs, f)
 	}
 	if len(fs) == 0 {
-		return sc.b.never(), nil
+		return sc.never("no value satisfies every schema"), nil
 	}
 	return sc.b.alt(fs...), nil
 }
 
-func (sc *schemaCompiler) schFrag(s *sch) (frag, error) {
+// never is a fragment that accepts nothing, recording why.
+func (sc *schemaCompiler) never(reason string) fragment {
+	sc.b.noteEmpty(reason)
+	return sc.b.never()
+}
+
+func (sc *schemaCompiler) schFrag(s *constraints) (fragment, error) {
 	b := sc.b
 	if s.hasEnum {
-		var fs []frag
+		var fs []fragment
 		seen := map[string]bool{}
 		for _, v := range s.enum {
 			ok, err := sc.check(v, s)
 			if err != nil {
-				return frag{}, err
+				return fragment{}, err
 			}
 			lit := string(appendCompact(nil, v))
 			if ok && !seen[lit] {
@@ -1140,42 +226,54 @@ func (sc *schemaCompiler) schFrag(s *sch) (frag, error) {
 			}
 		}
 		if len(fs) == 0 {
-			return b.never(), nil
+			return sc.never("enum/const: no listed value satisfies the other keywords"), nil
 		}
 		return b.alt(fs...), nil
 	}
-	var fs []frag
-	if s.types&tNull != 0 {
-		fs = append(fs, b.lit("null"))
+	if s.types == 0 {
+		return sc.never(s.conflict), nil
 	}
-	if s.types&tBool != 0 {
-		fs = append(fs, b.lit("true"), b.lit("false"))
+	excluded := valueSet(s.excluded)
+	for _, v := range s.excluded {
+		if (v.kind == jsonObject && s.types&tObj != 0) || (v.kind == jsonArray && s.types&tArr != 0) {
+			return fragment{}, errf("not: excluding object or array values is not supported")
+		}
+	}
+	var fs []fragment
+	for _, lit := range []string{"null", "true", "false"} {
+		t := tBool
+		if lit == "null" {
+			t = tNull
+		}
+		if s.types&t != 0 && !excluded[lit] {
+			fs = append(fs, b.lit(lit))
+		}
 	}
 	if s.types&(tInt|tNum) != 0 {
 		f, err := sc.numFrag(s)
 		if err != nil {
-			return frag{}, err
+			return fragment{}, err
 		}
 		fs = append(fs, f)
 	}
 	if s.types&tStr != 0 {
 		f, err := sc.strFrag(s)
 		if err != nil {
-			return frag{}, err
+			return fragment{}, err
 		}
 		fs = append(fs, f)
 	}
 	if s.types&tArr != 0 {
 		f, err := sc.arrFrag(s)
 		if err != nil {
-			return frag{}, err
+			return fragment{}, err
 		}
 		fs = append(fs, f)
 	}
 	if s.types&tObj != 0 {
 		f, err := sc.objFrag(s)
 		if err != nil {
-			return frag{}, err
+			return fragment{}, err
 		}
 		fs = append(fs, f)
 	}
@@ -1186,25 +284,25 @@ func (sc *schemaCompiler) schFrag(s *sch) (frag, error) {
 }
 
 // elem is a call matching one value valid against conj (nil = any value).
-func (sc *schemaCompiler) elem(conj []*jv) frag {
+func (sc *schemaCompiler) elem(conj []*jsonValue) fragment {
 	for _, j := range conj {
-		if j.kind == jBool && !j.b {
-			return sc.b.never()
+		if j.kind == jsonBool && !j.b {
+			return sc.never("a property or item whose schema is false")
 		}
 	}
 	return sc.b.call(sc.ruleFor(conj))
 }
 
-func (sc *schemaCompiler) arrFrag(s *sch) (frag, error) {
+func (sc *schemaCompiler) arrFrag(s *constraints) (fragment, error) {
 	b := sc.b
 	maxI := s.maxItems
-	if s.itemNone {
+	if s.noMoreItems || sc.strict && s.closeItems && !s.openItems {
 		maxI = minLimit(maxI, len(s.prefix))
 	}
 	if maxI >= 0 && s.minItems > maxI {
-		return b.never(), nil
+		return sc.never(fmt.Sprintf("minItems %d is more than the %d items allowed (maxItems, or a closed tuple)", s.minItems, maxI)), nil
 	}
-	conjAt := func(i int) []*jv {
+	conjAt := func(i int) []*jsonValue {
 		if i < len(s.prefix) {
 			return s.prefix[i]
 		}
@@ -1215,7 +313,7 @@ func (sc *schemaCompiler) arrFrag(s *sch) (frag, error) {
 		explicit = maxI
 	}
 	if explicit > 5000 {
-		return frag{}, errf("array bounds need %d explicit positions", explicit)
+		return fragment{}, errf("array bounds need %d explicit positions", explicit)
 	}
 	open := b.seq(b.lit("["), sc.ws())
 	end := b.node()
@@ -1237,7 +335,7 @@ func (sc *schemaCompiler) arrFrag(s *sch) (frag, error) {
 			}
 			break
 		}
-		var f frag
+		var f fragment
 		if i == 0 {
 			f = sc.elem(conjAt(0))
 		} else {
@@ -1246,409 +344,16 @@ func (sc *schemaCompiler) arrFrag(s *sch) (frag, error) {
 		b.eps(cur, f.in)
 		cur = f.out
 	}
-	return frag{open.in, end}, nil
+	return fragment{open.in, end}, nil
 }
-
-func (sc *schemaCompiler) objFrag(s *sch) (frag, error) {
-	b := sc.b
-	names := map[string]bool{}
-	for _, p := range s.props {
-		names[p.name] = true
-	}
-	for k := range s.forbid {
-		names[k] = true
-	}
-	required := map[string]bool{}
-	for _, r := range s.required {
-		required[r] = true
-	}
-	// Pattern properties: defined names matching a pattern take its schema too.
-	var pats []pkey
-	props := slices.Clone(s.props)
-	for _, pp := range s.patProps {
-		d, err := regexDFA(pp.pat, true)
-		if err != nil {
-			return frag{}, inKeyword("patternProperties", err)
-		}
-		pats = append(pats, pkey{d, pp.conj})
-		for i := range props {
-			if d.matches(props[i].name) {
-				props[i].conj = append(slices.Clone(props[i].conj), pp.conj...)
-			}
-		}
-	}
-	var nameDFA *cdfa
-	if len(s.propName) > 0 {
-		disj, err := sc.expand(s.propName)
-		if err != nil {
-			return frag{}, err
-		}
-		if len(disj) != 1 || disj[0].hasEnum || disj[0].types&tStr == 0 {
-			return frag{}, errf("unsupported propertyNames schema")
-		}
-		nameDFA, err = sc.stringDFA(disj[0])
-		if err != nil {
-			return frag{}, err
-		}
-		if nameDFA == nil {
-			nameDFA = lengthDFA(0, -1)
-		}
-		for _, p := range props {
-			if !nameDFA.matches(p.name) {
-				if required[p.name] {
-					return b.never(), nil
-				}
-				names[p.name] = true
-			}
-		}
-	}
-	// Required names not among properties are governed by additional schemas.
-	for _, r := range s.required {
-		if !names[r] {
-			conj := s.addl
-			if s.addlNone && len(pats) == 0 {
-				return b.never(), nil
-			}
-			for _, pk := range pats {
-				if pk.d.matches(r) {
-					conj = append(slices.Clone(conj), pk.conj...)
-				}
-			}
-			props = append(props, prop{r, conj})
-			names[r] = true
-		}
-	}
-	var kept []prop
-	for _, p := range props {
-		if !s.forbid[p.name] && (nameDFA == nil || nameDFA.matches(p.name)) {
-			kept = append(kept, p)
-		}
-	}
-	props = kept
-	nReq := 0
-	for _, p := range props {
-		if required[p.name] {
-			nReq++
-		}
-	}
-	extraAllowed := !s.addlNone || len(pats) > 0
-	if s.maxProps >= 0 && (extraAllowed || len(props) > s.maxProps) {
-		return frag{}, errf("maxProperties is not supported here")
-	}
-	if s.minProps > nReq {
-		return frag{}, errf("minProperties beyond required properties is not supported")
-	}
-	var extra int32 = -1
-	if extraAllowed {
-		r, err := sc.extraRule(names, pats, s, nameDFA)
-		if err != nil {
-			return frag{}, err
-		}
-		extra = r
-	}
-	open := b.seq(b.lit("{"), sc.ws())
-	end := b.node()
-	closeF := func(from int32) {
-		f := b.seq(sc.ws(), b.lit("}"))
-		b.eps(from, f.in)
-		b.eps(f.out, end)
-	}
-	member := func(p prop) frag {
-		return b.seq(b.lit(string(appendJSONString(nil, p.name))), sc.ws(), b.lit(":"), sc.ws(), sc.elem(p.conj))
-	}
-	comma := func(f frag) frag { return b.seq(sc.ws(), b.lit(","), sc.ws(), f) }
-	// As[i]: before member i, nothing emitted; Bs[i]: something emitted.
-	// Extra members loop only at the hubs Bx[i] (after member i-1 or an
-	// extra member) and at the start: an extra member between skipped
-	// optional properties can always be emitted before skipping them, so
-	// the language is the same as with a loop at every position, but the
-	// closure of a position reaches one open-key call site instead of one
-	// per remaining property (each with its own stack, hence DFA states and
-	// masks that could not be shared across positions).
-	As, Bs, Bx := make([]int32, len(props)+1), make([]int32, len(props)+1), make([]int32, len(props)+1)
-	for i := range As {
-		As[i], Bs[i], Bx[i] = b.node(), b.node(), b.node()
-		b.eps(Bx[i], Bs[i])
-	}
-	b.eps(open.out, As[0])
-	for i, p := range props {
-		// one member, entered directly or after a comma
-		f := member(p)
-		b.eps(As[i], f.in)
-		b.eps(f.out, Bx[i+1])
-		c := b.seq(sc.ws(), b.lit(","), sc.ws())
-		b.eps(Bs[i], c.in)
-		b.eps(c.out, f.in)
-		if !required[p.name] {
-			b.eps(As[i], As[i+1])
-			b.eps(Bs[i], Bs[i+1])
-		}
-	}
-	if extra >= 0 {
-		f := b.call(extra)
-		b.eps(As[0], f.in)
-		b.eps(f.out, Bx[0])
-		for i := range Bx {
-			g := comma(b.call(extra))
-			b.eps(Bx[i], g.in)
-			b.eps(g.out, Bx[i])
-		}
-	}
-	closeF(As[len(props)])
-	closeF(Bs[len(props)])
-	return frag{open.in, end}, nil
-}
-
-// extraRule matches one `"key":value` member for keys outside properties.
-func (sc *schemaCompiler) extraRule(names map[string]bool, pats []pkey, s *sch, nameDFA *cdfa) (int32, error) {
-	b := sc.b
-	var list []string
-	for n := range names {
-		list = append(list, n)
-	}
-	sort.Strings(list)
-	excl := excludeDFA(list)
-	if nameDFA != nil {
-		var err error
-		if excl, err = intersect(excl, nameDFA); err != nil {
-			return 0, err
-		}
-	}
-	var alts []frag
-	member := func(key *cdfa, conj []*jv) {
-		alts = append(alts, b.seq(b.charString(key), sc.ws(), b.lit(":"), sc.ws(), sc.elem(conj)))
-	}
-	if len(pats) == 0 {
-		if len(list) == 0 && nameDFA == nil {
-			alts = append(alts, b.seq(b.freeString(), sc.ws(), b.lit(":"), sc.ws(), sc.elem(s.addl)))
-		} else {
-			member(excl, s.addl)
-		}
-	} else {
-		if len(pats) > 4 {
-			return 0, errf("more than 4 patternProperties with open keys is not supported")
-		}
-		// Each subset of matching patterns gets its own key language, so a
-		// key is always checked against every pattern it matches.
-		for mask := 0; mask < 1<<len(pats); mask++ {
-			if mask == 0 && s.addlNone {
-				continue
-			}
-			d := excl
-			var conj []*jv
-			for i, pk := range pats {
-				var err error
-				if mask&(1<<i) != 0 {
-					d, err = intersect(d, pk.d)
-					conj = append(conj, pk.conj...)
-				} else {
-					d, err = intersect(d, complement(pk.d))
-				}
-				if err != nil {
-					return 0, err
-				}
-			}
-			if mask == 0 {
-				conj = s.addl
-			}
-			if d.empty() {
-				continue
-			}
-			member(d, conj)
-		}
-		if len(alts) == 0 {
-			return -1, nil
-		}
-	}
-	r := int32(len(b.g.rules))
-	b.g.rules = append(b.g.rules, -1)
-	f := b.alt(alts...)
-	b.g.nodes[f.out].final = true
-	b.g.rules[r] = f.in
-	return r, nil
-}
-
-func (d *cdfa) matches(s string) bool {
-	st := int32(0)
-	for _, r := range s {
-		next := int32(-1)
-		for _, t := range d.trans[st] {
-			if t.lo <= r && r <= t.hi {
-				next = t.to
-				break
-			}
-		}
-		if next < 0 {
-			return false
-		}
-		st = next
-	}
-	return d.acc[st]
-}
-
-// complement accepts exactly the strings d rejects.
-func complement(d *cdfa) *cdfa {
-	n := len(d.trans)
-	c := &cdfa{trans: make([][]ctr, n+1), acc: make([]bool, n+1)}
-	sink := int32(n)
-	for i := 0; i < n; i++ {
-		c.acc[i] = !d.acc[i]
-		var out []ctr
-		prev := rune(0)
-		for _, t := range d.trans[i] {
-			if t.lo > prev {
-				out = appendAny(out, prev, t.lo-1, sink)
-			}
-			out = append(out, t)
-			prev = t.hi + 1
-		}
-		out = appendAny(out, prev, maxRune, sink)
-		c.trans[i] = out
-	}
-	c.acc[sink] = true
-	c.trans[sink] = appendAny(nil, 0, maxRune, sink)
-	return c
-}
-
-// empty reports whether d accepts nothing.
-func (d *cdfa) empty() bool {
-	seen := make([]bool, len(d.trans))
-	stack := []int32{0}
-	seen[0] = true
-	for len(stack) > 0 {
-		s := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		if d.acc[s] {
-			return false
-		}
-		for _, t := range d.trans[s] {
-			if !seen[t.to] {
-				seen[t.to] = true
-				stack = append(stack, t.to)
-			}
-		}
-	}
-	return true
-}
-
-// stringDFA combines a schema's string constraints; nil means unconstrained.
-func (sc *schemaCompiler) stringDFA(s *sch) (*cdfa, error) {
-	var d *cdfa
-	and := func(x *cdfa) error {
-		if d == nil {
-			d = x
-			return nil
-		}
-		var err error
-		d, err = intersect(d, x)
-		return err
-	}
-	for _, f := range s.formats {
-		re, ok, err := formatRegex(f)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			continue
-		}
-		x, err := regexDFA(re, false)
-		if err != nil {
-			return nil, fmt.Errorf("format %q: %w", f, err)
-		}
-		if err := and(x); err != nil {
-			return nil, err
-		}
-	}
-	for _, p := range s.patterns {
-		x, err := regexDFA(p, true)
-		if err != nil {
-			return nil, inKeyword("pattern", err)
-		}
-		if err := and(x); err != nil {
-			return nil, err
-		}
-	}
-	if s.minLen > 0 || s.maxLen >= 0 {
-		if s.maxLen >= 0 && s.minLen > s.maxLen {
-			return &cdfa{trans: [][]ctr{nil}, acc: []bool{false}}, nil
-		}
-		if max(s.minLen, s.maxLen) > 20000 {
-			return nil, errf("string length bound too large")
-		}
-		if err := and(lengthDFA(s.minLen, s.maxLen)); err != nil {
-			return nil, err
-		}
-	}
-	return d, nil
-}
-
-// strSet returns the entry of s's string constraints, building their char
-// automaton the first time the schema uses them.
-func (sc *schemaCompiler) strSet(s *sch) (*strEnt, error) {
-	key := fmt.Sprintf("%q %q %d %d", s.formats, s.patterns, s.minLen, s.maxLen)
-	if ent := sc.strSets[key]; ent != nil {
-		return ent, nil
-	}
-	d, err := sc.stringDFA(s)
-	if err != nil {
-		return nil, err
-	}
-	if sc.strSets == nil {
-		sc.strSets = map[string]*strEnt{}
-	}
-	ent := &strEnt{d: d, rule: -1}
-	sc.strSets[key] = ent
-	return ent, nil
-}
-
-func (sc *schemaCompiler) strFrag(s *sch) (frag, error) {
-	ent, err := sc.strSet(s)
-	if err != nil {
-		return frag{}, err
-	}
-	b, d := sc.b, ent.d
-	if d == nil {
-		return b.freeString(), nil
-	}
-	if len(d.trans) < sharedStringStates {
-		return b.charString(d), nil
-	}
-	// A large string automaton (maxLength 4096 is 4,097 char states) is
-	// built once per grammar as a rule and called wherever the same
-	// constraints recur. Length-only strings are always called (their
-	// masks come from the per-length tables whatever the stack); others
-	// are inlined the first time, as masks of states on the root stack
-	// need no split of what stays in the frame from what leaves it.
-	if ent.rule < 0 {
-		if !d.counted && !ent.inlined {
-			ent.inlined = true
-			return b.charString(d), nil
-		}
-		ent.rule = int32(len(b.g.rules))
-		b.g.rules = append(b.g.rules, -1)
-		f := b.charString(d)
-		b.g.nodes[f.out].final = true
-		b.g.rules[ent.rule] = f.in
-	}
-	return b.call(ent.rule), nil
-}
-
-// strEnt is one string constraint set of a schema: its char automaton (nil:
-// any string) and, once shared, its rule (-1 before).
-type strEnt struct {
-	d       *cdfa
-	rule    int32
-	inlined bool // built inline once already
-}
-
-// sharedStringStates is the size from which a string automaton becomes a
-// rule shared by every string with the same constraints.
-const sharedStringStates = 64
 
 // check reports whether an enum/const value satisfies s's own constraints.
-func (sc *schemaCompiler) check(v *jv, s *sch) (bool, error) {
+func (sc *schemaCompiler) check(v *jsonValue, s *constraints) (bool, error) {
+	if len(s.excluded) > 0 && valueSet(s.excluded)[string(appendCompact(nil, v))] {
+		return false, nil
+	}
 	kt := kindType(v)
-	if v.kind == jNum {
+	if v.kind == jsonNumber {
 		if s.types&tNum == 0 && !(s.types&tInt != 0 && isIntegral(v.num)) {
 			return false, nil
 		}
@@ -1656,15 +361,15 @@ func (sc *schemaCompiler) check(v *jv, s *sch) (bool, error) {
 		return false, nil
 	}
 	switch v.kind {
-	case jStr:
+	case jsonString:
 		ent, err := sc.strSet(s)
 		if err != nil {
 			return false, err
 		}
-		if d := ent.d; d != nil && !d.matches(v.str) {
+		if d := ent.d; d != nil && !d.Matches(v.str) {
 			return false, nil
 		}
-	case jNum:
+	case jsonNumber:
 		r, ok := numRat(v.num)
 		if !ok {
 			return false, nil
@@ -1681,13 +386,76 @@ func (sc *schemaCompiler) check(v *jv, s *sch) (bool, error) {
 				return false, nil
 			}
 		}
-	case jObj:
-		if s.hasObjectKeywords() || s.minProps > 0 || s.maxProps >= 0 {
-			return false, errf("enum/const objects combined with object constraints are not supported")
+	case jsonObject:
+		return sc.checkObject(v, s)
+	case jsonArray:
+		return sc.checkArray(v, s)
+	}
+	return true, nil
+}
+
+// valueValid reports whether value v is valid against every schema of conj
+// (an enum/const value checked against the rest of the schema).
+func (sc *schemaCompiler) valueValid(v *jsonValue, conj []*jsonValue) (bool, error) {
+	disj, err := sc.expand(conj)
+	if err != nil {
+		return false, err
+	}
+	for _, d := range disj {
+		if d.hasEnum && !valueSet(d.enum)[string(appendCompact(nil, v))] {
+			continue
 		}
-	case jArr:
-		if len(s.prefix) > 0 || len(s.items) > 0 || s.itemNone || s.minItems > 0 || s.maxItems >= 0 {
-			return false, errf("enum/const arrays combined with array constraints are not supported")
+		ok, err := sc.check(v, d)
+		if err != nil || ok {
+			return ok, err
+		}
+	}
+	return false, nil
+}
+
+// checkObject reports whether object value v meets s's object keywords.
+func (sc *schemaCompiler) checkObject(v *jsonValue, s *constraints) (bool, error) {
+	if len(s.patternProps) > 0 || len(s.propertyNames) > 0 {
+		return false, errf("enum/const objects combined with patternProperties or propertyNames are not supported")
+	}
+	if sc.strict && s.closeKeys && !s.openKeys && !s.noAdditional && listsRequired(s) {
+		s = s.clone()
+		s.noAdditional = true
+	}
+	if len(v.keys) < s.minProps || s.maxProps >= 0 && len(v.keys) > s.maxProps {
+		return false, nil
+	}
+	for _, r := range s.required {
+		if v.get(r) == nil {
+			return false, nil
+		}
+	}
+	for i, k := range v.keys {
+		conj, ok := s.propertySchemas(k)
+		if !ok {
+			return false, nil
+		}
+		if ok, err := sc.valueValid(v.vals[i], conj); err != nil || !ok {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// checkArray reports whether array value v meets s's array keywords.
+func (sc *schemaCompiler) checkArray(v *jsonValue, s *constraints) (bool, error) {
+	n := len(v.arr)
+	closed := s.noMoreItems || sc.strict && s.closeItems && !s.openItems
+	if n < s.minItems || s.maxItems >= 0 && n > s.maxItems || closed && n > len(s.prefix) {
+		return false, nil
+	}
+	for i, e := range v.arr {
+		conj := s.items
+		if i < len(s.prefix) {
+			conj = s.prefix[i]
+		}
+		if ok, err := sc.valueValid(e, conj); err != nil || !ok {
+			return false, err
 		}
 	}
 	return true, nil

@@ -4,8 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 type schemaCase struct {
@@ -29,6 +32,49 @@ var schemaCases = []schemaCase{
 	{"enum and const", `{"type":"object","properties":{"k":{"enum":["a","b",3,null]},"c":{"const":{"x":[1,2]}}},"required":["k","c"]}`,
 		[]string{`{"k":"a","c":{"x":[1,2]}}`, `{"k":3,"c":{"x":[1,2]}}`, `{"k":null,"c":{"x":[1,2]}}`},
 		[]string{`{"k":"c","c":{"x":[1,2]}}`, `{"k":"a","c":{"x":[1]}}`}},
+	{"enum and const together", `{"enum":["a","b","c"],"const":"c"}`, []string{`"c"`}, []string{`"a"`, `"b"`}},
+	// decimal bounds are exact: values between the bound and the next integer pass, and
+	// so do trailing zeros at a bound (MaskBench false rejections)
+	{"decimal bounds", `{"type":"number","minimum":78.55,"maximum":79.3333}`,
+		[]string{`78.55`, `78.550`, `78.6`, `79`, `79.0`, `79.3333`, `79.33330`, `78.99999999`},
+		[]string{`78.549`, `78.5`, `79.33331`, `79.4`, `80`, `-79`, `78`}},
+	{"fractional minimum", `{"type":"number","minimum":0.1}`,
+		[]string{`0.1`, `0.5`, `0.10`, `1`, `123.45`}, []string{`0.09`, `0`, `0.0999`, `-0.5`}},
+	{"integer maximum with trailing zeros", `{"type":"number","minimum":0,"maximum":10}`,
+		[]string{`10.0`, `10.00`, `0.0`, `9.99`, `0`}, []string{`10.01`, `10.1`, `-0.1`, `11`}},
+	{"exclusive decimal bounds", `{"type":"number","exclusiveMinimum":-1.5,"exclusiveMaximum":10}`,
+		[]string{`-1.49`, `-1`, `0`, `9.999`, `-0.5`}, []string{`-1.5`, `-1.50`, `10`, `10.0`, `-2`}},
+	{"not type and const", `{"not":{"type":["object","array","null"]},"allOf":[{"not":{"const":"x"}},{"not":{"enum":[true,"z"]}}]}`,
+		[]string{`"y"`, `false`, `4`, `1.5`, `""`}, []string{`"x"`, `true`, `"z"`, `null`, `{}`, `[]`}},
+	{"not integer values", `{"type":"integer","not":{"enum":[3,4.0,"x"]}}`,
+		[]string{`2`, `5`, `-3`, `34`}, []string{`3`, `4`, `"x"`}},
+	{"not required", `{"type":"object","not":{"required":["a","b"]}}`,
+		[]string{`{}`, `{"a":1}`, `{"b":1,"c":2}`}, []string{`{"a":1,"b":2}`, `{"b":1,"a":2}`}},
+	{"not pattern and length", `{"type":"string","not":{"anyOf":[{"pattern":"^ab"},{"minLength":4}]}}`,
+		[]string{`"a"`, `"ba"`, `"xyz"`}, []string{`"ab"`, `"abz"`, `"long!"`}},
+	// a keyword holds vacuously for other types: "not minimum" wants a number, "not
+	// properties" an object that has the property
+	{"not bounds and properties", `{"type":"object","properties":{"n":{"not":{"minimum":2,"exclusiveMaximum":5}}},"not":{"properties":{"s":{"type":"string"}}}}`,
+		[]string{`{"n":1,"s":1}`, `{"n":5,"s":null}`, `{"s":[]}`}, []string{`{}`, `{"n":1}`, `{"s":"x"}`, `{"n":2,"s":1}`, `{"n":4.5,"s":1}`, `{"n":"x","s":1}`}},
+	{"not oneOf overlapping", `{"oneOf":[{"type":"string","maxLength":3},{"type":"string","pattern":"^a"},{"type":"integer","minimum":5}]}`,
+		[]string{`"xy"`, `"abcd"`, `""`, `7`}, []string{`"ab"`, `"a"`, `4`, `null`}},
+	{"not oneOf integer or number", `{"oneOf":[{"type":"integer"},{"type":"number"}]}`,
+		[]string{`1.5`, `-0.25`}, []string{`1`, `0`, `"x"`}},
+	{"not integer", `{"type":"number","not":{"type":"integer"},"maximum":3}`,
+		[]string{`1.5`, `-0.25`, `2.999`}, []string{`1`, `2.0`, `3.5`, `"x"`}},
+	{"not dependencies", `{"type":"object","dependentRequired":{"a":["b"]},"dependencies":{"c":{"required":["d"]},"e":["a"]},"properties":{"a":{},"b":{},"c":{},"d":{},"e":{}}}`,
+		[]string{`{}`, `{"a":1,"b":2}`, `{"b":1}`, `{"c":1,"d":2}`, `{"a":1,"b":1,"e":1}`}, []string{`{"a":1}`, `{"c":1}`, `{"e":1}`, `{"b":1,"e":1}`}},
+	{"minProperties", `{"type":"object","properties":{"a":{},"b":{},"c":{}},"minProperties":2}`,
+		[]string{`{"a":1,"b":2}`, `{"a":1,"c":3}`, `{"a":1,"b":2,"c":3}`, `{"b":1,"x":2,"c":1}`, `{"x":0,"a":1,"c":2}`},
+		[]string{`{}`, `{"a":1}`, `{"x":1,"y":2}`, `{"x":1,"a":2}`, `{"x":1,"x":2}`}},
+	{"maxProperties", `{"type":"object","properties":{"a":{"type":"integer"}},"maxProperties":2}`,
+		[]string{`{}`, `{"a":1}`, `{"a":1,"x":2}`, `{"x":1,"y":2}`},
+		[]string{`{"a":1,"x":2,"y":3}`, `{"x":1,"y":2,"z":3}`, `{"a":"s"}`}},
+	{"maxProperties zero", `{"type":"object","maxProperties":0}`, []string{`{}`}, []string{`{"a":1}`, `[]`}},
+	{"enum objects checked against the schema", `{"type":"object","properties":{"a":{"type":"integer","minimum":1}},"required":["a"],"maxProperties":2,"enum":[{"a":1},{"a":0},{"b":1},{"a":2,"b":[1]},{"a":3,"b":1,"c":1}]}`,
+		[]string{`{"a":1}`, `{"a":2,"b":[1]}`}, []string{`{"a":0}`, `{"b":1}`, `{"a":3,"b":1,"c":1}`}},
+	{"enum arrays checked against the schema", `{"type":"array","prefixItems":[{"type":"string"}],"items":{"type":"integer"},"maxItems":3,"enum":[["x",1],[1,"x"],["x",1,2,3],["y"]]}`,
+		[]string{`["x",1]`, `["y"]`}, []string{`[1,"x"]`, `["x",1,2,3]`}},
 	{"arrays", `{"type":"array","items":{"type":"integer"},"minItems":2,"maxItems":3}`,
 		[]string{`[1,2]`, `[1,2,3]`}, []string{`[]`, `[1]`, `[1,2,3,4]`, `[1,"a"]`}},
 	{"prefixItems", `{"type":"array","prefixItems":[{"type":"string"},{"type":"boolean"}],"items":false}`,
@@ -66,7 +112,12 @@ var schemaCases = []schemaCase{
 	{"format email", `{"type":"string","format":"email"}`, []string{`"john.doe@example.com"`}, []string{`"john.doe"`, `"a@b"`}},
 	{"format ipv4", `{"type":"string","format":"ipv4"}`, []string{`"192.168.0.1"`}, []string{`"256.1.1.1"`, `"1.2.3"`}},
 	{"format ipv6", `{"type":"string","format":"ipv6"}`, []string{`"::1"`, `"2001:db8::8a2e:370:7334"`}, []string{`"2001:db8:::1"`, `"1.2.3.4"`}},
-	{"format uri", `{"type":"string","format":"uri"}`, []string{`"https://example.com/a/b?x=1#f"`}, []string{`"not a uri"`, `"/relative"`}},
+	{"format uri", `{"type":"string","format":"uri"}`,
+		[]string{`"https://example.com/a/b?x=1#f"`, `"file:///path/to/file1.js"`, `"https://en.wikipedia.org/wiki/Mass%E2%80%93energy"`, `"urn:isbn:0451450523"`, `"ftp://user:pw@host:21/x"`, `"ecdsa-koblitz-pubkey:14RZvYazz9H2DC2skBfpPVxax54g4yabxe"`},
+		[]string{`"not a uri"`, `"/relative"`, `"path/to"`, `"http://a b"`, `"https://x/%zz"`, `"1http://x"`}},
+	{"format uri-reference", `{"type":"string","format":"uri-reference"}`,
+		[]string{`"path/to/import1"`, `"/a/b?c#d"`, `"//host/x"`, `"https://example.com"`, `"#frag"`, `""`},
+		[]string{`"a b"`, `"%zz"`, `"x\y"`}},
 	{"patternProperties", `{"type":"object","patternProperties":{"^x-":{"type":"integer"}},"additionalProperties":false}`,
 		[]string{`{"x-a":1,"x-b":2}`, `{}`}, []string{`{"y":1}`, `{"x-a":"s"}`}},
 	{"propertyNames", `{"type":"object","propertyNames":{"pattern":"^[a-z]+$"},"additionalProperties":{"type":"integer"}}`,
@@ -86,13 +137,28 @@ var schemaCases = []schemaCase{
 	{"long pattern with dot", `{"type":"string","pattern":"^https?://.+$","maxLength":1024}`,
 		[]string{`"https://é.example/日本?q=\"1\""`, `"http://` + strings.Repeat("ab", 508) + `"`},
 		[]string{`"https://a\nb"`, `"https://"`, `"http://` + strings.Repeat("ab", 509) + `"`}},
+	// a huge maxLength is enforced as at most longStringCap chars: narrower, never wider
+	{"huge maxLength", `{"type":"string","maxLength":65535}`,
+		[]string{`""`, `"` + strings.Repeat("é", longStringCap) + `"`}, []string{`"` + strings.Repeat("a", longStringCap+1) + `"`, `1`}},
 	{"escapes in free strings", `{"type":"string"}`, []string{`"a\"b\\c\u00e9\n"`, `"日本語"`}, []string{`"\x"`, `"a` + "\x01" + `"`}},
 }
 
+// slowSchemaCases take seconds of masks each (hundreds of distinct
+// positions in long strings): the full run checks them, -short does not.
+var slowSchemaCases = map[string]bool{"shared long strings": true, "long pattern with dot": true, "huge maxLength": true}
+
 func TestSchemaFeatures(t *testing.T) {
-	for _, tok := range []string{"llama3", "qwen3"} {
+	for name := range slowSchemaCases {
+		if !slices.ContainsFunc(schemaCases, func(c schemaCase) bool { return c.name == name }) {
+			t.Fatalf("slowSchemaCases names %q, which is not a case", name)
+		}
+	}
+	for _, tok := range testTokenizers() {
 		e := env(t, tok)
 		for _, tc := range schemaCases {
+			if slowSchemaCases[tc.name] && testing.Short() {
+				continue
+			}
 			g, err := e.comp.JSONSchema(tc.schema)
 			if err != nil {
 				t.Fatalf("%s/%s: compile: %v", tok, tc.name, err)
@@ -149,14 +215,15 @@ func TestDuplicateIDsWithoutRef(t *testing.T) {
 func TestCompileErrors(t *testing.T) {
 	e := env(t, "llama3")
 	cases := map[string]string{
-		`{"type":"object","not":{"required":["a"]}}`:          "not",
-		`{"type":"array","uniqueItems":true}`:                 "uniqueItems",
-		`{"type":"string","pattern":"(?=a)b"}`:                "pattern",
-		`{"type":"string","pattern":"(a"}`:                    "pattern",
-		`{"$ref":"http://example.com/x.json"}`:                "",
-		`{"type":"strin"}`:                                    "",
-		`{"oneOf":[{"type":"integer"},{"type":"number"}]}`:    "oneOf",
-		`{"type":"object","if":{"required":["a"]},"then":{}}`: "if",
+		`{"type":"string","not":{"format":"email"}}`:                                     "not",
+		`{"type":"string","not":{"pattern":"\\d"}}`:                                      "not",
+		`{"type":"array","uniqueItems":true}`:                                            "uniqueItems",
+		`{"type":"string","pattern":"(?=a)b"}`:                                           "pattern",
+		`{"type":"string","pattern":"(a"}`:                                               "pattern",
+		`{"$ref":"http://example.com/x.json"}`:                                           "",
+		`{"type":"strin"}`:                                                               "",
+		`{"oneOf":[{"type":"string","format":"email"},{"type":"string","maxLength":5}]}`: "oneOf",
+		`{"type":"object","if":{"required":["a"]},"then":{}}`:                            "if",
 		`not json`: "JSON",
 		// the root $schema picks the metaschema: draft-04's exclusiveMinimum is a boolean
 		`{"$schema":"http://json-schema.org/draft-04/schema#","type":"integer","exclusiveMinimum":5}`: "exclusiveMinimum",
@@ -219,5 +286,33 @@ func TestInvalidInstancesRejected(t *testing.T) {
 	}
 	if n < 30 {
 		t.Fatalf("only %d invalid instances in testdata", n)
+	}
+}
+
+// TestSchemaCasesAgreeWithValidator: every document schemaCases calls valid
+// validates against jsonschema/v6 with formats asserted (a reference nobody
+// here wrote), so a case cannot make the grammar accept what a validator
+// would refuse.
+func TestSchemaCasesAgreeWithValidator(t *testing.T) {
+	for _, c := range schemaCases {
+		v := compileValidator(t, c.schema)
+		if strings.HasPrefix(c.name, "not ") {
+			// the negations' invalid documents are invalid to the validator too
+			for _, d := range c.invalid {
+				inst, err := jsonschema.UnmarshalJSON(strings.NewReader(d))
+				if err == nil && v.Validate(inst) == nil {
+					t.Errorf("%s: %s is listed invalid but validates", c.name, d)
+				}
+			}
+		}
+		for _, d := range c.valid {
+			inst, err := jsonschema.UnmarshalJSON(strings.NewReader(d))
+			if err != nil {
+				t.Fatalf("%s: %s: %v", c.name, d, err)
+			}
+			if err := v.Validate(inst); err != nil {
+				t.Errorf("%s: %s does not validate: %v", c.name, d, err)
+			}
+		}
 	}
 }

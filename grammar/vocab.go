@@ -26,7 +26,7 @@ type trie struct {
 	dups map[int32][]int32 // node -> further tokens with identical bytes
 	maxD int
 	// plain[i]: every byte below node i is a plain string char (one that
-	// keeps a free string body in sqNormal); the tokens of i's subtree are
+	// keeps a free string body in bodyNormal); the tokens of i's subtree are
 	// order[pos[i]:pos[end[i]]] (pos has one extra entry for the end).
 	plain []bool
 	order []int32
@@ -98,7 +98,7 @@ func buildTrie(ids []int32, bytesOf func(int32) []byte) *trie {
 	for i := n - 1; i >= 0; i-- {
 		ok := true
 		for c := i + 1; c < t.end[i]; c = t.end[c] {
-			if !t.plain[c] || strStep(sqNormal, t.b[c]) != sqNormal {
+			if !t.plain[c] || bodyStep(bodyNormal, t.b[c]) != bodyNormal {
 				ok = false
 				break
 			}
@@ -121,114 +121,6 @@ func buildTrie(ids []int32, bytesOf func(int32) []byte) *trie {
 	return t
 }
 
-// Free JSON string body automaton (byte level, strict UTF-8). Substates:
-const (
-	sqNormal = iota
-	sqEsc
-	sqU4
-	sqU3
-	sqU2
-	sqU1
-	sqC1
-	sqC2
-	sqC3
-	sqE0
-	sqED
-	sqF0
-	sqF4
-	numSQ
-)
-
-const (
-	sqDead  = -1
-	sqClose = -2
-)
-
-func isHex(b byte) bool {
-	return b >= '0' && b <= '9' || b >= 'a' && b <= 'f' || b >= 'A' && b <= 'F'
-}
-
-// strStep is the reference transition of a free JSON string body.
-func strStep(q int, b byte) int {
-	switch q {
-	case sqNormal:
-		switch {
-		case b == '"':
-			return sqClose
-		case b == '\\':
-			return sqEsc
-		case b < 0x20:
-			return sqDead
-		case b < 0x80:
-			return sqNormal
-		case b < 0xC2:
-			return sqDead
-		case b < 0xE0:
-			return sqC1
-		case b == 0xE0:
-			return sqE0
-		case b == 0xED:
-			return sqED
-		case b < 0xF0:
-			return sqC2
-		case b == 0xF0:
-			return sqF0
-		case b < 0xF4:
-			return sqC3
-		case b == 0xF4:
-			return sqF4
-		}
-		return sqDead
-	case sqEsc:
-		switch b {
-		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-			return sqNormal
-		case 'u':
-			return sqU4
-		}
-		return sqDead
-	case sqU4, sqU3, sqU2:
-		if isHex(b) {
-			return q + 1
-		}
-		return sqDead
-	case sqU1:
-		if isHex(b) {
-			return sqNormal
-		}
-		return sqDead
-	case sqC1:
-		if b >= 0x80 && b <= 0xBF {
-			return sqNormal
-		}
-	case sqC2:
-		if b >= 0x80 && b <= 0xBF {
-			return sqC1
-		}
-	case sqC3:
-		if b >= 0x80 && b <= 0xBF {
-			return sqC2
-		}
-	case sqE0:
-		if b >= 0xA0 && b <= 0xBF {
-			return sqC1
-		}
-	case sqED:
-		if b >= 0x80 && b <= 0x9F {
-			return sqC1
-		}
-	case sqF0:
-		if b >= 0x90 && b <= 0xBF {
-			return sqC2
-		}
-	case sqF4:
-		if b >= 0x80 && b <= 0x8F {
-			return sqC2
-		}
-	}
-	return sqDead
-}
-
 // strTables are the grammar-independent parts of masks for states inside a
 // free string: tokens that stay inside the string body, and a trie of the
 // tokens that close it (those are checked against what follows the string).
@@ -249,10 +141,10 @@ type vocabTables struct {
 	trie   *trie
 	eos    []int32
 	eosSet map[int32]bool
-	str    [numSQ]strTables
-	// By first byte c: the root child of trie and of str[sqNormal].close
-	// (-1 none), the tokens of str[sqNormal].in starting with c, and the
-	// string-body substate c leads to from sqNormal (-1 dead or closing).
+	str    [numBodyStates]strTables
+	// By first byte c: the root child of trie and of str[bodyNormal].close
+	// (-1 none), the tokens of str[bodyNormal].in starting with c, and the
+	// string-body substate c leads to from bodyNormal (-1 dead or closing).
 	rootKid, closeKid [256]int32
 	inFirst           [256][]int32
 	firstQ            [256]int8
@@ -302,65 +194,6 @@ func (vt *vocabTables) classSubtrees(cl [2]uint64) []uint64 {
 	return sub
 }
 
-// constrainedCost returns how many chars bs spells inside a constrained
-// string body from a char boundary (a trailing partial char counts as one),
-// or ok false when it leaves the body: a quote, a raw control char, an
-// escape charRange does not emit (only \" \\ \/ \b \f \n \r \t and
-// \u00[01]X), or invalid UTF-8.
-func constrainedCost(bs []byte) (n int, ok bool) {
-	for i := 0; i < len(bs); {
-		c := bs[i]
-		switch {
-		case c == '"' || c < 0x20:
-			return 0, false
-		case c == '\\':
-			if i+1 == len(bs) {
-				return n + 1, true
-			}
-			switch bs[i+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				i += 2
-			case 'u':
-				for j := 2; j < 6; j++ {
-					if i+j == len(bs) {
-						return n + 1, true
-					}
-					x := bs[i+j]
-					switch {
-					case j <= 3 && x == '0':
-					case j == 4 && (x == '0' || x == '1'):
-					case j == 5 && isHex(x):
-					default:
-						return 0, false
-					}
-				}
-				i += 6
-			default:
-				return 0, false
-			}
-		case c < 0x80:
-			i++
-		default:
-			q := strStep(sqNormal, c)
-			if q < 0 {
-				return 0, false
-			}
-			i++
-			for q != sqNormal {
-				if i == len(bs) {
-					return n + 1, true
-				}
-				if q = strStep(q, bs[i]); q < 0 {
-					return 0, false
-				}
-				i++
-			}
-		}
-		n++
-	}
-	return n, true
-}
-
 func newVocabTables(v Vocab, eos []int32) *vocabTables {
 	n := v.VocabSize()
 	vt := &vocabTables{n: n, words: (n + 63) / 64, toks: make([][]byte, n), eos: append([]int32(nil), eos...), eosSet: map[int32]bool{}}
@@ -382,7 +215,7 @@ func newVocabTables(v Vocab, eos []int32) *vocabTables {
 	}
 	bytesOf := func(id int32) []byte { return vt.toks[id] }
 	vt.trie = buildTrie(ids, bytesOf)
-	for q := 0; q < numSQ; q++ {
+	for q := 0; q < numBodyStates; q++ {
 		in := make([]uint64, vt.words)
 		var closing []int32
 		for _, id := range ids {
@@ -390,12 +223,12 @@ func newVocabTables(v Vocab, eos []int32) *vocabTables {
 			ok := true
 			closed := false
 			for _, c := range vt.toks[id] {
-				s = strStep(s, c)
-				if s == sqDead {
+				s = bodyStep(s, c)
+				if s == bodyDead {
 					ok = false
 					break
 				}
-				if s == sqClose {
+				if s == bodyClosed {
 					closed = true
 					break
 				}
@@ -412,9 +245,9 @@ func newVocabTables(v Vocab, eos []int32) *vocabTables {
 	}
 	for c := 0; c < 256; c++ {
 		vt.rootKid[c], vt.closeKid[c] = -1, -1
-		vt.firstQ[c] = int8(max(strStep(sqNormal, byte(c)), -1))
+		vt.firstQ[c] = int8(max(bodyStep(bodyNormal, byte(c)), -1))
 	}
-	for _, t := range []*trie{vt.trie, vt.str[sqNormal].close} {
+	for _, t := range []*trie{vt.trie, vt.str[bodyNormal].close} {
 		kid := &vt.rootKid
 		if t != vt.trie {
 			kid = &vt.closeKid
@@ -446,7 +279,7 @@ func newVocabTables(v Vocab, eos []int32) *vocabTables {
 			vt.cnt[n][id>>6] |= 1 << (uint(id) & 63)
 		}
 	}
-	in := vt.str[sqNormal].in
+	in := vt.str[bodyNormal].in
 	for _, id := range ids {
 		if in[id>>6]&(1<<(uint(id)&63)) != 0 {
 			c := vt.toks[id][0]

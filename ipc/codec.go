@@ -61,12 +61,12 @@ func Decode(frame []byte) (Message, error) {
 	return m, nil
 }
 
-// ---- sizes (so Append grows dst once) ----
+// ---- sizes of the primitives; each message's size sits beside its Append (so Append grows
+// dst once, and a new field is counted where it is written) ----
 
 func sizeStr(s string) int     { return 4 + len(s) }
 func sizeI32s(s []int32) int   { return 4 + 4*len(s) }
 func sizeF32s(s []float32) int { return 4 + 4*len(s) }
-func sizeLoad(l *Load) int     { return 5*8 + 4 + 8*len(l.Received) + 4 + 8*len(l.ReceivedTokens) }
 
 func sizeStrs(s []string) int {
 	n := 4
@@ -75,14 +75,6 @@ func sizeStrs(s []string) int {
 	}
 	return n
 }
-
-func sizeTokenItem(it *TokenItem) int {
-	return sizeStr(it.RID) + 4 + sizeI32s(it.NewIDs) + sizeF32s(it.Logprobs) + 3*4 + 2 + 4 +
-		sizeStr(it.MatchedStop) + sizeStr(it.Error) + sizeStrs(it.StopStrings)
-}
-
-// minTokenItemLen is the encoded size of an empty TokenItem; it bounds item counts.
-const minTokenItemLen = 4 + 4 + 4 + 4 + 3*4 + 2 + 4 + 4 + 4 + 4
 
 // ---- encoding primitives ----
 
@@ -341,47 +333,90 @@ func (r *reader) done(what MsgType) error {
 	return nil
 }
 
+// ---- Sampling ----
+
+const (
+	sampHasSeed  uint8 = 1 << iota
+	sampAllFlags       = sampHasSeed
+)
+
+// sizeSampling is the encoded size of a Sampling: six floats, top_k, seed, the flags byte and
+// the logit bias.
+func sizeSampling(s *Sampling) int {
+	return 6*4 + 4 + 8 + 1 + sizeI32s(s.LogitBiasIDs) + sizeF32s(s.LogitBiasValues)
+}
+
+func appendSampling(dst []byte, s *Sampling) []byte {
+	dst = appendF32(dst, s.Temperature)
+	dst = appendF32(dst, s.TopP)
+	dst = appendF32(dst, s.MinP)
+	dst = appendF32(dst, s.RepetitionPenalty)
+	dst = appendF32(dst, s.FrequencyPenalty)
+	dst = appendF32(dst, s.PresencePenalty)
+	dst = appendI32(dst, s.TopK)
+	dst = appendU64(dst, s.Seed)
+	dst = append(dst, flag(s.HasSeed, sampHasSeed))
+	dst = appendI32s(dst, s.LogitBiasIDs)
+	return appendF32s(dst, s.LogitBiasValues)
+}
+
+func (r *reader) sampling(s *Sampling) {
+	s.Temperature = r.f32("temperature")
+	s.TopP = r.f32("top_p")
+	s.MinP = r.f32("min_p")
+	s.RepetitionPenalty = r.f32("repetition_penalty")
+	s.FrequencyPenalty = r.f32("frequency_penalty")
+	s.PresencePenalty = r.f32("presence_penalty")
+	s.TopK = r.i32("top_k")
+	s.Seed = r.u64("seed")
+	f := r.flags(sampAllFlags, "sampling flags")
+	s.HasSeed = f&sampHasSeed != 0
+	s.LogitBiasIDs = r.i32s(s.LogitBiasIDs, "logit_bias ids")
+	s.LogitBiasValues = r.f32s(s.LogitBiasValues, "logit_bias values")
+	if r.err == nil && len(s.LogitBiasIDs) != len(s.LogitBiasValues) {
+		r.bad(fmt.Errorf("%w: %d logit_bias ids but %d values", ErrMalformed, len(s.LogitBiasIDs), len(s.LogitBiasValues)))
+	}
+}
+
 // ---- GenerateRequest ----
 
 const (
-	genHasSeed uint8 = 1 << iota
-	genIgnoreEOS
+	genIgnoreEOS uint8 = 1 << iota
 	genSkipSpecialTokens
 	genStream
-	genNoDetokenize
+	genNoText
 	genLogprobs
-	genAllFlags = genHasSeed | genIgnoreEOS | genSkipSpecialTokens | genStream | genNoDetokenize | genLogprobs
+	genPromptLogprobs
+	genAllFlags = genIgnoreEOS | genSkipSpecialTokens | genStream | genNoText | genLogprobs | genPromptLogprobs
 )
+
+func (m *GenerateRequest) size() int {
+	return headerLen + sizeStr(m.RID) + 4 + 8 + sizeI32s(m.InputIDs) + sizeSampling(&m.Sampling) + 2*4 +
+		sizeI32s(m.StopTokenIDs) + sizeStrs(m.StopStrings) + 1 + 4 + 1 + sizeStr(m.Grammar.Spec) + 4 + 8 + 4 + sizeStr(m.RequestID)
+}
 
 // Append implements Message.
 func (m *GenerateRequest) Append(dst []byte) []byte {
-	n := headerLen + sizeStr(m.RID) + 4 + sizeI32s(m.InputIDs) + 6*4 + 4 + 8 + 2*4 +
-		sizeI32s(m.StopTokenIDs) + sizeStrs(m.StopStrings) + 1 + 4 + 1 + sizeStr(m.Grammar.Spec) + 4 + 8
-	dst = slices.Grow(dst, n)
+	dst = slices.Grow(dst, m.size())
 	dst = append(dst, WireVersion, byte(MsgGenerateRequest))
 	dst = appendStr(dst, m.RID)
 	dst = appendU32(dst, m.Owner)
+	dst = appendU64(dst, m.OwnerEpoch)
 	dst = appendI32s(dst, m.InputIDs)
-	dst = appendF32(dst, m.Temperature)
-	dst = appendF32(dst, m.TopP)
-	dst = appendF32(dst, m.MinP)
-	dst = appendF32(dst, m.RepetitionPenalty)
-	dst = appendF32(dst, m.FrequencyPenalty)
-	dst = appendF32(dst, m.PresencePenalty)
-	dst = appendI32(dst, m.TopK)
-	dst = appendU64(dst, m.Seed)
+	dst = appendSampling(dst, &m.Sampling)
 	dst = appendI32(dst, m.MaxNewTokens)
 	dst = appendI32(dst, m.MinNewTokens)
 	dst = appendI32s(dst, m.StopTokenIDs)
 	dst = appendStrs(dst, m.StopStrings)
-	dst = append(dst, flag(m.HasSeed, genHasSeed)|flag(m.IgnoreEOS, genIgnoreEOS)|
-		flag(m.SkipSpecialTokens, genSkipSpecialTokens)|flag(m.Stream, genStream)|
-		flag(m.NoDetokenize, genNoDetokenize)|flag(m.Logprobs, genLogprobs))
+	dst = append(dst, flag(m.IgnoreEOS, genIgnoreEOS)|flag(m.SkipSpecialTokens, genSkipSpecialTokens)|
+		flag(m.Stream, genStream)|flag(m.NoText, genNoText)|flag(m.Logprobs, genLogprobs)|flag(m.PromptLogprobs, genPromptLogprobs))
 	dst = appendI32(dst, m.StreamInterval)
 	dst = append(dst, byte(m.Grammar.Kind))
 	dst = appendStr(dst, m.Grammar.Spec)
 	dst = appendI32(dst, m.RoutedRank)
 	dst = appendI64(dst, m.ArrivalUnixNano)
+	dst = appendI32(dst, m.TopLogprobs)
+	dst = appendStr(dst, m.RequestID)
 	return dst
 }
 
@@ -391,26 +426,20 @@ func (m *GenerateRequest) Decode(frame []byte) error {
 	r.header(MsgGenerateRequest)
 	m.RID = r.str(m.RID, "rid")
 	m.Owner = r.u32("owner")
+	m.OwnerEpoch = r.u64("owner_epoch")
 	m.InputIDs = r.i32s(m.InputIDs, "input_ids")
-	m.Temperature = r.f32("temperature")
-	m.TopP = r.f32("top_p")
-	m.MinP = r.f32("min_p")
-	m.RepetitionPenalty = r.f32("repetition_penalty")
-	m.FrequencyPenalty = r.f32("frequency_penalty")
-	m.PresencePenalty = r.f32("presence_penalty")
-	m.TopK = r.i32("top_k")
-	m.Seed = r.u64("seed")
+	r.sampling(&m.Sampling)
 	m.MaxNewTokens = r.i32("max_new_tokens")
 	m.MinNewTokens = r.i32("min_new_tokens")
 	m.StopTokenIDs = r.i32s(m.StopTokenIDs, "stop_token_ids")
 	m.StopStrings = r.strs(m.StopStrings, "stop_strings")
 	f := r.flags(genAllFlags, "request flags")
-	m.HasSeed = f&genHasSeed != 0
 	m.IgnoreEOS = f&genIgnoreEOS != 0
 	m.SkipSpecialTokens = f&genSkipSpecialTokens != 0
 	m.Stream = f&genStream != 0
-	m.NoDetokenize = f&genNoDetokenize != 0
+	m.NoText = f&genNoText != 0
 	m.Logprobs = f&genLogprobs != 0
+	m.PromptLogprobs = f&genPromptLogprobs != 0
 	m.StreamInterval = r.i32("stream_interval")
 	m.Grammar.Kind = GrammarKind(r.u8("grammar kind"))
 	if r.err == nil && m.Grammar.Kind > maxGrammarKind {
@@ -419,17 +448,22 @@ func (m *GenerateRequest) Decode(frame []byte) error {
 	m.Grammar.Spec = r.str(m.Grammar.Spec, "grammar spec")
 	m.RoutedRank = r.i32("routed_rank")
 	m.ArrivalUnixNano = r.i64("arrival")
+	m.TopLogprobs = r.i32("top_logprobs")
+	m.RequestID = r.str(m.RequestID, "request_id")
 	return r.done(MsgGenerateRequest)
 }
 
 // ---- Abort ----
 
+func (m *Abort) size() int { return headerLen + sizeStr(m.RID) + 4 + 8 + sizeStr(m.Reason) }
+
 // Append implements Message.
 func (m *Abort) Append(dst []byte) []byte {
-	dst = slices.Grow(dst, headerLen+sizeStr(m.RID)+4+sizeStr(m.Reason))
+	dst = slices.Grow(dst, m.size())
 	dst = append(dst, WireVersion, byte(MsgAbort))
 	dst = appendStr(dst, m.RID)
 	dst = appendU32(dst, m.Owner)
+	dst = appendU64(dst, m.OwnerEpoch)
 	return appendStr(dst, m.Reason)
 }
 
@@ -439,11 +473,17 @@ func (m *Abort) Decode(frame []byte) error {
 	r.header(MsgAbort)
 	m.RID = r.str(m.RID, "rid")
 	m.Owner = r.u32("owner")
+	m.OwnerEpoch = r.u64("owner_epoch")
 	m.Reason = r.str(m.Reason, "reason")
 	return r.done(MsgAbort)
 }
 
 // ---- Load and items ----
+
+func sizeLoad(l *Load) int { return loadFixedLen + 4 + 8*len(l.Received) + 4 + 8*len(l.ReceivedTokens) }
+
+// loadFixedLen is the encoded size of a Load's fixed-width fields.
+const loadFixedLen = 7 * 8
 
 func appendLoad(dst []byte, l *Load) []byte {
 	dst = appendI64(dst, l.Running)
@@ -451,6 +491,8 @@ func appendLoad(dst []byte, l *Load) []byte {
 	dst = appendI64(dst, l.KVTokensUsed)
 	dst = appendI64(dst, l.KVTokensCapacity)
 	dst = appendI64(dst, l.WaitingTokens)
+	dst = appendU64(dst, l.Preemptions)
+	dst = appendU64(dst, l.PrefixHitTokens)
 	dst = appendU64s(dst, l.Received)
 	return appendU64s(dst, l.ReceivedTokens)
 }
@@ -461,16 +503,37 @@ func (r *reader) load(l *Load) {
 	l.KVTokensUsed = r.i64("load.kv_used")
 	l.KVTokensCapacity = r.i64("load.kv_capacity")
 	l.WaitingTokens = r.i64("load.waiting_tokens")
+	l.Preemptions = r.u64("load.preemptions")
+	l.PrefixHitTokens = r.u64("load.prefix_hit_tokens")
 	l.Received = r.u64s(l.Received, "load.received")
 	l.ReceivedTokens = r.u64s(l.ReceivedTokens, "load.received_tokens")
 }
 
 const (
 	itemFinished uint8 = 1 << iota
-	itemNoDetokenize
+	itemNoText
 	itemSkipSpecialTokens
-	itemAllFlags = itemFinished | itemNoDetokenize | itemSkipSpecialTokens
+	itemAllFlags = itemFinished | itemNoText | itemSkipSpecialTokens
 )
+
+func sizeTokenItem(it *TokenItem) int {
+	return sizeStr(it.RID) + 4 + sizeI32s(it.NewIDs) + sizeF32s(it.Logprobs) + 3*4 + 2 + 4 +
+		sizeStr(it.MatchedStop) + sizeStr(it.Error) + sizeStrs(it.StopStrings) +
+		sizeI32s(it.TopLogprobIDs) + sizeF32s(it.TopLogprobs) +
+		sizeF32s(it.PromptLogprobs) + sizeI32s(it.PromptTopLogprobIDs) + sizeF32s(it.PromptTopLogprobs) +
+		sizeStr(it.RequestID) + itemTimesLen(it)
+}
+
+// itemTimesLen is the size of an item's times: only a finished item carries them.
+func itemTimesLen(it *TokenItem) int {
+	if it.Finished {
+		return 3 * 8
+	}
+	return 0
+}
+
+// minTokenItemLen is the encoded size of an empty TokenItem; it bounds item counts.
+const minTokenItemLen = 4 + 4 + 4 + 4 + 3*4 + 2 + 4 + 4 + 4 + 4 + 4 + 4 + 4 + 4 + 4 + 4
 
 func appendTokenItem(dst []byte, it *TokenItem) []byte {
 	dst = appendStr(dst, it.RID)
@@ -480,12 +543,24 @@ func appendTokenItem(dst []byte, it *TokenItem) []byte {
 	dst = appendI32(dst, it.PromptTokens)
 	dst = appendI32(dst, it.CachedTokens)
 	dst = appendI32(dst, it.CompletionTokens)
-	dst = append(dst, flag(it.Finished, itemFinished)|flag(it.NoDetokenize, itemNoDetokenize)|
+	dst = append(dst, flag(it.Finished, itemFinished)|flag(it.NoText, itemNoText)|
 		flag(it.SkipSpecialTokens, itemSkipSpecialTokens), byte(it.FinishReason))
 	dst = appendI32(dst, it.MatchedStopToken)
 	dst = appendStr(dst, it.MatchedStop)
 	dst = appendStr(dst, it.Error)
-	return appendStrs(dst, it.StopStrings)
+	dst = appendStrs(dst, it.StopStrings)
+	dst = appendI32s(dst, it.TopLogprobIDs)
+	dst = appendF32s(dst, it.TopLogprobs)
+	dst = appendF32s(dst, it.PromptLogprobs)
+	dst = appendI32s(dst, it.PromptTopLogprobIDs)
+	dst = appendF32s(dst, it.PromptTopLogprobs)
+	dst = appendStr(dst, it.RequestID)
+	if it.Finished {
+		dst = appendI64(dst, it.QueueNanos)
+		dst = appendI64(dst, it.PrefillNanos)
+		dst = appendI64(dst, it.DecodeNanos)
+	}
+	return dst
 }
 
 func (r *reader) tokenItem(it *TokenItem) {
@@ -509,24 +584,46 @@ func (r *reader) tokenItem(it *TokenItem) {
 		r.bad(fmt.Errorf("%w: unknown finish reason %d", ErrMalformed, reason))
 	}
 	it.Finished = f&itemFinished != 0
-	it.NoDetokenize = f&itemNoDetokenize != 0
+	it.NoText = f&itemNoText != 0
 	it.SkipSpecialTokens = f&itemSkipSpecialTokens != 0
 	it.FinishReason = reason
 	it.MatchedStopToken = int32(binary.LittleEndian.Uint32(b[14:]))
 	it.MatchedStop = r.str(it.MatchedStop, "item.matched_stop")
 	it.Error = r.str(it.Error, "item.error")
 	it.StopStrings = r.strs(it.StopStrings, "item.stop_strings")
+	it.TopLogprobIDs = r.i32s(it.TopLogprobIDs, "item.top_logprob_ids")
+	it.TopLogprobs = r.f32s(it.TopLogprobs, "item.top_logprobs")
+	if r.err == nil && len(it.TopLogprobIDs) != len(it.TopLogprobs) {
+		r.bad(fmt.Errorf("%w: %d top logprob ids but %d values", ErrMalformed, len(it.TopLogprobIDs), len(it.TopLogprobs)))
+	}
+	it.PromptLogprobs = r.f32s(it.PromptLogprobs, "item.prompt_logprobs")
+	it.PromptTopLogprobIDs = r.i32s(it.PromptTopLogprobIDs, "item.prompt_top_logprob_ids")
+	it.PromptTopLogprobs = r.f32s(it.PromptTopLogprobs, "item.prompt_top_logprobs")
+	if r.err == nil && len(it.PromptTopLogprobIDs) != len(it.PromptTopLogprobs) {
+		r.bad(fmt.Errorf("%w: %d prompt top logprob ids but %d values", ErrMalformed, len(it.PromptTopLogprobIDs), len(it.PromptTopLogprobs)))
+	}
+	it.RequestID = r.str(it.RequestID, "item.request_id")
+	it.QueueNanos, it.PrefillNanos, it.DecodeNanos = 0, 0, 0
+	if it.Finished {
+		it.QueueNanos = r.i64("item.queue_time")
+		it.PrefillNanos = r.i64("item.prefill_time")
+		it.DecodeNanos = r.i64("item.decode_time")
+	}
 }
 
 // ---- TokenBatch ----
 
-// Append implements Message.
-func (m *TokenBatch) Append(dst []byte) []byte {
+func (m *TokenBatch) size() int {
 	n := headerLen + 4 + 8 + sizeLoad(&m.Load) + 4
 	for i := range m.Items {
 		n += sizeTokenItem(&m.Items[i])
 	}
-	dst = slices.Grow(dst, n)
+	return n
+}
+
+// Append implements Message.
+func (m *TokenBatch) Append(dst []byte) []byte {
+	dst = slices.Grow(dst, m.size())
 	dst = append(dst, WireVersion, byte(MsgTokenBatch))
 	dst = appendU32(dst, m.Rank)
 	dst = appendU64(dst, m.Seq)
@@ -568,10 +665,9 @@ func growItems[T any](s []T, n int) []T {
 
 // ---- TextBatch ----
 
-const minRankLoadLen = 4 + 8 + 5*8 + 4 + 4
+const minRankLoadLen = 4 + 8 + loadFixedLen + 4 + 4
 
-// Append implements Message.
-func (m *TextBatch) Append(dst []byte) []byte {
+func (m *TextBatch) size() int {
 	n := headerLen + 4 + 4
 	for i := range m.Loads {
 		n += 4 + 8 + sizeLoad(&m.Loads[i].Load)
@@ -579,7 +675,12 @@ func (m *TextBatch) Append(dst []byte) []byte {
 	for i := range m.Items {
 		n += sizeTokenItem(&m.Items[i].TokenItem) + sizeStr(m.Items[i].Text)
 	}
-	dst = slices.Grow(dst, n)
+	return n
+}
+
+// Append implements Message.
+func (m *TextBatch) Append(dst []byte) []byte {
+	dst = slices.Grow(dst, m.size())
 	dst = append(dst, WireVersion, byte(MsgTextBatch))
 	dst = appendLen(dst, len(m.Loads))
 	for i := range m.Loads {

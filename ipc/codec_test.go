@@ -13,19 +13,21 @@ import (
 
 func sampleRequest() *GenerateRequest {
 	return &GenerateRequest{
-		RID: "req-7f3a", Owner: 3, InputIDs: []int32{1, 2, 3, -4, math.MaxInt32},
-		Temperature: 0.7, TopP: 0.95, MinP: 0.05, RepetitionPenalty: 1.1,
-		FrequencyPenalty: -0.5, PresencePenalty: 0.25, TopK: 40, Seed: 1 << 60, HasSeed: true,
+		RID: "req-7f3a", Owner: 3, OwnerEpoch: 0x1234_5678_9abc_def0, InputIDs: []int32{1, 2, 3, -4, math.MaxInt32},
+		Sampling: Sampling{Temperature: 0.7, TopP: 0.95, MinP: 0.05, RepetitionPenalty: 1.1,
+			FrequencyPenalty: -0.5, PresencePenalty: 0.25, TopK: 40, Seed: 1 << 60, HasSeed: true,
+			LogitBiasIDs: []int32{5, 9}, LogitBiasValues: []float32{-100, 2.5}},
 		MaxNewTokens: 128, MinNewTokens: 2, StopTokenIDs: []int32{151643, 151645},
 		StopStrings: []string{"\n\n", "</s>", ""}, IgnoreEOS: true, SkipSpecialTokens: true,
-		Stream: true, NoDetokenize: false, StreamInterval: 4, Logprobs: true,
+		Stream: true, NoText: false, StreamInterval: 4, Logprobs: true,
 		Grammar:    Grammar{Kind: GrammarJSONSchema, Spec: `{"type":"object"}`},
-		RoutedRank: -1, ArrivalUnixNano: 1_700_000_000_123_456_789,
+		RoutedRank: -1, ArrivalUnixNano: 1_700_000_000_123_456_789, TopLogprobs: 5, PromptLogprobs: true, RequestID: "client-req-1",
 	}
 }
 
 func sampleLoad(workers int) Load {
-	l := Load{Running: 12, Waiting: 3, KVTokensUsed: 40960, KVTokensCapacity: 1 << 20, WaitingTokens: 777}
+	l := Load{Running: 12, Waiting: 3, KVTokensUsed: 40960, KVTokensCapacity: 1 << 20, WaitingTokens: 777,
+		Preemptions: 5, PrefixHitTokens: 4096}
 	for w := range workers {
 		l.Received = append(l.Received, uint64(1000+w))
 		l.ReceivedTokens = append(l.ReceivedTokens, uint64(90000+w))
@@ -40,6 +42,8 @@ func sampleItem(i int) TokenItem {
 	}
 	if i%3 == 0 {
 		it.Logprobs = []float32{-0.25, float32(-i)}
+		it.TopLogprobIDs, it.TopLogprobs = []int32{int32(i), 3, int32(i + 1), 4}, []float32{-0.25, -2, float32(-i), -3}
+		it.PromptLogprobs, it.PromptTopLogprobIDs, it.PromptTopLogprobs = []float32{-1.5}, []int32{7}, []float32{-0.5}
 	}
 	if i%7 == 0 {
 		it.Finished, it.FinishReason = true, FinishStop
@@ -48,10 +52,16 @@ func sampleItem(i int) TokenItem {
 	if i%11 == 0 {
 		it.Finished, it.FinishReason, it.Error = true, FinishError, "kv cache exhausted"
 	}
+	if it.Finished {
+		it.QueueNanos, it.PrefillNanos, it.DecodeNanos = int64(i)*1000, 2_000_000, int64(i)<<32
+	}
+	if i%5 == 1 {
+		it.RequestID = fmt.Sprintf("req-%d", i)
+	}
 	if i%5 == 1 {
 		it.SkipSpecialTokens, it.StopStrings = true, []string{"</s>", "\n\nUser:"}
 	}
-	it.NoDetokenize = i%13 == 4
+	it.NoText = i%13 == 4
 	return it
 }
 
@@ -75,7 +85,7 @@ func sampleMessages() []Message {
 	return []Message{
 		sampleRequest(),
 		&GenerateRequest{RoutedRank: -1},
-		&Abort{RID: "req-1", Owner: 1, Reason: "client disconnected"},
+		&Abort{RID: "req-1", Owner: 1, OwnerEpoch: 99, Reason: "client disconnected"},
 		&Abort{},
 		sampleTokenBatch(0), // heartbeat
 		sampleTokenBatch(25),
@@ -343,21 +353,53 @@ func TestWireGolden(t *testing.T) {
 		m    Message
 		want string
 	}{
-		{&Abort{RID: "r1", Owner: 2, Reason: "x"}, "0202" + "02000000" + "7231" + "02000000" + "01000000" + "78"},
-		{&TokenBatch{Rank: 1, Seq: 2, Load: Load{Running: 3, Received: []uint64{4}},
+		{&Abort{RID: "r1", Owner: 2, OwnerEpoch: 5, Reason: "x"}, "0702" + "02000000" + "7231" + "02000000" + "0500000000000000" + "01000000" + "78"},
+		{&GenerateRequest{RID: "g", Owner: 1, OwnerEpoch: 3, InputIDs: []int32{7},
+			Sampling: Sampling{Temperature: 1, TopP: 0.5, MinP: 0, RepetitionPenalty: 2, FrequencyPenalty: -1, PresencePenalty: 0,
+				TopK: 3, Seed: 9, HasSeed: true},
+			MaxNewTokens: 4, MinNewTokens: 1, StopTokenIDs: []int32{2}, StopStrings: []string{"s"}, Stream: true, NoText: true,
+			StreamInterval: 5, Grammar: Grammar{Kind: GrammarRegex, Spec: "a"}, RoutedRank: -1, ArrivalUnixNano: 6, RequestID: "q"},
+			"0701" + "01000000" + "67" + "01000000" + "0300000000000000" + "01000000" + "07000000" +
+				"0000803f" + "0000003f" + "00000000" + "00000040" + "000080bf" + "00000000" + "03000000" + "0900000000000000" + "01" + "00000000" + "00000000" +
+				"04000000" + "01000000" + "01000000" + "02000000" + "01000000" + "01000000" + "73" +
+				"0c" + "05000000" + "03" + "01000000" + "61" + "ffffffff" + "0600000000000000" + "00000000" + "01000000" + "71"},
+		{&TokenBatch{Rank: 1, Seq: 2, Load: Load{Running: 3, Received: []uint64{4}, Preemptions: 7, PrefixHitTokens: 8},
 			Items: []TokenItem{{RID: "a", NewIDs: []int32{-1}, Finished: true, FinishReason: FinishLength, MatchedStopToken: -1,
-				SkipSpecialTokens: true, StopStrings: []string{"z"}}}},
-			"0203" + "01000000" + "0200000000000000" +
+				SkipSpecialTokens: true, StopStrings: []string{"z"}, RequestID: "q", QueueNanos: 1, PrefillNanos: 2, DecodeNanos: 3}}},
+			"0703" + "01000000" + "0200000000000000" +
 				"0300000000000000" + "0000000000000000" + "0000000000000000" + "0000000000000000" + "0000000000000000" +
+				"0700000000000000" + "0800000000000000" +
 				"01000000" + "0400000000000000" + "00000000" +
 				"01000000" + // one item
 				"01000000" + "61" + "00000000" + "01000000" + "ffffffff" + "00000000" +
 				"00000000" + "00000000" + "00000000" + "05" + "02" + "ffffffff" + "00000000" + "00000000" +
-				"01000000" + "01000000" + "7a"},
+				"01000000" + "01000000" + "7a" + "00000000" + "00000000" + "00000000" + "00000000" + "00000000" + "01000000" + "71" +
+				"0100000000000000" + "0200000000000000" + "0300000000000000"},
 	}
 	for _, c := range cases {
 		if got := fmt.Sprintf("%x", Encode(c.m)); got != c.want {
 			t.Errorf("%v encodes as\n%s\nwant\n%s", c.m.Type(), got, c.want)
+		}
+	}
+}
+
+// TestSizes: every message's size (computed beside its Append) is exactly the frame's length,
+// so Append grows its buffer once and a field added to Append without its size shows here.
+func TestSizes(t *testing.T) {
+	for _, m := range sampleMessages() {
+		var want int
+		switch m := m.(type) {
+		case *GenerateRequest:
+			want = m.size()
+		case *Abort:
+			want = m.size()
+		case *TokenBatch:
+			want = m.size()
+		case *TextBatch:
+			want = m.size()
+		}
+		if got := len(Encode(m)); got != want {
+			t.Errorf("%v: size() = %d, frame is %d bytes", m.Type(), want, got)
 		}
 	}
 }

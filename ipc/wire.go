@@ -4,7 +4,7 @@ import "fmt"
 
 // WireVersion is the first byte of every frame. Bump it on any incompatible layout change;
 // decoders refuse frames of any other version.
-const WireVersion byte = 2
+const WireVersion byte = 7
 
 // MsgType is the second byte of every frame.
 type MsgType uint8
@@ -51,9 +51,10 @@ const (
 	GrammarJSONSchema GrammarKind = 1 // Spec is a JSON Schema document
 	GrammarJSONObject GrammarKind = 2 // any JSON object; Spec is empty
 	GrammarRegex      GrammarKind = 3 // Spec is a regular expression
+	GrammarCompose    GrammarKind = 4 // Spec is a composed grammar (grammar.Part as JSON)
 )
 
-const maxGrammarKind = GrammarRegex
+const maxGrammarKind = GrammarCompose
 
 func (k GrammarKind) String() string {
 	switch k {
@@ -65,6 +66,8 @@ func (k GrammarKind) String() string {
 		return "json_object"
 	case GrammarRegex:
 		return "regex"
+	case GrammarCompose:
+		return "compose"
 	}
 	return fmt.Sprintf("GrammarKind(%d)", uint8(k))
 }
@@ -105,14 +108,9 @@ func (r FinishReason) String() string {
 	return fmt.Sprintf("FinishReason(%d)", uint8(r))
 }
 
-// GenerateRequest is one tokenized request, sent by the tokenizer worker that owns it to the
-// scheduler of the rank it was dispatched to.
-type GenerateRequest struct {
-	RID      string
-	Owner    uint32 // index of the tokenizer worker that owns the request
-	InputIDs []int32
-
-	// Sampling.
+// Sampling is a request's sampling settings (sampling.Params on the wire); it travels as one
+// block so a new setting is added in one place on each side.
+type Sampling struct {
 	Temperature       float32
 	TopP              float32
 	MinP              float32
@@ -121,7 +119,23 @@ type GenerateRequest struct {
 	PresencePenalty   float32
 	TopK              int32
 	Seed              uint64
-	HasSeed           bool
+	HasSeed           bool // Seed is set; without it the rank draws a fresh seed
+	// LogitBiasIDs[i] gets LogitBiasValues[i] added to its logit (sampling.Bias).
+	LogitBiasIDs    []int32
+	LogitBiasValues []float32
+}
+
+// GenerateRequest is one tokenized request, sent by the tokenizer worker that owns it to the
+// scheduler of the rank it was dispatched to.
+type GenerateRequest struct {
+	RID   string
+	Owner uint32 // index of the tokenizer worker that owns the request
+	// OwnerEpoch identifies the process of worker Owner that sent the request (drawn at its
+	// start), so a rank can tell a crashed predecessor's requests from its successor's.
+	OwnerEpoch uint64
+	InputIDs   []int32
+
+	Sampling Sampling
 
 	MaxNewTokens int32
 	MinNewTokens int32
@@ -131,20 +145,29 @@ type GenerateRequest struct {
 	IgnoreEOS         bool
 	SkipSpecialTokens bool
 	Stream            bool
-	NoDetokenize      bool  // the client wants ids only
+	NoText            bool  // the client wants ids only: nothing detokenizes this request
 	StreamInterval    int32 // tokens between stream outputs (>= 1)
 	Logprobs          bool
 
 	Grammar         Grammar
 	RoutedRank      int32 // DP rank the request must run on; -1 = any
 	ArrivalUnixNano int64
+	// TopLogprobs is how many most likely tokens to report with each generated token (0-20).
+	TopLogprobs int32
+	// PromptLogprobs asks for the prompt tokens' logprobs (and TopLogprobs entries each).
+	PromptLogprobs bool
+	// RequestID is the client's X-Request-Id (or the worker's own), for the rank's log lines.
+	RequestID string
 }
 
-// Abort cancels a request at the scheduler that runs it.
+// Abort cancels a request at the scheduler that runs it. An empty RID (never a request's)
+// cancels every request of Owner from an epoch other than OwnerEpoch, now and when they arrive
+// later: a worker's process sends it at its start, for whatever a crashed predecessor left.
 type Abort struct {
-	RID    string
-	Owner  uint32
-	Reason string
+	RID        string
+	Owner      uint32
+	OwnerEpoch uint64
+	Reason     string
 }
 
 // Load is a rank's load report, piggybacked on every output batch.
@@ -161,6 +184,10 @@ type Load struct {
 	// ReceivedTokens[w] is the prompt tokens of those requests, so token-weighted dispatch
 	// can subtract them too.
 	ReceivedTokens []uint64
+	// Preemptions and PrefixHitTokens are the rank's cumulative scheduler counters
+	// (scheduler.Stats), shown on /metrics.
+	Preemptions     uint64
+	PrefixHitTokens uint64
 }
 
 // TokenItem is one request's new output in a batch.
@@ -181,9 +208,28 @@ type TokenItem struct {
 	// Detokenization settings, for detokd, which never sees the GenerateRequest. The flags ride
 	// on every item; StopStrings need only be sent with a request's first item, since detokd
 	// keeps them in its per-request state.
-	NoDetokenize      bool
+	NoText            bool
 	SkipSpecialTokens bool
 	StopStrings       []string
+
+	// TopLogprobIDs and TopLogprobs hold, for each NewIDs entry in order, the request's k most
+	// likely tokens and their logprobs (k = len(TopLogprobIDs) / len(NewIDs)); else empty.
+	TopLogprobIDs []int32
+	TopLogprobs   []float32
+	// PromptLogprobs holds the logprob of each prompt token after the first, and
+	// PromptTopLogprobIDs / PromptTopLogprobs their top entries (k per position); sent once,
+	// with the request's first item, when asked for.
+	PromptLogprobs      []float32
+	PromptTopLogprobIDs []int32
+	PromptTopLogprobs   []float32
+
+	// RequestID is the client's request id, sent with a request's first item only (detokd
+	// keeps it for its log lines, as it keeps StopStrings).
+	RequestID string
+	// QueueNanos, PrefillNanos and DecodeNanos are the rank's times of a finished request
+	// (reaching the rank to first scheduled, to the first token, to the finish); they travel
+	// only on the finishing item.
+	QueueNanos, PrefillNanos, DecodeNanos int64
 }
 
 // TokenBatch is what a scheduler sends after a step: the new token ids of every request that

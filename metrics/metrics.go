@@ -16,13 +16,36 @@ import (
 
 // Registry holds metric families in registration order.
 type Registry struct {
+	// mu guards families and byName (registration and scrapes).
 	mu       sync.Mutex
 	families []*family
 	byName   map[string]*family
+	// shared, when set, holds the counters' and histograms' cells in a file every process of
+	// the engine maps (see Shared); nil keeps them in this process's memory.
+	shared *Shared
 }
 
-// NewRegistry returns an empty registry.
+// NewRegistry returns an empty registry whose counters and histograms are this process's own.
 func NewRegistry() *Registry { return &Registry{byName: map[string]*family{}} }
+
+// NewSharedRegistry returns an empty registry whose counters and histograms live in this
+// process's slot of s and are written out summed over every slot: whichever process answers a
+// scrape shows the whole engine. Every process sharing s must register the same series in the
+// same order (they run the same code); a slot whose layout differs is left out of the sums.
+func NewSharedRegistry(s *Shared) *Registry {
+	return &Registry{byName: map[string]*family{}, shared: s}
+}
+
+// cells returns n cells for a new series: its own (written by this process) and, for reading,
+// the same cells in every slot whose layout matches.
+func (r *Registry) cells(desc string, n int) (own []atomic.Uint64, all func() [][]atomic.Uint64) {
+	if r.shared == nil {
+		own = make([]atomic.Uint64, n)
+		mine := [][]atomic.Uint64{own}
+		return own, func() [][]atomic.Uint64 { return mine }
+	}
+	return r.shared.alloc(desc, n)
+}
 
 type kind string
 
@@ -83,21 +106,29 @@ func (r *Registry) add(name, help string, k kind, s series) {
 // Counter is a monotonically increasing value.
 type Counter struct {
 	lbl string
-	v   atomic.Uint64 // float64 bits
+	// v is this process's count (float64 bits); all reads the count of every process sharing
+	// the registry's store (just v without one).
+	v   *atomic.Uint64
+	all func() [][]atomic.Uint64
 }
 
 // NewCounter registers a counter series.
 func (r *Registry) NewCounter(name, help string, labels Labels) *Counter {
 	c := &Counter{lbl: labels.String()}
+	own, all := r.cells("counter "+name+c.lbl, 1)
+	c.v, c.all = &own[0], all
 	r.add(name, help, kindCounter, c)
 	return c
 }
 
 // Add adds v (>= 0).
-func (c *Counter) Add(v float64) {
+func (c *Counter) Add(v float64) { addFloat(c.v, v) }
+
+// addFloat adds v to the float64 whose bits cell holds.
+func addFloat(cell *atomic.Uint64, v float64) {
 	for {
-		old := c.v.Load()
-		if c.v.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)+v)) {
+		old := cell.Load()
+		if cell.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)+v)) {
 			return
 		}
 	}
@@ -106,8 +137,14 @@ func (c *Counter) Add(v float64) {
 // Inc adds one.
 func (c *Counter) Inc() { c.Add(1) }
 
-// Value returns the current count.
-func (c *Counter) Value() float64 { return math.Float64frombits(c.v.Load()) }
+// Value returns the count, summed over every process sharing the registry's store.
+func (c *Counter) Value() float64 {
+	var v float64
+	for _, cells := range c.all() {
+		v += math.Float64frombits(cells[0].Load())
+	}
+	return v
+}
 
 func (c *Counter) labels() string { return c.lbl }
 func (c *Counter) write(w io.Writer, name string) {
@@ -130,48 +167,76 @@ func (g *GaugeFunc) write(w io.Writer, name string) {
 	fmt.Fprintf(w, "%s%s %s\n", name, g.lbl, fmtFloat(g.fn()))
 }
 
-// Histogram counts observations in cumulative buckets.
+// CounterFunc is a counter read from a function at scrape time: a count kept elsewhere (a rank's
+// scheduler, reported with its load) that must be exposed as a counter.
+type CounterFunc struct {
+	lbl string
+	fn  func() float64
+}
+
+// NewCounterFunc registers a counter whose value fn returns at each scrape; fn must never
+// decrease except when the counted process restarts.
+func (r *Registry) NewCounterFunc(name, help string, labels Labels, fn func() float64) {
+	r.add(name, help, kindCounter, &CounterFunc{lbl: labels.String(), fn: fn})
+}
+
+func (c *CounterFunc) labels() string { return c.lbl }
+func (c *CounterFunc) write(w io.Writer, name string) {
+	fmt.Fprintf(w, "%s%s %s\n", name, c.lbl, fmtFloat(c.fn()))
+}
+
+// Histogram counts observations in cumulative buckets. Its cells are one count per bucket (the
+// last is +Inf) and the sum of the observations (float64 bits); the count is the buckets' total,
+// so a scrape never shows a count that disagrees with its buckets.
 type Histogram struct {
-	lbl     string
-	bounds  []float64
-	mu      sync.Mutex
-	counts  []uint64 // per bucket, not cumulative; last is +Inf
-	sum     float64
-	samples uint64
+	lbl    string
+	bounds []float64
+	// own are this process's cells; all reads every sharing process's.
+	own []atomic.Uint64
+	all func() [][]atomic.Uint64
 }
 
 // NewHistogram registers a histogram with the given upper bounds (sorted ascending).
 func (r *Registry) NewHistogram(name, help string, labels Labels, bounds []float64) *Histogram {
 	b := append([]float64(nil), bounds...)
 	sort.Float64s(b)
-	h := &Histogram{lbl: labels.String(), bounds: b, counts: make([]uint64, len(b)+1)}
+	h := &Histogram{lbl: labels.String(), bounds: b}
+	h.own, h.all = r.cells(fmt.Sprintf("histogram %s%s %v", name, h.lbl, b), len(b)+2)
 	r.add(name, help, kindHistogram, h)
 	return h
 }
 
 // Observe records v.
 func (h *Histogram) Observe(v float64) {
-	i := sort.SearchFloat64s(h.bounds, v)
-	h.mu.Lock()
-	h.counts[i]++
-	h.sum += v
-	h.samples++
-	h.mu.Unlock()
+	h.own[sort.SearchFloat64s(h.bounds, v)].Add(1)
+	addFloat(&h.own[len(h.bounds)+1], v)
+}
+
+// snapshot sums the per-bucket counts and the sum over every sharing process.
+func (h *Histogram) snapshot() (counts []uint64, sum float64) {
+	counts = make([]uint64, len(h.bounds)+1)
+	for _, cells := range h.all() {
+		for i := range counts {
+			counts[i] += cells[i].Load()
+		}
+		sum += math.Float64frombits(cells[len(h.bounds)+1].Load())
+	}
+	return counts, sum
 }
 
 // Count returns the number of observations.
 func (h *Histogram) Count() uint64 {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.samples
+	counts, _ := h.snapshot()
+	var n uint64
+	for _, c := range counts {
+		n += c
+	}
+	return n
 }
 
 func (h *Histogram) labels() string { return h.lbl }
 func (h *Histogram) write(w io.Writer, name string) {
-	h.mu.Lock()
-	counts := append([]uint64(nil), h.counts...)
-	sum, n := h.sum, h.samples
-	h.mu.Unlock()
+	counts, sum := h.snapshot()
 	inner := strings.TrimSuffix(strings.TrimPrefix(h.lbl, "{"), "}")
 	if inner != "" {
 		inner += ","
@@ -181,9 +246,10 @@ func (h *Histogram) write(w io.Writer, name string) {
 		cum += counts[i]
 		fmt.Fprintf(w, "%s_bucket{%sle=\"%s\"} %d\n", name, inner, fmtFloat(b), cum)
 	}
-	fmt.Fprintf(w, "%s_bucket{%sle=\"+Inf\"} %d\n", name, inner, n)
+	cum += counts[len(h.bounds)]
+	fmt.Fprintf(w, "%s_bucket{%sle=\"+Inf\"} %d\n", name, inner, cum)
 	fmt.Fprintf(w, "%s_sum%s %s\n", name, h.lbl, fmtFloat(sum))
-	fmt.Fprintf(w, "%s_count%s %d\n", name, h.lbl, n)
+	fmt.Fprintf(w, "%s_count%s %d\n", name, h.lbl, cum)
 }
 
 // LatencyBuckets suit request latencies from a millisecond to a few minutes, in seconds.

@@ -11,6 +11,7 @@ func TestExposition(t *testing.T) {
 	c.Inc()
 	c.Add(2)
 	r.NewGaugeFunc("llm_queue", "Queue.", Labels{{"rank", "0"}}, func() float64 { return 7 })
+	r.NewCounterFunc("llm_rank_preemptions_total", "Preemptions.", Labels{{"rank", "1"}}, func() float64 { return 4 })
 	h := r.NewHistogram("llm_ttft_seconds", "TTFT.", nil, []float64{0.1, 1})
 	h.Observe(0.05)
 	h.Observe(0.5)
@@ -22,6 +23,8 @@ func TestExposition(t *testing.T) {
 		"# TYPE llm_requests_total counter",
 		`llm_requests_total{endpoint="/generate"} 3`,
 		`llm_queue{rank="0"} 7`,
+		"# TYPE llm_rank_preemptions_total counter",
+		`llm_rank_preemptions_total{rank="1"} 4`,
 		`llm_ttft_seconds_bucket{le="0.1"} 1`,
 		`llm_ttft_seconds_bucket{le="1"} 2`,
 		`llm_ttft_seconds_bucket{le="+Inf"} 3`,

@@ -1,17 +1,10 @@
 package model
 
 import (
-	"flag"
-	"log/slog"
-	"os"
 	"testing"
+
+	"github.com/llmserve/llmserve/internal/testmain"
 )
 
-// TestMain keeps Load's progress lines out of test and benchmark output unless -v.
-func TestMain(m *testing.M) {
-	flag.Parse()
-	if !testing.Verbose() {
-		slog.SetDefault(slog.New(slog.DiscardHandler))
-	}
-	os.Exit(m.Run())
-}
+// TestMain keeps model loading's progress lines out of test and benchmark output unless -v.
+func TestMain(m *testing.M) { testmain.Run(m) }

@@ -1,48 +1,58 @@
 package runner
 
 import (
+	"context"
 	"fmt"
+	"runtime"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/llmserve/llmserve/grammar"
-	"github.com/llmserve/llmserve/ipc"
 )
 
 // Grammars compiles structured-output constraints for one rank off the step loop: a request
 // waits (scheduler.Request.Ready) until its grammar is compiled, the batch does not. Equal
 // specs compile once: the Compiler caches results and lets concurrent requests for one spec
-// wait for a single compile.
+// wait for a single compile. Compiles are bounded: at most slots at once, each within timeout
+// (a request whose compile does not finish in time fails).
 type Grammars struct {
-	c *grammar.Compiler
+	c       *grammar.Compiler
+	timeout time.Duration
+	slots   chan struct{} // one token per compile running
 }
+
+// DefaultCompileTimeout bounds one request's wait for its grammar.
+const DefaultCompileTimeout = 30 * time.Second
 
 // NewGrammars wraps a compiler over the model's vocabulary.
-func NewGrammars(c *grammar.Compiler) *Grammars { return &Grammars{c: c} }
-
-// Compile compiles one constraint synchronously (cached).
-func Compile(c *grammar.Compiler, kind ipc.GrammarKind, spec string) (*grammar.Grammar, error) {
-	switch kind {
-	case ipc.GrammarJSONSchema:
-		return c.JSONSchema(spec)
-	case ipc.GrammarJSONObject:
-		return c.JSONObject()
-	case ipc.GrammarRegex:
-		return c.Regex(spec)
-	}
-	return nil, fmt.Errorf("unknown grammar kind %d", kind)
+func NewGrammars(c *grammar.Compiler) *Grammars {
+	return &Grammars{c: c, timeout: DefaultCompileTimeout, slots: make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2))}
 }
 
-// start returns a constraint whose matcher appears once the grammar is compiled.
-func (gs *Grammars) start(g ipc.Grammar) *constraint {
+// start returns a constraint whose matcher appears once the grammar is compiled. The compile
+// runs on a goroutine counted in wg, and ends with ctx.
+func (gs *Grammars) start(ctx context.Context, wg *sync.WaitGroup, s grammar.Spec) *constraint {
 	c := &constraint{}
+	wg.Add(1)
 	go func() {
-		gr, err := Compile(gs.c, g.Kind, g.Spec)
-		if err != nil {
-			c.err = fmt.Errorf("compile %s constraint: %w", g.Kind, err)
-		} else {
-			c.m = gr.NewMatcher()
+		defer wg.Done()
+		defer c.ready.Store(true) // publishes m and err
+		ctx, cancel := context.WithTimeout(ctx, gs.timeout)
+		defer cancel()
+		select {
+		case gs.slots <- struct{}{}:
+			defer func() { <-gs.slots }()
+		case <-ctx.Done():
+			c.err = fmt.Errorf("compile %s constraint: no compile slot: %w", s.Kind, context.Cause(ctx))
+			return
 		}
-		c.ready.Store(true)
+		gr, err := gs.c.Compile(ctx, s)
+		if err != nil {
+			c.err = fmt.Errorf("compile %s constraint: %w", s.Kind, err)
+			return
+		}
+		c.m = gr.NewMatcher()
 	}()
 	return c
 }

@@ -12,6 +12,7 @@ import (
 type inMsg struct {
 	req   *ipc.GenerateRequest
 	abort *ipc.Abort
+	at    time.Time // when it was read off the socket: a request's queue time starts here
 }
 
 // inboxSize bounds the decoded messages waiting for the step loop; the socket's own queue
@@ -58,23 +59,24 @@ func (r *Runner) receive(ctx context.Context) {
 				r.log.Warn("dropped bad request", "err", err)
 				continue
 			}
-			r.loadMu.Lock()
-			if int(gr.Owner) < len(r.received) {
-				r.received[gr.Owner]++
-				r.receivedTokens[gr.Owner] += uint64(len(gr.InputIDs))
-			}
-			r.queued++
-			r.queuedTokens += len(gr.InputIDs)
-			r.loadMu.Unlock()
+			r.load.arrived(gr.Owner, len(gr.InputIDs))
 			arrived = true
-			r.inbox <- inMsg{req: gr}
+			select {
+			case r.inbox <- inMsg{req: gr, at: time.Now()}:
+			case <-ctx.Done():
+				return
+			}
 		case ipc.MsgAbort:
 			ab := new(ipc.Abort)
 			if err := ab.Decode(frame); err != nil {
 				r.log.Warn("dropped bad abort", "err", err)
 				continue
 			}
-			r.inbox <- inMsg{abort: ab}
+			select {
+			case r.inbox <- inMsg{abort: ab}:
+			case <-ctx.Done():
+				return
+			}
 		default:
 			r.log.Warn("dropped unexpected message", "type", typ)
 		}
@@ -82,8 +84,4 @@ func (r *Runner) receive(ctx context.Context) {
 }
 
 // ack sends a load report (an empty batch) carrying the counts just received.
-func (r *Runner) ack() {
-	r.hbMu.Lock()
-	r.emitHeartbeat(&r.hb)
-	r.hbMu.Unlock()
-}
+func (r *Runner) ack() { r.emitHeartbeat() }

@@ -10,12 +10,11 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/llmserve/llmserve/detok"
+	"github.com/llmserve/llmserve/grammar"
 	"github.com/llmserve/llmserve/ipc"
-	"github.com/llmserve/llmserve/sampling"
 	"github.com/llmserve/llmserve/scheduler"
 	"github.com/llmserve/llmserve/tokenizer"
 )
@@ -38,52 +37,53 @@ type Config struct {
 }
 
 // Runner is one rank's event loop around a scheduler.
+//
+// Goroutines, all started and waited for by Run:
+//   - the step loop (Run's own): owns the scheduler, the requests' outputs (gates) and the
+//     outgoing batch buffers; it drains the inbox, steps, and sends each step's batch.
+//   - receive (inbox.go): owns reading the request socket; it decodes requests and aborts into
+//     the inbox and counts each arrival in load at once (the acknowledgement dispatchers wait
+//     for), sending an ack report when a burst has been read.
+//   - heartbeats: sends an empty batch with the current load when the rank has been quiet for
+//     a heartbeat period, so the workers know the rank lives while a long step runs.
+//   - one per constrained request (grammar.go): compiles its grammar, bounded by the
+//     compile timeout and slots; it owns its constraint until Ready reports true.
+//
+// Locks: hbMu, then load.mu (heartbeats and acks take both in that order); the step loop takes
+// load.mu alone. The out sockets are written by the step loop and under hbMu.
 type Runner struct {
 	cfg   Config
-	sched *scheduler.Scheduler
-	in    ipc.Receiver
-	out   []ipc.Sender
+	sched *scheduler.Scheduler // step loop only
+	in    ipc.Receiver         // receive goroutine only
+	out   []ipc.Sender         // detokd, or one per worker when direct
 	log   *slog.Logger
 
-	seq   atomic.Uint64
 	inbox chan inMsg // decoded by receive, consumed by the step loop
+	load  *loadState // what the next report says; shared, see loadState
 
-	// Guarded by loadMu: what the next load report says. received* count what the receive
-	// goroutine has read, per worker; queued* what it has read that the step loop has not yet
-	// handed to the scheduler (reported as waiting); schedLoad the scheduler's own last load.
-	received       []uint64
-	receivedTokens []uint64
-	queued         int
-	queuedTokens   int
-	schedLoad      scheduler.Load
-	hbMu           sync.Mutex // serializes heartbeats and acks
-	hb             ipc.TokenBatch
-	hbFrame        []byte // hb encoded, reused (guarded by hbMu)
+	hbMu    sync.Mutex     // serializes heartbeats and acks; guards hb and hbFrame
+	hb      ipc.TokenBatch // the heartbeat batch, reused
+	hbFrame []byte         // hb encoded, reused
 
-	loadMu   sync.Mutex
-	lastSend atomic.Int64 // unix nanos of the last batch sent
-
-	gates   map[string]*gate
-	flushed []*gate // gates whose buffers the batch being sent points into
+	// The step loop's own.
+	outputs map[string]*output // per live request: its gate and output settings
+	epochs  map[uint32]uint64  // per worker: the epoch of its current process, once announced
+	flushed []*gate            // gates whose buffers the batch being sent points into
 	batch   ipc.TokenBatch
 	frame   []byte
 	one     ipc.TokenBatch // direct mode: one worker's share of batch
+	wg      sync.WaitGroup // the goroutines Run started
 }
 
-// gate buffers a request's output between stream flushes: the first tokens go out at once, then
-// every interval tokens, and everything left (and the finish, abort or error) at the end. It
-// also holds the detokenization settings that ride on the request's items, because detokd never
-// sees the request itself.
-type gate struct {
-	interval int
-	whole    bool // not streamed: everything goes out once, at the end
-	sentAny  bool
-	ids      []int32 // buffered since the last flush; reused after each flush
-	logprobs []float32
-
-	noDetok     bool
-	skipSpecial bool
-	stops       []string // sent with the first item only: detokd keeps them per request
+// output is what the runner keeps of one request for its output items.
+type output struct {
+	gate     gate
+	settings outputSettings
+	owner    int    // the tokenizer worker the request belongs to
+	epoch    uint64 // of the worker process that sent it
+	// prompt holds a first item's prompt logprobs while the gate holds that item back, until
+	// they go out with the request's first sent item.
+	prompt *scheduler.Item
 }
 
 // New binds the rank's request socket and connects its output sockets.
@@ -95,8 +95,7 @@ func New(cfg Config, sched *scheduler.Scheduler) (*Runner, error) {
 		cfg.Log = slog.Default()
 	}
 	r := &Runner{cfg: cfg, sched: sched, log: cfg.Log.With("rank", cfg.Rank),
-		received: make([]uint64, cfg.NumWorkers), receivedTokens: make([]uint64, cfg.NumWorkers), gates: map[string]*gate{},
-		inbox: make(chan inMsg, inboxSize)}
+		load: newLoadState(cfg.Rank, cfg.NumWorkers), outputs: map[string]*output{}, epochs: map[uint32]uint64{}, inbox: make(chan inMsg, inboxSize)}
 	var err error
 	r.in, err = cfg.Transport.Pull(ipc.SchedulerEndpoint(cfg.RunDir, cfg.Rank), true, ipc.WithRecvHWM(100000))
 	if err != nil {
@@ -130,18 +129,23 @@ func (r *Runner) Close() {
 	}
 }
 
-// Run loops until ctx ends: drain the inbox, step, send.
+// Run loops until ctx ends: drain the inbox, step, send. It returns after the goroutines it
+// started have ended.
 func (r *Runner) Run(ctx context.Context) error {
-	go r.heartbeats(ctx)
-	go r.receive(ctx)
-	r.publishLoad(r.sched.Load())
+	ctx, cancel := context.WithCancel(ctx)
+	defer r.wg.Wait()
+	defer cancel()
+	r.wg.Add(2)
+	go func() { defer r.wg.Done(); r.heartbeats(ctx) }()
+	go func() { defer r.wg.Done(); r.receive(ctx) }()
+	r.load.publish(r.sched.Load())
 	for ctx.Err() == nil {
 		idle := !r.sched.HasWork()
 		wait := time.Duration(0)
 		if idle {
 			wait = 50 * time.Millisecond
 		}
-		if err := r.drain(wait); err != nil {
+		if err := r.drain(ctx, wait); err != nil {
 			if errors.Is(err, ipc.ErrClosed) {
 				return nil
 			}
@@ -165,7 +169,7 @@ func (r *Runner) Run(ctx context.Context) error {
 
 // drain hands every decoded message waiting in the inbox to the scheduler, waiting up to wait
 // for the first.
-func (r *Runner) drain(wait time.Duration) error {
+func (r *Runner) drain(ctx context.Context, wait time.Duration) error {
 	var failed []scheduler.Item
 	var timer <-chan time.Time
 	if wait > 0 {
@@ -194,13 +198,14 @@ loop:
 			return ipc.ErrClosed
 		}
 		if m.abort != nil {
-			r.sched.Abort(m.abort.RID)
+			r.abort(m.abort)
 			continue
 		}
 		gr := m.req
 		added++
 		addedTokens += len(gr.InputIDs)
-		if err := r.add(gr); err != nil {
+		if err := r.add(ctx, gr, m.at); err != nil {
+			r.log.Warn("request refused", "request_id", gr.RequestID, "rid", gr.RID, "worker", gr.Owner, "err", err)
 			failed = append(failed, scheduler.Item{RID: gr.RID, Owner: int(gr.Owner), PromptTokens: len(gr.InputIDs),
 				Finished: true, FinishReason: scheduler.FinishError, MatchedStopToken: -1, Err: err.Error()})
 		}
@@ -208,12 +213,7 @@ loop:
 	if added > 0 {
 		// Move the requests from "queued here" to the scheduler's own count in one step, so a
 		// report in between never misses them.
-		l := r.sched.Load()
-		r.loadMu.Lock()
-		r.queued -= added
-		r.queuedTokens -= addedTokens
-		r.schedLoad = l
-		r.loadMu.Unlock()
+		r.load.handed(added, addedTokens, r.sched.Load())
 	}
 	if len(failed) > 0 {
 		r.send(&scheduler.Output{Items: failed, Load: r.sched.Load()})
@@ -221,134 +221,142 @@ loop:
 	return nil
 }
 
-// add converts a wire request into a scheduler request.
-func (r *Runner) add(m *ipc.GenerateRequest) error {
-	p := sampling.Params{Temperature: m.Temperature, TopP: m.TopP, TopK: int(m.TopK), MinP: m.MinP,
-		RepetitionPenalty: m.RepetitionPenalty, FrequencyPenalty: m.FrequencyPenalty, PresencePenalty: m.PresencePenalty}
-	if m.HasSeed {
-		seed := m.Seed
-		p.Seed = &seed
+// abort stops the request named or, when the rid is empty, every request of the worker named
+// that another process of it sent (and, from now on, refuses those that arrive late).
+func (r *Runner) abort(m *ipc.Abort) {
+	if m.RID != "" {
+		r.sched.Abort(m.RID)
+		return
 	}
-	req := &scheduler.Request{
-		RID: m.RID, Owner: int(m.Owner), InputIDs: m.InputIDs,
-		MaxNewTokens: int(m.MaxNewTokens), MinNewTokens: int(m.MinNewTokens),
-		StopTokenIDs: m.StopTokenIDs, IgnoreEOS: m.IgnoreEOS,
-		Sampling: p, Logprobs: m.Logprobs, Arrival: time.Unix(0, m.ArrivalUnixNano),
+	r.epochs[m.Owner] = m.OwnerEpoch
+	n := 0
+	for rid, o := range r.outputs {
+		if o.owner == int(m.Owner) && o.epoch != m.OwnerEpoch {
+			r.sched.Abort(rid)
+			n++
+		}
 	}
-	if len(m.StopStrings) > 0 {
+	if n > 0 {
+		r.log.Info("aborted every request of a worker", "worker", m.Owner, "requests", n, "reason", m.Reason)
+	}
+}
+
+// add hands a wire request, read off the socket at received, to the scheduler; ctx bounds its
+// grammar compile.
+func (r *Runner) add(ctx context.Context, m *ipc.GenerateRequest, received time.Time) error {
+	in, err := requestFromWire(m)
+	if err != nil {
+		return err
+	}
+	in.sched.Received = received
+	if epoch, ok := r.epochs[m.Owner]; ok && epoch != in.ownerEpoch {
+		return fmt.Errorf("request of a previous process of worker %d, which restarted", m.Owner)
+	}
+	if in.routedRank >= 0 && in.routedRank != r.cfg.Rank {
+		return fmt.Errorf("request routed to rank %d arrived at rank %d", in.routedRank, r.cfg.Rank)
+	}
+	req := &in.sched
+	if len(in.out.stops) > 0 {
 		if r.cfg.Tokenizer == nil {
 			return errors.New("stop strings need a tokenizer (the engine runs with --skip-tokenizer-init)")
 		}
-		st := detok.NewStream(r.cfg.Tokenizer.NewDecoder(m.SkipSpecialTokens), m.StopStrings)
+		st := detok.NewStream(r.cfg.Tokenizer.NewDecoder(in.out.skipSpecial), in.out.stops)
 		req.StopCheck = func(ids []int32) (string, bool) {
 			_, stopped, matched := st.Push(ids, false)
 			return matched, stopped
 		}
 	}
-	if m.Grammar.Kind != ipc.GrammarNone {
+	if in.grammar.Kind != grammar.KindNone {
 		if r.cfg.Grammars == nil {
 			return errors.New("structured output needs a tokenizer (the engine runs with --skip-tokenizer-init)")
 		}
-		c := r.cfg.Grammars.start(m.Grammar)
+		c := r.cfg.Grammars.start(ctx, &r.wg, in.grammar)
 		req.Constraint, req.Ready = c, c.Ready
 	}
 	if err := r.sched.Add(req); err != nil {
 		return err
 	}
-	// m is decoded fresh per message (ipc's Decode copies out of the frame): the request and
-	// the gate keep its slices.
-	r.gates[m.RID] = &gate{interval: max(int(m.StreamInterval), 1), whole: !m.Stream, noDetok: m.NoDetokenize,
-		skipSpecial: m.SkipSpecialTokens, stops: m.StopStrings}
+	r.outputs[req.RID] = &output{gate: newGate(in.out.stream, in.out.interval), settings: in.out, owner: req.Owner, epoch: in.ownerEpoch}
 	return nil
 }
 
 // send applies the stream gates and sends one batch (or one per worker when direct). A request
-// whose output goes out this step with nothing buffered is sent straight from the scheduler's
+// whose output goes out this step with nothing held back is sent straight from the scheduler's
 // slices, which stay valid until the next Step; only a gated request copies its ids.
 func (r *Runner) send(out *scheduler.Output) {
 	b := &r.batch
 	b.Items = b.Items[:0]
-	var none gate // requests that failed before add registered a gate
+	var none output // requests that failed before add registered their output
 	for i := range out.Items {
 		it := &out.Items[i]
-		g := r.gates[it.RID]
-		if g == nil {
-			none = gate{interval: 1}
-			g = &none
+		o := r.outputs[it.RID]
+		if o == nil {
+			none = output{gate: newGate(true, 1)}
+			o = &none
 		}
-		ids, lps := it.NewIDs, it.Logprobs
-		if len(g.ids) > 0 {
-			g.ids = append(g.ids, it.NewIDs...)
-			g.logprobs = append(g.logprobs, it.Logprobs...)
-			ids, lps = g.ids, g.logprobs
+		first := !o.gate.sentAny
+		if len(it.PromptLogprobs) > 0 || len(it.PromptTopLogprobIDs) > 0 {
+			// The scheduler never changes these slices once sent: keep them until they go out.
+			o.prompt = &scheduler.Item{PromptLogprobs: it.PromptLogprobs, PromptTopLogprobIDs: it.PromptTopLogprobIDs,
+				PromptTopLogprobs: it.PromptTopLogprobs}
 		}
-		if !it.Finished && (g.whole || len(ids) == 0 || (g.sentAny && len(ids) < g.interval)) {
-			if len(g.ids) == 0 {
-				g.ids = append(g.ids, it.NewIDs...)
-				g.logprobs = append(g.logprobs, it.Logprobs...)
-			}
+		ids, lps, top, ok := o.gate.pushTop(it.NewIDs, it.Logprobs, topLogprobs{it.TopLogprobIDs, it.TopLogprobs}, it.Finished)
+		if !ok {
 			continue
 		}
-		ti := ipc.TokenItem{
-			RID: it.RID, Owner: uint32(it.Owner), NewIDs: ids, Logprobs: lps,
-			PromptTokens: int32(it.PromptTokens), CachedTokens: int32(it.CachedTokens), CompletionTokens: int32(it.CompletionTokens),
-			Finished: it.Finished, FinishReason: ipc.FinishReason(it.FinishReason),
-			MatchedStopToken: it.MatchedStopToken, MatchedStop: it.MatchedStop, Error: it.Err,
-			NoDetokenize: g.noDetok, SkipSpecialTokens: g.skipSpecial,
+		if o.prompt != nil && len(it.PromptLogprobs) == 0 && len(it.PromptTopLogprobIDs) == 0 {
+			withPrompt := *it
+			withPrompt.PromptLogprobs, withPrompt.PromptTopLogprobIDs, withPrompt.PromptTopLogprobs =
+				o.prompt.PromptLogprobs, o.prompt.PromptTopLogprobIDs, o.prompt.PromptTopLogprobs
+			it = &withPrompt
 		}
-		if !g.sentAny {
-			ti.StopStrings = g.stops
-		}
-		b.Items = append(b.Items, ti)
-		g.sentAny = true
+		o.prompt = nil
+		b.Items = append(b.Items, itemToWire(it, ids, lps, top, &o.settings, first))
 		if it.Finished {
-			delete(r.gates, it.RID)
-		} else if len(g.ids) > 0 {
-			r.flushed = append(r.flushed, g)
+			r.logFinish(it, o.settings.requestID)
+			delete(r.outputs, it.RID)
+		} else if o.gate.holding() {
+			r.flushed = append(r.flushed, &o.gate)
 		}
 	}
-	r.publishLoad(out.Load)
+	r.load.publish(out.Load)
 	r.emit(b)
 	// The batch is encoded: the flushed gates may refill their buffers.
 	for _, g := range r.flushed {
-		g.ids, g.logprobs = g.ids[:0], g.logprobs[:0]
+		g.flushed()
 	}
 	clear(r.flushed)
 	r.flushed = r.flushed[:0]
 }
 
-func (r *Runner) publishLoad(l scheduler.Load) {
-	r.loadMu.Lock()
-	r.schedLoad = l
-	r.loadMu.Unlock()
-}
-
-// loadLocked is the report to send now: the scheduler's last load plus what the receive
-// goroutine has read since. The caller holds loadMu; the slices are l's own.
-func (r *Runner) loadLocked(l *ipc.Load) {
-	sl := &r.schedLoad
-	*l = ipc.Load{Running: int64(sl.Running), Waiting: int64(sl.Waiting + r.queued),
-		KVTokensUsed: int64(sl.KVTokensUsed), KVTokensCapacity: int64(sl.KVTokensCapacity),
-		WaitingTokens: int64(sl.WaitingTokens + r.queuedTokens),
-		Received:      append(l.Received[:0], r.received...), ReceivedTokens: append(l.ReceivedTokens[:0], r.receivedTokens...)}
+// logFinish logs a finished request at debug (at warn when it failed), under the client's
+// request id, so an operator can follow one request from the worker's access line to the rank.
+func (r *Runner) logFinish(it *scheduler.Item, requestID string) {
+	lvl := slog.LevelDebug
+	if it.FinishReason == scheduler.FinishError {
+		lvl = slog.LevelWarn
+	}
+	if !r.log.Enabled(context.Background(), lvl) {
+		return
+	}
+	r.log.LogAttrs(context.Background(), lvl, "request finished",
+		slog.String("request_id", requestID), slog.String("rid", it.RID), slog.Int("worker", it.Owner),
+		slog.String("finish_reason", it.FinishReason.String()), slog.Int("prompt_tokens", it.PromptTokens),
+		slog.Int("cached_tokens", it.CachedTokens), slog.Int("completion_tokens", it.CompletionTokens),
+		slog.Duration("queue", it.QueueTime), slog.Duration("prefill", it.PrefillTime), slog.Duration("decode", it.DecodeTime),
+		slog.String("err", it.Err))
 }
 
 // emit stamps the batch with a sequence number and the current load and sends it.
 func (r *Runner) emit(b *ipc.TokenBatch) {
-	r.loadMu.Lock()
-	b.Rank = uint32(r.cfg.Rank)
-	b.Seq = r.seq.Add(1)
-	r.loadLocked(&b.Load)
 	if !r.cfg.Direct {
-		r.frame = b.Append(r.frame[:0])
-		r.loadMu.Unlock()
+		r.load.stamp(b, &r.frame, time.Now())
 		if err := r.out[0].Send(r.frame); err != nil {
 			r.log.Warn("detokd not reachable", "items", len(b.Items), "err", err)
 		}
-		r.lastSend.Store(time.Now().UnixNano())
 		return
 	}
-	r.loadMu.Unlock()
+	r.load.stamp(b, nil, time.Now())
 	// Without detokd each worker gets its own items and everyone gets the load.
 	all := b.Items
 	one := &r.one
@@ -372,7 +380,6 @@ func (r *Runner) emit(b *ipc.TokenBatch) {
 	if len(r.out) == 1 {
 		one.Items = nil // do not alias the batch's items
 	}
-	r.lastSend.Store(time.Now().UnixNano())
 }
 
 // heartbeats sends an empty batch with the latest load whenever the rank has been silent for a
@@ -384,26 +391,22 @@ func (r *Runner) heartbeats(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case now := <-t.C:
+			if r.load.quiet(now, r.cfg.Heartbeat) {
+				r.emitHeartbeat()
+			}
 		}
-		if time.Since(time.Unix(0, r.lastSend.Load())) < r.cfg.Heartbeat {
-			continue
-		}
-		r.hbMu.Lock()
-		r.emitHeartbeat(&r.hb)
-		r.hbMu.Unlock()
 	}
 }
 
-func (r *Runner) emitHeartbeat(hb *ipc.TokenBatch) {
-	r.loadMu.Lock()
-	hb.Rank = uint32(r.cfg.Rank)
-	hb.Seq = r.seq.Add(1)
-	r.loadLocked(&hb.Load)
-	r.hbFrame = hb.Append(r.hbFrame[:0]) // Send copies the frame; hbMu guards the buffer
-	r.loadMu.Unlock()
+// emitHeartbeat sends an empty batch carrying the current load to every reader.
+func (r *Runner) emitHeartbeat() {
+	r.hbMu.Lock()
+	defer r.hbMu.Unlock()
+	r.load.stamp(&r.hb, &r.hbFrame, time.Now()) // Send copies the frame
 	for _, s := range r.out {
-		_ = s.Send(r.hbFrame)
+		if err := s.Send(r.hbFrame); err != nil {
+			r.log.Warn("heartbeat not delivered", "err", err)
+		}
 	}
-	r.lastSend.Store(time.Now().UnixNano())
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"reflect"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -51,7 +52,7 @@ func newReplay(t testing.TB, stepTime time.Duration) backend.Backend {
 
 func newScheduler(t testing.TB, b backend.Backend) *scheduler.Scheduler {
 	t.Helper()
-	s, err := scheduler.New(b, scheduler.Config{MaxRunning: 64, TokenBudget: 4096, ChunkSize: 512, MaxModelLen: 4096})
+	s, err := scheduler.New(b, scheduler.Config{MaxRunning: 64, MaxPrefillTokens: 4096, ChunkSize: 512, MaxModelLen: 4096})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,6 +85,7 @@ func reference(t *testing.T, n int) []int32 {
 // mode) or for detokd.
 type rig struct {
 	t    *testing.T
+	r    *Runner
 	in   ipc.Receiver // what the runner sends
 	out  ipc.Sender   // requests and aborts to the runner
 	stop func()
@@ -117,15 +119,15 @@ func startRunner(t *testing.T, b backend.Backend, direct bool, tok *tokenizer.To
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = r.Run(ctx); close(done) }()
-	g := &rig{t: t, in: in, out: out, stop: func() { cancel(); <-done; r.Close(); in.Close(); out.Close() }}
+	g := &rig{t: t, r: r, in: in, out: out, stop: func() { cancel(); <-done; r.Close(); in.Close(); out.Close() }}
 	t.Cleanup(g.stop)
 	return g
 }
 
 func (g *rig) submit(m *ipc.GenerateRequest) {
 	g.t.Helper()
-	if m.TopP == 0 {
-		m.TopP, m.TopK, m.RepetitionPenalty = 1, -1, 1
+	if m.Sampling.TopP == 0 {
+		m.Sampling.TopP, m.Sampling.TopK, m.Sampling.RepetitionPenalty = 1, -1, 1
 	}
 	if err := g.out.Send(m.Append(nil)); err != nil {
 		g.t.Fatal(err)
@@ -182,8 +184,7 @@ func sizesAndIDs(items []ipc.TokenItem) (sizes []int, ids []int32) {
 func TestStreamIntervalShape(t *testing.T) {
 	const n = 50
 	want := reference(t, n)
-	// A slow step, so each step's output is sent before the next request's arrives.
-	g := startRunner(t, newReplay(t, 200*time.Microsecond), true, nil)
+	g := startRunner(t, newReplay(t, 0), true, nil)
 	for _, k := range []int{1, 3, 16, 1000} {
 		rid := fmt.Sprintf("k%d", k)
 		g.submit(&ipc.GenerateRequest{RID: rid, InputIDs: prompt, MaxNewTokens: n, IgnoreEOS: true, Stream: true, StreamInterval: int32(k)})
@@ -229,18 +230,38 @@ func TestErrorFlushesBufferedTokens(t *testing.T) {
 	}
 }
 
+// heldBackend is the replay runner whose Forward call number holdAt (1-based) waits until
+// release is closed: a test does something at a known point of a request's life.
+type heldBackend struct {
+	backend.Backend
+	holdAt  int64
+	release chan struct{}
+	calls   atomic.Int64
+}
+
+func (h *heldBackend) Forward(ctx context.Context, b *backend.Batch) ([][]float32, error) {
+	if h.calls.Add(1) == h.holdAt {
+		<-h.release
+	}
+	return h.Backend.Forward(ctx, b)
+}
+
 // TestAbortFlushesBufferedTokens aborts a request with interval 16 mid-stream: its last item
-// carries the buffered tokens, so the ids received add up to the completion count.
+// carries the buffered tokens, so the ids received add up to the completion count. The device
+// holds its 20th step until the abort is queued, so the abort lands mid-stream however slowly
+// the test reads.
 func TestAbortFlushesBufferedTokens(t *testing.T) {
 	want := reference(t, 1000)
-	g := startRunner(t, newReplay(t, time.Millisecond), true, nil)
+	held := &heldBackend{Backend: newReplay(t, 0), holdAt: 20, release: make(chan struct{})}
+	g := startRunner(t, held, true, nil)
 	g.submit(&ipc.GenerateRequest{RID: "r", InputIDs: prompt, MaxNewTokens: 1000, IgnoreEOS: true, Stream: true, StreamInterval: 16})
 	seen := 0
 	items := g.items("r", func(it *ipc.TokenItem) {
-		if seen++; seen == 2 {
-			if err := g.out.Send((&ipc.Abort{RID: "r", Reason: "test"}).Append(nil)); err != nil {
-				t.Error(err)
-			}
+		if seen++; seen == 2 { // 17 tokens out: the device is at or before its 20th step
+			// Straight into the inbox: over the socket it could arrive after the release (the
+			// socket path is the e2e tests' and the codec's).
+			g.r.inbox <- inMsg{abort: &ipc.Abort{RID: "r", Reason: "test"}}
+			close(held.release)
 		}
 	})
 	_, ids := sizesAndIDs(items)
@@ -251,8 +272,8 @@ func TestAbortFlushesBufferedTokens(t *testing.T) {
 	if len(ids) != int(last.CompletionTokens) || !slices.Equal(ids, want[:len(ids)]) {
 		t.Fatalf("received %d ids, completion tokens %d (ids match the sequence: %v)", len(ids), last.CompletionTokens, slices.Equal(ids, want[:min(len(ids), len(want))]))
 	}
-	if len(ids) >= 1000 {
-		t.Fatalf("the abort did not stop the request (%d ids)", len(ids))
+	if len(ids) < 17 || len(ids) > 20 {
+		t.Fatalf("the abort sent after 17 tokens, before the 20th, stopped the request at %d", len(ids))
 	}
 }
 
@@ -278,5 +299,102 @@ func TestDetokSettingsRideOnItems(t *testing.T) {
 		if !slices.Equal(it.StopStrings, wantStops) {
 			t.Errorf("item %d stop strings %q, want %q", i, it.StopStrings, wantStops)
 		}
+	}
+}
+
+// TestAbortAllOfOneWorker: an abort with no rid stops every request of its owner from another
+// process of it (a restarted worker clearing what its predecessor left), refuses those that
+// arrive later, and touches nothing of the new process or of any other worker.
+func TestAbortAllOfOneWorker(t *testing.T) {
+	// The device holds its 50th step until the abort is queued; all three requests have
+	// produced output long before.
+	held := &heldBackend{Backend: newReplay(t, 0), holdAt: 50, release: make(chan struct{})}
+	g := startRunner(t, held, true, nil)
+	for _, m := range []*ipc.GenerateRequest{
+		{RID: "old-1", Owner: 0, OwnerEpoch: 1, InputIDs: prompt, MaxNewTokens: 500, IgnoreEOS: true, Stream: true, StreamInterval: 1},
+		{RID: "old-2", Owner: 0, OwnerEpoch: 1, InputIDs: prompt, MaxNewTokens: 500, IgnoreEOS: true, Stream: true, StreamInterval: 1},
+		{RID: "other", Owner: 1, OwnerEpoch: 1, InputIDs: prompt, MaxNewTokens: 200, IgnoreEOS: true, Stream: true, StreamInterval: 1},
+	} {
+		g.submit(m)
+	}
+	seen := map[string]bool{}
+	finish := map[string]ipc.FinishReason{}
+	var tb ipc.TokenBatch
+	deadline := time.Now().Add(20 * time.Second)
+	released := false
+	for len(finish) < 5 && time.Now().Before(deadline) {
+		frame, err := g.in.Recv(100 * time.Millisecond)
+		if errors.Is(err, ipc.ErrTimeout) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tb.Decode(frame); err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range tb.Items {
+			if seen[it.RID] = true; !released && len(seen) == 3 {
+				g.r.inbox <- inMsg{abort: &ipc.Abort{Owner: 0, OwnerEpoch: 2, Reason: "worker restarted"}}
+				// One of the old process's requests arrives after its successor's abort; the
+				// successor's own request runs. (Counted as the receive goroutine would.)
+				g.r.load.arrived(0, len(prompt))
+				g.r.load.arrived(0, len(prompt))
+				g.r.inbox <- inMsg{req: &ipc.GenerateRequest{RID: "old-late", Owner: 0, OwnerEpoch: 1, InputIDs: prompt, MaxNewTokens: 5,
+					Sampling: ipc.Sampling{TopP: 1, TopK: -1, RepetitionPenalty: 1}}}
+				g.r.inbox <- inMsg{req: &ipc.GenerateRequest{RID: "new", Owner: 0, OwnerEpoch: 2, InputIDs: prompt, MaxNewTokens: 5,
+					Sampling: ipc.Sampling{TopP: 1, TopK: -1, RepetitionPenalty: 1}}}
+				close(held.release)
+				released = true
+			}
+			if it.Finished {
+				finish[it.RID] = it.FinishReason
+			}
+		}
+	}
+	want := map[string]ipc.FinishReason{"old-1": ipc.FinishAbort, "old-2": ipc.FinishAbort, "other": ipc.FinishLength,
+		"old-late": ipc.FinishError, "new": ipc.FinishLength}
+	if !reflect.DeepEqual(finish, want) {
+		t.Fatalf("finishes %v, want %v", finish, want)
+	}
+}
+
+// TestRunWaitsForItsGoroutines: when Run returns, the goroutines it started have ended: the
+// receive goroutine has closed the inbox (its last act), and compiles are done.
+func TestRunWaitsForItsGoroutines(t *testing.T) {
+	dir, err := ipc.TempRunDir("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	tr := ipc.Default()
+	in, err := tr.Pull(ipc.WorkerEndpoint(dir, 0), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	r, err := New(Config{RunDir: dir, NumWorkers: 1, Transport: tr, Direct: true, Heartbeat: 10 * time.Millisecond,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, newScheduler(t, newReplay(t, 0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	if _, err := in.Recv(5 * time.Second); err != nil { // a heartbeat: the goroutines run
+		t.Fatal(err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case _, open := <-r.inbox:
+		if open {
+			t.Fatal("a message in the inbox after Run returned")
+		}
+	default:
+		t.Fatal("Run returned while its receive goroutine still ran (the inbox is open)")
 	}
 }

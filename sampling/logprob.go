@@ -16,37 +16,6 @@ func LogSoftmaxAt(logits []float32, tok int32) float32 {
 	return logits[tok] - maxLogit - logZ
 }
 
-// TokenLogprob is one entry of an OpenAI top_logprobs list.
-type TokenLogprob struct {
-	ID      int32
-	Logprob float32
-}
-
-// TopLogprobs returns the n most likely tokens of the raw logits with their log probabilities,
-// most likely first (ties to the lower id).
-func TopLogprobs(logits []float32, n int) []TokenLogprob {
-	n = min(n, len(logits))
-	if n <= 0 {
-		return nil
-	}
-	maxLogit, logZ := logPartition(logits)
-	best := topK(make([]scored, 0, n), logits, n, float32(math.Inf(-1)))
-	out := make([]TokenLogprob, len(best))
-	for i, c := range best {
-		out[i] = TokenLogprob{ID: c.id, Logprob: c.logit - maxLogit - logZ}
-	}
-	slices.SortFunc(out, func(a, b TokenLogprob) int {
-		switch {
-		case a.Logprob > b.Logprob:
-			return -1
-		case a.Logprob < b.Logprob:
-			return 1
-		}
-		return int(a.ID - b.ID)
-	})
-	return out
-}
-
 // logPartition returns the largest logit and log Σ exp(logit - max).
 func logPartition(logits []float32) (maxLogit, logZ float32) {
 	_, maxLogit = argmax(logits)
@@ -70,4 +39,29 @@ func logPartition(logits []float32) (maxLogit, logZ float32) {
 		}
 	}
 	return maxLogit, float32(math.Log(z))
+}
+
+// TopLogprobs appends to ids and lps the k most likely tokens of logits (ties to the lower id),
+// most likely first, with their log softmax under the raw logits (as LogSoftmaxAt). NaN logits
+// are never listed.
+func TopLogprobs(logits []float32, k int, ids []int32, lps []float32) ([]int32, []float32) {
+	if k <= 0 || len(logits) == 0 {
+		return ids, lps
+	}
+	maxLogit, logZ := logPartition(logits)
+	top := topK(make([]scored, 0, k), logits, k, float32(math.Inf(-1)))
+	slices.SortFunc(top, func(a, b scored) int {
+		if ranksBelow(a, b) {
+			return 1
+		}
+		if ranksBelow(b, a) {
+			return -1
+		}
+		return 0
+	})
+	for _, c := range top {
+		ids = append(ids, c.id)
+		lps = append(lps, c.logit-maxLogit-logZ)
+	}
+	return ids, lps
 }

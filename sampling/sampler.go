@@ -96,9 +96,10 @@ func (s *Sampler) markSeen(tok int32) {
 // Sample overwrites logits in place (penalties, mask, temperature); compute logprobs of the raw
 // logits (LogSoftmaxAt, TopLogprobs) before calling it.
 //
-// The steps run in this order: penalties, mask, greedy shortcut, temperature, top-k, softmax,
-// top-p, min-p, draw.
+// The steps run in this order: logit bias, penalties, mask, greedy shortcut, temperature, top-k,
+// softmax, top-p, min-p, draw.
 func (s *Sampler) Sample(logits []float32, allowed []uint64) int32 {
+	applyBias(logits, s.params.LogitBias)
 	s.applyPenalties(logits)
 	if allowed != nil {
 		applyMask(logits, allowed)
@@ -114,6 +115,43 @@ func (s *Sampler) Sample(logits []float32, allowed []uint64) int32 {
 	invT := 1 / s.params.Temperature
 	s.candidates(logits, bestLogit, invT)
 	return s.draw()
+}
+
+// applyBias adds each bias to its token's logit; -100 bans the token, and when any bias is +100
+// every token not biased +100 is banned. Ids outside the row are ignored.
+func applyBias(logits []float32, bias []Bias) {
+	if len(bias) == 0 {
+		return
+	}
+	negInf := float32(math.Inf(-1))
+	forced := false
+	for _, b := range bias {
+		forced = forced || b.Value >= MaxBias && int(b.ID) < len(logits)
+	}
+	if forced {
+		keep := make(map[int32]float32, len(bias))
+		for _, b := range bias {
+			if b.Value >= MaxBias && int(b.ID) < len(logits) {
+				keep[b.ID] = logits[b.ID] + b.Value
+			}
+		}
+		for i := range logits {
+			logits[i] = negInf
+		}
+		for id, l := range keep {
+			logits[id] = l
+		}
+		return
+	}
+	for _, b := range bias {
+		switch {
+		case int(b.ID) >= len(logits) || b.ID < 0:
+		case b.Value <= -MaxBias:
+			logits[b.ID] = negInf
+		default:
+			logits[b.ID] += b.Value
+		}
+	}
 }
 
 // applyPenalties adjusts the logits of seen tokens; ids outside the row are ignored.

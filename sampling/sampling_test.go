@@ -1,6 +1,7 @@
 package sampling
 
 import (
+	"cmp"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -67,6 +68,7 @@ func TestValidate(t *testing.T) {
 	ok := DefaultParams()
 	ok.Temperature, ok.TopP, ok.TopK, ok.MinP = 0, 0.01, 0, 1
 	ok.RepetitionPenalty, ok.FrequencyPenalty, ok.PresencePenalty = 0.5, -2, 2
+	ok.TopK = MaxTopK
 	if err := ok.Validate(); err != nil {
 		t.Fatalf("boundary values: %v", err)
 	}
@@ -76,14 +78,18 @@ func TestValidate(t *testing.T) {
 		edit func(*Params)
 		want string
 	}{
-		{"negative temperature", func(p *Params) { p.Temperature = -0.1 }, "temperature must be >= 0"},
-		{"NaN temperature", func(p *Params) { p.Temperature = nan }, "temperature must be >= 0"},
+		{"negative temperature", func(p *Params) { p.Temperature = -0.1 }, "temperature must be a finite number >= 0"},
+		{"NaN temperature", func(p *Params) { p.Temperature = nan }, "temperature must be a finite number >= 0"},
 		{"zero top_p", func(p *Params) { p.TopP = 0 }, "top_p must be in (0, 1], got 0"},
 		{"top_p above 1", func(p *Params) { p.TopP = 1.5 }, "top_p must be in (0, 1], got 1.5"},
-		{"top_k -2", func(p *Params) { p.TopK = -2 }, "top_k must be -1 or 0 (disabled) or >= 1, got -2"},
+		{"top_k -2", func(p *Params) { p.TopK = -2 }, "top_k must be -1 or 0 (disabled) or in [1, 2147483647], got -2"},
+		{"top_k 2^31", func(p *Params) { p.TopK = 1 << 31 }, "top_k must be -1 or 0 (disabled) or in [1, 2147483647], got 2147483648"},
+		{"top_k 2^32+1", func(p *Params) { p.TopK = 1<<32 + 1 }, "got 4294967297"},
+		{"infinite temperature", func(p *Params) { p.Temperature = float32(math.Inf(1)) }, "temperature must be a finite number >= 0"},
+		{"infinite repetition_penalty", func(p *Params) { p.RepetitionPenalty = float32(math.Inf(1)) }, "repetition_penalty must be a finite number > 0"},
 		{"negative min_p", func(p *Params) { p.MinP = -0.1 }, "min_p must be in [0, 1]"},
 		{"min_p above 1", func(p *Params) { p.MinP = 1.1 }, "min_p must be in [0, 1]"},
-		{"zero repetition_penalty", func(p *Params) { p.RepetitionPenalty = 0 }, "repetition_penalty must be > 0"},
+		{"zero repetition_penalty", func(p *Params) { p.RepetitionPenalty = 0 }, "repetition_penalty must be a finite number > 0"},
 		{"frequency_penalty above 2", func(p *Params) { p.FrequencyPenalty = 2.5 }, "frequency_penalty must be in [-2, 2]"},
 		{"presence_penalty below -2", func(p *Params) { p.PresencePenalty = -3 }, "presence_penalty must be in [-2, 2]"},
 	}
@@ -470,14 +476,85 @@ func TestLogprobs(t *testing.T) {
 	if got := LogSoftmaxAt(logits, 5); !math.IsInf(float64(got), -1) {
 		t.Errorf("LogSoftmaxAt out of range = %v, want -Inf", got)
 	}
-	top := TopLogprobs(logits, 3)
-	if len(top) != 3 || top[0].ID != 1 || top[1].ID != 3 || top[2].ID != 0 {
-		t.Fatalf("TopLogprobs = %v, want ids 1, 3, 0", top)
+}
+
+// TestLogitBias: +100 restricts the choice to the tokens biased +100 (whatever their logits),
+// -100 bans a token even when it is the most likely, and other biases shift the distribution.
+func TestLogitBias(t *testing.T) {
+	row := func() []float32 { return []float32{5, 1, 0, -1, 3} }
+	for seed := range uint64(50) {
+		p := DefaultParams()
+		p.Seed = &seed
+		p.LogitBias = []Bias{{ID: 3, Value: 100}, {ID: 2, Value: 100}, {ID: 0, Value: 50}}
+		if tok := New(p, nil).Sample(row(), nil); tok != 2 && tok != 3 {
+			t.Fatalf("seed %d: +100 on 2 and 3, sampled %d", seed, tok)
+		}
+		p.LogitBias = []Bias{{ID: 0, Value: -100}, {ID: 4, Value: -100}}
+		if tok := New(p, nil).Sample(row(), nil); tok == 0 || tok == 4 {
+			t.Fatalf("seed %d: banned token %d sampled", seed, tok)
+		}
 	}
-	if d := top[0].Logprob - LogSoftmaxAt(logits, 1); d != 0 {
-		t.Fatalf("TopLogprobs and LogSoftmaxAt disagree by %v", d)
+	p := DefaultParams()
+	p.Temperature = 0
+	p.LogitBias = []Bias{{ID: 1, Value: 4.5}}
+	if tok := New(p, nil).Sample(row(), nil); tok != 1 {
+		t.Fatalf("greedy with +4.5 on token 1 (logit 5.5 > 5): got %d", tok)
 	}
-	if got := TopLogprobs(logits, 0); got != nil {
-		t.Fatalf("TopLogprobs(0) = %v, want nil", got)
+	p.LogitBias = []Bias{{ID: 1, Value: 101}}
+	if err := p.Validate(); err == nil {
+		t.Fatal("bias 101 validated")
+	}
+}
+
+// TestTopLogprobs checks the top k against a float64 softmax over the whole row.
+func TestTopLogprobs(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	row := make([]float32, 1000)
+	for i := range row {
+		row[i] = float32(rng.NormFloat64() * 3)
+	}
+	row[17] = float32(math.NaN())
+	row[18] = float32(math.Inf(-1))
+	var z float64
+	m := math.Inf(-1)
+	for _, l := range row {
+		if !math.IsNaN(float64(l)) {
+			m = math.Max(m, float64(l))
+		}
+	}
+	for _, l := range row {
+		if !math.IsNaN(float64(l)) {
+			z += math.Exp(float64(l) - m)
+		}
+	}
+	ids, lps := TopLogprobs(row, 20, nil, nil)
+	if len(ids) != 20 {
+		t.Fatalf("%d entries", len(ids))
+	}
+	order := make([]int, len(row))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		la, lb := float64(row[a]), float64(row[b])
+		if math.IsNaN(la) {
+			la = math.Inf(-1)
+		}
+		if math.IsNaN(lb) {
+			lb = math.Inf(-1)
+		}
+		return cmp.Compare(lb, la)
+	})
+	for i, id := range ids {
+		if int(id) != order[i] {
+			t.Fatalf("rank %d: id %d, want %d", i, id, order[i])
+		}
+		want := float64(row[id]) - m - math.Log(z)
+		if math.Abs(float64(lps[i])-want) > 1e-4 {
+			t.Fatalf("rank %d: logprob %v, want %v", i, lps[i], want)
+		}
+		if got := LogSoftmaxAt(row, id); got != lps[i] {
+			t.Fatalf("rank %d: %v differs from LogSoftmaxAt %v", i, lps[i], got)
+		}
 	}
 }

@@ -17,7 +17,7 @@ func BenchmarkStep(b *testing.B) {
 			const bs, promptLen, gen = 16, 32, 128
 			n := c.running
 			blocks := n*((promptLen+gen)/bs+1) + 64
-			s := newScheduler(b, newReplay(b, c.vocab, blocks, bs), Config{MaxRunning: n, TokenBudget: n + 512, ChunkSize: 512, MaxModelLen: 1024})
+			s := newScheduler(b, newReplay(b, c.vocab, blocks, bs), Config{MaxRunning: n, MaxPrefillTokens: n + 512, ChunkSize: 512, MaxModelLen: 1024})
 			// Requests are recycled once finished, so the loop measures the scheduler, not the
 			// caller's allocations.
 			reqs := make(map[string]*Request, 2*n)

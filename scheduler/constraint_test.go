@@ -72,22 +72,22 @@ func (c *allowSet) IsTerminated() bool { return c.stopAfter > 0 && len(c.accepte
 // expectedMasked is the replay runner's greedy output under a mask: its winner when allowed,
 // else the lowest allowed token (every other logit is 0).
 func expectedMasked(vocab int, prompt []int32, n int, allow func(int32) bool) []int32 {
-	seq := append([]int32(nil), prompt...)
+	ids := append([]int32(nil), prompt...)
 	for range n {
-		w := replay.Continuation(vocab, seq, 1)[0]
+		w := replay.Continuation(vocab, ids, 1)[0]
 		if !allow(w) {
 			for w = 0; !allow(w); w++ {
 			}
 		}
-		seq = append(seq, w)
+		ids = append(ids, w)
 	}
-	return seq[len(prompt):]
+	return ids[len(prompt):]
 }
 
 func TestConstraintMaskHonored(t *testing.T) {
 	const vocab = 300
 	mult3 := func(tok int32) bool { return tok%3 == 0 }
-	s := newScheduler(t, newReplay(t, vocab, 32, 4), Config{MaxRunning: 4, TokenBudget: 32, EOS: []int32{2}})
+	s := newScheduler(t, newReplay(t, vocab, 32, 4), Config{MaxRunning: 4, MaxPrefillTokens: 32, EOS: []int32{2}})
 	c := &allowSet{vocab: vocab, allow: mult3, stopAfter: 8}
 	p := prompt(5, 7, vocab)
 	mustAdd(t, s, &Request{RID: "g", InputIDs: p, MaxNewTokens: 20, Sampling: greedy(), Constraint: c})
@@ -122,7 +122,7 @@ func TestConstraintDecidesEOS(t *testing.T) {
 		{"can end", &allowSet{vocab: vocab, terminable: true}, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s := newScheduler(t, newReplay(t, vocab, 32, 4), Config{MaxRunning: 1, TokenBudget: 32, EOS: []int32{eos}})
+			s := newScheduler(t, newReplay(t, vocab, 32, 4), Config{MaxRunning: 1, MaxPrefillTokens: 32, EOS: []int32{eos}})
 			mustAdd(t, s, &Request{RID: "x", InputIDs: p, MaxNewTokens: 10, Sampling: greedy(), Constraint: c.con})
 			results := map[string]*result{}
 			run(t, s, results, 100)
@@ -163,7 +163,7 @@ func TestMaskComputedDuringForward(t *testing.T) {
 	const vocab = 128
 	started := make(chan struct{})
 	w := &waitForMask{Backend: newReplay(t, vocab, 16, 4), started: started}
-	s := newScheduler(t, w, Config{MaxRunning: 1, TokenBudget: 16})
+	s := newScheduler(t, w, Config{MaxRunning: 1, MaxPrefillTokens: 16})
 	c := &allowSet{vocab: vocab, started: started}
 	mustAdd(t, s, &Request{RID: "x", InputIDs: []int32{1, 2, 3}, MaxNewTokens: 4, Sampling: greedy(), Constraint: c})
 	results := map[string]*result{}
@@ -173,7 +173,7 @@ func TestMaskComputedDuringForward(t *testing.T) {
 
 func TestRequestWaitsUntilConstraintReady(t *testing.T) {
 	const vocab = 200
-	s := newScheduler(t, newReplay(t, vocab, 32, 4), Config{MaxRunning: 4, TokenBudget: 32})
+	s := newScheduler(t, newReplay(t, vocab, 32, 4), Config{MaxRunning: 4, MaxPrefillTokens: 32})
 	var ready bool
 	c := &allowSet{vocab: vocab}
 	mustAdd(t, s, &Request{RID: "slow", InputIDs: prompt(1, 5, vocab), MaxNewTokens: 3, Sampling: greedy(),
@@ -208,7 +208,7 @@ func TestConstraintFailuresEndOnlyTheirRequest(t *testing.T) {
 		{"FillMask panics", &allowSet{vocab: vocab, panicFill: true}, "broken grammar"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s := newScheduler(t, newReplay(t, vocab, 16, 4), Config{MaxRunning: 2, TokenBudget: 16})
+			s := newScheduler(t, newReplay(t, vocab, 16, 4), Config{MaxRunning: 2, MaxPrefillTokens: 16})
 			mustAdd(t, s, &Request{RID: "bad", InputIDs: []int32{4, 5}, MaxNewTokens: 5, Sampling: greedy(), Constraint: c.con})
 			mustAdd(t, s, &Request{RID: "good", InputIDs: []int32{4, 5}, MaxNewTokens: 5, Sampling: greedy()})
 			results := map[string]*result{}

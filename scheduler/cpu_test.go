@@ -46,7 +46,7 @@ func TestRealModelGreedyMatchesTransformers(t *testing.T) {
 	}
 	defer b.Close()
 	chk := &checkBatches{Backend: b, t: t, budget: 16, chunk: 8}
-	s := newScheduler(t, chk, Config{MaxRunning: 4, TokenBudget: 16, ChunkSize: 8, EOS: m.Generation.EOSTokenIDs,
+	s := newScheduler(t, chk, Config{MaxRunning: 4, MaxPrefillTokens: 16, ChunkSize: 8, EOS: m.Generation.EOSTokenIDs,
 		MaxModelLen: m.Config.MaxPositions})
 	add := func(round int) {
 		for i, p := range fx.Prompts {

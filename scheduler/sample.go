@@ -16,11 +16,15 @@ import (
 type pick struct {
 	tok     int32 // -1 when no token could be chosen; err says why
 	logprob float32
-	err     string
+	// topIDs and topLogprobs are the request's TopLogprobs most likely tokens under the raw
+	// logits, most likely first; they reuse the seq's buffers step to step.
+	topIDs      []int32
+	topLogprobs []float32
+	err         string
 }
 
 type pickJob struct {
-	st  *seq
+	st  *liveRequest
 	row []float32
 	k   int // index of row in the step's batch
 }
@@ -78,7 +82,7 @@ func (s *Scheduler) sampleAll(rows [][]float32) {
 func (s *Scheduler) pickOne(j pickJob) {
 	st, row := j.st, j.row
 	req := st.req
-	st.pick = pick{tok: -1}
+	st.pick = pick{tok: -1, topIDs: st.pick.topIDs[:0], topLogprobs: st.pick.topLogprobs[:0]}
 	if len(row) != s.vocab {
 		st.pick.err = fmt.Sprintf("backend returned a logits row of %d entries, want %d", len(row), s.vocab)
 		return
@@ -91,7 +95,7 @@ func (s *Scheduler) pickOne(j pickJob) {
 	// the constraint can end.
 	early := st.generated() < req.MinNewTokens
 	forbidEarly := early && st.mask == nil && (!req.IgnoreEOS && len(s.cfg.EOS) > 0 || len(req.StopTokenIDs) > 0)
-	if s.argmax != nil && st.mask == nil && !st.mutates && !forbidEarly && !req.Logprobs && st.sampler.Params().IsGreedy() {
+	if s.argmax != nil && st.mask == nil && !st.mutates && !forbidEarly && !req.Logprobs && req.TopLogprobs == 0 && !req.PromptLogprobs && st.sampler.Params().IsGreedy() {
 		// Plain greedy: the backend's own argmax of the row is the sampler's answer.
 		if tok := s.argmax.Argmax(j.k); tok >= 0 && int(tok) < s.vocab {
 			st.pick.tok = tok
@@ -132,13 +136,16 @@ func (s *Scheduler) pickOne(j pickJob) {
 	if req.Logprobs {
 		st.pick.logprob = sampling.LogSoftmaxAt(row, tok)
 	}
+	if req.TopLogprobs > 0 {
+		st.pick.topIDs, st.pick.topLogprobs = sampling.TopLogprobs(row, req.TopLogprobs, st.pick.topIDs, st.pick.topLogprobs)
+	}
 }
 
 // record appends st's picked token and applies the stop conditions, in this order: EOS (unless
 // IgnoreEOS) and stop token ids, the constraint (Accept, IsTerminated), stop strings, then
 // MaxNewTokens and the context length. It runs sequentially: StopCheck and Accept are the
 // caller's hooks.
-func (s *Scheduler) record(st *seq) (it Item, done bool) {
+func (s *Scheduler) record(st *liveRequest) (it Item, done bool) {
 	req := st.req
 	tok := st.pick.tok
 	if tok < 0 {
@@ -147,11 +154,15 @@ func (s *Scheduler) record(st *seq) (it Item, done bool) {
 		return it, true
 	}
 	early := st.generated() < req.MinNewTokens
+	if st.firstToken.IsZero() {
+		st.firstToken = s.now()
+	}
 	st.tokens = append(st.tokens, tok)
 	st.sampler.Accept(tok)
 	it = s.item(st, FinishNone)
 	stop := func(reason FinishReason) (Item, bool) {
 		it.Finished, it.FinishReason = true, reason
+		s.times(st, &it)
 		return it, true
 	}
 	if !early && (!req.IgnoreEOS && slices.Contains(s.cfg.EOS, tok) || slices.Contains(req.StopTokenIDs, tok)) {

@@ -25,14 +25,14 @@ func (s *Scheduler) schedule() {
 			decodes++
 		}
 	}
-	budget := max(0, s.cfg.TokenBudget-decodes) // for prefill chunks
+	budget := max(0, s.cfg.MaxPrefillTokens-decodes) // for prefill chunks
 	preempted := false
 	for i := 0; i < len(s.running); i++ {
 		st := s.running[i]
 		left := len(st.tokens) - st.computed
 		n := 1
 		if left > 1 {
-			if n = min(left, s.chunk, budget); n == 0 {
+			if n = min(left, s.chunkFor(st), budget); n == 0 {
 				continue
 			}
 		}
@@ -70,7 +70,7 @@ func (s *Scheduler) schedule() {
 
 // grow gives st the blocks for n more tokens. A prefill (shrink) takes fewer tokens when the
 // blocks run short. It returns the tokens granted and false when not even one fits.
-func (s *Scheduler) grow(st *seq, n int, shrink bool) (int, bool) {
+func (s *Scheduler) grow(st *liveRequest, n int, shrink bool) (int, bool) {
 	avail := s.pool.available()
 	if need := s.blocksFor(st.computed+n) - len(st.blocks); need > avail {
 		if !shrink {
@@ -91,8 +91,8 @@ func (s *Scheduler) grow(st *seq, n int, shrink bool) (int, bool) {
 // Its tokens (prompt and generated), sampler and constraint state are kept: re-admission
 // recomputes the KV (cheaply, where its full blocks are still cached) and decoding resumes
 // where it stopped, so its stream neither restarts nor repeats.
-func (s *Scheduler) preempt(st *seq) {
-	s.running = slices.DeleteFunc(s.running, func(x *seq) bool { return x == st })
+func (s *Scheduler) preempt(st *liveRequest) {
+	s.running = slices.DeleteFunc(s.running, func(x *liveRequest) bool { return x == st })
 	s.release(st)
 	st.running = false
 	s.waiting = slices.Insert(s.waiting, 0, st)
@@ -121,11 +121,12 @@ func (s *Scheduler) admit(budget, promised int) {
 			s.release(st)
 			return
 		}
-		n := min(len(st.tokens)-st.computed, s.chunk, budget)
+		n := min(len(st.tokens)-st.computed, s.chunkFor(st), budget)
 		n, _ = s.grow(st, n, false) // fits: needAll covers it
 		promised += needAll - (s.blocksFor(st.computed+n) - s.blocksFor(st.computed))
 		if !st.admitted {
 			st.admitted, st.cached = true, st.computed
+			st.scheduled = s.now()
 		}
 		s.stats.PrefixHitTokens += st.computed
 		s.waiting = slices.Delete(s.waiting, i, i+1)
@@ -138,8 +139,11 @@ func (s *Scheduler) admit(budget, promised int) {
 
 // matchPrefix points st's first blocks at cached blocks holding the same prefix. At least one
 // token is left to compute, since sampling needs the logits of the last one.
-func (s *Scheduler) matchPrefix(st *seq) {
+func (s *Scheduler) matchPrefix(st *liveRequest) {
 	limit := (len(st.tokens) - 1) / s.bs
+	if st.req.PromptLogprobs && st.prompt.scored < st.promptLen {
+		limit = 0 // every prompt position's logits are needed
+	}
 	for len(st.blocks) < limit {
 		i := len(st.blocks)
 		var parent uint64
@@ -160,13 +164,14 @@ func (s *Scheduler) matchPrefix(st *seq) {
 }
 
 // put adds st's next n tokens to the batch.
-func (s *Scheduler) put(st *seq, n int) {
+func (s *Scheduler) put(st *liveRequest, n int) {
 	end := st.computed + n
 	s.batch.Seqs = append(s.batch.Seqs, backend.Seq{
 		Tokens:     st.tokens[st.computed:end],
 		Pos:        st.computed,
 		BlockTable: st.blocks[:s.blocksFor(end)],
 		Logits:     end == len(st.tokens),
+		AllLogits:  st.wantsPromptLogits(),
 	})
 	s.inBatch = append(s.inBatch, st)
 }

@@ -12,6 +12,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/llmserve/llmserve/backend"
 	"github.com/llmserve/llmserve/sampling"
@@ -21,11 +22,11 @@ import (
 type Config struct {
 	// MaxRunning bounds the requests admitted (holding KV blocks) at once.
 	MaxRunning int
-	// TokenBudget bounds the tokens of one step. Decodes of running requests come first, one
-	// token each, and are never starved (so a step carries at least one token per decoding
-	// request); prefill chunks share what is left.
-	TokenBudget int
-	// ChunkSize bounds the prefill chunk of one request in one step; 0 means TokenBudget.
+	// MaxPrefillTokens bounds the tokens of one step (--max-prefill-tokens). Decodes of running
+	// requests come first, one token each, and are never starved (so a step carries at least one
+	// token per decoding request); prefill chunks share what is left.
+	MaxPrefillTokens int
+	// ChunkSize bounds the prefill chunk of one request in one step; 0 means MaxPrefillTokens.
 	ChunkSize int
 	// EOS are the model's end-of-sequence ids.
 	EOS []int32
@@ -35,8 +36,8 @@ type Config struct {
 	Rank int
 }
 
-// seq is the scheduler's state of one live request.
-type seq struct {
+// liveRequest is the scheduler's state of one request from Add to its finish.
+type liveRequest struct {
 	req *Request
 	// tokens are the prompt followed by every generated token; KV is computed for the first
 	// computed of them, in the blocks of blocks. hashes[i] identifies full block i (prefix
@@ -56,9 +57,13 @@ type seq struct {
 	maskErr   error
 	scratch   []float32
 	pick      pick // this step's sample
+	prompt    promptScores
+	// received, scheduled and firstToken are when the request reached the rank, was first
+	// admitted and generated its first token (zero until then): its finish item's times.
+	received, scheduled, firstToken time.Time
 }
 
-func (s *seq) generated() int { return len(s.tokens) - s.promptLen }
+func (s *liveRequest) generated() int { return len(s.tokens) - s.promptLen }
 
 // Scheduler is one device's continuous-batching loop state. It is not safe for concurrent use:
 // Add, Abort, Step, FailAll and Load run on one goroutine (the rank's loop).
@@ -75,21 +80,25 @@ type Scheduler struct {
 	// force either path).
 	parallelFloats int
 
-	byRID   map[string]*seq
-	waiting []*seq // front first; preempted requests go back to the front
-	running []*seq // in admission order: the oldest has priority for KV blocks
-	pending []Item // finishes decided between steps (aborts, MaxNewTokens 0)
+	byRID   map[string]*liveRequest
+	waiting []*liveRequest // front first; preempted requests go back to the front
+	running []*liveRequest // in admission order: the oldest has priority for KV blocks
+	pending []Item         // finishes decided between steps (aborts, MaxNewTokens 0)
 
 	// Reused per step.
 	batch   backend.Batch
-	inBatch []*seq
+	inBatch []*liveRequest
 	items   []Item
 	ids     []int32
 	lps     []float32
 	picks   []pickJob
-	wg      sync.WaitGroup
+	// rowsCopy is this step's logits-row table when prompt logprobs replace entries (ownRows).
+	rowsCopy [][]float32
+	wg       sync.WaitGroup
 
 	stats Stats
+	// now is the clock of the request times (time.Now; tests may replace it).
+	now func() time.Time
 }
 
 // New returns a scheduler for the device behind b.
@@ -97,17 +106,17 @@ func New(b backend.Backend, cfg Config) (*Scheduler, error) {
 	if b == nil {
 		return nil, errors.New("scheduler: nil backend")
 	}
-	if cfg.MaxRunning <= 0 || cfg.TokenBudget <= 0 || cfg.ChunkSize < 0 || cfg.MaxModelLen <= 0 {
-		return nil, fmt.Errorf("scheduler rank %d: MaxRunning, TokenBudget and MaxModelLen must be > 0 and ChunkSize >= 0, got %d, %d, %d, %d",
-			cfg.Rank, cfg.MaxRunning, cfg.TokenBudget, cfg.MaxModelLen, cfg.ChunkSize)
+	if cfg.MaxRunning <= 0 || cfg.MaxPrefillTokens <= 0 || cfg.ChunkSize < 0 || cfg.MaxModelLen <= 0 {
+		return nil, fmt.Errorf("scheduler rank %d: MaxRunning, MaxPrefillTokens and MaxModelLen must be > 0 and ChunkSize >= 0, got %d, %d, %d, %d",
+			cfg.Rank, cfg.MaxRunning, cfg.MaxPrefillTokens, cfg.MaxModelLen, cfg.ChunkSize)
 	}
 	vocab, bs, nb := b.VocabSize(), b.BlockSize(), b.NumBlocks()
 	if vocab <= 0 || bs <= 0 || nb <= 0 || nb > math.MaxInt32 {
 		return nil, fmt.Errorf("scheduler rank %d: backend reports vocab %d, block size %d, %d blocks", cfg.Rank, vocab, bs, nb)
 	}
 	chunk := cfg.ChunkSize
-	if chunk == 0 || chunk > cfg.TokenBudget {
-		chunk = cfg.TokenBudget
+	if chunk == 0 || chunk > cfg.MaxPrefillTokens {
+		chunk = cfg.MaxPrefillTokens
 	}
 	cfg.EOS = slices.Clone(cfg.EOS)
 	argmax, _ := b.(backend.DeviceArgmax)
@@ -118,7 +127,8 @@ func New(b backend.Backend, cfg Config) (*Scheduler, error) {
 		watermark:      max(1, nb/100),
 		pool:           newBlockPool(nb, bs),
 		parallelFloats: parallelSampleFloats,
-		byRID:          make(map[string]*seq),
+		byRID:          make(map[string]*liveRequest),
+		now:            time.Now,
 	}, nil
 }
 
@@ -131,12 +141,16 @@ func (s *Scheduler) Add(req *Request) error {
 		}
 		return err
 	}
-	st := &seq{
+	st := &liveRequest{
 		req: req,
 		// Room for typical outputs without regrowth, but not a context's worth per request when
 		// max_new_tokens defaults to the whole context.
 		tokens:    make([]int32, len(req.InputIDs), len(req.InputIDs)+min(req.MaxNewTokens, 512)),
 		promptLen: len(req.InputIDs),
+		received:  req.Received,
+	}
+	if st.received.IsZero() {
+		st.received = s.now()
 	}
 	copy(st.tokens, req.InputIDs)
 	if req.MaxNewTokens == 0 {
@@ -145,7 +159,7 @@ func (s *Scheduler) Add(req *Request) error {
 	}
 	p := req.Sampling
 	st.sampler = sampling.New(p, req.InputIDs)
-	st.mutates = p.RepetitionPenalty != 1 || p.FrequencyPenalty != 0 || p.PresencePenalty != 0
+	st.mutates = p.RepetitionPenalty != 1 || p.FrequencyPenalty != 0 || p.PresencePenalty != 0 || len(p.LogitBias) > 0
 	if req.Constraint != nil {
 		st.mask = make([]uint64, (s.vocab+63)/64)
 	}
@@ -203,9 +217,9 @@ func (s *Scheduler) Abort(rid string) bool {
 		return false
 	}
 	if st.running {
-		s.running = slices.DeleteFunc(s.running, func(x *seq) bool { return x == st })
+		s.running = slices.DeleteFunc(s.running, func(x *liveRequest) bool { return x == st })
 	} else {
-		s.waiting = slices.DeleteFunc(s.waiting, func(x *seq) bool { return x == st })
+		s.waiting = slices.DeleteFunc(s.waiting, func(x *liveRequest) bool { return x == st })
 	}
 	s.finish(st)
 	s.pending = append(s.pending, s.item(st, FinishAbort))
@@ -221,7 +235,7 @@ func (s *Scheduler) FailAll(err error) Output {
 	}
 	items := append(s.items[:0], s.pending...)
 	s.pending = s.pending[:0]
-	for _, q := range [][]*seq{s.running, s.waiting} {
+	for _, q := range [][]*liveRequest{s.running, s.waiting} {
 		for _, st := range q {
 			s.finish(st)
 			it := s.item(st, FinishError)
@@ -254,6 +268,7 @@ func (s *Scheduler) Load() Load {
 		Running: len(s.running), Waiting: len(s.waiting),
 		KVTokensUsed:     s.pool.inUse() * s.bs,
 		KVTokensCapacity: s.pool.numBlocks() * s.bs,
+		Stats:            s.stats,
 	}
 	for _, st := range s.waiting {
 		l.WaitingTokens += len(st.tokens) - st.computed
@@ -285,10 +300,10 @@ func (s *Scheduler) Step(ctx context.Context) (Output, error) {
 		rows, err = s.b.Forward(ctx, &s.batch)
 		s.wg.Wait()
 		if err != nil {
-			return Output{Load: s.Load()}, fmt.Errorf("scheduler rank %d: forward of %d seqs: %w", s.cfg.Rank, len(s.batch.Seqs), err)
+			return Output{Load: s.Load()}, fmt.Errorf("scheduler rank %d: forward of %d sequences: %w", s.cfg.Rank, len(s.batch.Seqs), err)
 		}
 		if len(rows) != len(s.batch.Seqs) {
-			return Output{Load: s.Load()}, fmt.Errorf("scheduler rank %d: backend returned %d logits rows for %d seqs",
+			return Output{Load: s.Load()}, fmt.Errorf("scheduler rank %d: backend returned %d logits rows for %d sequences",
 				s.cfg.Rank, len(rows), len(s.batch.Seqs))
 		}
 		s.stats.Steps++
@@ -301,6 +316,18 @@ func (s *Scheduler) Step(ctx context.Context) (Output, error) {
 		s.ids, s.lps = make([]int32, 0, len(s.inBatch)), make([]float32, 0, len(s.inBatch))
 	}
 	ids, lps := s.ids[:0], s.lps[:0]
+	for k, st := range s.inBatch {
+		if sq := &s.batch.Seqs[k]; sq.AllLogits {
+			if len(rows[k]) != len(sq.Tokens)*s.vocab {
+				return Output{Load: s.Load()}, fmt.Errorf("scheduler rank %d: backend returned %d logits for a chunk of %d tokens", s.cfg.Rank, len(rows[k]), len(sq.Tokens))
+			}
+			last := s.scorePrompt(st, sq.Pos, len(sq.Tokens), rows[k])
+			if sq.Logits {
+				rows = s.ownRows(rows)
+				rows[k] = last
+			}
+		}
+	}
 	s.sampleAll(rows)
 	finished := false
 	for k, st := range s.inBatch {
@@ -312,12 +339,17 @@ func (s *Scheduler) Step(ctx context.Context) (Output, error) {
 			continue
 		}
 		it, done := s.record(st)
+		st.attachPrompt(&it)
 		if st.pick.tok >= 0 {
 			ids = append(ids, st.pick.tok)
 			it.NewIDs = ids[len(ids)-1 : len(ids) : len(ids)] // capped: an append must not reach the next item's id
 			if st.req.Logprobs {
 				lps = append(lps, st.pick.logprob)
 				it.Logprobs = lps[len(lps)-1 : len(lps) : len(lps)]
+			}
+			if st.req.TopLogprobs > 0 {
+				// The seq's own buffers, rewritten at its next sample: valid until the next Step.
+				it.TopLogprobIDs, it.TopLogprobs = st.pick.topIDs, st.pick.topLogprobs
 			}
 		}
 		if done {
@@ -327,7 +359,7 @@ func (s *Scheduler) Step(ctx context.Context) (Output, error) {
 		items = append(items, it)
 	}
 	if finished {
-		s.running = slices.DeleteFunc(s.running, func(x *seq) bool { return x.done })
+		s.running = slices.DeleteFunc(s.running, func(x *liveRequest) bool { return x.done })
 	}
 	s.items, s.ids, s.lps = items, ids, lps
 	return Output{Items: items, Load: s.Load()}, nil
@@ -335,7 +367,7 @@ func (s *Scheduler) Step(ctx context.Context) (Output, error) {
 
 // fillMask computes st's allowed tokens on its own goroutine; a panicking constraint fails only
 // its own request.
-func (s *Scheduler) fillMask(st *seq) {
+func (s *Scheduler) fillMask(st *liveRequest) {
 	defer s.wg.Done()
 	defer func() {
 		if r := recover(); r != nil {
@@ -353,18 +385,37 @@ func (s *Scheduler) fillMask(st *seq) {
 	st.req.Constraint.FillMask(st.mask)
 }
 
-// item is st's output header with no tokens.
-func (s *Scheduler) item(st *seq, reason FinishReason) Item {
-	return Item{
+// item is st's output header with no tokens; a finishing one carries the request's times.
+func (s *Scheduler) item(st *liveRequest, reason FinishReason) Item {
+	it := Item{
 		RID: st.req.RID, Owner: st.req.Owner,
 		PromptTokens: st.promptLen, CachedTokens: st.cached, CompletionTokens: st.generated(),
 		Finished: reason != FinishNone, FinishReason: reason, MatchedStopToken: -1,
+	}
+	if it.Finished {
+		s.times(st, &it)
+	}
+	return it
+}
+
+// times fills a finishing item's queue, prefill and decode times. A request that finishes
+// during a phase (an abort while queued, an error in prefill) counts until now in that phase.
+func (s *Scheduler) times(st *liveRequest, it *Item) {
+	now := s.now()
+	switch {
+	case st.scheduled.IsZero():
+		it.QueueTime = now.Sub(st.received)
+	case st.firstToken.IsZero():
+		it.QueueTime, it.PrefillTime = st.scheduled.Sub(st.received), now.Sub(st.scheduled)
+	default:
+		it.QueueTime, it.PrefillTime = st.scheduled.Sub(st.received), st.firstToken.Sub(st.scheduled)
+		it.DecodeTime = now.Sub(st.firstToken)
 	}
 }
 
 // finish forgets a request and releases its KV blocks (full ones stay cached for reuse). The
 // caller removes it from its queue.
-func (s *Scheduler) finish(st *seq) {
+func (s *Scheduler) finish(st *liveRequest) {
 	s.release(st)
 	st.running, st.done = false, true
 	delete(s.byRID, st.req.RID)
@@ -372,7 +423,7 @@ func (s *Scheduler) finish(st *seq) {
 
 // release drops st's blocks, the last first, so that the LRU evicts a finished prompt from its
 // tail and keeps the shared head longest.
-func (s *Scheduler) release(st *seq) {
+func (s *Scheduler) release(st *liveRequest) {
 	for i := len(st.blocks) - 1; i >= 0; i-- {
 		s.pool.release(st.blocks[i])
 	}
@@ -380,7 +431,7 @@ func (s *Scheduler) release(st *seq) {
 }
 
 // registerFull hashes st's blocks that became full so later requests can share them.
-func (s *Scheduler) registerFull(st *seq) {
+func (s *Scheduler) registerFull(st *liveRequest) {
 	for full := st.computed / s.bs; len(st.hashes) < full; {
 		i := len(st.hashes)
 		var parent uint64

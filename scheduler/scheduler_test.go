@@ -17,7 +17,7 @@ import (
 
 func TestDeltasConcatenateToReplaySequence(t *testing.T) {
 	const vocab = 500
-	s := newScheduler(t, newReplay(t, vocab, 64, 4), Config{MaxRunning: 8, TokenBudget: 64})
+	s := newScheduler(t, newReplay(t, vocab, 64, 4), Config{MaxRunning: 8, MaxPrefillTokens: 64})
 	lens := []int{1, 3, 4, 5, 17}
 	for i, n := range lens {
 		mustAdd(t, s, &Request{RID: rid(i), InputIDs: prompt(i, n, vocab), MaxNewTokens: 20, Sampling: greedy()})
@@ -44,7 +44,7 @@ func TestDeltasConcatenateToReplaySequence(t *testing.T) {
 func TestTightBudgetAndCacheForceChunkingAndPreemption(t *testing.T) {
 	const vocab, bs, budget, chunk = 1000, 4, 16, 8
 	chk := &checkBatches{Backend: newReplay(t, vocab, 40, bs), t: t, budget: budget, chunk: chunk}
-	s := newScheduler(t, chk, Config{MaxRunning: 8, TokenBudget: budget, ChunkSize: chunk})
+	s := newScheduler(t, chk, Config{MaxRunning: 8, MaxPrefillTokens: budget, ChunkSize: chunk})
 	rng := rand.New(rand.NewPCG(1, 2))
 	type spec struct{ plen, gen int }
 	specs := make([]spec, 40)
@@ -88,7 +88,7 @@ func TestTightBudgetAndCacheForceChunkingAndPreemption(t *testing.T) {
 
 func TestAbortFreesBlocksWithinOneStep(t *testing.T) {
 	const vocab = 300
-	s := newScheduler(t, newReplay(t, vocab, 32, 4), Config{MaxRunning: 2, TokenBudget: 64})
+	s := newScheduler(t, newReplay(t, vocab, 32, 4), Config{MaxRunning: 2, MaxPrefillTokens: 64})
 	for i := range 3 {
 		mustAdd(t, s, &Request{RID: rid(i), InputIDs: prompt(i, 10, vocab), MaxNewTokens: 30, Sampling: greedy()})
 	}
@@ -138,7 +138,7 @@ func TestAbortFreesBlocksWithinOneStep(t *testing.T) {
 
 func TestPrefixReuse(t *testing.T) {
 	const vocab, bs = 700, 4
-	s := newScheduler(t, newReplay(t, vocab, 64, bs), Config{MaxRunning: 4, TokenBudget: 32})
+	s := newScheduler(t, newReplay(t, vocab, 64, bs), Config{MaxRunning: 4, MaxPrefillTokens: 32})
 	base := prompt(1, 40, vocab)
 	results := map[string]*result{}
 	mustAdd(t, s, &Request{RID: "a", InputIDs: base, MaxNewTokens: 10, Sampling: greedy()})
@@ -216,9 +216,9 @@ func TestFinishReasonsMatchTheWire(t *testing.T) {
 func TestStopConditions(t *testing.T) {
 	const vocab = 400
 	p := prompt(3, 9, vocab)
-	seq := replay.Continuation(vocab, p, 40)
-	// first returns the index of the first occurrence of seq[i].
-	first := func(i int) int { return slices.Index(seq, seq[i]) }
+	cont := replay.Continuation(vocab, p, 40)
+	// first returns the index of the first occurrence of cont[i].
+	first := func(i int) int { return slices.Index(cont, cont[i]) }
 	eosAt, stopAt := first(3), first(6)
 	if eosAt == stopAt {
 		t.Fatal("pick other positions: EOS and stop id coincide")
@@ -233,12 +233,12 @@ func TestStopConditions(t *testing.T) {
 		str    string
 	}{
 		{"max_new_tokens", nil, Request{MaxNewTokens: 7}, 7, FinishLength, -1, ""},
-		{"eos", []int32{seq[eosAt]}, Request{MaxNewTokens: 30}, eosAt + 1, FinishStop, seq[eosAt], ""},
-		{"eos among several", []int32{vocab - 1, seq[eosAt]}, Request{MaxNewTokens: 30}, eosAt + 1, FinishStop, seq[eosAt], ""},
-		{"ignore_eos", []int32{seq[eosAt]}, Request{MaxNewTokens: 30, IgnoreEOS: true}, 30, FinishLength, -1, ""},
-		{"stop token id", nil, Request{MaxNewTokens: 30, StopTokenIDs: []int32{seq[stopAt]}}, stopAt + 1, FinishStop, seq[stopAt], ""},
-		{"stop id despite ignore_eos", nil, Request{MaxNewTokens: 30, IgnoreEOS: true, StopTokenIDs: []int32{seq[stopAt]}}, stopAt + 1, FinishStop, seq[stopAt], ""},
-		{"stop string", nil, Request{MaxNewTokens: 30, StopCheck: matchAt(seq[5], "five")}, first(5) + 1, FinishStop, -1, "five"},
+		{"eos", []int32{cont[eosAt]}, Request{MaxNewTokens: 30}, eosAt + 1, FinishStop, cont[eosAt], ""},
+		{"eos among several", []int32{vocab - 1, cont[eosAt]}, Request{MaxNewTokens: 30}, eosAt + 1, FinishStop, cont[eosAt], ""},
+		{"ignore_eos", []int32{cont[eosAt]}, Request{MaxNewTokens: 30, IgnoreEOS: true}, 30, FinishLength, -1, ""},
+		{"stop token id", nil, Request{MaxNewTokens: 30, StopTokenIDs: []int32{cont[stopAt]}}, stopAt + 1, FinishStop, cont[stopAt], ""},
+		{"stop id despite ignore_eos", nil, Request{MaxNewTokens: 30, IgnoreEOS: true, StopTokenIDs: []int32{cont[stopAt]}}, stopAt + 1, FinishStop, cont[stopAt], ""},
+		{"stop string", nil, Request{MaxNewTokens: 30, StopCheck: matchAt(cont[5], "five")}, first(5) + 1, FinishStop, -1, "five"},
 		{"context length", nil, Request{MaxNewTokens: 30}, 12, FinishLength, -1, ""},
 		{"max_new_tokens 0", nil, Request{MaxNewTokens: 0}, 0, FinishLength, -1, ""},
 	}
@@ -249,7 +249,7 @@ func TestStopConditions(t *testing.T) {
 				maxLen = len(p) + 30
 				c.req.MaxNewTokens = 30
 			}
-			s := newScheduler(t, newReplay(t, vocab, 32, 4), Config{MaxRunning: 2, TokenBudget: 16, EOS: c.eos, MaxModelLen: maxLen})
+			s := newScheduler(t, newReplay(t, vocab, 32, 4), Config{MaxRunning: 2, MaxPrefillTokens: 16, EOS: c.eos, MaxModelLen: maxLen})
 			req := c.req
 			req.RID, req.InputIDs, req.Sampling = "x", p, greedy()
 			mustAdd(t, s, &req)
@@ -265,7 +265,7 @@ func TestStopConditions(t *testing.T) {
 					t.Errorf("over the context: %v", err)
 				}
 			}
-			wantIDs(t, "ids", r.ids, seq[:c.n])
+			wantIDs(t, "ids", r.ids, cont[:c.n])
 			if r.last.FinishReason != c.reason || r.last.MatchedStopToken != c.tok || r.last.MatchedStop != c.str {
 				t.Errorf("finish %v token %d stop %q; want %v %d %q", r.last.FinishReason, r.last.MatchedStopToken, r.last.MatchedStop, c.reason, c.tok, c.str)
 			}
@@ -290,19 +290,19 @@ func matchAt(tok int32, str string) func([]int32) (string, bool) {
 func TestMinNewTokens(t *testing.T) {
 	const vocab, minNew = 400, 6
 	p := prompt(4, 5, vocab)
-	seq := replay.Continuation(vocab, p, 40)
+	cont := replay.Continuation(vocab, p, 40)
 	for _, c := range []struct {
 		name string
 		eos  []int32
 		req  Request
 	}{
-		{"eos", []int32{seq[1]}, Request{}},
-		{"stop id", nil, Request{StopTokenIDs: []int32{seq[1]}}},
-		{"stop string", nil, Request{StopCheck: matchAt(seq[1], "s")}},
-		{"constraint", []int32{seq[1]}, Request{Constraint: &allowSet{vocab: vocab, terminable: true}}},
+		{"eos", []int32{cont[1]}, Request{}},
+		{"stop id", nil, Request{StopTokenIDs: []int32{cont[1]}}},
+		{"stop string", nil, Request{StopCheck: matchAt(cont[1], "s")}},
+		{"constraint", []int32{cont[1]}, Request{Constraint: &allowSet{vocab: vocab, terminable: true}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s := newScheduler(t, newReplay(t, vocab, 32, 4), Config{MaxRunning: 2, TokenBudget: 16, EOS: c.eos})
+			s := newScheduler(t, newReplay(t, vocab, 32, 4), Config{MaxRunning: 2, MaxPrefillTokens: 16, EOS: c.eos})
 			req := c.req
 			req.RID, req.InputIDs, req.Sampling, req.MaxNewTokens, req.MinNewTokens = "x", p, greedy(), 30, minNew
 			mustAdd(t, s, &req)
@@ -312,13 +312,13 @@ func TestMinNewTokens(t *testing.T) {
 			if len(r.ids) < minNew {
 				t.Fatalf("stopped after %d ids, min_new_tokens %d: %+v", len(r.ids), minNew, r.last)
 			}
-			stopTok := seq[1]
+			stopTok := cont[1]
 			if c.name != "stop string" && slices.Contains(r.ids[:minNew], stopTok) {
 				t.Errorf("masked token %d generated early: %v", stopTok, r.ids)
 			}
 			if c.name == "stop string" {
 				// Not masked: the sequence is unchanged, and the match at index 1 was ignored.
-				wantIDs(t, "ids", r.ids[:minNew], seq[:minNew])
+				wantIDs(t, "ids", r.ids[:minNew], cont[:minNew])
 			}
 			if r.last.FinishReason == FinishStop && len(r.ids) <= minNew && c.name != "stop string" {
 				t.Errorf("stop token ended the request at %d ids", len(r.ids))
@@ -330,7 +330,7 @@ func TestMinNewTokens(t *testing.T) {
 
 func TestAddValidation(t *testing.T) {
 	const vocab = 100
-	s := newScheduler(t, newReplay(t, vocab, 8, 4), Config{MaxRunning: 2, TokenBudget: 16, MaxModelLen: 64})
+	s := newScheduler(t, newReplay(t, vocab, 8, 4), Config{MaxRunning: 2, MaxPrefillTokens: 16, MaxModelLen: 64})
 	ok := func() *Request {
 		return &Request{RID: "a", InputIDs: []int32{1, 2}, MaxNewTokens: 4, Sampling: greedy()}
 	}
@@ -369,23 +369,23 @@ func TestAddValidation(t *testing.T) {
 func TestNewValidation(t *testing.T) {
 	b := newReplay(t, 10, 4, 4)
 	for _, cfg := range []Config{
-		{MaxRunning: 0, TokenBudget: 1, MaxModelLen: 1},
-		{MaxRunning: 1, TokenBudget: 0, MaxModelLen: 1},
-		{MaxRunning: 1, TokenBudget: 1, MaxModelLen: 0},
-		{MaxRunning: 1, TokenBudget: 1, MaxModelLen: 1, ChunkSize: -1},
+		{MaxRunning: 0, MaxPrefillTokens: 1, MaxModelLen: 1},
+		{MaxRunning: 1, MaxPrefillTokens: 0, MaxModelLen: 1},
+		{MaxRunning: 1, MaxPrefillTokens: 1, MaxModelLen: 0},
+		{MaxRunning: 1, MaxPrefillTokens: 1, MaxModelLen: 1, ChunkSize: -1},
 	} {
 		if _, err := New(b, cfg); err == nil {
 			t.Errorf("New accepted %+v", cfg)
 		}
 	}
-	if _, err := New(nil, Config{MaxRunning: 1, TokenBudget: 1, MaxModelLen: 1}); err == nil {
+	if _, err := New(nil, Config{MaxRunning: 1, MaxPrefillTokens: 1, MaxModelLen: 1}); err == nil {
 		t.Error("New accepted a nil backend")
 	}
 }
 
 func TestLogprobsAndPenaltiesKeepRowsIntact(t *testing.T) {
 	const vocab = 256
-	s := newScheduler(t, newReplay(t, vocab, 32, 4), Config{MaxRunning: 4, TokenBudget: 32})
+	s := newScheduler(t, newReplay(t, vocab, 32, 4), Config{MaxRunning: 4, MaxPrefillTokens: 32})
 	pen := greedy()
 	pen.RepetitionPenalty, pen.FrequencyPenalty, pen.PresencePenalty = 1.3, 0.5, 0.5
 	for i, sp := range []sampling.Params{pen, greedy(), pen} {
@@ -412,7 +412,7 @@ func TestLogprobsAndPenaltiesKeepRowsIntact(t *testing.T) {
 func TestSeededSamplingIsReproducible(t *testing.T) {
 	const vocab = 64
 	gen := func() []int32 {
-		s := newScheduler(t, newReplay(t, vocab, 16, 4), Config{MaxRunning: 1, TokenBudget: 16})
+		s := newScheduler(t, newReplay(t, vocab, 16, 4), Config{MaxRunning: 1, MaxPrefillTokens: 16})
 		p := sampling.DefaultParams()
 		p.Temperature = 60 // hot enough that the replay winner does not always win
 		seed := uint64(7)
@@ -453,7 +453,7 @@ func TestStepRetriesAfterForwardError(t *testing.T) {
 	const vocab = 100
 	for after := range 6 {
 		f := &failing{Runner: newReplay(t, vocab, 32, 4), after: after, once: true}
-		s := newScheduler(t, f, Config{MaxRunning: 2, TokenBudget: 6, ChunkSize: 4})
+		s := newScheduler(t, f, Config{MaxRunning: 2, MaxPrefillTokens: 6, ChunkSize: 4})
 		for i := range 3 {
 			mustAdd(t, s, &Request{RID: rid(i), InputIDs: prompt(i, 9, vocab), MaxNewTokens: 6, Sampling: greedy()})
 		}
@@ -483,7 +483,7 @@ func TestStepRetriesAfterForwardError(t *testing.T) {
 func TestForwardErrorThenFailAll(t *testing.T) {
 	const vocab = 100
 	f := &failing{Runner: newReplay(t, vocab, 32, 4), after: 2}
-	s := newScheduler(t, f, Config{MaxRunning: 2, TokenBudget: 16})
+	s := newScheduler(t, f, Config{MaxRunning: 2, MaxPrefillTokens: 16})
 	for i := range 3 {
 		mustAdd(t, s, &Request{RID: rid(i), InputIDs: prompt(i, 5, vocab), MaxNewTokens: 10, Sampling: greedy()})
 	}
@@ -521,14 +521,14 @@ func TestForwardErrorThenFailAll(t *testing.T) {
 }
 
 func TestOutputLoad(t *testing.T) {
-	s := newScheduler(t, newReplay(t, 50, 10, 4), Config{MaxRunning: 1, TokenBudget: 8})
+	s := newScheduler(t, newReplay(t, 50, 10, 4), Config{MaxRunning: 1, MaxPrefillTokens: 8})
 	mustAdd(t, s, &Request{RID: "a", InputIDs: prompt(1, 6, 50), MaxNewTokens: 3, Sampling: greedy()})
 	mustAdd(t, s, &Request{RID: "b", InputIDs: prompt(2, 6, 50), MaxNewTokens: 3, Sampling: greedy()})
 	out, err := s.Step(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (Load{Running: 1, Waiting: 1, KVTokensUsed: 8, KVTokensCapacity: 40, WaitingTokens: 6}); out.Load != want {
+	if want := (Load{Running: 1, Waiting: 1, KVTokensUsed: 8, KVTokensCapacity: 40, WaitingTokens: 6, Stats: Stats{Steps: 1, BatchTokens: 6}}); out.Load != want {
 		t.Fatalf("load %+v, want %+v", out.Load, want)
 	}
 }
@@ -546,7 +546,7 @@ func TestRandomWorkloads(t *testing.T) {
 		budget := 4 + rng.IntN(40)
 		chunk := rng.IntN(budget + 1)
 		maxRunning := 1 + rng.IntN(10)
-		s := newScheduler(t, newReplay(t, vocab, blocks, bs), Config{MaxRunning: maxRunning, TokenBudget: budget, ChunkSize: chunk, MaxModelLen: 200})
+		s := newScheduler(t, newReplay(t, vocab, blocks, bs), Config{MaxRunning: maxRunning, MaxPrefillTokens: budget, ChunkSize: chunk, MaxModelLen: 200})
 		shared := [][]int32{prompt(int(seed), 30, vocab), prompt(int(seed)+50, 13, vocab)}
 		prompts := map[string][]int32{}
 		aborted := map[string]bool{}
@@ -611,7 +611,7 @@ func TestParallelSamplingMatchesSequential(t *testing.T) {
 		if hideArgmax {
 			b = hostOnly{b}
 		}
-		s := newScheduler(t, b, Config{MaxRunning: n, TokenBudget: 256, EOS: []int32{7}})
+		s := newScheduler(t, b, Config{MaxRunning: n, MaxPrefillTokens: 256, EOS: []int32{7}})
 		s.parallelFloats = parallelFloats
 		for i := range n {
 			p := greedy()
@@ -636,9 +636,9 @@ func TestParallelSamplingMatchesSequential(t *testing.T) {
 		checkDrained(t, s)
 		return results
 	}
-	seq, par, host := gen(math.MaxInt, false), gen(1, false), gen(1, true)
+	cont, par, host := gen(math.MaxInt, false), gen(1, false), gen(1, true)
 	for i := range n {
-		a := seq[rid(i)]
+		a := cont[rid(i)]
 		for _, b := range []*result{par[rid(i)], host[rid(i)]} {
 			wantIDs(t, rid(i), b.ids, a.ids)
 			if !slices.Equal(a.logprobs, b.logprobs) || a.last.FinishReason != b.last.FinishReason || a.last.MatchedStopToken != b.last.MatchedStopToken {
@@ -676,14 +676,14 @@ func TestDeviceArgmaxServesPlainGreedy(t *testing.T) {
 	for i := range nan {
 		nan[i] = float32(math.NaN())
 	}
-	s := newScheduler(t, &nanRows{newReplay(t, vocab, 128, 8), nan}, Config{MaxRunning: n, TokenBudget: 256})
+	s := newScheduler(t, &nanRows{newReplay(t, vocab, 128, 8), nan}, Config{MaxRunning: n, MaxPrefillTokens: 256})
 	for i := range n {
 		mustAdd(t, s, &Request{RID: rid(i), InputIDs: prompt(i, 1+i%7, vocab), MaxNewTokens: 10, Sampling: greedy(), Logprobs: i == 0})
 	}
 	results := map[string]*result{}
 	run(t, s, results, 100)
 	want := map[string]*result{}
-	ref := newScheduler(t, newReplay(t, vocab, 128, 8), Config{MaxRunning: n, TokenBudget: 256})
+	ref := newScheduler(t, newReplay(t, vocab, 128, 8), Config{MaxRunning: n, MaxPrefillTokens: 256})
 	for i := range n {
 		mustAdd(t, ref, &Request{RID: rid(i), InputIDs: prompt(i, 1+i%7, vocab), MaxNewTokens: 10, Sampling: greedy()})
 	}

@@ -84,9 +84,18 @@ type Request struct {
 	StopCheck func(ids []int32) (matched string, ok bool)
 	// Logprobs asks for the log probability of every generated token under the raw logits.
 	Logprobs bool
+	// TopLogprobs asks for that many most likely tokens (and their raw logprobs) at every
+	// generated position; 0 for none.
+	TopLogprobs int
+	// PromptLogprobs asks for the logprob of every prompt token after the first (and its
+	// TopLogprobs most likely tokens), computed without the prefix cache.
+	PromptLogprobs bool
 	// Arrival is when the request reached the engine, carried for metrics; the queue is served
 	// in the order of Add.
 	Arrival time.Time
+	// Received is when the request reached this rank, where its queue time starts; zero means
+	// at Add.
+	Received time.Time
 }
 
 // Item is one request's output of one step: the tokens it generated in that step (deltas), or
@@ -98,6 +107,15 @@ type Item struct {
 	NewIDs []int32
 	// Logprobs holds one log probability per NewIDs entry when the request asked for them.
 	Logprobs []float32
+	// TopLogprobIDs and TopLogprobs hold Request.TopLogprobs entries per NewIDs entry, most
+	// likely first, when the request asked for them.
+	TopLogprobIDs []int32
+	TopLogprobs   []float32
+	// PromptLogprobs (prompt tokens 1.., in order) and their top entries (TopLogprobs per
+	// position, flattened) ride on the request's first item when it asked for them.
+	PromptLogprobs      []float32
+	PromptTopLogprobIDs []int32
+	PromptTopLogprobs   []float32
 	// PromptTokens is the prompt length; CachedTokens how much of it a prefix match supplied on
 	// first admission; CompletionTokens the ids generated so far, NewIDs included.
 	PromptTokens     int
@@ -111,6 +129,10 @@ type Item struct {
 	MatchedStop string
 	// Err says what went wrong when FinishReason is FinishError.
 	Err string
+	// QueueTime, PrefillTime and DecodeTime are set on a finished item: the time from reaching
+	// the rank to first being scheduled, from then to the first token, and from the first token
+	// to the finish (vLLM's request_queue/prefill/decode_time). A phase never reached is zero.
+	QueueTime, PrefillTime, DecodeTime time.Duration
 }
 
 // Load is the rank's load, piggybacked on every output.
@@ -122,6 +144,8 @@ type Load struct {
 	KVTokensCapacity int
 	// WaitingTokens is the positions queued requests still need computed (they hold no KV).
 	WaitingTokens int
+	// Stats are the event counters so far, reported with the load for /metrics.
+	Stats Stats
 }
 
 // Output is what one Step produced: an Item for every request that generated a token or

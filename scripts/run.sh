@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Starts the engine on one host with goreman: one schedulerd per DP rank, detokd (unless
-# SKIP_DETOKENIZATION or SKIP_TOKENIZER_INIT), and tokenizerd with its workers. Settings come
-# from the environment, with the defaults below; every binary also reads them itself.
+# Starts the engine on one host: one schedulerd per DP rank, detokd (unless SKIP_DETOKENIZATION or
+# SKIP_TOKENIZER_INIT), and tokenizerd with its workers, run by bin/procfile, which restarts any
+# process that exits (with backoff) and has no control port. Settings come from the environment,
+# with the defaults below; every binary also reads them itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+export LLMSERVE_BIN=${LLMSERVE_BIN:-./bin}
 export MODEL_PATH=${MODEL_PATH:-models/pico}
 export HOST=${HOST:-127.0.0.1}
 export PORT=${PORT:-30000}
-# goreman gives every process its own PORT; the engine reads LLMSERVE_PORT first.
 export LLMSERVE_PORT=$PORT
 export TOKENIZER_WORKERS=${TOKENIZER_WORKERS:-1}
 export DEVICE=${DEVICE:-cpu}
@@ -16,14 +17,21 @@ export SKIP_DETOKENIZATION=${SKIP_DETOKENIZATION:-false}
 export SKIP_TOKENIZER_INIT=${SKIP_TOKENIZER_INIT:-false}
 export LLMSERVE_RUN_DIR=${LLMSERVE_RUN_DIR:-${XDG_RUNTIME_DIR:-/tmp}/llmserve-$(id -u)-$PORT}
 mkdir -p "$LLMSERVE_RUN_DIR" && chmod 700 "$LLMSERVE_RUN_DIR"
+# One engine per run dir: the lock is held (fd 9, inherited) for as long as any of its processes
+# lives, and taken before the Procfile of a live engine could be replaced.
+exec 9>>"$LLMSERVE_RUN_DIR/run.lock"
+if ! flock -n 9; then
+  echo "run: $LLMSERVE_RUN_DIR is in use by another engine (make run with PORT=$PORT?); stop it, or set PORT or LLMSERVE_RUN_DIR" >&2
+  exit 1
+fi
 procfile="$LLMSERVE_RUN_DIR/Procfile"
 : >"$procfile"
 for ((r = 0; r < DP_SIZE; r++)); do
-  echo "schedulerd$r: DP_RANK=$r exec ./bin/schedulerd serve --dp-rank $r" >>"$procfile"
+  echo "schedulerd$r: DP_RANK=$r exec \$LLMSERVE_BIN/schedulerd serve --dp-rank $r" >>"$procfile"
 done
 if [ "$SKIP_DETOKENIZATION" != true ] && [ "$SKIP_TOKENIZER_INIT" != true ]; then
   grep '^detokd:' Procfile >>"$procfile"
 fi
 grep '^tokenizerd:' Procfile >>"$procfile"
 echo "run: $procfile (run dir $LLMSERVE_RUN_DIR), serving $MODEL_PATH on http://$HOST:$PORT"
-exec go tool goreman -f "$procfile" -b 0 start
+exec "$LLMSERVE_BIN/procfile" "$procfile"

@@ -9,7 +9,7 @@ import (
 )
 
 // DefaultStaleAfter is how long a rank may go without a load report (or
-// heartbeat) before dispatchers treat it as down.
+// heartbeat) before Expire declares it down.
 const DefaultStaleAfter = 3 * time.Second
 
 // ErrNoRankUp is returned (wrapped) by Pick when every rank is down.
@@ -43,14 +43,31 @@ type Load struct {
 	// other workers' dispatches too. Report copies them.
 	ReceivedAll       []uint64 `json:"-"`
 	ReceivedTokensAll []uint64 `json:"-"`
+	// Preemptions and PrefixHitTokens are the rank's cumulative scheduler counters, carried for
+	// /metrics; dispatch does not read them.
+	Preemptions     uint64 `json:"preemptions"`
+	PrefixHitTokens uint64 `json:"prefix_hit_tokens"`
 }
 
 // Option configures a Dispatcher.
 type Option func(*Dispatcher)
 
-// WithStaleAfter sets how long a rank may stay silent before it is treated
-// as down; d <= 0 disables the check.
+// WithStaleAfter sets how long a rank may stay silent before Expire declares
+// it down; d <= 0 disables the check.
 func WithStaleAfter(d time.Duration) Option { return func(x *Dispatcher) { x.staleAfter = d } }
+
+// WithWatchGap says the caller calls Expire at least every gap while it runs.
+// Silence is then measured in the time the caller was watching: a longer time
+// between two Expire calls is the caller's own stall (a stopped or starved
+// process reads no reports, however alive the ranks are) and counts as gap
+// only, so a worker's stall never makes it blame a healthy rank. Without it
+// every moment counts.
+func WithWatchGap(gap time.Duration) Option { return func(x *Dispatcher) { x.watchGap = gap } }
+
+// WithAwaitFirstReport keeps every rank out of dispatch until its first load
+// report: a rank may still be loading its model, and a request sent to it now
+// would sit unanswered. Without it ranks count as heard at creation.
+func WithAwaitFirstReport() Option { return func(x *Dispatcher) { x.awaitFirst = true } }
 
 // WithWorkers tells the dispatcher how many tokenizer workers (each with
 // its own Dispatcher) share the ranks. Without it a dispatcher acts as if
@@ -74,9 +91,14 @@ func WithLedger(l *Ledger) Option { return func(x *Dispatcher) { x.ledger = l } 
 // WithClock replaces time.Now (tests drive staleness deterministically).
 func WithClock(now func() time.Time) Option { return func(x *Dispatcher) { x.now = now } }
 
-// Dispatcher assigns requests of one tokenizer worker to data-parallel ranks.
-// Each worker owns its own Dispatcher; all methods are safe for concurrent
-// use.
+// Dispatcher assigns requests of one tokenizer worker to data-parallel ranks,
+// and owns the worker's view of which ranks are alive. Each worker owns its
+// own Dispatcher; all methods are safe for concurrent use.
+//
+// Liveness: a rank is up once it has reported (WithAwaitFirstReport) and stays
+// up until Expire finds its last accepted report older than the stale timeout;
+// the next report brings it back with a clean slate, since a silent rank has
+// most likely restarted.
 //
 // Effective load of a rank = its last accepted report + what this worker
 // dispatched to it that the report does not acknowledge yet (sent minus
@@ -88,8 +110,10 @@ func WithClock(now func() time.Time) Option { return func(x *Dispatcher) { x.now
 type Dispatcher struct {
 	method     Method
 	worker     int
-	workers    int // tokenizer workers sharing the ranks; weight of own pending
-	staleAfter time.Duration
+	workers    int           // tokenizer workers sharing the ranks; weight of own pending
+	staleAfter time.Duration // silence after which Expire declares a rank down; <= 0: never
+	awaitFirst bool          // ranks are down until their first report
+	watchGap   time.Duration // the longest gap between Expire calls that counts whole; <= 0: any
 	now        func() time.Time
 	ledger     *Ledger // shared with the other workers; nil: this worker's view only
 
@@ -101,21 +125,25 @@ type Dispatcher struct {
 	// scratch space for Pick, per rank
 	up    []bool
 	score []float64
+	// watched is the time the caller has been watching (see WithWatchGap) from creation to
+	// lastExpire, the last Expire call (or creation); silence is measured on this clock.
+	watched    time.Duration
+	lastExpire time.Time
 }
 
 type rankState struct {
 	load       Load
 	hasReport  bool
-	heardAt    time.Time // last accepted report, MarkUp, Reset or creation
-	sent       uint64    // requests this worker dispatched here, ever
-	sentTokens uint64    // their prompt tokens
-	manualDown bool
-	downReason string
+	heardAt    time.Time     // last accepted report, comeback or creation
+	heardWatch time.Duration // the watched clock (Dispatcher.watched) at heardAt
+	sent       uint64        // requests this worker dispatched here, ever
+	sentTokens uint64        // their prompt tokens
+	silent     string        // why Expire declared the rank down; "" while it is not
 }
 
 // NewDispatcher returns the dispatcher of tokenizer worker `worker` over
 // numRanks ranks. Ranks count as freshly heard at creation, so a rank that
-// never reports goes down after the stale timeout.
+// never reports is expired after the stale timeout.
 func NewDispatcher(numRanks int, method Method, worker int, opts ...Option) (*Dispatcher, error) {
 	if numRanks <= 0 {
 		return nil, fmt.Errorf("new dispatcher: dp size %d, want >= 1", numRanks)
@@ -153,6 +181,7 @@ func NewDispatcher(numRanks int, method Method, worker int, opts ...Option) (*Di
 			d.ledger.workers, d.ledger.ranks, d.workers, numRanks)
 	}
 	now := d.now()
+	d.lastExpire = now
 	for i := range d.ranks {
 		d.ranks[i].heardAt = now
 		if d.ledger != nil {
@@ -164,12 +193,6 @@ func NewDispatcher(numRanks int, method Method, worker int, opts ...Option) (*Di
 	return d, nil
 }
 
-// NumRanks returns the data-parallel size.
-func (d *Dispatcher) NumRanks() int { return len(d.ranks) }
-
-// Method returns the balancing policy.
-func (d *Dispatcher) Method() Method { return d.method }
-
 // Pick chooses the rank for a request with promptTokens prompt tokens and
 // records the dispatch in the ledger. routed >= 0 forces that rank (it must
 // be up); routed == -1 lets the policy choose.
@@ -180,12 +203,11 @@ func (d *Dispatcher) Pick(promptTokens int, routed int) (int, error) {
 	if routed < -1 || routed >= len(d.ranks) {
 		return -1, fmt.Errorf("pick rank: routed rank %d out of range [0, %d)", routed, len(d.ranks))
 	}
-	now := d.now()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.meanPrompt += (float64(promptTokens) - d.meanPrompt) / 16
 	if routed >= 0 {
-		if reason, down := d.downLocked(routed, now); down {
+		if reason, down := d.downLocked(routed); down {
 			return -1, fmt.Errorf("pick rank: routed rank %d is down: %s", routed, reason)
 		}
 		d.recordLocked(routed, promptTokens)
@@ -194,16 +216,37 @@ func (d *Dispatcher) Pick(promptTokens int, routed int) (int, error) {
 	var r int
 	switch d.method {
 	case RoundRobin:
-		r = d.pickRoundRobinLocked(now)
+		r = d.pickRoundRobinLocked()
 	default:
-		r = d.pickLeastLoadedLocked(now)
+		r = d.pickLeastLoadedLocked()
 	}
 	if r < 0 {
-		return -1, d.allDownErrLocked(now)
+		return -1, d.allDownErrLocked()
 	}
 	d.next = (r + 1) % len(d.ranks)
 	d.recordLocked(r, promptTokens)
 	return r, nil
+}
+
+// Undo takes back a Pick of rank for a request of promptTokens that was never
+// sent (the send failed), so the ledger does not wait for an acknowledgement
+// that will not come.
+func (d *Dispatcher) Undo(rank, promptTokens int) error {
+	if err := d.checkRank(rank); err != nil {
+		return fmt.Errorf("undo pick: %w", err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	rs := &d.ranks[rank]
+	if rs.sent == 0 || rs.sentTokens < uint64(promptTokens) {
+		return nil // the rank came back clean since the pick: nothing of it is left to undo
+	}
+	rs.sent--
+	rs.sentTokens -= uint64(promptTokens)
+	if d.ledger != nil {
+		d.ledger.Undo(d.worker, rank, uint64(promptTokens))
+	}
+	return nil
 }
 
 func (d *Dispatcher) recordLocked(r, promptTokens int) {
@@ -237,11 +280,11 @@ func (d *Dispatcher) pendingLocked(r int) (requests, promptTokens uint64) {
 	return requests, promptTokens
 }
 
-func (d *Dispatcher) pickRoundRobinLocked(now time.Time) int {
+func (d *Dispatcher) pickRoundRobinLocked() int {
 	n := len(d.ranks)
 	for i := range n {
 		r := (d.next + i) % n
-		if _, down := d.downLocked(r, now); !down {
+		if _, down := d.downLocked(r); !down {
 			return r
 		}
 	}
@@ -257,14 +300,14 @@ func (d *Dispatcher) pickRoundRobinLocked(now time.Time) int {
 // qualifying rank from this worker's rotating start wins. Workers start
 // their rotations at different ranks, so near-equal ranks are shared out
 // while a rank far below the rest still takes everyone's requests.
-func (d *Dispatcher) pickLeastLoadedLocked(now time.Time) int {
+func (d *Dispatcher) pickLeastLoadedLocked() int {
 	tokens := d.method == MinimumTokens
 	// Compare fractions of capacity only when every candidate reports one,
 	// so ranks with different KV sizes fill evenly; otherwise raw tokens.
 	relative := tokens
 	minScore, argmin, anyUp := math.Inf(1), -1, false
 	for r := range d.ranks {
-		_, down := d.downLocked(r, now)
+		_, down := d.downLocked(r)
 		d.up[r] = !down
 		if down {
 			continue
@@ -327,7 +370,7 @@ func (d *Dispatcher) pickLeastLoadedLocked(now time.Time) int {
 }
 
 // pending is sent minus acknowledged, clamped at zero (a rank that restarted
-// may acknowledge more than this ledger remembers until Reset is called).
+// may acknowledge more than this ledger remembers until it is expired and comes back).
 func pending(sent, acked uint64) uint64 {
 	if acked >= sent {
 		return 0
@@ -335,103 +378,135 @@ func pending(sent, acked uint64) uint64 {
 	return sent - acked
 }
 
-// downLocked reports whether rank r is down at `now`, and why.
-func (d *Dispatcher) downLocked(r int, now time.Time) (string, bool) {
+// downLocked reports whether rank r is out of dispatch, and why.
+func (d *Dispatcher) downLocked(r int) (string, bool) {
 	rs := &d.ranks[r]
-	if rs.manualDown {
-		return rs.downReason, true
-	}
-	if d.staleAfter > 0 {
-		if age := now.Sub(rs.heardAt); age > d.staleAfter {
-			if rs.hasReport {
-				return fmt.Sprintf("no load report for %v (stale after %v)", age.Round(time.Millisecond), d.staleAfter), true
-			}
-			return fmt.Sprintf("never reported in %v (stale after %v)", age.Round(time.Millisecond), d.staleAfter), true
-		}
+	switch {
+	case rs.silent != "":
+		return rs.silent, true
+	case d.awaitFirst && !rs.hasReport:
+		return fmt.Sprintf("rank %d has not reported yet (schedulerd loading or not started)", r), true
 	}
 	return "", false
 }
 
-func (d *Dispatcher) allDownErrLocked(now time.Time) error {
+// watchedAtLocked is the watched clock at now: what it read at the last
+// Expire plus the time since, counted up to the watch gap.
+func (d *Dispatcher) watchedAtLocked(now time.Time) time.Duration {
+	since := max(now.Sub(d.lastExpire), 0)
+	if d.watchGap > 0 {
+		since = min(since, d.watchGap)
+	}
+	return d.watched + since
+}
+
+// heardLocked records that rank r was heard from at now.
+func (d *Dispatcher) heardLocked(r int, now time.Time) {
+	d.ranks[r].heardAt, d.ranks[r].heardWatch = now, d.watchedAtLocked(now)
+}
+
+// Expire declares down every rank that is up and has been silent (no accepted
+// report since creation) for more than the stale timeout of
+// watched time (see WithWatchGap), and returns them: the caller fails their
+// in-flight requests. A rank stays down until its next report.
+func (d *Dispatcher) Expire(now time.Time) []int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.watched = d.watchedAtLocked(now)
+	d.lastExpire = now
+	if d.staleAfter <= 0 {
+		return nil
+	}
+	var expired []int
+	for r := range d.ranks {
+		rs := &d.ranks[r]
+		if rs.silent != "" || (d.awaitFirst && !rs.hasReport) {
+			continue
+		}
+		age := d.watched - rs.heardWatch
+		if age <= d.staleAfter {
+			continue
+		}
+		if rs.hasReport {
+			rs.silent = fmt.Sprintf("no load report from rank %d for %v (stale after %v)", r, age.Round(time.Millisecond), d.staleAfter)
+		} else {
+			rs.silent = fmt.Sprintf("rank %d never reported in %v (stale after %v)", r, age.Round(time.Millisecond), d.staleAfter)
+		}
+		expired = append(expired, r)
+	}
+	return expired
+}
+
+func (d *Dispatcher) allDownErrLocked() error {
 	reasons := make([]string, len(d.ranks))
 	for r := range d.ranks {
-		reasons[r], _ = d.downLocked(r, now)
+		reasons[r], _ = d.downLocked(r)
 	}
 	return fmt.Errorf("pick rank (worker %d, %d ranks): %w: %q", d.worker, len(d.ranks), ErrNoRankUp, reasons)
 }
 
-// Report records a load report from rank. It returns false (and no error)
-// when the report is stale: its Seq is not above the last accepted one. An
-// accepted report also counts as a heartbeat, bringing a rank that was down
-// for silence back up; a rank marked down by MarkDown stays down.
-func (d *Dispatcher) Report(rank int, load Load) (accepted bool, err error) {
+// ReportResult says what a load report did.
+type ReportResult uint8
+
+// Report results.
+const (
+	// ReportStale: the report's Seq is not above the last accepted one
+	// (reordered or duplicated); it was ignored.
+	ReportStale ReportResult = iota
+	// ReportAccepted: the report is the rank's latest.
+	ReportAccepted
+	// ReportCameUp: the report is the rank's first, or the first since Expire
+	// declared it down; the rank is back in dispatch.
+	ReportCameUp
+)
+
+// Accepted reports whether the report was taken (not stale).
+func (r ReportResult) Accepted() bool { return r != ReportStale }
+
+// Report records a load report from rank. An accepted report also counts as a
+// heartbeat. A report from a rank that Expire declared down brings it back
+// with a clean slate: the rank (or what relays its reports) has most likely
+// restarted, and its Seq and acknowledgements with it.
+func (d *Dispatcher) Report(rank int, load Load) (ReportResult, error) {
 	if err := d.checkRank(rank); err != nil {
-		return false, fmt.Errorf("load report: %w", err)
+		return ReportStale, fmt.Errorf("load report: %w", err)
 	}
 	if load.Running < 0 || load.Waiting < 0 || load.KVTokensUsed < 0 || load.KVTokensCapacity < 0 || load.WaitingTokens < 0 {
-		return false, fmt.Errorf("load report from rank %d: negative field in %+v", rank, load)
+		return ReportStale, fmt.Errorf("load report from rank %d: negative field in %+v", rank, load)
 	}
 	now := d.now()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	rs := &d.ranks[rank]
-	if rs.hasReport && load.Seq <= rs.load.Seq {
-		return false, nil
+	result := ReportAccepted
+	switch {
+	case rs.silent != "":
+		d.resetLocked(rank, now)
+		result = ReportCameUp
+	case !rs.hasReport && d.awaitFirst:
+		result = ReportCameUp
+	case rs.hasReport && load.Seq <= rs.load.Seq:
+		return ReportStale, nil
 	}
 	// Copy the per-worker acknowledgements: the caller's slices belong to its
 	// decode buffers.
 	load.ReceivedAll = append(rs.load.ReceivedAll[:0], load.ReceivedAll...)
 	load.ReceivedTokensAll = append(rs.load.ReceivedTokensAll[:0], load.ReceivedTokensAll...)
-	rs.load, rs.hasReport, rs.heardAt = load, true, now
-	return true, nil
+	rs.load, rs.hasReport = load, true
+	d.heardLocked(rank, now)
+	return result, nil
 }
 
-// MarkDown takes rank out of dispatch until MarkUp (load reports alone do
-// not bring it back, so an operator can drain a rank that still reports).
-func (d *Dispatcher) MarkDown(rank int, reason string) error {
-	if err := d.checkRank(rank); err != nil {
-		return fmt.Errorf("mark down: %w", err)
-	}
-	if reason == "" {
-		reason = "marked down"
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.ranks[rank].manualDown, d.ranks[rank].downReason = true, reason
-	return nil
-}
-
-// MarkUp undoes MarkDown and counts as a heartbeat, so a rank that was down
-// for silence gets a fresh stale window.
-func (d *Dispatcher) MarkUp(rank int) error {
-	if err := d.checkRank(rank); err != nil {
-		return fmt.Errorf("mark up: %w", err)
-	}
-	now := d.now()
-	d.mu.Lock()
-	defer d.mu.Unlock()
+// resetLocked forgets everything known about rank: its last report (so a
+// restarted rank's Seq may start over) and the ledger of dispatches to it
+// (lost with the old process).
+func (d *Dispatcher) resetLocked(rank int, now time.Time) {
 	rs := &d.ranks[rank]
-	rs.manualDown, rs.downReason, rs.heardAt = false, "", now
-	return nil
-}
-
-// Reset forgets everything known about rank except a MarkDown: its last
-// report (so a restarted rank's Seq may start over) and the ledger of
-// dispatches to it (lost with the old process). Call it when a rank
-// process is known to have restarted.
-func (d *Dispatcher) Reset(rank int) error {
-	if err := d.checkRank(rank); err != nil {
-		return fmt.Errorf("reset rank: %w", err)
-	}
-	now := d.now()
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	rs := &d.ranks[rank]
-	*rs = rankState{heardAt: now, manualDown: rs.manualDown, downReason: rs.downReason}
+	*rs = rankState{}
+	d.heardLocked(rank, now)
 	if d.ledger != nil {
 		d.ledger.Reset(d.worker, rank)
 	}
-	return nil
 }
 
 func (d *Dispatcher) checkRank(rank int) error {
@@ -456,7 +531,7 @@ type RankLoad struct {
 	Pending       uint64 `json:"pending"`
 	PendingTokens uint64 `json:"pending_tokens"`
 	// LastReportAgeSeconds is the time since the last accepted report (or
-	// since creation, MarkUp or Reset if later).
+	// since creation if later).
 	LastReportAgeSeconds float64 `json:"last_report_age_s"`
 }
 
@@ -483,7 +558,7 @@ func (d *Dispatcher) Snapshot() Snapshot {
 	}
 	for r := range d.ranks {
 		rs := &d.ranks[r]
-		reason, down := d.downLocked(r, now)
+		reason, down := d.downLocked(r)
 		pendingReqs, pendingTokens := d.pendingLocked(r)
 		reported := rs.load
 		reported.ReceivedAll, reported.ReceivedTokensAll = nil, nil // d.mu guards them

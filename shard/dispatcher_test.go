@@ -35,7 +35,7 @@ func newTestDispatcher(t *testing.T, ranks int, m Method, worker int, opts ...Op
 }
 
 func TestParseMethod(t *testing.T) {
-	for _, name := range MethodNames() {
+	for _, name := range methodNames {
 		m, err := ParseMethod(name)
 		if err != nil || m.String() != name {
 			t.Errorf("ParseMethod(%q) = %v, %v", name, m, err)
@@ -81,8 +81,8 @@ func TestLedgerCountsUnacknowledgedDispatches(t *testing.T) {
 	clock := newClock()
 	d := newTestDispatcher(t, 2, ShortestQueue, 0, WithClock(clock.now))
 	// Rank 0 reports 3 queued requests, none of them ours.
-	if ok, err := d.Report(0, Load{Seq: 1, Running: 3}); !ok || err != nil {
-		t.Fatal(ok, err)
+	if res, err := d.Report(0, Load{Seq: 1, Running: 3}); !res.Accepted() || err != nil {
+		t.Fatal(res, err)
 	}
 	// Three picks land on rank 1 (0, 1, 2 pending vs 3), the fourth ties
 	// at 3 and rotation gives it to rank 0.
@@ -91,8 +91,8 @@ func TestLedgerCountsUnacknowledgedDispatches(t *testing.T) {
 		t.Fatalf("picks %v, want %v", got, want)
 	}
 	// Rank 1 acknowledges two of its three and reports them queued.
-	if ok, err := d.Report(1, Load{Seq: 1, Running: 2, Received: 2, ReceivedTokens: 20}); !ok || err != nil {
-		t.Fatal(ok, err)
+	if res, err := d.Report(1, Load{Seq: 1, Running: 2, Received: 2, ReceivedTokens: 20}); !res.Accepted() || err != nil {
+		t.Fatal(res, err)
 	}
 	s := d.Snapshot()
 	if r := s.Ranks[1]; r.Sent != 3 || r.Pending != 1 || r.PendingTokens != 10 {
@@ -115,9 +115,9 @@ func TestStaleSeqIgnored(t *testing.T) {
 		running int
 		want    bool
 	}{{0, 1, true}, {0, 9, false}, {5, 5, true}, {3, 9, false}, {5, 9, false}, {6, 6, true}} {
-		ok, err := d.Report(0, Load{Seq: tc.seq, Running: tc.running})
-		if err != nil || ok != tc.want {
-			t.Errorf("Report(seq %d) = %v, %v; want %v", tc.seq, ok, err, tc.want)
+		res, err := d.Report(0, Load{Seq: tc.seq, Running: tc.running})
+		if err != nil || res.Accepted() != tc.want {
+			t.Errorf("Report(seq %d) = %v, %v; want accepted %v", tc.seq, res, err, tc.want)
 		}
 	}
 	if l := d.Snapshot().Ranks[0].Reported; l.Seq != 6 || l.Running != 6 {
@@ -156,10 +156,9 @@ func TestRoutedRankOverridesPolicy(t *testing.T) {
 			t.Errorf("routed rank %d accepted", bad)
 		}
 	}
-	if err := d.MarkDown(2, "draining"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := d.Pick(1, 2); err == nil || !strings.Contains(err.Error(), "draining") {
+	waiting := newTestDispatcher(t, 3, ShortestQueue, 0, WithAwaitFirstReport())
+	if _, err := waiting.Pick(1, 2); err == nil || !strings.Contains(err.Error(), "routed rank 2 is down") ||
+		!strings.Contains(err.Error(), "has not reported yet") {
 		t.Errorf("routing to a down rank: err %v, want the down reason", err)
 	}
 }
@@ -168,30 +167,15 @@ func TestDownRanksSkippedAndRejoin(t *testing.T) {
 	for _, m := range []Method{RoundRobin, ShortestQueue, MinimumTokens} {
 		clock := newClock()
 		d := newTestDispatcher(t, 3, m, 0, WithClock(clock.now), WithStaleAfter(3*time.Second))
-		if err := d.MarkDown(1, "operator drain"); err != nil {
-			t.Fatal(err)
-		}
-		for range 10 {
-			if r := mustPick(t, d, 5, -1); r == 1 {
-				t.Fatalf("%v: picked rank 1 while marked down", m)
-			}
-		}
-		// A report does not undo a MarkDown; MarkUp does.
 		if _, err := d.Report(1, Load{Seq: 1}); err != nil {
-			t.Fatal(err)
-		}
-		if d.Snapshot().Ranks[1].Up {
-			t.Fatalf("%v: a report brought back a rank marked down", m)
-		}
-		if err := d.MarkUp(1); err != nil {
 			t.Fatal(err)
 		}
 		seen := map[int]bool{}
 		for range 6 {
 			seen[mustPick(t, d, 5, -1)] = true
 		}
-		if !seen[1] {
-			t.Fatalf("%v: rank 1 never picked after MarkUp: %v", m, seen)
+		if len(seen) != 3 {
+			t.Fatalf("%v: picked %v, want every rank", m, seen)
 		}
 
 		// Silence: only rank 2 keeps reporting; 0 and 1 go stale.
@@ -200,6 +184,12 @@ func TestDownRanksSkippedAndRejoin(t *testing.T) {
 			t.Fatal(err)
 		}
 		clock.advance(1500 * time.Millisecond)
+		if expired := d.Expire(clock.now()); !slices.Equal(expired, []int{0, 1}) {
+			t.Fatalf("%v: Expire = %v, want ranks 0 and 1", m, expired)
+		}
+		if expired := d.Expire(clock.now()); len(expired) != 0 {
+			t.Fatalf("%v: a second Expire returned %v again", m, expired)
+		}
 		for range 5 {
 			if r := mustPick(t, d, 5, -1); r != 2 {
 				t.Fatalf("%v: picked stale rank %d", m, r)
@@ -210,13 +200,9 @@ func TestDownRanksSkippedAndRejoin(t *testing.T) {
 			snap.Ranks[1].Up || !strings.Contains(snap.Ranks[1].DownReason, "no load report") {
 			t.Fatalf("%v: snapshot %+v", m, snap.Ranks)
 		}
-		// A fresh report brings rank 0 back; a stale one (rank 1 resending
-		// Seq 1) does not bring rank 1 back.
-		if ok, _ := d.Report(1, Load{Seq: 1}); ok {
-			t.Fatalf("%v: stale report accepted", m)
-		}
-		if _, err := d.Report(0, Load{Seq: 1}); err != nil {
-			t.Fatal(err)
+		// A report brings rank 0 back; rank 1 stays down while silent.
+		if res, err := d.Report(0, Load{Seq: 1}); res != ReportCameUp || err != nil {
+			t.Fatalf("%v: report from an expired rank: %v %v, want ReportCameUp", m, res, err)
 		}
 		seen = map[int]bool{}
 		for range 6 {
@@ -228,6 +214,9 @@ func TestDownRanksSkippedAndRejoin(t *testing.T) {
 
 		// Everything silent: Pick fails with ErrNoRankUp and every reason.
 		clock.advance(time.Minute)
+		if expired := d.Expire(clock.now()); !slices.Equal(expired, []int{0, 2}) {
+			t.Fatalf("%v: Expire = %v, want ranks 0 and 2", m, expired)
+		}
 		_, err := d.Pick(5, -1)
 		if !errors.Is(err, ErrNoRankUp) || !strings.Contains(err.Error(), "stale after") {
 			t.Fatalf("%v: all down: err %v", m, err)
@@ -235,29 +224,92 @@ func TestDownRanksSkippedAndRejoin(t *testing.T) {
 	}
 }
 
+// TestExpiredRankComesBackClean: a rank that Expire declared down has most likely restarted, so
+// its next report is taken whatever its Seq, and what was dispatched to it is forgotten.
+func TestExpiredRankComesBackClean(t *testing.T) {
+	clock := newClock()
+	d := newTestDispatcher(t, 2, ShortestQueue, 0, WithClock(clock.now), WithStaleAfter(time.Second))
+	if _, err := d.Report(0, Load{Seq: 50}); err != nil {
+		t.Fatal(err)
+	}
+	mustPick(t, d, 7, 0)
+	clock.advance(2 * time.Second)
+	if _, err := d.Report(1, Load{Seq: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if expired := d.Expire(clock.now()); !slices.Equal(expired, []int{0}) {
+		t.Fatalf("Expire = %v, want [0]", expired)
+	}
+	if res, err := d.Report(0, Load{Seq: 1}); res != ReportCameUp || err != nil {
+		t.Fatalf("restarted rank's first report: %v %v", res, err)
+	}
+	if r := d.Snapshot().Ranks[0]; !r.Up || r.Sent != 0 || r.Pending != 0 || r.Reported.Seq != 1 {
+		t.Fatalf("rank 0 after coming back: %+v", r)
+	}
+}
+
+// TestAwaitFirstReport: with WithAwaitFirstReport a rank takes nothing until it reports, and is
+// never expired before that.
+func TestAwaitFirstReport(t *testing.T) {
+	clock := newClock()
+	d := newTestDispatcher(t, 2, RoundRobin, 0, WithClock(clock.now), WithStaleAfter(time.Second), WithAwaitFirstReport())
+	if _, err := d.Pick(1, -1); !errors.Is(err, ErrNoRankUp) || !strings.Contains(err.Error(), "has not reported yet") {
+		t.Fatalf("pick before any report: %v", err)
+	}
+	clock.advance(time.Hour)
+	if expired := d.Expire(clock.now()); len(expired) != 0 {
+		t.Fatalf("Expire before the first report: %v", expired)
+	}
+	if res, err := d.Report(1, Load{Seq: 3}); res != ReportCameUp || err != nil {
+		t.Fatalf("first report: %v %v", res, err)
+	}
+	if res, _ := d.Report(1, Load{Seq: 4}); res != ReportAccepted {
+		t.Fatalf("second report: %v", res)
+	}
+	for range 3 {
+		if r := mustPick(t, d, 1, -1); r != 1 {
+			t.Fatalf("picked rank %d, which has not reported", r)
+		}
+	}
+}
+
+// TestUndoTakesBackAPick: a pick whose send failed leaves nothing pending, here and in the
+// shared ledger.
+func TestUndoTakesBackAPick(t *testing.T) {
+	path := t.TempDir() + "/ledger"
+	if err := CreateLedger(path, 1, 2); err != nil {
+		t.Fatal(err)
+	}
+	l, err := OpenLedger(path, 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	d := newTestDispatcher(t, 2, ShortestQueue, 0, WithLedger(l))
+	r := mustPick(t, d, 40, -1)
+	mustPick(t, d, 5, r)
+	if err := d.Undo(r, 40); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.Snapshot().Ranks[r]; got.Sent != 1 || got.Pending != 1 || got.PendingTokens != 5 {
+		t.Fatalf("after undo: %+v, want the 5-token pick only", got)
+	}
+	if sent, tokens := l.Sent(0, r); sent != 1 || tokens != 5 {
+		t.Fatalf("ledger after undo: %d requests, %d tokens", sent, tokens)
+	}
+	if err := d.Undo(5, 1); err == nil {
+		t.Error("undo on a rank that does not exist")
+	}
+}
+
 func TestStalenessCheckCanBeDisabled(t *testing.T) {
 	clock := newClock()
 	d := newTestDispatcher(t, 2, ShortestQueue, 0, WithClock(clock.now), WithStaleAfter(0))
 	clock.advance(time.Hour)
+	if expired := d.Expire(clock.now()); len(expired) != 0 {
+		t.Fatalf("Expire with the check disabled: %v", expired)
+	}
 	mustPick(t, d, 1, -1)
-}
-
-func TestResetForgetsRestartedRank(t *testing.T) {
-	d := newTestDispatcher(t, 2, ShortestQueue, 0)
-	mustPick(t, d, 3, 0)
-	if _, err := d.Report(0, Load{Seq: 40, Running: 1, Received: 1}); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Reset(0); err != nil {
-		t.Fatal(err)
-	}
-	// The restarted rank counts its reports from 1 again.
-	if ok, err := d.Report(0, Load{Seq: 1}); !ok || err != nil {
-		t.Fatalf("report after reset: %v %v", ok, err)
-	}
-	if r := d.Snapshot().Ranks[0]; r.Sent != 0 || r.Reported.Seq != 1 {
-		t.Errorf("after reset %+v", r)
-	}
 }
 
 func TestMinimumTokensRelativeToCapacity(t *testing.T) {
@@ -324,5 +376,40 @@ func TestSnapshotJSON(t *testing.T) {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("snapshot JSON %s lacks %s", b, want)
 		}
+	}
+}
+
+// TestWatchGapSparesRanksTheCallersStall: with WithWatchGap, a stall of the caller itself (no
+// Expire for 5 s, as when the worker process is stopped) counts as one gap, so the ranks are
+// not expired for it; silence while the caller is watching still expires them.
+func TestWatchGapSparesRanksTheCallersStall(t *testing.T) {
+	clock := newClock()
+	d := newTestDispatcher(t, 2, ShortestQueue, 0, WithClock(clock.now), WithStaleAfter(time.Second), WithWatchGap(250*time.Millisecond))
+	tick := func(n int) (expired []int) {
+		for range n {
+			clock.advance(100 * time.Millisecond)
+			expired = append(expired, d.Expire(clock.now())...)
+		}
+		return expired
+	}
+	if got := tick(5); len(got) != 0 {
+		t.Fatalf("expired %v after 0.5 s", got)
+	}
+	clock.advance(5 * time.Second) // the caller is stopped
+	if got := d.Expire(clock.now()); len(got) != 0 {
+		t.Fatalf("the caller's 5 s stall expired ranks %v", got)
+	}
+	// The stall counted 0.25 s: 0.75 s watched so far; rank 0 reports, rank 1 stays silent.
+	if _, err := d.Report(0, Load{Seq: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if got := tick(2); len(got) != 0 {
+		t.Fatalf("expired %v at 0.95 s watched", got)
+	}
+	if got := tick(1); !slices.Equal(got, []int{1}) {
+		t.Fatalf("at 1.05 s watched: expired %v, want [1]", got)
+	}
+	if got := tick(8); !slices.Equal(got, []int{0}) {
+		t.Fatalf("rank 0, silent 1.1 s watched since its report: expired %v, want [0]", got)
 	}
 }

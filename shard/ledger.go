@@ -106,6 +106,15 @@ func (l *Ledger) Add(worker, rank int, promptTokens uint64) {
 	atomic.AddUint64(sent, 1)
 }
 
+// Undo takes back one Add of promptTokens (a request that was never sent). The caller knows
+// the cell holds at least that much: only worker writes it.
+func (l *Ledger) Undo(worker, rank int, promptTokens uint64) {
+	sent, tokens := l.cell(worker, rank)
+	// Request first, the reverse of Add: a reader never sees a request without its tokens.
+	atomic.AddUint64(sent, ^uint64(0))
+	atomic.AddUint64(tokens, -promptTokens)
+}
+
 // Sent returns what worker has sent rank since the ledger was created or the cell reset.
 func (l *Ledger) Sent(worker, rank int) (requests, promptTokens uint64) {
 	sent, tokens := l.cell(worker, rank)

@@ -24,9 +24,6 @@ var methodNames = [...]string{
 	MinimumTokens: "minimum_tokens",
 }
 
-// MethodNames lists the accepted --load-balance-method values.
-func MethodNames() []string { return append([]string(nil), methodNames[:]...) }
-
 // ParseMethod parses a --load-balance-method value.
 func ParseMethod(s string) (Method, error) {
 	for m, name := range methodNames {

@@ -3,7 +3,6 @@ package shard
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"strconv"
 )
 
@@ -24,13 +23,4 @@ func NewRID(worker int) string {
 	buf = append(buf, '-')
 	buf = hex.AppendEncode(buf, b[:])
 	return string(buf)
-}
-
-// CheckOwner validates an Owner index taken from a wire message before it is
-// used to pick the socket of a tokenizer worker.
-func CheckOwner(owner, numWorkers int) error {
-	if owner < 0 || owner >= numWorkers {
-		return fmt.Errorf("owner worker %d out of range [0, %d)", owner, numWorkers)
-	}
-	return nil
 }

@@ -19,14 +19,3 @@ func TestNewRIDUniqueAndWellFormed(t *testing.T) {
 		seen[rid] = true
 	}
 }
-
-func TestCheckOwner(t *testing.T) {
-	if err := CheckOwner(2, 3); err != nil {
-		t.Error(err)
-	}
-	for _, bad := range []int{-1, 3} {
-		if err := CheckOwner(bad, 3); err == nil {
-			t.Errorf("owner %d of 3 accepted", bad)
-		}
-	}
-}

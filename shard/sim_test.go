@@ -103,7 +103,8 @@ func runSim(t *testing.T, cfg simConfig, seed uint64) simResult {
 	res := simResult{count: make([]int, cfg.ranks), tokens: make([]int64, cfg.ranks), perWork: make([][]int, cfg.workers)}
 
 	deliver := func(w int, m simReport) {
-		accepted, err := disp[w].Report(m.rank, m.load)
+		result, err := disp[w].Report(m.rank, m.load)
+		accepted := result.Accepted()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,8 +1,9 @@
 // Package worker is one tokenizer worker's runtime, the Engine behind its HTTP API: it owns the
 // requests the worker accepted, dispatches each to a data-parallel rank (shard), sends it over
 // ZMQ, and routes every output item back to its request's stream, detokenizing it itself when
-// the engine runs without detokd. It also watches that every rank keeps reporting: a silent rank
-// (its schedulerd, or detokd, is gone) fails its in-flight requests instead of leaving them hung.
+// the engine runs without detokd. It also watches, through its dispatcher, that every rank keeps
+// reporting: a silent rank (its schedulerd, or detokd, is gone) fails its in-flight requests
+// instead of leaving them hung, and they are aborted at the rank so none decodes on as a ghost.
 package worker
 
 import (
@@ -10,13 +11,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/llmserve/llmserve/api"
 	"github.com/llmserve/llmserve/detok"
+	"github.com/llmserve/llmserve/grammar"
 	"github.com/llmserve/llmserve/ipc"
 	"github.com/llmserve/llmserve/shard"
 	"github.com/llmserve/llmserve/tokenizer"
@@ -58,15 +60,21 @@ type Config struct {
 	Tokenizer *tokenizer.Tokenizer
 	// MaxRequests bounds the requests this worker has in flight; more get ErrOverloaded.
 	MaxRequests int
-	// RankTimeout is how long a rank may stay silent (no output, no heartbeat) before it is
-	// marked down and its in-flight requests fail.
+	// RankTimeout is how long a rank may stay silent (no output, no heartbeat) while this
+	// worker watches before it is marked down and its in-flight requests fail; a stall of the
+	// worker itself does not count (shard.WithWatchGap).
 	RankTimeout time.Duration
-	// CheckGrammar compiles a constraint to refuse bad ones up front; nil accepts all.
-	CheckGrammar func(kind api.GrammarKind, spec string) error
+	// Grammars compiles (and caches) each constraint once, so a bad one is refused up front;
+	// nil accepts all (the rank refuses them when it has no tokenizer).
+	Grammars *grammar.Compiler
+	// GrammarTimeout bounds one up-front compile; 0 means DefaultGrammarTimeout.
+	GrammarTimeout time.Duration
 	// Ledger is the dispatch ledger shared by all workers (see shard.Ledger); nil: each worker
 	// estimates the others' dispatches from its own.
 	Ledger *shard.Ledger
 	Log    *slog.Logger
+	// Clock replaces time.Now for rank liveness (tests drive it); nil is time.Now.
+	Clock func() time.Time
 }
 
 // LedgerPath is where the tokenizer workers of the engine using runDir share their dispatch
@@ -82,11 +90,11 @@ type Worker struct {
 	log   *slog.Logger
 	start time.Time
 
+	// epoch identifies this process of the worker to the ranks (ipc.GenerateRequest.OwnerEpoch).
+	epoch uint64
+
 	mu   sync.Mutex
 	reqs map[string]*entry
-
-	lastSeen []atomic.Int64 // per rank: unix nanos of the last batch or heartbeat
-	down     []atomic.Bool
 
 	framePool sync.Pool
 	closed    chan struct{}
@@ -114,7 +122,18 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	opts := []shard.Option{shard.WithWorkers(cfg.NumWorkers), shard.WithStaleAfter(0)}
+	if cfg.GrammarTimeout <= 0 {
+		cfg.GrammarTimeout = DefaultGrammarTimeout
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	// A rank takes no requests until it first reports: it may still be loading its model, and a
+	// request sent now would sit unanswered (clients get 503 + Retry-After instead).
+	// The receive loop checks liveness every checkEvery; a longer gap is this worker's own
+	// stall, not the ranks' silence (WithWatchGap).
+	opts := []shard.Option{shard.WithWorkers(cfg.NumWorkers), shard.WithStaleAfter(cfg.RankTimeout), shard.WithAwaitFirstReport(),
+		shard.WithWatchGap(3 * checkEvery), shard.WithClock(cfg.Clock)}
 	if cfg.Ledger != nil {
 		opts = append(opts, shard.WithLedger(cfg.Ledger))
 	}
@@ -123,15 +142,8 @@ func New(cfg Config) (*Worker, error) {
 		return nil, err
 	}
 	w := &Worker{cfg: cfg, disp: disp, log: cfg.Log, start: time.Now(),
-		reqs: map[string]*entry{}, lastSeen: make([]atomic.Int64, cfg.DPSize),
-		down: make([]atomic.Bool, cfg.DPSize), closed: make(chan struct{})}
+		reqs: map[string]*entry{}, closed: make(chan struct{}), epoch: rand.Uint64()}
 	w.framePool.New = func() any { b := make([]byte, 0, 4096); return &b }
-	// A rank takes no requests until it first reports: it may still be loading its model, and a
-	// request sent now would sit unanswered (clients get 503 + Retry-After instead).
-	for r := range w.down {
-		w.down[r].Store(true)
-		_ = w.disp.MarkDown(r, fmt.Sprintf("rank %d has not reported yet (schedulerd loading or not started)", r))
-	}
 	w.pull, err = cfg.Transport.Pull(ipc.WorkerEndpoint(cfg.RunDir, cfg.Index), true, ipc.WithRecvHWM(100000))
 	if err != nil {
 		return nil, fmt.Errorf("worker %d: bind output socket: %w", cfg.Index, err)
@@ -144,6 +156,12 @@ func New(cfg Config) (*Worker, error) {
 			return nil, fmt.Errorf("worker %d: connect to rank %d: %w", cfg.Index, r, err)
 		}
 		w.push = append(w.push, s)
+	}
+	// Whatever a previous process of this worker left at the ranks (it crashed, and the
+	// supervisor started this one) has nobody waiting for it: abort it all, ahead of any
+	// request of ours on each socket, and whatever of it arrives later (other epochs).
+	for r := range w.push {
+		w.abortAt(r, "", "tokenizer worker restarted")
 	}
 	w.wg.Add(1)
 	go w.receiveLoop()
@@ -162,10 +180,10 @@ func (w *Worker) Close() {
 		w.pull.Close()
 	}
 	w.wg.Wait()
+	w.failAll(-1, errors.New("worker shutting down")) // aborts them at their ranks, while the sockets are open
 	for _, s := range w.push {
 		s.Close()
 	}
-	w.failAll(-1, errors.New("worker shutting down"))
 }
 
 // Tokenizer implements api.Engine.
@@ -174,12 +192,19 @@ func (w *Worker) Tokenizer() *tokenizer.Tokenizer { return w.cfg.Tokenizer }
 // NewRID implements api.Engine.
 func (w *Worker) NewRID() string { return shard.NewRID(w.cfg.Index) }
 
+// DefaultGrammarTimeout bounds an up-front grammar compile.
+const DefaultGrammarTimeout = 30 * time.Second
+
 // CheckGrammar implements api.Engine.
-func (w *Worker) CheckGrammar(kind api.GrammarKind, spec string) error {
-	if w.cfg.CheckGrammar == nil {
-		return nil
+func (w *Worker) CheckGrammar(kind api.GrammarKind, text string) error {
+	spec, err := GrammarSpec(kind, text)
+	if err != nil || w.cfg.Grammars == nil || spec.Kind == grammar.KindNone {
+		return err
 	}
-	return w.cfg.CheckGrammar(kind, spec)
+	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.GrammarTimeout)
+	defer cancel()
+	_, err = w.cfg.Grammars.Compile(ctx, spec)
+	return err
 }
 
 // InFlight is the number of requests this worker owns that have not finished.
@@ -190,64 +215,55 @@ func (w *Worker) InFlight() int {
 }
 
 // Submit implements api.Engine: pick a rank, register the stream, send the request.
+//
+// The request travels under an id of the engine's own (the Stream's RID), unique engine-wide:
+// the client's rid is only a label the API echoes, so two clients choosing the same rid share
+// nothing, and a duplicate says nothing about what else is in flight.
 func (w *Worker) Submit(ctx context.Context, req *api.Request) (*api.Stream, error) {
 	if req.RoutedRank >= w.cfg.DPSize {
 		return nil, &api.BadRequestError{Param: "routed_dp_rank", Msg: fmt.Sprintf("rank %d does not exist (dp size %d)", req.RoutedRank, w.cfg.DPSize)}
+	}
+	rid := shard.NewRID(w.cfg.Index)
+	msg, err := RequestToWire(req, rid, w.cfg.Index, w.epoch, time.Now())
+	if err != nil {
+		return nil, err
 	}
 	w.mu.Lock()
 	if len(w.reqs) >= w.cfg.MaxRequests {
 		w.mu.Unlock()
 		return nil, api.ErrOverloaded
 	}
-	if _, dup := w.reqs[req.RID]; dup {
-		w.mu.Unlock()
-		return nil, &api.BadRequestError{Param: "rid", Msg: fmt.Sprintf("request id %q is already in flight", req.RID)}
-	}
 	rank, err := w.disp.Pick(len(req.InputIDs), req.RoutedRank)
 	if err != nil {
 		w.mu.Unlock()
 		return nil, fmt.Errorf("no rank can take the request: %w", err)
 	}
-	e := &entry{st: api.NewStream(req.RID), rank: rank}
+	e := &entry{st: api.NewStream(rid), rank: rank}
+	e.st.Rank = rank
 	if w.cfg.Mode == ModeSkipDetokenization && !req.NoText {
 		e.text = detok.NewStream(w.cfg.Tokenizer.NewDecoder(req.SkipSpecialTokens), req.StopStrings)
 	}
-	w.reqs[req.RID] = e
+	w.reqs[rid] = e
 	w.mu.Unlock()
 
-	msg := ipc.GenerateRequest{
-		RID: req.RID, Owner: uint32(w.cfg.Index), InputIDs: req.InputIDs,
-		Temperature: req.Sampling.Temperature, TopP: req.Sampling.TopP, MinP: req.Sampling.MinP,
-		RepetitionPenalty: req.Sampling.RepetitionPenalty, FrequencyPenalty: req.Sampling.FrequencyPenalty,
-		PresencePenalty: req.Sampling.PresencePenalty, TopK: int32(req.Sampling.TopK),
-		MaxNewTokens: int32(req.MaxNewTokens), MinNewTokens: int32(req.MinNewTokens),
-		StopTokenIDs: req.StopTokenIDs, StopStrings: req.StopStrings, IgnoreEOS: req.IgnoreEOS,
-		SkipSpecialTokens: req.SkipSpecialTokens, Stream: req.Stream, NoDetokenize: req.NoText,
-		StreamInterval: int32(req.StreamInterval), Logprobs: req.Logprobs,
-		Grammar:    ipc.Grammar{Kind: ipc.GrammarKind(req.GrammarKind), Spec: req.GrammarSpec},
-		RoutedRank: int32(req.RoutedRank), ArrivalUnixNano: time.Now().UnixNano(),
-	}
-	if req.Sampling.Seed != nil {
-		msg.Seed, msg.HasSeed = *req.Sampling.Seed, true
-	}
-	if !req.Stream {
-		// Non-streaming requests are sent whole at the end, not flushed every step.
-		msg.StreamInterval = int32(req.MaxNewTokens)
-	}
 	bp := w.framePool.Get().(*[]byte)
 	frame := msg.Append((*bp)[:0])
 	err = w.push[rank].Send(frame)
 	*bp = frame
 	w.framePool.Put(bp)
 	if err != nil {
-		w.remove(req.RID)
+		w.remove(rid)
+		if uerr := w.disp.Undo(rank, len(req.InputIDs)); uerr != nil {
+			w.log.Error("dispatch ledger", "err", uerr)
+		}
 		return nil, fmt.Errorf("send to rank %d: %w", rank, err)
 	}
 	return e.st, nil
 }
 
-// Abort implements api.Engine: tell the request's rank to stop it; the rank answers with a
-// finished item (reason abort), which frees the entry here.
+// Abort implements api.Engine: rid is the RID of the Stream that Submit returned. Tell the
+// request's rank to stop it; the rank answers with a finished item (reason abort), which frees
+// the entry here.
 func (w *Worker) Abort(rid string) {
 	w.mu.Lock()
 	e, ok := w.reqs[rid]
@@ -255,9 +271,14 @@ func (w *Worker) Abort(rid string) {
 	if !ok {
 		return
 	}
-	msg := ipc.Abort{RID: rid, Owner: uint32(w.cfg.Index), Reason: "client disconnected"}
-	if err := w.push[e.rank].Send(msg.Append(nil)); err != nil {
-		w.log.Warn("abort not delivered", "rid", rid, "rank", e.rank, "err", err)
+	w.abortAt(e.rank, rid, "client disconnected")
+}
+
+// abortAt tells rank to stop request rid, which this worker no longer waits for or soon won't.
+func (w *Worker) abortAt(rank int, rid, reason string) {
+	msg := ipc.Abort{RID: rid, Owner: uint32(w.cfg.Index), OwnerEpoch: w.epoch, Reason: reason}
+	if err := w.push[rank].Send(msg.Append(nil)); err != nil {
+		w.log.Warn("abort not delivered", "rid", rid, "rank", rank, "err", err)
 	}
 }
 
@@ -267,16 +288,18 @@ func (w *Worker) remove(rid string) {
 	w.mu.Unlock()
 }
 
-// receiveLoop reads output batches until Close, and checks rank liveness between them.
+// checkEvery is how often the receive loop checks rank liveness.
+const checkEvery = 100 * time.Millisecond
+
+// receiveLoop reads output frames until Close, routes each (handle), and checks rank
+// liveness between them.
 func (w *Worker) receiveLoop() {
 	defer w.wg.Done()
-	var tb ipc.TokenBatch
-	var xb ipc.TextBatch
-	var ents []*entry
+	var buf frameBuffers
 	lastCheck := time.Now()
 	for {
-		frame, err := w.pull.Recv(100 * time.Millisecond)
-		if time.Since(lastCheck) >= 100*time.Millisecond {
+		frame, err := w.pull.Recv(checkEvery)
+		if time.Since(lastCheck) >= checkEvery {
 			w.checkRanks()
 			lastCheck = time.Now()
 		}
@@ -286,68 +309,71 @@ func (w *Worker) receiveLoop() {
 		if err != nil {
 			return // closed
 		}
-		typ, err := ipc.PeekType(frame)
-		if err != nil {
-			w.log.Warn("dropped bad frame", "err", err)
-			continue
-		}
-		switch typ {
-		case ipc.MsgTextBatch:
-			if err := xb.Decode(frame); err != nil {
-				w.log.Warn("dropped bad text batch", "err", err)
-				continue
-			}
-			for i := range xb.Loads {
-				w.report(int(xb.Loads[i].Rank), xb.Loads[i].Seq, &xb.Loads[i].Load)
-			}
-			ents = w.lookup(ents[:0], len(xb.Items), func(i int) *ipc.TokenItem { return &xb.Items[i].TokenItem })
-			for i, e := range ents {
-				if e != nil {
-					w.deliver(e, &xb.Items[i].TokenItem, xb.Items[i].Text, true)
-				}
-			}
-		case ipc.MsgTokenBatch:
-			if err := tb.Decode(frame); err != nil {
-				w.log.Warn("dropped bad token batch", "err", err)
-				continue
-			}
-			w.report(int(tb.Rank), tb.Seq, &tb.Load)
-			ents = w.lookup(ents[:0], len(tb.Items), func(i int) *ipc.TokenItem { return &tb.Items[i] })
-			for i, e := range ents {
-				if e != nil {
-					w.deliver(e, &tb.Items[i], "", false)
-				}
-			}
-		default:
-			w.log.Warn("dropped unexpected message", "type", typ)
+		if err := w.handle(&buf, frame); err != nil {
+			w.log.Warn("dropped output frame", "err", err)
 		}
 	}
 }
 
-// report records a rank's load and that it is alive.
+// frameBuffers are the receive loop's decode buffers, reused frame after frame.
+type frameBuffers struct {
+	tb   ipc.TokenBatch
+	xb   ipc.TextBatch
+	ents []*entry
+}
+
+// handle routes one output frame: its load reports to the dispatcher, each item to its
+// request's stream (items of requests this worker no longer holds are dropped). It touches no
+// socket, so tests hand it frames directly.
+func (w *Worker) handle(buf *frameBuffers, frame []byte) error {
+	typ, err := ipc.PeekType(frame)
+	if err != nil {
+		return err
+	}
+	switch typ {
+	case ipc.MsgTextBatch:
+		xb := &buf.xb
+		if err := xb.Decode(frame); err != nil {
+			return err
+		}
+		for i := range xb.Loads {
+			w.report(int(xb.Loads[i].Rank), xb.Loads[i].Seq, &xb.Loads[i].Load)
+		}
+		buf.ents = w.lookup(buf.ents[:0], len(xb.Items), func(i int) *ipc.TokenItem { return &xb.Items[i].TokenItem })
+		for i, e := range buf.ents {
+			if e != nil {
+				w.deliver(e, &xb.Items[i].TokenItem, xb.Items[i].Text, true)
+			}
+		}
+	case ipc.MsgTokenBatch:
+		tb := &buf.tb
+		if err := tb.Decode(frame); err != nil {
+			return err
+		}
+		w.report(int(tb.Rank), tb.Seq, &tb.Load)
+		buf.ents = w.lookup(buf.ents[:0], len(tb.Items), func(i int) *ipc.TokenItem { return &tb.Items[i] })
+		for i, e := range buf.ents {
+			if e != nil {
+				w.deliver(e, &tb.Items[i], "", false)
+			}
+		}
+	default:
+		return fmt.Errorf("unexpected %v on a worker's output socket", typ)
+	}
+	return nil
+}
+
+// report hands a rank's load report to the dispatcher, which also judges from it that the
+// rank is alive.
 func (w *Worker) report(rank int, seq uint64, l *ipc.Load) {
-	if rank < 0 || rank >= w.cfg.DPSize {
-		w.log.Warn("report from unknown rank", "rank", rank)
+	res, err := w.disp.Report(rank, loadFromWire(seq, l, w.cfg.Index))
+	if err != nil {
+		w.log.Warn("dropped load report", "rank", rank, "err", err)
 		return
 	}
-	w.lastSeen[rank].Store(time.Now().UnixNano())
-	if w.down[rank].Load() {
-		// The rank (or detokd) is back, possibly restarted: forget its old sequence and ledger.
-		_ = w.disp.Reset(rank)
-		_ = w.disp.MarkUp(rank)
-		w.down[rank].Store(false)
+	if res == shard.ReportCameUp {
 		w.log.Info("rank is up", "rank", rank)
 	}
-	var recv, recvTokens uint64
-	if w.cfg.Index < len(l.Received) {
-		recv = l.Received[w.cfg.Index]
-	}
-	if w.cfg.Index < len(l.ReceivedTokens) {
-		recvTokens = l.ReceivedTokens[w.cfg.Index]
-	}
-	_, _ = w.disp.Report(rank, shard.Load{Seq: seq, Running: int(l.Running), Waiting: int(l.Waiting),
-		KVTokensUsed: l.KVTokensUsed, KVTokensCapacity: l.KVTokensCapacity, WaitingTokens: l.WaitingTokens,
-		Received: recv, ReceivedTokens: recvTokens, ReceivedAll: l.Received, ReceivedTokensAll: l.ReceivedTokens})
 }
 
 // lookup finds the entries of a batch's n items under one lock (nil for requests already gone),
@@ -369,52 +395,17 @@ func (w *Worker) lookup(dst []*entry, n int, item func(i int) *ipc.TokenItem) []
 // deliver turns one output item into a Delta on its request's stream. The stream copies what it
 // keeps, so the delta points into the decoded batch.
 func (w *Worker) deliver(e *entry, it *ipc.TokenItem, text string, hasText bool) {
-	d := api.Delta{
-		IDs: it.NewIDs, Text: text, Logprobs: it.Logprobs,
-		PromptTokens: int(it.PromptTokens), CachedTokens: int(it.CachedTokens), CompletionTokens: int(it.CompletionTokens),
-		Finished: it.Finished, FinishReason: finishReason(it.FinishReason),
-	}
+	d := deltaFromWire(it, text)
 	if e.text != nil && !hasText {
 		d.Text, _, _ = e.text.Push(it.NewIDs, it.Finished)
-	}
-	if it.Finished {
-		switch {
-		case it.MatchedStop != "":
-			d.MatchedStop = it.MatchedStop
-		case it.MatchedStopToken >= 0 && it.FinishReason == ipc.FinishStop:
-			d.MatchedStop = it.MatchedStopToken
-		}
-		if it.FinishReason == ipc.FinishError {
-			d.Err = errors.New(it.Error)
-		}
 	}
 	e.st.Push(&d)
 }
 
-func finishReason(r ipc.FinishReason) api.FinishReason {
-	switch r {
-	case ipc.FinishStop:
-		return api.FinishStop
-	case ipc.FinishLength:
-		return api.FinishLength
-	case ipc.FinishAbort:
-		return api.FinishAbort
-	case ipc.FinishError:
-		return api.FinishError
-	}
-	return api.FinishNone
-}
-
-// checkRanks marks silent ranks down and fails their in-flight requests.
+// checkRanks fails the in-flight requests of every rank the dispatcher finds silent.
 func (w *Worker) checkRanks() {
-	now := time.Now().UnixNano()
-	for r := range w.lastSeen {
-		if w.down[r].Load() || time.Duration(now-w.lastSeen[r].Load()) < w.cfg.RankTimeout {
-			continue
-		}
-		w.down[r].Store(true)
+	for _, r := range w.disp.Expire(w.cfg.Clock()) {
 		reason := fmt.Sprintf("no output or heartbeat from rank %d for %v (schedulerd%s stopped?)", r, w.cfg.RankTimeout, w.detokHint())
-		_ = w.disp.MarkDown(r, reason)
 		w.log.Error("rank is down", "rank", r, "reason", reason)
 		w.failAll(r, errors.New(reason))
 	}
@@ -441,49 +432,34 @@ func (w *Worker) failAll(rank int, err error) {
 	w.mu.Unlock()
 	for _, e := range failed {
 		e.st.Push(&api.Delta{Finished: true, FinishReason: api.FinishError, Err: err})
+		// The rank may well be alive (detokd, which relays its reports, may be what failed):
+		// stop it from decoding a request nobody waits for.
+		w.abortAt(e.rank, e.st.RID, "the worker gave up on it: "+err.Error())
 	}
 }
 
 // Health implements api.Engine: every rank must be reporting.
 func (w *Worker) Health() error {
 	var errs []error
-	for r := range w.down {
-		if w.lastSeen[r].Load() == 0 { // never reported
-			errs = append(errs, fmt.Errorf("rank %d has not reported yet", r))
-		} else if w.down[r].Load() {
-			errs = append(errs, fmt.Errorf("rank %d is down", r))
-		} else if time.Duration(time.Now().UnixNano()-w.lastSeen[r].Load()) >= w.cfg.RankTimeout {
-			errs = append(errs, fmt.Errorf("rank %d has not reported yet", r))
+	for _, r := range w.disp.Snapshot().Ranks {
+		switch {
+		case !r.HasReport:
+			errs = append(errs, fmt.Errorf("rank %d has not reported yet", r.Rank))
+		case !r.Up:
+			errs = append(errs, fmt.Errorf("rank %d is down: %s", r.Rank, r.DownReason))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// Ready reports whether every rank has reported at least once since this worker started.
-func (w *Worker) Ready() bool {
-	for _, r := range w.disp.Snapshot().Ranks {
-		if !r.HasReport {
-			return false
-		}
-	}
-	return w.Health() == nil
-}
+// Ready reports whether every rank has reported since this worker started and is up.
+func (w *Worker) Ready() bool { return w.Health() == nil }
 
-// LoadReport is what /get_load shows.
-type LoadReport struct {
-	Worker   int            `json:"worker"`
-	InFlight int            `json:"in_flight"`
-	Dispatch shard.Snapshot `json:"dispatch"`
-	Totals   struct {
-		Running          int   `json:"running"`
-		Waiting          int   `json:"waiting"`
-		KVTokensUsed     int64 `json:"kv_tokens_used"`
-		KVTokensCapacity int64 `json:"kv_tokens_capacity"`
-	} `json:"totals"`
-}
+// LoadReport is what /get_load shows (api.LoadReport).
+type LoadReport = api.LoadReport
 
 // Load implements api.Engine.
-func (w *Worker) Load() any {
+func (w *Worker) Load() api.LoadReport {
 	rep := LoadReport{Worker: w.cfg.Index, InFlight: w.InFlight(), Dispatch: w.disp.Snapshot()}
 	for _, r := range rep.Dispatch.Ranks {
 		if !r.Up {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,21 +18,40 @@ import (
 )
 
 // rankSide is the test standing in for rank 0 and detokd: it reads what the worker dispatches
-// and sends text batches back on the real sockets.
+// and sends text batches back on the real sockets, or hands them to the worker's router.
 type rankSide struct {
-	t    *testing.T
-	reqs ipc.Receiver
-	out  ipc.Sender
-	seq  uint64
+	t     *testing.T
+	w     *Worker
+	reqs  ipc.Receiver
+	out   ipc.Sender
+	seq   uint64
+	clock *testClock
+}
+
+// testClock is the worker's clock for rank liveness, moved only by the test.
+type testClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *testClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *testClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
 }
 
 func startWorker(t *testing.T, rankTimeout time.Duration) (*Worker, *rankSide) {
 	t.Helper()
 	w, r := newWorkerRig(t, rankTimeout)
-	r.send() // a first load report: the rank is up
-	deadline := time.Now().Add(5 * time.Second)
-	for !w.Ready() && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
+	r.route() // a first load report: the rank is up
+	if err := w.Health(); err != nil {
+		t.Fatal(err)
 	}
 	return w, r
 }
@@ -50,8 +70,9 @@ func newWorkerRig(t *testing.T, rankTimeout time.Duration) (*Worker, *rankSide) 
 	if err != nil {
 		t.Fatal(err)
 	}
+	clock := &testClock{t: time.Unix(1000, 0)}
 	w, err := New(Config{NumWorkers: 1, DPSize: 1, RunDir: dir, Transport: tr, Mode: ModeDefault, Method: shard.RoundRobin,
-		RankTimeout: rankTimeout, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		RankTimeout: rankTimeout, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Clock: clock.now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,14 +81,37 @@ func newWorkerRig(t *testing.T, rankTimeout time.Duration) (*Worker, *rankSide) 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { w.Close(); out.Close(); reqs.Close() })
-	return w, &rankSide{t: t, reqs: reqs, out: out}
+	// The worker's first word to every rank aborts whatever a crashed predecessor left there.
+	frame, err := reqs.Recv(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ab ipc.Abort
+	if err := ab.Decode(frame); err != nil || ab.RID != "" || ab.Owner != 0 {
+		t.Fatalf("first message to the rank: %+v, %v; want an abort of everything of worker 0", ab, err)
+	}
+	return w, &rankSide{t: t, w: w, reqs: reqs, out: out, clock: clock}
 }
 
-func (r *rankSide) send(items ...ipc.TextItem) {
-	r.t.Helper()
+func (r *rankSide) batch(items ...ipc.TextItem) []byte {
 	r.seq++
 	b := ipc.TextBatch{Loads: []ipc.RankLoad{{Rank: 0, Seq: r.seq, Load: ipc.Load{Received: []uint64{0}, ReceivedTokens: []uint64{0}}}}, Items: items}
-	if err := r.out.Send(b.Append(nil)); err != nil {
+	return b.Append(nil)
+}
+
+// send sends a batch to the worker's output socket.
+func (r *rankSide) send(items ...ipc.TextItem) {
+	r.t.Helper()
+	if err := r.out.Send(r.batch(items...)); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// route hands a batch to the worker's router directly, as its receive loop would.
+func (r *rankSide) route(items ...ipc.TextItem) {
+	r.t.Helper()
+	var buf frameBuffers
+	if err := r.w.handle(&buf, r.batch(items...)); err != nil {
 		r.t.Fatal(err)
 	}
 }
@@ -102,18 +146,14 @@ func TestDeliverMergesForAStalledConsumer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m := rank.dispatched(); m.RID != "r1" || m.StreamInterval != 1 || !m.Stream {
+	if m := rank.dispatched(); m.RID != st.RID || m.StreamInterval != 1 || !m.Stream {
 		t.Fatalf("dispatched %+v", m)
 	}
 	const n = 100
 	var want []int32
 	for i := range n {
-		rank.send(item("r1", int32(i), "ab", i == n-1))
+		rank.route(item(st.RID, int32(i), "ab", i == n-1))
 		want = append(want, int32(i))
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for w.InFlight() > 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
 	}
 	if w.InFlight() != 0 {
 		t.Fatal("the finished request is still in flight")
@@ -140,7 +180,8 @@ func TestNonStreamedRequestIsGatedWhole(t *testing.T) {
 }
 
 // TestSilentRankFailsAfterDeliveredTokens: when the rank goes silent the request fails, and the
-// tokens it delivered before come out ahead of the error.
+// tokens it delivered before (over the socket, through the receive loop) come out ahead of the
+// error.
 func TestSilentRankFailsAfterDeliveredTokens(t *testing.T) {
 	w, rank := startWorker(t, 300*time.Millisecond)
 	st, err := w.Submit(context.Background(), &api.Request{RID: "r1", InputIDs: []int32{1, 2, 3}, MaxNewTokens: 100, Stream: true, StreamInterval: 1, RoutedRank: -1})
@@ -149,13 +190,23 @@ func TestSilentRankFailsAfterDeliveredTokens(t *testing.T) {
 	}
 	rank.dispatched()
 	for i := range 5 {
-		rank.send(item("r1", int32(i), "x", false))
+		rank.send(item(st.RID, int32(i), "x", false))
 	}
-	// The rank now says nothing more.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var ids []int32
 	var d api.Delta
+	for len(ids) < 5 {
+		if err := st.Take(ctx, 1, &d); err != nil {
+			t.Fatalf("%d of the 5 ids delivered: %v", len(ids), err)
+		}
+		ids = append(ids, d.IDs...)
+	}
+	// The rank now says nothing more, for longer than its timeout, while the worker watches.
+	for range 4 {
+		rank.clock.advance(100 * time.Millisecond)
+		w.checkRanks()
+	}
 	for !d.Finished {
 		if err := st.Take(ctx, 1, &d); err != nil {
 			t.Fatalf("no error after the rank went silent: %v (%d ids)", err, len(ids))
@@ -174,6 +225,15 @@ func TestSilentRankFailsAfterDeliveredTokens(t *testing.T) {
 	if w.Health() == nil {
 		t.Fatal("health does not report the silent rank")
 	}
+	// The worker gave up on the request: it tells the rank to stop it.
+	frame, err := rank.reqs.Recv(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ab ipc.Abort
+	if err := ab.Decode(frame); err != nil || ab.RID != st.RID {
+		t.Fatalf("after giving up: %+v %v, want an abort of %s", ab, err, st.RID)
+	}
 }
 
 // TestRankTakesNothingUntilItReports: a rank that has not reported yet (still loading its
@@ -183,8 +243,11 @@ func TestRankTakesNothingUntilItReports(t *testing.T) {
 	// A short rank timeout: the never-heard rank must not be marked "down" (and logged as
 	// dead) when it expires; it stays "not reported yet".
 	w, rank := newWorkerRig(t, 50*time.Millisecond)
-	reqs, out := rank.reqs, rank.out
-	time.Sleep(200 * time.Millisecond)
+	reqs := rank.reqs
+	for range 3 {
+		rank.clock.advance(100 * time.Millisecond)
+		w.checkRanks()
+	}
 	req := func() *api.Request {
 		return &api.Request{RID: w.NewRID(), InputIDs: []int32{1, 2, 3}, MaxNewTokens: 4, Stream: true, StreamInterval: 1, RoutedRank: -1}
 	}
@@ -197,34 +260,102 @@ func TestRankTakesNothingUntilItReports(t *testing.T) {
 	if _, err := reqs.Recv(50 * time.Millisecond); err == nil {
 		t.Fatal("a request reached the rank before it reported")
 	}
-	// The rank comes up and keeps reporting (the timeout is short).
-	stop := make(chan struct{})
-	beats := make(chan struct{})
-	go func() {
-		defer close(beats)
-		for seq := uint64(1); ; seq++ {
-			b := ipc.TextBatch{Loads: []ipc.RankLoad{{Rank: 0, Seq: seq, Load: ipc.Load{Received: []uint64{0}, ReceivedTokens: []uint64{0}}}}}
-			_ = out.Send(b.Append(nil))
-			select {
-			case <-stop:
-				return
-			case <-time.After(5 * time.Millisecond):
-			}
-		}
-	}()
-	defer func() { close(stop); <-beats }()
-	deadline := time.Now().Add(5 * time.Second)
-	for w.Health() != nil && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	// The rank comes up.
+	rank.route()
 	if err := w.Health(); err != nil {
 		t.Fatalf("health after the first report: %v", err)
 	}
-	r := req()
-	if _, err := w.Submit(context.Background(), r); err != nil {
+	st, err := w.Submit(context.Background(), req())
+	if err != nil {
 		t.Fatalf("submit after the first report: %v", err)
 	}
-	if got := rank.dispatched(); got.RID != r.RID {
-		t.Fatalf("rank got %q, want %q", got.RID, r.RID)
+	if got := rank.dispatched(); got.RID != st.RID {
+		t.Fatalf("rank got %q, want %q", got.RID, st.RID)
+	}
+}
+
+// TestClientRIDIsALabel: two requests with the same client rid are two requests: each gets an
+// engine id of its own (the one the rank sees), a duplicate is not refused (which would tell a
+// client the rid is in use), and output and aborts reach only their own request.
+func TestClientRIDIsALabel(t *testing.T) {
+	w, rank := startWorker(t, 5*time.Second)
+	submit := func() (*api.Stream, *ipc.GenerateRequest) {
+		st, err := w.Submit(context.Background(), &api.Request{RID: "mine", InputIDs: []int32{1, 2}, MaxNewTokens: 10, Stream: true, StreamInterval: 1, RoutedRank: -1})
+		if err != nil {
+			t.Fatalf("submit with a client rid in use: %v", err)
+		}
+		return st, rank.dispatched()
+	}
+	a, ma := submit()
+	b, mb := submit()
+	if a.RID == b.RID || ma.RID != a.RID || mb.RID != b.RID || a.RID == "mine" {
+		t.Fatalf("engine ids %q and %q, sent as %q and %q", a.RID, b.RID, ma.RID, mb.RID)
+	}
+	rank.route(item(b.RID, 7, "x", true))
+	w.Abort(a.RID)
+	frame, err := rank.reqs.Recv(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ab ipc.Abort
+	if err := ab.Decode(frame); err != nil || ab.RID != a.RID {
+		t.Fatalf("abort for %q (%v), want %q", ab.RID, err, a.RID)
+	}
+	var d api.Delta
+	if err := b.Take(context.Background(), 1, &d); err != nil || !slices.Equal(d.IDs, []int32{7}) || !d.Finished {
+		t.Fatalf("b got %+v, %v", d, err)
+	}
+	if w.InFlight() != 1 {
+		t.Fatalf("in flight %d, want a alone", w.InFlight())
+	}
+}
+
+// TestOwnStallBlamesNoRank: a gap in the worker's own liveness checks (it was stopped or
+// starved) is not the rank's silence: the rank stays up, its requests keep going.
+func TestOwnStallBlamesNoRank(t *testing.T) {
+	w, rank := startWorker(t, 300*time.Millisecond)
+	st, err := w.Submit(context.Background(), &api.Request{InputIDs: []int32{1, 2, 3}, MaxNewTokens: 100, Stream: true, StreamInterval: 1, RoutedRank: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rank.dispatched()
+	rank.clock.advance(5 * time.Second) // the worker was stopped
+	w.checkRanks()
+	if err := w.Health(); err != nil || w.InFlight() != 1 {
+		t.Fatalf("after the worker's own stall: health %v, %d in flight", err, w.InFlight())
+	}
+	rank.route(item(st.RID, 1, "x", true))
+	var d api.Delta
+	if err := st.Take(context.Background(), 1, &d); err != nil || d.Err != nil || !d.Finished {
+		t.Fatalf("request after the stall: %+v %v", d, err)
+	}
+}
+
+// TestCountsOutsideTheWireRefused: integer settings the wire carries as int32 are refused as
+// client errors when they do not fit, never wrapped (top_k 2^32+1 would become 1, greedy), and
+// min_tokens above the maximum is refused before it reaches a rank.
+func TestCountsOutsideTheWireRefused(t *testing.T) {
+	w, _ := startWorker(t, 5*time.Second)
+	for _, c := range []struct {
+		param string
+		edit  func(r *api.Request)
+	}{
+		{"top_k", func(r *api.Request) { r.Sampling.TopK = 1 << 31 }},
+		{"top_k", func(r *api.Request) { r.Sampling.TopK = 1<<32 + 1 }},
+		{"max_tokens", func(r *api.Request) { r.MaxNewTokens = 1<<63 - 1 }},
+		{"min_tokens", func(r *api.Request) { r.MinNewTokens = 1 << 32 }},
+		{"min_tokens", func(r *api.Request) { r.MinNewTokens = 17 }},
+		{"stream_interval", func(r *api.Request) { r.StreamInterval = 1<<32 + 1 }},
+	} {
+		r := &api.Request{InputIDs: []int32{1}, MaxNewTokens: 16, Stream: true, StreamInterval: 1, RoutedRank: -1}
+		c.edit(r)
+		_, err := w.Submit(context.Background(), r)
+		var bad *api.BadRequestError
+		if !errors.As(err, &bad) || bad.Param != c.param {
+			t.Errorf("%s: %v, want a bad request naming %s", c.param, err, c.param)
+		}
+	}
+	if w.InFlight() != 0 {
+		t.Fatalf("%d refused requests in flight", w.InFlight())
 	}
 }

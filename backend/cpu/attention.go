@@ -18,21 +18,22 @@ const (
 // blocks of layer l. The output goes to b.attn. Work items are (sequence, KV head) pairs, so the
 // query heads that share a KV head reuse its keys and values.
 //
-// Long chunks run as matrix products, one item after another: the products parallelise
-// internally, and OpenBLAS slows down badly when several goroutines call its threaded kernels at
-// once. Short chunks (decodes) run as dot products, spread over goroutines.
+// Long chunks (prefill) run as matrix products and short ones (decodes) as dot products; either
+// way the items are spread over the worker goroutines, each item's products, softmax included,
+// on its own worker (gemm's serial entry points: no nested parallelism).
 func (b *Backend) attention(l int, spans []seqSpan) {
 	nkv := b.cfg.NumKVHeads
-	var direct []int
+	var long, direct []int
 	for si, sp := range spans {
 		if sp.n < b.attnGEMMMin {
 			direct = append(direct, si)
-			continue
-		}
-		for kh := range nkv {
-			b.attendGEMM(l, sp, kh, &b.workers[0])
+		} else {
+			long = append(long, si)
 		}
 	}
+	gemm.ParallelFor(len(long)*nkv, b.threads, func(w, item int) {
+		b.attendGEMM(l, spans[long[item/nkv]], item%nkv, &b.workers[w])
+	})
 	gemm.ParallelFor(len(direct)*nkv, b.threads, func(w, item int) {
 		b.attendDirect(l, spans[direct[item/nkv]], item%nkv, &b.workers[w])
 	})
@@ -128,16 +129,14 @@ func (b *Backend) attendTile(sp seqSpan, kh int, s *attnScratch, i0, i1 int, sca
 		src := (sp.start+i)*qkvDim + kh*span
 		copy(s.queries[(i-i0)*span:(i-i0+1)*span], b.qkv[src:src+span])
 	}
-	gemm.MatMulNT(rows, ctxLen, hd, s.queries, hd, s.keys, hd, s.scores, ctxLen, false)
-	// The softmax rows are independent: spread them over the workers (the products around them
-	// parallelise inside gemm).
-	b.parallelRows(rows, ctxLen, func(r int) {
+	gemm.MatMulNTSerial(rows, ctxLen, hd, s.queries, hd, s.keys, hd, s.scores, ctxLen, false)
+	for r := range rows {
 		row := s.scores[r*ctxLen : (r+1)*ctxLen]
 		valid := row[:sp.seq.Pos+i0+r/group+1]
 		softmaxScaled(valid, scale)
 		clear(row[len(valid):])
-	})
-	gemm.MatMulNN(rows, hd, ctxLen, s.scores, ctxLen, s.values, hd, s.out, hd, false)
+	}
+	gemm.MatMulNNSerial(rows, hd, ctxLen, s.scores, ctxLen, s.values, hd, s.out, hd, false)
 	for i := i0; i < i1; i++ {
 		dst := (sp.start+i)*qDim + kh*span
 		copy(b.attn[dst:dst+span], s.out[(i-i0)*span:(i-i0+1)*span])

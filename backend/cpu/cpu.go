@@ -329,28 +329,47 @@ func (b *Backend) layer(l int, spans []seqSpan, rows int) {
 }
 
 // finish applies the final norm and the LM head to the last row of every sequence that asked
-// for logits.
+// for logits, and to every row of those that asked for all of them.
 func (b *Backend) finish(spans []seqSpan) [][]float32 {
 	h, vocab := b.cfg.HiddenSize, b.cfg.VocabSize
 	var want []int
+	total := 0 // rows through the LM head
 	for i, sp := range spans {
-		if sp.seq.Logits {
+		switch {
+		case sp.seq.AllLogits:
 			want = append(want, i)
+			total += sp.n
+		case sp.seq.Logits:
+			want = append(want, i)
+			total++
 		}
 	}
 	out := make([][]float32, len(spans))
 	if len(want) == 0 {
 		return out
 	}
-	b.sel = grow(b.sel, len(want)*h)
-	b.logits = grow(b.logits, len(want)*vocab)
-	for j, i := range want {
-		r := spans[i].start + spans[i].n - 1
-		rmsNorm(b.sel[j*h:(j+1)*h], b.x[r*h:(r+1)*h], b.m.Norm, b.cfg.RMSNormEps)
+	b.sel = grow(b.sel, total*h)
+	b.logits = grow(b.logits, total*vocab)
+	j := 0
+	for _, i := range want {
+		first := spans[i].start + spans[i].n - 1
+		if spans[i].seq.AllLogits {
+			first = spans[i].start
+		}
+		for r := first; r < spans[i].start+spans[i].n; r++ {
+			rmsNorm(b.sel[j*h:(j+1)*h], b.x[r*h:(r+1)*h], b.m.Norm, b.cfg.RMSNormEps)
+			j++
+		}
 	}
-	b.project(b.m.LMHead, len(want), b.sel, h, b.logits, vocab, false)
-	for j, i := range want {
-		out[i] = b.logits[j*vocab : (j+1)*vocab : (j+1)*vocab]
+	b.project(b.m.LMHead, total, b.sel, h, b.logits, vocab, false)
+	j = 0
+	for _, i := range want {
+		k := 1
+		if spans[i].seq.AllLogits {
+			k = spans[i].n
+		}
+		out[i] = b.logits[j*vocab : (j+k)*vocab : (j+k)*vocab]
+		j += k
 	}
 	return out
 }

@@ -180,6 +180,9 @@ func (r *Runner) check(s *backend.Seq) error {
 	if len(s.Tokens) == 0 {
 		return errors.New("no tokens")
 	}
+	if s.AllLogits {
+		return errors.New("the replay runner has no logits at every position (prompt logprobs)")
+	}
 	if s.Pos < 0 {
 		return fmt.Errorf("negative position %d", s.Pos)
 	}

@@ -11,49 +11,59 @@ import (
 	"syscall"
 
 	"github.com/llmserve/llmserve/cmd/internal/runflags"
-	"github.com/llmserve/llmserve/detok"
+	"github.com/llmserve/llmserve/internal/version"
 	"github.com/llmserve/llmserve/tokenizer"
 	"github.com/urfave/cli/v3"
 )
 
 func main() {
+	var cfg runflags.Config
 	cmd := &cli.Command{
-		Name:  "detokd",
-		Usage: "incremental detokenization between the schedulers and the tokenizer workers",
-		Flags: runflags.Common(),
-		Action: func(ctx context.Context, cmd *cli.Command) error {
-			log := runflags.Logger(cmd, "detokd")
-			if err := runflags.Check(cmd); err != nil {
-				return err
-			}
-			if cmd.Bool("skip-tokenizer-init") || cmd.Bool("skip-detokenization") {
-				return fmt.Errorf("detokd is not used with --skip-tokenizer-init or --skip-detokenization")
-			}
-			dir, err := runflags.RunDir(cmd)
-			if err != nil {
-				return err
-			}
-			tr, err := runflags.Transport(cmd)
-			if err != nil {
-				return err
-			}
-			tok, err := tokenizer.Load(cmd.String("model-path"))
-			if err != nil {
-				return err
-			}
-			svc, err := detok.NewService(tr, dir, tok, int(cmd.Int("tokenizer-worker-num")), log)
-			if err != nil {
-				return err
-			}
-			ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			go func() { <-ctx.Done(); svc.Close() }()
-			log.Info("detokd ready", "run_dir", dir, "transport", tr.Name(), "workers", cmd.Int("tokenizer-worker-num"))
-			return svc.Run()
+		Name:    "detokd",
+		Usage:   "incremental detokenization between the schedulers and the tokenizer workers",
+		Version: version.String(),
+		Flags:   cfg.Flags(),
+		Action: func(ctx context.Context, _ *cli.Command) error {
+			return run(ctx, &cfg)
 		},
 	}
 	if err := cmd.Run(context.Background(), os.Args); err != nil {
 		fmt.Fprintln(os.Stderr, "detokd:", err)
-		os.Exit(1)
+		os.Exit(runflags.ExitStatus(err))
 	}
+}
+
+// run serves detokd until ctx ends (SIGINT/SIGTERM).
+func run(ctx context.Context, cfg *runflags.Config) error {
+	log := cfg.Logger("detokd")
+	if err := cfg.Check(); err != nil {
+		return err
+	}
+	if cfg.SkipTokenizerInit || cfg.SkipDetokenization {
+		return fmt.Errorf("detokd is not used with --skip-tokenizer-init or --skip-detokenization")
+	}
+	dir, err := cfg.OpenRunDir()
+	if err != nil {
+		return err
+	}
+	if err := runflags.LockRunDir(dir, "detokd"); err != nil {
+		return err
+	}
+	tr, err := cfg.OpenTransport()
+	if err != nil {
+		return err
+	}
+	tok, err := tokenizer.Load(cfg.ModelPath)
+	if err != nil {
+		return err
+	}
+	svc, err := newService(tr, dir, tok, cfg.TokenizerWorkerNum, log)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() { <-ctx.Done(); svc.Close() }()
+	log.Info("detokd ready", "run_dir", dir, "transport", tr.Name(), "workers", cfg.TokenizerWorkerNum)
+	return svc.Run()
 }

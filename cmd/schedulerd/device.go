@@ -26,7 +26,7 @@ func openBackend(path, device, quantization string, kvBytes int64, kvType cpu.KV
 		return nil, model.Config{}, fmt.Errorf("device %q: want cpu or cuda:K", device)
 	}
 	start := time.Now()
-	log.Info("loading model", "path", path, "device", device, "quantization", quantization)
+	log.Info("loading model", "path", path, "device", device)
 	m, err := loadModel(path, quantization)
 	if err != nil {
 		return nil, model.Config{}, err
@@ -62,7 +62,7 @@ func parseIDs(s string) ([]int32, error) {
 }
 
 // kvCacheDTypeFlag is --kv-cache-dtype, shared by serve and generate.
-func kvCacheDTypeFlag() cli.Flag {
-	return &cli.StringFlag{Name: "kv-cache-dtype", Value: "auto", Usage: "KV cache element type: auto (the weights' type), bf16, f16 or f32",
+func kvCacheDTypeFlag(dst *string) cli.Flag {
+	return &cli.StringFlag{Name: "kv-cache-dtype", Destination: dst, Value: "auto", Usage: "KV cache element type: auto (the weights' type), bf16, f16 or f32",
 		Sources: cli.EnvVars("KV_CACHE_DTYPE")}
 }

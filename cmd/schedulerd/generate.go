@@ -14,49 +14,78 @@ import (
 	"github.com/urfave/cli/v3"
 )
 
+// generateConfig is `schedulerd generate`'s settings. Each field is its flag's name in CamelCase.
+type generateConfig struct {
+	// ModelPath is the Hugging Face model directory.
+	ModelPath string
+	// Device is where the model runs (cpu in this build).
+	Device string
+	// InputIDs is the comma-separated prompt token ids.
+	InputIDs string
+	// MaxNewTokens bounds the generated tokens.
+	MaxNewTokens int
+	// Temperature, TopP, TopK and Seed are the sampling parameters; Seed is nil when unset.
+	Temperature float64
+	TopP        float64
+	TopK        int
+	Seed        *uint64
+	// IgnoreEOS keeps generating past the model's EOS ids.
+	IgnoreEOS bool
+	// PrintLogits also prints the logits at the last prompt position.
+	PrintLogits bool
+	// KVCacheDType is the KV cache element type (as schedulerd serve's).
+	KVCacheDType string
+	// Quantization re-stores the weights in this type at load (as schedulerd serve's).
+	Quantization string
+}
+
+func (c *generateConfig) flags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "model-path", Destination: &c.ModelPath, Value: "models/pico", Sources: cli.EnvVars("MODEL_PATH")},
+		&cli.StringFlag{Name: "device", Destination: &c.Device, Value: "cpu", Sources: cli.EnvVars("DEVICE")},
+		&cli.StringFlag{Name: "input-ids", Destination: &c.InputIDs, Usage: "comma-separated prompt token ids", Required: true},
+		&cli.IntFlag{Name: "max-new-tokens", Destination: &c.MaxNewTokens, Value: 16},
+		&cli.FloatFlag{Name: "temperature", Destination: &c.Temperature, Value: 0},
+		&cli.FloatFlag{Name: "top-p", Destination: &c.TopP, Value: 1},
+		&cli.IntFlag{Name: "top-k", Destination: &c.TopK, Value: -1},
+		&cli.Uint64Flag{Name: "seed", Action: func(_ context.Context, _ *cli.Command, v uint64) error {
+			c.Seed = &v
+			return nil
+		}},
+		&cli.BoolFlag{Name: "ignore-eos", Destination: &c.IgnoreEOS, Usage: "keep generating past the model's EOS ids"},
+		&cli.BoolFlag{Name: "print-logits", Destination: &c.PrintLogits, Usage: "also print the logits at the last prompt position"},
+		kvCacheDTypeFlag(&c.KVCacheDType),
+		quantizationFlag(&c.Quantization),
+	}
+}
+
 // generateCommand runs the model on the device directly (no sockets, no scheduler): one prefill
 // of the ids, then decode steps through the paged KV cache, printing one JSON object.
 func generateCommand() *cli.Command {
+	var cfg generateConfig
 	return &cli.Command{
 		Name:  "generate",
 		Usage: `run a model on token ids and print {"output_ids": [...], "last_logits": [...]}`,
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "model-path", Value: "models/pico", Sources: cli.EnvVars("MODEL_PATH")},
-			&cli.StringFlag{Name: "device", Value: "cpu", Sources: cli.EnvVars("DEVICE")},
-			&cli.StringFlag{Name: "input-ids", Usage: "comma-separated prompt token ids", Required: true},
-			&cli.IntFlag{Name: "max-new-tokens", Value: 16},
-			&cli.FloatFlag{Name: "temperature", Value: 0},
-			&cli.FloatFlag{Name: "top-p", Value: 1},
-			&cli.IntFlag{Name: "top-k", Value: -1},
-			&cli.Uint64Flag{Name: "seed"},
-			&cli.BoolFlag{Name: "ignore-eos", Usage: "keep generating past the model's EOS ids"},
-			&cli.BoolFlag{Name: "print-logits", Usage: "also print the logits at the last prompt position"},
-			quantizationFlag(),
-			kvCacheDTypeFlag(),
-		},
-		Action: func(ctx context.Context, cmd *cli.Command) error {
-			ids, err := parseIDs(cmd.String("input-ids"))
+		Flags: cfg.flags(),
+		Action: func(ctx context.Context, _ *cli.Command) error {
+			ids, err := parseIDs(cfg.InputIDs)
 			if err != nil {
 				return err
 			}
-			kvType, err := cpu.ParseKVDType(cmd.String("kv-cache-dtype"))
+			kvType, err := cpu.ParseKVDType(cfg.KVCacheDType)
 			if err != nil {
 				return fmt.Errorf("--kv-cache-dtype: %w", err)
 			}
-			if cmd.Int("max-new-tokens") < 0 {
+			if cfg.MaxNewTokens < 0 {
 				return fmt.Errorf("--max-new-tokens must be >= 0")
 			}
 			p := sampling.DefaultParams()
-			p.Temperature, p.TopP, p.TopK = float32(cmd.Float("temperature")), float32(cmd.Float("top-p")), int(cmd.Int("top-k"))
-			if cmd.IsSet("seed") {
-				s := cmd.Uint64("seed")
-				p.Seed = &s
-			}
+			p.Temperature, p.TopP, p.TopK = float32(cfg.Temperature), float32(cfg.TopP), cfg.TopK
+			p.Seed = cfg.Seed
 			if err := p.Validate(); err != nil {
 				return err
 			}
-			res, err := generate(ctx, cmd.String("model-path"), cmd.String("device"), cmd.String("quantization"), ids,
-				int(cmd.Int("max-new-tokens")), p, cmd.Bool("ignore-eos"), cmd.Bool("print-logits"), kvType)
+			res, err := generate(ctx, cfg.ModelPath, cfg.Device, cfg.Quantization, ids, cfg.MaxNewTokens, p, cfg.IgnoreEOS, cfg.PrintLogits, kvType)
 			if err != nil {
 				return err
 			}

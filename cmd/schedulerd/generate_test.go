@@ -73,58 +73,6 @@ func TestGeneratePico(t *testing.T) {
 	}
 }
 
-// TestGenerateGGUF: the pico model written as GGUF generates what its directory does, bit for
-// bit, and --quantization re-stores the weights at load (bf16 -> f32 is exact) or names a bad type.
-func TestGenerateGGUF(t *testing.T) {
-	m, err := model.Load("../../models/pico")
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := m.GGUFWriter()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tokenizer.SetGGUFMetadata(w, "../../models/pico", m.Config.VocabSize); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "pico.gguf")
-	if err := w.WriteFile(path); err != nil {
-		t.Fatal(err)
-	}
-	greedy := sampling.DefaultParams()
-	greedy.Temperature = 0
-	prompt := []int32{328, 287, 576, 265, 1349, 2768, 618, 330}
-	want, err := generate(context.Background(), "../../models/pico", "cpu", "", prompt, 8, greedy, true, true, cpu.KVAuto)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := generate(context.Background(), path, "cpu", "", prompt, 8, greedy, true, true, cpu.KVAuto)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(got.OutputIDs, want.OutputIDs) || !slices.Equal(got.LastLogits, want.LastLogits) {
-		t.Errorf("GGUF: ids %v, want %v (logits equal: %v)", got.OutputIDs, want.OutputIDs, slices.Equal(got.LastLogits, want.LastLogits))
-	}
-	// f32 weights (and so, with kv-cache-dtype auto, an f32 KV cache instead of bf16): the same
-	// greedy ids, logits within bf16 rounding of the KV cache.
-	wide, err := generate(context.Background(), path, "cpu", "f32", prompt, 8, greedy, true, true, cpu.KVAuto)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var maxAbs, maxDiff float64
-	for j, v := range want.LastLogits {
-		maxAbs = math.Max(maxAbs, math.Abs(float64(v)))
-		maxDiff = math.Max(maxDiff, math.Abs(float64(v-wide.LastLogits[j])))
-	}
-	if !slices.Equal(wide.OutputIDs, want.OutputIDs) || maxDiff > 2e-2*maxAbs {
-		t.Errorf("--quantization f32: ids %v (want %v), logits differ by %g of max |logit|", wide.OutputIDs, want.OutputIDs, maxDiff/maxAbs)
-	}
-	if _, err := generate(context.Background(), path, "cpu", "q3_k", prompt, 1, greedy, true, false, cpu.KVAuto); err == nil ||
-		!strings.Contains(err.Error(), "q3_k") {
-		t.Errorf("--quantization q3_k: %v", err)
-	}
-}
-
 func TestParseIDs(t *testing.T) {
 	if ids, err := parseIDs("5, 7,9"); err != nil || len(ids) != 3 || ids[2] != 9 {
 		t.Fatalf("%v %v", ids, err)
@@ -162,5 +110,55 @@ func TestGenerateKVCacheDType(t *testing.T) {
 	}
 	if maxDiff == 0 || maxDiff > 2e-3*maxAbs {
 		t.Errorf("f16 KV cache changed the logits by %g (max |logit| %g): want a small nonzero rounding effect", maxDiff, maxAbs)
+	}
+}
+
+// TestGenerateGGUF: the pico model written as GGUF generates what its directory does, and
+// --quantization re-stores the weights at load (bf16 -> f32 is exact here) or names a bad type.
+func TestGenerateGGUF(t *testing.T) {
+	m, err := model.Load("../../models/pico")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := m.GGUFWriter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tokenizer.SetGGUFMetadata(w, "../../models/pico", m.Config.VocabSize); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "pico.gguf")
+	if err := w.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	greedy := sampling.DefaultParams()
+	greedy.Temperature = 0
+	prompt := []int32{328, 287, 576, 265, 1349, 2768, 618, 330}
+	want, err := generate(context.Background(), "../../models/pico", "cpu", "", prompt, 8, greedy, true, true, cpu.KVAuto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"", "f32"} {
+		got, err := generate(context.Background(), path, "cpu", q, prompt, 8, greedy, true, true, cpu.KVAuto)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got.OutputIDs, want.OutputIDs) {
+			t.Errorf("GGUF (quantization %q): ids %v, want %v", q, got.OutputIDs, want.OutputIDs)
+		}
+		// The same bf16 weights run the same kernels, bit for bit; widened to f32 they run the f32
+		// kernels with an f32 KV cache (auto), which differ from bf16's only in rounding.
+		var maxAbs, maxDiff float64
+		for j, v := range want.LastLogits {
+			maxAbs = math.Max(maxAbs, math.Abs(float64(v)))
+			maxDiff = math.Max(maxDiff, math.Abs(float64(v-got.LastLogits[j])))
+		}
+		if (q == "" && maxDiff != 0) || maxDiff > 1e-2*maxAbs {
+			t.Errorf("GGUF (quantization %q): last logits differ by up to %g (max |logit| %g)", q, maxDiff, maxAbs)
+		}
+	}
+	if _, err := generate(context.Background(), path, "cpu", "q3_k", prompt, 1, greedy, true, false, cpu.KVAuto); err == nil ||
+		!strings.Contains(err.Error(), "q3_k") {
+		t.Errorf("--quantization q3_k: %v", err)
 	}
 }

@@ -9,8 +9,8 @@ import (
 )
 
 // quantizationFlag is --quantization, shared by serve and generate.
-func quantizationFlag() cli.Flag {
-	return &cli.StringFlag{Name: "quantization", Usage: "store the weights as q8_0, q4_k, q4_0 or q6_k (or f32, f16, bf16) at load, " +
+func quantizationFlag(dst *string) cli.Flag {
+	return &cli.StringFlag{Name: "quantization", Destination: dst, Usage: "store the weights as q8_0, q4_k, q4_0 or q6_k (or f32, f16, bf16) at load, " +
 		"with llama.cpp's reference quantizers; default: as the checkpoint stores them", Sources: cli.EnvVars("QUANTIZATION")}
 }
 

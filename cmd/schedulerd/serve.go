@@ -23,99 +23,145 @@ import (
 	"github.com/urfave/cli/v3"
 )
 
+// rankConfig is `schedulerd serve`'s settings. Each field is its flag's name in CamelCase.
+type rankConfig struct {
+	runflags.Config
+	// Device is cpu, cuda or cuda:K.
+	Device string
+	// DPRank is this process's data-parallel rank.
+	DPRank int
+	// BaseGPUID: with --device cuda, rank r uses GPU BaseGPUID + r.
+	BaseGPUID int
+	// MaxRunningRequests bounds the requests admitted into the batch at once.
+	MaxRunningRequests int
+	// MaxPrefillTokens is the token budget of one step (scheduler.Config.MaxPrefillTokens).
+	MaxPrefillTokens int
+	// ChunkedPrefillSize is the largest prefill chunk of one request per step (0: the budget).
+	ChunkedPrefillSize int
+	// KVCacheMB is the memory for the KV cache, MiB.
+	KVCacheMB int
+	// KVCacheDType is the KV cache element type: auto (the weights' type), bf16, f16 or f32.
+	KVCacheDType string
+	// Quantization re-stores the weights in this type at load ("": as the checkpoint stores them).
+	Quantization string
+	// ContextLength overrides the model's max_position_embeddings when > 0.
+	ContextLength int
+	// LoadFormat is auto (the model's weights) or replay (benchmark only).
+	LoadFormat string
+	// ReplayStepTime is the least time of one replay step.
+	ReplayStepTime time.Duration
+	// ReplayKVTokens is the KV positions of the replay runner's pool.
+	ReplayKVTokens int
+	// Heartbeat is the longest silence towards the workers.
+	Heartbeat time.Duration
+}
+
+func (c *rankConfig) flags() []cli.Flag {
+	return append(c.Config.Flags(),
+		&cli.StringFlag{Name: "device", Destination: &c.Device, Value: "cpu", Usage: "cpu, or cuda:K", Sources: cli.EnvVars("DEVICE")},
+		&cli.IntFlag{Name: "dp-rank", Destination: &c.DPRank, Value: 0, Usage: "this process's data-parallel rank", Sources: cli.EnvVars("DP_RANK")},
+		&cli.IntFlag{Name: "base-gpu-id", Destination: &c.BaseGPUID, Value: 0, Usage: "with --device cuda, rank r uses GPU base-gpu-id + r", Sources: cli.EnvVars("BASE_GPU_ID")},
+		&cli.IntFlag{Name: "max-running-requests", Destination: &c.MaxRunningRequests, Value: 256, Usage: "requests admitted into the batch at once"},
+		&cli.IntFlag{Name: "max-prefill-tokens", Destination: &c.MaxPrefillTokens, Value: 2048, Usage: "token budget of one step"},
+		&cli.IntFlag{Name: "chunked-prefill-size", Destination: &c.ChunkedPrefillSize, Value: 512, Usage: "largest prefill chunk of one request per step (0: the step budget)"},
+		&cli.IntFlag{Name: "kv-cache-mb", Destination: &c.KVCacheMB, Value: 256, Usage: "memory for the KV cache, MiB", Sources: cli.EnvVars("KV_CACHE_MB")},
+		kvCacheDTypeFlag(&c.KVCacheDType),
+		quantizationFlag(&c.Quantization),
+		&cli.IntFlag{Name: "context-length", Destination: &c.ContextLength, Usage: "context length (default: the model's max_position_embeddings)"},
+		&cli.StringFlag{Name: "load-format", Destination: &c.LoadFormat, Value: "auto", Usage: "auto (the model's weights) or replay (BENCHMARK ONLY: deterministic tokens, no model math)", Sources: cli.EnvVars("LOAD_FORMAT")},
+		&cli.DurationFlag{Name: "replay-step-time", Destination: &c.ReplayStepTime, Usage: "with --load-format replay: the least time of one step", Sources: cli.EnvVars("REPLAY_STEP_TIME")},
+		&cli.IntFlag{Name: "replay-kv-tokens", Destination: &c.ReplayKVTokens, Value: 4 << 20, Usage: "with --load-format replay: KV positions in the pool"},
+		&cli.DurationFlag{Name: "heartbeat", Destination: &c.Heartbeat, Value: 200 * time.Millisecond, Usage: "longest silence towards the workers (load reports)"},
+	)
+}
+
 // serveCommand runs one data-parallel rank: its scheduler loop on its device, between the
 // tokenizer workers and detokd.
 func serveCommand() *cli.Command {
+	var cfg rankConfig
 	return &cli.Command{
 		Name:  "serve",
 		Usage: "run one data-parallel rank (scheduler, KV cache, model forward) on one device",
-		Flags: append(runflags.Common(),
-			&cli.StringFlag{Name: "device", Value: "cpu", Usage: "cpu, or cuda:K", Sources: cli.EnvVars("DEVICE")},
-			&cli.IntFlag{Name: "dp-rank", Value: 0, Usage: "this process's data-parallel rank", Sources: cli.EnvVars("DP_RANK")},
-			&cli.IntFlag{Name: "base-gpu-id", Value: 0, Usage: "with --device cuda, rank r uses GPU base-gpu-id + r", Sources: cli.EnvVars("BASE_GPU_ID")},
-			&cli.IntFlag{Name: "max-running-requests", Value: 256, Usage: "requests admitted into the batch at once"},
-			&cli.IntFlag{Name: "max-prefill-tokens", Value: 2048, Usage: "token budget of one step"},
-			&cli.IntFlag{Name: "chunked-prefill-size", Value: 512, Usage: "largest prefill chunk of one request per step (0: the step budget)"},
-			&cli.IntFlag{Name: "kv-cache-mb", Value: 256, Usage: "memory for the KV cache, MiB", Sources: cli.EnvVars("KV_CACHE_MB")},
-			kvCacheDTypeFlag(),
-			&cli.IntFlag{Name: "context-length", Usage: "context length (default: the model's max_position_embeddings)"},
-			&cli.StringFlag{Name: "load-format", Value: "auto", Usage: "auto (the model's weights) or replay (BENCHMARK ONLY: deterministic tokens, no model math)", Sources: cli.EnvVars("LOAD_FORMAT")},
-			&cli.DurationFlag{Name: "replay-step-time", Usage: "with --load-format replay: the least time of one step", Sources: cli.EnvVars("REPLAY_STEP_TIME")},
-			&cli.IntFlag{Name: "replay-kv-tokens", Value: 4 << 20, Usage: "with --load-format replay: KV positions in the pool"},
-			&cli.DurationFlag{Name: "heartbeat", Value: 200 * time.Millisecond, Usage: "longest silence towards the workers (load reports)"},
-			quantizationFlag(),
-		),
-		Action: func(ctx context.Context, cmd *cli.Command) error {
-			rank := int(cmd.Int("dp-rank"))
-			log := runflags.Logger(cmd, "schedulerd").With("rank", rank)
-			if err := runflags.Check(cmd); err != nil {
-				return err
-			}
-			if rank < 0 || rank >= int(cmd.Int("dp-size")) {
-				return fmt.Errorf("--dp-rank %d out of range for --dp-size %d", rank, cmd.Int("dp-size"))
-			}
-			device, err := rankDevice(cmd.String("device"), int(cmd.Int("base-gpu-id")), rank)
-			if err != nil {
-				return err
-			}
-			dir, err := runflags.RunDir(cmd)
-			if err != nil {
-				return err
-			}
-			tr, err := runflags.Transport(cmd)
-			if err != nil {
-				return err
-			}
-			path := cmd.String("model-path")
-			b, cfg, err := openRankBackend(cmd, path, device, log)
-			if err != nil {
-				return err
-			}
-			defer b.Close()
-			maxLen := cfg.MaxPositions
-			if n := int(cmd.Int("context-length")); n > 0 {
-				maxLen = n
-			}
-			eos, _ := model.EOSTokenIDs(path, cfg) // an unreadable generation_config.json leaves config.json's
-			sched, err := scheduler.New(b, scheduler.Config{
-				MaxRunning: int(cmd.Int("max-running-requests")), TokenBudget: int(cmd.Int("max-prefill-tokens")),
-				ChunkSize: int(cmd.Int("chunked-prefill-size")), EOS: eos, MaxModelLen: maxLen, Rank: rank,
-			})
-			if err != nil {
-				return err
-			}
-			var tok *tokenizer.Tokenizer
-			if !cmd.Bool("skip-tokenizer-init") {
-				// Stop strings are matched here, where the tokens are made, so a stop ends the
-				// request (and frees its KV) in the step that produced it.
-				if tok, err = tokenizer.Load(path); err != nil {
-					return err
-				}
-			}
-			var grammars *runner.Grammars
-			if tok != nil {
-				gopts, err := runflags.GrammarOptions(cmd)
-				if err != nil {
-					return err
-				}
-				grammars = runner.NewGrammars(grammar.NewCompiler(tok, runflags.GrammarEOS(eos, tok), gopts))
-			}
-			r, err := runner.New(runner.Config{
-				Rank: rank, NumWorkers: int(cmd.Int("tokenizer-worker-num")), RunDir: dir, Transport: tr,
-				Direct: cmd.Bool("skip-detokenization") || cmd.Bool("skip-tokenizer-init"), Tokenizer: tok, Grammars: grammars,
-				Heartbeat: cmd.Duration("heartbeat"), Log: log,
-			}, sched)
-			if err != nil {
-				return err
-			}
-			defer r.Close()
-			ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			log.Info("schedulerd ready", "device", device, "run_dir", dir, "transport", tr.Name(),
-				"kv_blocks", b.NumBlocks(), "block_size", b.BlockSize(), "context_length", maxLen)
-			return r.Run(ctx)
+		Flags: cfg.flags(),
+		Action: func(ctx context.Context, _ *cli.Command) error {
+			return serveRank(ctx, &cfg)
 		},
 	}
+}
+
+// serveRank runs the rank until ctx ends (SIGINT/SIGTERM).
+func serveRank(ctx context.Context, cfg *rankConfig) error {
+	rank := cfg.DPRank
+	log := cfg.Logger("schedulerd").With("rank", rank)
+	if err := cfg.Check(); err != nil {
+		return err
+	}
+	if rank < 0 || rank >= cfg.DPSize {
+		return fmt.Errorf("--dp-rank %d out of range for --dp-size %d", rank, cfg.DPSize)
+	}
+	device, err := rankDevice(cfg.Device, cfg.BaseGPUID, rank)
+	if err != nil {
+		return err
+	}
+	dir, err := cfg.OpenRunDir()
+	if err != nil {
+		return err
+	}
+	if err := runflags.LockRunDir(dir, fmt.Sprintf("schedulerd-%d", rank)); err != nil {
+		return err
+	}
+	tr, err := cfg.OpenTransport()
+	if err != nil {
+		return err
+	}
+	path := cfg.ModelPath
+	b, mcfg, err := openRankBackend(cfg, device, log)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	maxLen := mcfg.MaxPositions
+	if cfg.ContextLength > 0 {
+		maxLen = cfg.ContextLength
+	}
+	eos, _ := model.EOSTokenIDs(path, mcfg) // an unreadable generation_config.json leaves config.json's
+	sched, err := scheduler.New(b, scheduler.Config{
+		MaxRunning: cfg.MaxRunningRequests, MaxPrefillTokens: cfg.MaxPrefillTokens,
+		ChunkSize: cfg.ChunkedPrefillSize, EOS: eos, MaxModelLen: maxLen, Rank: rank,
+	})
+	if err != nil {
+		return err
+	}
+	var tok *tokenizer.Tokenizer
+	if !cfg.SkipTokenizerInit {
+		// Stop strings are matched here, where the tokens are made, so a stop ends the
+		// request (and frees its KV) in the step that produced it.
+		if tok, err = tokenizer.Load(path); err != nil {
+			return err
+		}
+	}
+	var grammars *runner.Grammars
+	if tok != nil {
+		gopts, err := cfg.GrammarOptions()
+		if err != nil {
+			return err
+		}
+		grammars = runner.NewGrammars(grammar.NewCompiler(tok, model.ConstraintEOS(eos, tok), gopts))
+	}
+	r, err := runner.New(runner.Config{
+		Rank: rank, NumWorkers: cfg.TokenizerWorkerNum, RunDir: dir, Transport: tr,
+		Direct: cfg.SkipDetokenization || cfg.SkipTokenizerInit, Tokenizer: tok, Grammars: grammars,
+		Heartbeat: cfg.Heartbeat, Log: log,
+	}, sched)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	log.Info("schedulerd ready", "device", device, "run_dir", dir, "transport", tr.Name(),
+		"kv_blocks", b.NumBlocks(), "block_size", b.BlockSize(), "context_length", maxLen)
+	return r.Run(ctx)
 }
 
 // rankDevice resolves the device a rank may use: cuda without an index means base-gpu-id+rank.
@@ -135,28 +181,28 @@ func rankDevice(device string, baseGPU, rank int) (string, error) {
 }
 
 // openRankBackend opens the model's backend, or the replay runner for pipeline benchmarks.
-func openRankBackend(cmd *cli.Command, path, device string, log *slog.Logger) (backend.Backend, model.Config, error) {
-	switch cmd.String("load-format") {
+func openRankBackend(cfg *rankConfig, device string, log *slog.Logger) (backend.Backend, model.Config, error) {
+	switch cfg.LoadFormat {
 	case "auto":
-		kvType, err := cpu.ParseKVDType(cmd.String("kv-cache-dtype"))
+		kvType, err := cpu.ParseKVDType(cfg.KVCacheDType)
 		if err != nil {
 			return nil, model.Config{}, fmt.Errorf("--kv-cache-dtype: %w", err)
 		}
-		return openBackend(path, device, cmd.String("quantization"), int64(cmd.Int("kv-cache-mb"))<<20, kvType, log)
+		return openBackend(cfg.ModelPath, device, cfg.Quantization, int64(cfg.KVCacheMB)<<20, kvType, log)
 	case "replay":
-		cfg, err := model.LoadConfig(path)
+		mcfg, err := model.LoadConfig(cfg.ModelPath)
 		if err != nil {
 			return nil, model.Config{}, err
 		}
 		const blockSize = 16
-		r, err := replay.New(replay.Options{VocabSize: cfg.VocabSize, BlockSize: blockSize,
-			NumBlocks: max(1, int(cmd.Int("replay-kv-tokens"))/blockSize), StepTime: cmd.Duration("replay-step-time")})
+		r, err := replay.New(replay.Options{VocabSize: mcfg.VocabSize, BlockSize: blockSize,
+			NumBlocks: max(1, cfg.ReplayKVTokens/blockSize), StepTime: cfg.ReplayStepTime})
 		if err != nil {
 			return nil, model.Config{}, err
 		}
 		log.Warn("replay runner: BENCHMARK ONLY, outputs are deterministic token sequences, not the model's",
-			"vocab", cfg.VocabSize, "step_time", cmd.Duration("replay-step-time"))
-		return r, cfg, nil
+			"vocab", mcfg.VocabSize, "step_time", cfg.ReplayStepTime)
+		return r, mcfg, nil
 	}
-	return nil, model.Config{}, fmt.Errorf("--load-format %q: want auto or replay", cmd.String("load-format"))
+	return nil, model.Config{}, fmt.Errorf("--load-format %q: want auto or replay", cfg.LoadFormat)
 }

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/llmserve/llmserve/cmd/internal/runflags"
+	"github.com/llmserve/llmserve/internal/version"
 	"github.com/urfave/cli/v3"
 )
 
@@ -15,10 +17,11 @@ func main() {
 	cmd := &cli.Command{
 		Name:     "tokenizerd",
 		Usage:    "HTTP API and tokenizer workers of the llmserve engine",
+		Version:  version.String(),
 		Commands: []*cli.Command{serveCommand(), tokenizeCommand()},
 	}
 	if err := cmd.Run(context.Background(), os.Args); err != nil {
 		fmt.Fprintln(os.Stderr, "tokenizerd:", err)
-		os.Exit(1)
+		os.Exit(runflags.ExitStatus(err))
 	}
 }

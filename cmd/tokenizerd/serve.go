@@ -20,11 +20,10 @@ import (
 
 	"github.com/llmserve/llmserve/api"
 	"github.com/llmserve/llmserve/cmd/internal/runflags"
+	"github.com/llmserve/llmserve/cmd/internal/supervise"
 	"github.com/llmserve/llmserve/grammar"
-	"github.com/llmserve/llmserve/ipc"
 	"github.com/llmserve/llmserve/metrics"
 	"github.com/llmserve/llmserve/model"
-	"github.com/llmserve/llmserve/runner"
 	"github.com/llmserve/llmserve/sampling"
 	"github.com/llmserve/llmserve/shard"
 	"github.com/llmserve/llmserve/tokenizer"
@@ -33,108 +32,248 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// serveConfig is `tokenizerd serve`'s settings. Each field is its flag's name in CamelCase.
+type serveConfig struct {
+	runflags.Config
+	// Host is the HTTP listen address.
+	Host string
+	// ServedModelName is the model id in the API ("" for the model directory's name).
+	ServedModelName string
+	// ContextLength overrides the model's max_position_embeddings when > 0.
+	ContextLength int
+	// StreamInterval is the server default of tokens per streamed chunk after the first.
+	StreamInterval int
+	// LoadBalanceMethod is round_robin, shortest_queue or minimum_tokens.
+	LoadBalanceMethod string
+	// RankTimeout is how long a rank may be silent before it is marked down.
+	RankTimeout time.Duration
+	// MaxQueuedRequests bounds the requests one worker holds in flight.
+	MaxQueuedRequests int
+	// WorkerThreads is GOMAXPROCS per worker process (0: computed; see workerThreads).
+	WorkerThreads int
+	// WorkerIndex is this process's worker index, or -1 for the supervisor.
+	WorkerIndex int
+	// MaxBodyBytes bounds a request body.
+	MaxBodyBytes int64
+	// APIKey, when set, is a key every request must carry (Authorization: Bearer KEY).
+	APIKey string
+	// APIKeyFile names a file of keys, one per line ('#' starts a comment), each accepted.
+	APIKeyFile string
+	// OpenPaths need no key even when keys are set.
+	OpenPaths []string
+	// ReadHeaderTimeout, ReadBodyTimeout, WriteTimeout and IdleTimeout bound how long a client
+	// may take to send a request's headers and body, to take each write, and to stay idle
+	// between requests.
+	ReadHeaderTimeout time.Duration
+	ReadBodyTimeout   time.Duration
+	WriteTimeout      time.Duration
+	IdleTimeout       time.Duration
+	// MaxConnections bounds a worker's open connections (0: its descriptor limit less a reserve).
+	MaxConnections int
+	// ShutdownTimeout is how long a stopping worker lets requests in flight finish before it
+	// ends them.
+	ShutdownTimeout time.Duration
+	// ToolCallParser is the tool-call syntax: auto (from the chat template), hermes,
+	// llama3_json or fallback.
+	ToolCallParser string
+	// ReasoningParser reads thinking blocks: auto (from the chat template), none, qwen3 or
+	// deepseek_r1.
+	ReasoningParser string
+}
+
+func (c *serveConfig) flags() []cli.Flag {
+	return append(c.Config.Flags(),
+		&cli.StringFlag{Name: "host", Destination: &c.Host, Value: "127.0.0.1", Usage: "HTTP listen address", Sources: cli.EnvVars("HOST")},
+		&cli.StringFlag{Name: "served-model-name", Destination: &c.ServedModelName, Usage: "model id in the API (default: the model directory's name)", Sources: cli.EnvVars("SERVED_MODEL_NAME")},
+		&cli.IntFlag{Name: "context-length", Destination: &c.ContextLength, Usage: "context length (default: the model's max_position_embeddings)"},
+		&cli.IntFlag{Name: "stream-interval", Destination: &c.StreamInterval, Value: 1, Usage: "tokens per streamed chunk after the first (server default)", Sources: cli.EnvVars("STREAM_INTERVAL")},
+		&cli.StringFlag{Name: "load-balance-method", Destination: &c.LoadBalanceMethod, Value: "shortest_queue", Usage: "round_robin, shortest_queue or minimum_tokens", Sources: cli.EnvVars("LOAD_BALANCE_METHOD")},
+		&cli.DurationFlag{Name: "rank-timeout", Destination: &c.RankTimeout, Value: time.Second, Usage: "a rank silent this long is marked down and its requests fail"},
+		&cli.IntFlag{Name: "max-queued-requests", Destination: &c.MaxQueuedRequests, Value: 65536, Usage: "requests one worker holds in flight; more get 503"},
+		&cli.IntFlag{Name: "worker-threads", Destination: &c.WorkerThreads, Usage: "OS threads per worker process (GOMAXPROCS); default: the cores left after one per rank and one for detokd, shared by the workers, at least 1 (a GOMAXPROCS in the environment wins)", Sources: cli.EnvVars("TOKENIZER_WORKER_THREADS")},
+		&cli.StringFlag{Name: "tool-call-parser", Destination: &c.ToolCallParser, Value: "auto", Usage: "tool-call syntax: auto (from the chat template), hermes, llama3_json or fallback (the engine's own, for templates without tools)", Sources: cli.EnvVars("TOOL_CALL_PARSER")},
+		&cli.StringFlag{Name: "reasoning-parser", Destination: &c.ReasoningParser, Value: "auto", Usage: "thinking blocks into reasoning_content: auto (from the chat template), none, qwen3 or deepseek_r1", Sources: cli.EnvVars("REASONING_PARSER")},
+		&cli.IntFlag{Name: "worker-index", Destination: &c.WorkerIndex, Value: -1, Usage: "internal: run as worker i (set by the supervisor)", Hidden: true},
+		&cli.Int64Flag{Name: "max-body-bytes", Destination: &c.MaxBodyBytes, Value: api.DefaultMaxBodyBytes, Usage: "largest request body; a larger one is a 413, refused from its Content-Length before it is read", Sources: cli.EnvVars("MAX_BODY_BYTES")},
+		&cli.StringFlag{Name: "api-key", Destination: &c.APIKey, Usage: "require Authorization: Bearer KEY on every request but those to --open-paths", Sources: cli.EnvVars("API_KEY")},
+		&cli.StringFlag{Name: "api-key-file", Destination: &c.APIKeyFile, Usage: "file of API keys, one per line ('#' comments), each accepted (with or without --api-key)", Sources: cli.EnvVars("API_KEY_FILE")},
+		&cli.DurationFlag{Name: "read-header-timeout", Destination: &c.ReadHeaderTimeout, Value: 10 * time.Second, Usage: "time a client has to send a request's headers", Sources: cli.EnvVars("READ_HEADER_TIMEOUT")},
+		&cli.DurationFlag{Name: "read-body-timeout", Destination: &c.ReadBodyTimeout, Value: 60 * time.Second, Usage: "time a client has to send a request's body", Sources: cli.EnvVars("READ_BODY_TIMEOUT")},
+		&cli.DurationFlag{Name: "write-timeout", Destination: &c.WriteTimeout, Value: 60 * time.Second, Usage: "time a client has to take each write (a response, or one chunk of a stream) before it is cut", Sources: cli.EnvVars("WRITE_TIMEOUT")},
+		&cli.DurationFlag{Name: "idle-timeout", Destination: &c.IdleTimeout, Value: 60 * time.Second, Usage: "how long a kept-alive connection may idle between requests", Sources: cli.EnvVars("IDLE_TIMEOUT")},
+		&cli.IntFlag{Name: "max-connections", Destination: &c.MaxConnections, Usage: "open connections per worker; at the bound the longest-idle one is closed for a new one (default: the descriptor limit less 256)", Sources: cli.EnvVars("MAX_CONNECTIONS")},
+		&cli.DurationFlag{Name: "shutdown-timeout", Destination: &c.ShutdownTimeout, Value: 30 * time.Second, Usage: "on SIGTERM: how long requests in flight may finish before they are ended (streams with a final error event, others with a 503)", Sources: cli.EnvVars("SHUTDOWN_TIMEOUT")},
+		&cli.StringSliceFlag{Name: "open-paths", Destination: &c.OpenPaths, Value: api.DefaultOpenPaths, Usage: "paths that need no API key when keys are set (comma-separated; \"\" for none)", Sources: cli.EnvVars("OPEN_PATHS")},
+	)
+}
+
+// check validates the settings both the supervisor and the workers depend on.
+func (c *serveConfig) check() error {
+	if err := c.Check(); err != nil {
+		return err
+	}
+	if c.StreamInterval < 1 {
+		return fmt.Errorf("--stream-interval must be an integer >= 1, got %d", c.StreamInterval)
+	}
+	if _, err := shard.ParseMethod(c.LoadBalanceMethod); err != nil {
+		return err
+	}
+	if c.MaxBodyBytes < 1 {
+		return fmt.Errorf("--max-body-bytes must be >= 1, got %d", c.MaxBodyBytes)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"read-header-timeout", c.ReadHeaderTimeout}, {"read-body-timeout", c.ReadBodyTimeout}, {"write-timeout", c.WriteTimeout},
+		{"idle-timeout", c.IdleTimeout}, {"shutdown-timeout", c.ShutdownTimeout}} {
+		if d.v <= 0 {
+			return fmt.Errorf("--%s must be > 0, got %v", d.name, d.v)
+		}
+	}
+	if c.MaxConnections < 0 {
+		return fmt.Errorf("--max-connections must be >= 0, got %d", c.MaxConnections)
+	}
+	if _, err := c.apiKeys(); err != nil {
+		return err
+	}
+	return checkParsers(c.ToolCallParser, c.ReasoningParser)
+}
+
+// apiKeys is --api-key and the keys in --api-key-file.
+func (c *serveConfig) apiKeys() ([]string, error) {
+	var keys []string
+	if c.APIKey != "" {
+		keys = append(keys, c.APIKey)
+	}
+	if c.APIKeyFile == "" {
+		return keys, nil
+	}
+	data, err := os.ReadFile(c.APIKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("--api-key-file: %w", err)
+	}
+	n := len(keys)
+	for _, line := range strings.Split(string(data), "\n") {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+			keys = append(keys, line)
+		}
+	}
+	if len(keys) == n {
+		return nil, fmt.Errorf("--api-key-file %s holds no key", c.APIKeyFile)
+	}
+	return keys, nil
+}
+
+// openPaths is --open-paths without empty entries (so "" means none).
+func (c *serveConfig) openPaths() []string {
+	paths := []string{}
+	for _, p := range c.OpenPaths {
+		if p = strings.TrimSpace(p); p != "" {
+			paths = append(paths, p)
+		}
+	}
+	return paths
+}
+
+// checkParsers refuses unknown --tool-call-parser and --reasoning-parser values.
+func checkParsers(tool, reasoning string) error {
+	switch tool {
+	case "auto", api.ToolSyntaxHermes, api.ToolSyntaxLlama3JSON, api.ToolSyntaxFallback:
+	default:
+		return fmt.Errorf("--tool-call-parser %q: want auto, hermes, llama3_json or fallback", tool)
+	}
+	switch reasoning {
+	case "auto", "none", api.ReasoningQwen3, api.ReasoningDeepSeekR1:
+	default:
+		return fmt.Errorf("--reasoning-parser %q: want auto, none, qwen3 or deepseek_r1", reasoning)
+	}
+	return nil
+}
+
+// addr is the HTTP listen address, host:port.
+func (c *serveConfig) addr() string {
+	return net.JoinHostPort(c.Host, strconv.Itoa(c.Port))
+}
+
 // serveCommand runs the supervisor, which starts --tokenizer-worker-num worker processes (this
 // binary again, with --worker-index) and restarts any that dies; with --worker-index it is one
 // worker: the HTTP API on the shared port and the worker's sockets.
 func serveCommand() *cli.Command {
+	var cfg serveConfig
 	return &cli.Command{
 		Name:  "serve",
 		Usage: "serve the HTTP API with N tokenizer worker processes",
-		Flags: append(runflags.Common(),
-			&cli.StringFlag{Name: "host", Value: "127.0.0.1", Usage: "HTTP listen address", Sources: cli.EnvVars("HOST")},
-			&cli.StringFlag{Name: "served-model-name", Usage: "model id in the API (default: the model directory's name)", Sources: cli.EnvVars("SERVED_MODEL_NAME")},
-			&cli.IntFlag{Name: "context-length", Usage: "context length (default: the model's max_position_embeddings)"},
-			&cli.IntFlag{Name: "stream-interval", Value: 1, Usage: "tokens per streamed chunk after the first (server default)", Sources: cli.EnvVars("STREAM_INTERVAL")},
-			&cli.StringFlag{Name: "load-balance-method", Value: "shortest_queue", Usage: "round_robin, shortest_queue or minimum_tokens", Sources: cli.EnvVars("LOAD_BALANCE_METHOD")},
-			&cli.DurationFlag{Name: "rank-timeout", Value: time.Second, Usage: "a rank silent this long is marked down and its requests fail"},
-			&cli.IntFlag{Name: "max-queued-requests", Value: 65536, Usage: "requests one worker holds in flight; more get 503"},
-			&cli.IntFlag{Name: "worker-threads", Usage: "OS threads per worker process (GOMAXPROCS); default: the cores left after one per rank and one for detokd, shared by the workers, at least 1 (a GOMAXPROCS in the environment wins)", Sources: cli.EnvVars("TOKENIZER_WORKER_THREADS")},
-			&cli.IntFlag{Name: "worker-index", Value: -1, Usage: "internal: run as worker i (set by the supervisor)", Hidden: true},
-		),
-		Action: func(ctx context.Context, cmd *cli.Command) error {
-			if err := runflags.Check(cmd); err != nil {
-				return err
-			}
-			if n := cmd.Int("stream-interval"); n < 1 {
-				return fmt.Errorf("--stream-interval must be an integer >= 1, got %d", n)
-			}
-			if _, err := shard.ParseMethod(cmd.String("load-balance-method")); err != nil {
+		Flags: cfg.flags(),
+		Action: func(ctx context.Context, _ *cli.Command) error {
+			if err := cfg.check(); err != nil {
 				return err
 			}
 			ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			if i := int(cmd.Int("worker-index")); i >= 0 {
-				return runWorker(ctx, cmd, i)
+			if cfg.WorkerIndex >= 0 {
+				return runWorker(ctx, &cfg)
 			}
-			return supervise(ctx, cmd)
+			return superviseWorkers(ctx, &cfg)
 		},
 	}
 }
 
-// supervise starts the workers and restarts any that exits while the supervisor runs: a
+// superviseWorkers starts the workers and restarts any that exits while the supervisor runs: a
 // crashed worker loses only the requests it owned.
-func supervise(ctx context.Context, cmd *cli.Command) error {
-	log := runflags.Logger(cmd, "tokenizerd")
+func superviseWorkers(ctx context.Context, cfg *serveConfig) error {
+	log := cfg.Logger("tokenizerd")
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("find own executable: %w", err)
 	}
-	n := int(cmd.Int("tokenizer-worker-num"))
-	dir, err := runflags.RunDir(cmd)
+	n := cfg.TokenizerWorkerNum
+	dir, err := cfg.OpenRunDir()
 	if err != nil {
 		return err
 	}
-	if err := shard.CreateLedger(worker.LedgerPath(dir), n, int(cmd.Int("dp-size"))); err != nil {
+	// Claim the run directory and the port before anything of a live engine could be replaced.
+	if err := runflags.LockRunDir(dir, "tokenizerd"); err != nil {
 		return err
 	}
-	threads := workerThreads(int(cmd.Int("worker-threads")), n, int(cmd.Int("dp-size")), runtime.NumCPU())
-	log.Info("starting tokenizer workers", "workers", n, "threads_per_worker", threads, "addr", net.JoinHostPort(cmd.String("host"), strconv.Itoa(int(cmd.Int("port")))))
+	portLock, err := lockPort(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer portLock.Close()
+	if err := shard.CreateLedger(worker.LedgerPath(dir), n, cfg.DPSize); err != nil {
+		return err
+	}
+	if err := metrics.CreateShared(metricsPath(dir), n); err != nil {
+		return err
+	}
+	threads := workerThreads(cfg.WorkerThreads, n, cfg.DPSize, runtime.NumCPU())
+	log.Info("starting tokenizer workers", "workers", n, "threads_per_worker", threads, "addr", cfg.addr())
+	// A worker that refuses to start (exit status 78) stops the others: restarting cannot help.
+	ctx, fail := context.WithCancelCause(ctx)
+	defer fail(nil)
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			backoff := 100 * time.Millisecond
-			for ctx.Err() == nil {
-				args := append(append([]string(nil), os.Args[1:]...), "--worker-index", strconv.Itoa(i))
+			args := append(append([]string(nil), os.Args[1:]...), "--worker-index", strconv.Itoa(i))
+			err := supervise.Run(ctx, fmt.Sprintf("worker %d", i), func() *exec.Cmd {
 				c := exec.Command(exe, args...)
 				c.Stdout, c.Stderr = os.Stdout, os.Stderr
 				if threads > 0 {
 					c.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(threads))
 				}
-				started := time.Now()
-				if err := c.Start(); err != nil {
-					log.Error("start worker", "worker", i, "err", err)
-					return
-				}
-				done := make(chan error, 1)
-				go func() { done <- c.Wait() }()
-				select {
-				case <-ctx.Done():
-					_ = c.Process.Signal(syscall.SIGTERM)
-					select {
-					case <-done:
-					case <-time.After(10 * time.Second):
-						_ = c.Process.Kill()
-						<-done
-					}
-					return
-				case err := <-done:
-					log.Error("worker exited; restarting it", "worker", i, "err", err)
-					if time.Since(started) > 10*time.Second {
-						backoff = 100 * time.Millisecond
-					}
-					select {
-					case <-ctx.Done():
-						return
-					case <-time.After(backoff):
-					}
-					backoff = min(2*backoff, 5*time.Second)
-				}
+				return c
+			}, cfg.ShutdownTimeout+5*time.Second, log)
+			if err != nil {
+				fail(err)
 			}
 		}()
 	}
 	wg.Wait()
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
 	return nil
 }
 
@@ -153,102 +292,235 @@ func workerThreads(flag, workers, ranks, cpus int) int {
 	return max(1, (cpus-ranks-1)/workers)
 }
 
-// runWorker is one worker process.
-func runWorker(ctx context.Context, cmd *cli.Command, index int) error {
-	log := runflags.Logger(cmd, "tokenizerd").With("worker", index)
-	dir, err := runflags.RunDir(cmd)
+// runWorker is one worker process: its tokenizer and grammar check, the worker engine on its
+// sockets, the API on top, and the HTTP server on the shared port.
+func runWorker(ctx context.Context, cfg *serveConfig) error {
+	log := cfg.Logger("tokenizerd").With("worker", cfg.WorkerIndex)
+	mode := workerMode(&cfg.Config)
+	tok, grammars, err := loadTokenizer(&cfg.Config, mode)
 	if err != nil {
 		return err
 	}
-	tr, err := runflags.Transport(cmd)
-	if err != nil {
-		return err
-	}
-	path := cmd.String("model-path")
-	mcfg, err := model.LoadConfig(path)
-	if err != nil {
-		return err
-	}
-	mode := worker.ModeDefault
-	switch {
-	case cmd.Bool("skip-tokenizer-init"):
-		mode = worker.ModeSkipTokenizerInit
-	case cmd.Bool("skip-detokenization"):
-		mode = worker.ModeSkipDetokenization
-	}
-	var tok *tokenizer.Tokenizer
-	if mode != worker.ModeSkipTokenizerInit {
-		if tok, err = tokenizer.Load(path); err != nil {
-			return err
-		}
-	}
-	var checkGrammar func(api.GrammarKind, string) error
-	if tok != nil {
-		gopts, err := runflags.GrammarOptions(cmd)
-		if err != nil {
-			return err
-		}
-		// The worker compiles (and caches) each constraint once up front so a bad schema or
-		// regex is a 400 here; the rank compiles it again to enforce it.
-		gc := grammar.NewCompiler(tok, runflags.GrammarEOS(runflags.ModelEOS(path), tok), gopts)
-		checkGrammar = func(kind api.GrammarKind, spec string) error {
-			_, err := runner.Compile(gc, ipc.GrammarKind(kind), spec)
-			return err
-		}
-	}
-	method, _ := shard.ParseMethod(cmd.String("load-balance-method"))
-	ledger, err := shard.OpenLedger(worker.LedgerPath(dir), int(cmd.Int("tokenizer-worker-num")), int(cmd.Int("dp-size")))
-	if err != nil {
-		return fmt.Errorf("%w (the tokenizerd supervisor creates it; start workers through it)", err)
-	}
-	defer ledger.Close()
-	w, err := worker.New(worker.Config{
-		Index: index, NumWorkers: int(cmd.Int("tokenizer-worker-num")), DPSize: int(cmd.Int("dp-size")),
-		RunDir: dir, Transport: tr, Mode: mode, Method: method, Tokenizer: tok,
-		MaxRequests: int(cmd.Int("max-queued-requests")), RankTimeout: cmd.Duration("rank-timeout"), Log: log,
-		CheckGrammar: checkGrammar, Ledger: ledger,
-	})
+	w, err := openWorker(cfg, mode, tok, grammars, log)
 	if err != nil {
 		return err
 	}
 	defer w.Close()
-
-	name := cmd.String("served-model-name")
-	if name == "" {
-		abs, _ := filepath.Abs(path)
-		name = strings.TrimSuffix(filepath.Base(abs), ".gguf") // a GGUF file is served under its stem
-	}
-	ctxLen := mcfg.MaxPositions
-	if n := int(cmd.Int("context-length")); n > 0 {
-		ctxLen = n
-	}
-	reg := metrics.NewRegistry()
-	registerRankGauges(reg, w, index, int(cmd.Int("dp-size")))
-	srv, err := api.NewServer(api.Config{
-		ModelName: name, ContextLength: ctxLen, DefaultSampling: defaultSampling(path, log),
-		StreamInterval: int(cmd.Int("stream-interval")), SkipTokenizerInit: mode == worker.ModeSkipTokenizerInit, Worker: index,
-	}, w, reg, log)
+	reg, store, err := openMetrics(cfg)
 	if err != nil {
 		return err
 	}
-	addr := net.JoinHostPort(cmd.String("host"), strconv.Itoa(int(cmd.Int("port"))))
+	defer store.Close()
+	srv, err := newAPIServer(cfg, w, mode, reg, log)
+	store.Seal() // every counter and histogram is registered: publish this worker's layout
+	if err != nil {
+		return err
+	}
+	return serveHTTP(ctx, cfg, srv, reg, log)
+}
+
+// workerMode is the worker's mode from the --skip-* flags.
+func workerMode(cfg *runflags.Config) worker.Mode {
+	switch {
+	case cfg.SkipTokenizerInit:
+		return worker.ModeSkipTokenizerInit
+	case cfg.SkipDetokenization:
+		return worker.ModeSkipDetokenization
+	}
+	return worker.ModeDefault
+}
+
+// loadTokenizer loads the worker's tokenizer and the grammar compiler built on it; both are nil
+// under --skip-tokenizer-init.
+func loadTokenizer(cfg *runflags.Config, mode worker.Mode) (*tokenizer.Tokenizer, *grammar.Compiler, error) {
+	if mode == worker.ModeSkipTokenizerInit {
+		return nil, nil, nil
+	}
+	tok, err := tokenizer.Load(cfg.ModelPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	gopts, err := cfg.GrammarOptions()
+	if err != nil {
+		return nil, nil, err
+	}
+	// The worker compiles (and caches) each constraint once up front so a bad schema or
+	// regex is a 400 here; the rank compiles it again to enforce it.
+	return tok, grammar.NewCompiler(tok, model.ConstraintEOS(model.EOSTokenIDsIn(cfg.ModelPath), tok), gopts), nil
+}
+
+// openWorker opens the dispatch ledger the supervisor created and the worker's sockets.
+func openWorker(cfg *serveConfig, mode worker.Mode, tok *tokenizer.Tokenizer, grammars *grammar.Compiler, log *slog.Logger) (*worker.Worker, error) {
+	dir, err := cfg.OpenRunDir()
+	if err != nil {
+		return nil, err
+	}
+	tr, err := cfg.OpenTransport()
+	if err != nil {
+		return nil, err
+	}
+	method, err := shard.ParseMethod(cfg.LoadBalanceMethod)
+	if err != nil {
+		return nil, err
+	}
+	ledger, err := shard.OpenLedger(worker.LedgerPath(dir), cfg.TokenizerWorkerNum, cfg.DPSize)
+	if err != nil {
+		return nil, fmt.Errorf("%w (the tokenizerd supervisor creates it; start workers through it)", err)
+	}
+	w, err := worker.New(worker.Config{
+		Index: cfg.WorkerIndex, NumWorkers: cfg.TokenizerWorkerNum, DPSize: cfg.DPSize,
+		RunDir: dir, Transport: tr, Mode: mode, Method: method, Tokenizer: tok,
+		MaxRequests: cfg.MaxQueuedRequests, RankTimeout: cfg.RankTimeout, Log: log,
+		Grammars: grammars, Ledger: ledger,
+	})
+	if err != nil {
+		ledger.Close()
+		return nil, err
+	}
+	log.Info("tokenizer worker sockets open", "mode", mode, "ranks", cfg.DPSize, "method", method,
+		"run_dir", dir, "transport", tr.Name())
+	return w, nil
+}
+
+// newAPIServer builds the HTTP API over w, with this worker's metrics registry.
+func newAPIServer(cfg *serveConfig, w *worker.Worker, mode worker.Mode, reg *metrics.Registry, log *slog.Logger) (*api.Server, error) {
+	mcfg, err := model.LoadConfig(cfg.ModelPath)
+	if err != nil {
+		return nil, err
+	}
+	name := cfg.ServedModelName
+	if name == "" {
+		abs, _ := filepath.Abs(cfg.ModelPath)
+		name = strings.TrimSuffix(filepath.Base(abs), ".gguf") // a GGUF file is served under its stem
+	}
+	ctxLen := mcfg.MaxPositions
+	if cfg.ContextLength > 0 {
+		ctxLen = cfg.ContextLength
+	}
+	keys, err := cfg.apiKeys()
+	if err != nil {
+		return nil, err
+	}
+	registerRankGauges(reg, w, cfg.WorkerIndex, cfg.DPSize, name)
+	return api.NewServer(api.Config{
+		ServedModelName: name, ContextLength: ctxLen, DefaultSampling: defaultSampling(cfg.ModelPath, log),
+		StreamInterval: cfg.StreamInterval, SkipTokenizerInit: mode == worker.ModeSkipTokenizerInit, Worker: cfg.WorkerIndex,
+		MaxBodyBytes: cfg.MaxBodyBytes, APIKeys: keys, OpenPaths: cfg.openPaths(),
+		ReadBodyTimeout: cfg.ReadBodyTimeout, WriteTimeout: cfg.WriteTimeout,
+		ToolCallParser: cfg.ToolCallParser, ReasoningParser: cfg.ReasoningParser,
+		GrammarStrict: cfg.GrammarStrict,
+	}, w, reg, log)
+}
+
+// serveHTTP serves srv on the shared port until ctx ends, then drains: it stops accepting, lets
+// requests in flight finish for --shutdown-timeout, ends the rest cleanly (srv.Stop) and gives
+// them a moment to write their last event before the connections close.
+func serveHTTP(ctx context.Context, cfg *serveConfig, srv *api.Server, reg *metrics.Registry, log *slog.Logger) error {
+	addr := cfg.addr()
 	ln, err := listenReusePort(ctx, addr)
 	if err != nil {
 		return err
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = hs.Shutdown(sctx)
-	}()
-	log.Info("tokenizer worker ready", "addr", addr, "mode", mode, "ranks", cmd.Int("dp-size"),
-		"method", method, "run_dir", dir, "transport", tr.Name(), "model", name)
-	if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	lim := api.NewConnLimiter(ln, maxConnections(cfg.MaxConnections))
+	wl := metrics.Labels{{"worker", strconv.Itoa(cfg.WorkerIndex)}}
+	reg.NewGaugeFunc("llm_http_connections_open", "Open HTTP connections.", wl, func() float64 { return float64(lim.Open()) })
+	reg.NewCounterFunc("llm_http_connections_shed_total", "Idle connections closed to admit new ones at --max-connections.", wl,
+		func() float64 { return float64(lim.Shed()) })
+	reg.NewCounterFunc("llm_http_connections_refused_total", "New connections refused at --max-connections, every open one busy.", wl,
+		func() float64 { return float64(lim.Refused()) })
+	hs := &http.Server{
+		Handler:           srv.Handler(),
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		WriteTimeout:      cfg.WriteTimeout, // generation handlers move it forward before each write
+		IdleTimeout:       cfg.IdleTimeout,
+		ConnState:         lim.Track,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(lim) }()
+	log.Info("tokenizer worker ready", "addr", addr, "max_connections", lim.Max)
+	select {
+	case err := <-served:
 		return err
+	case <-ctx.Done():
+	}
+	log.Info("draining: no new connections; requests in flight may finish", "shutdown_timeout", cfg.ShutdownTimeout)
+	dctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	err = hs.Shutdown(dctx)
+	cancel()
+	if err == nil {
+		log.Info("drained")
+		return nil
+	}
+	log.Warn("shutdown timeout: ending the requests still in flight")
+	srv.Stop()
+	dctx, cancel = context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if hs.Shutdown(dctx) != nil && dctx.Err() != nil {
+		return hs.Close()
 	}
 	return nil
+}
+
+// maxConnections is --max-connections, or the descriptor limit less a reserve for the worker's
+// own sockets and files.
+func maxConnections(flag int) int {
+	if flag > 0 {
+		return flag
+	}
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil || rl.Cur > 1<<30 {
+		return 1 << 20
+	}
+	return max(64, int(rl.Cur)-256)
+}
+
+// lockPort claims the HTTP port for this engine for as long as the supervisor lives. SO_REUSEPORT
+// lets any process of the same user bind the port, so without a claim a second engine would
+// start without error and take half the connections. The claim is an abstract unix socket
+// named after the port (one engine per port in a network namespace, like the port itself),
+// which the kernel frees when the process dies, however it dies. A trial listen then checks
+// that no other program holds the port.
+func lockPort(ctx context.Context, cfg *serveConfig) (net.Listener, error) {
+	name := fmt.Sprintf("@llmserve-port-%d", cfg.Port)
+	claim, err := net.Listen("unix", name)
+	if err != nil {
+		if !errors.Is(err, syscall.EADDRINUSE) {
+			return nil, fmt.Errorf("claim port %d: %w", cfg.Port, err)
+		}
+		holder := "another engine"
+		if pid := peerPID(name); pid > 0 {
+			holder = fmt.Sprintf("another engine (its tokenizerd is pid %d)", pid)
+		}
+		return nil, &runflags.ConflictError{Msg: fmt.Sprintf("port %d is in use by %s; stop it, or give this engine another --port", cfg.Port, holder)}
+	}
+	trial, err := listenReusePort(ctx, cfg.addr())
+	if err != nil {
+		claim.Close()
+		return nil, &runflags.ConflictError{Msg: fmt.Sprintf("port %d: %v (another program holds it)", cfg.Port, err)}
+	}
+	trial.Close()
+	return claim, nil
+}
+
+// peerPID is the pid of the process listening on the unix socket name (0 if unknown).
+func peerPID(name string) int {
+	c, err := net.Dial("unix", name)
+	if err != nil {
+		return 0
+	}
+	defer c.Close()
+	raw, err := c.(*net.UnixConn).SyscallConn()
+	if err != nil {
+		return 0
+	}
+	pid := 0
+	_ = raw.Control(func(fd uintptr) {
+		if cred, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED); err == nil {
+			pid = int(cred.Pid)
+		}
+	})
+	return pid
 }
 
 // listenReusePort listens with SO_REUSEPORT so that every worker process accepts on one port
@@ -291,8 +563,58 @@ func defaultSampling(path string, log *slog.Logger) sampling.Params {
 	return p
 }
 
-// registerRankGauges exposes what this worker knows of every rank's load, labelled by rank.
-func registerRankGauges(reg *metrics.Registry, w *worker.Worker, index, ranks int) {
+// openMetrics opens this worker's registry. Its counters and histograms live in the store the
+// supervisor created, one slot per worker, so /metrics shows the whole engine whichever worker
+// the scrape's connection reached.
+func openMetrics(cfg *serveConfig) (*metrics.Registry, *metrics.Shared, error) {
+	dir, err := cfg.OpenRunDir()
+	if err != nil {
+		return nil, nil, err
+	}
+	store, err := metrics.OpenShared(metricsPath(dir), cfg.TokenizerWorkerNum, cfg.WorkerIndex)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w (the tokenizerd supervisor creates it; start workers through it)", err)
+	}
+	return metrics.NewSharedRegistry(store), store, nil
+}
+
+// metricsPath is the workers' shared metrics store in the run directory.
+func metricsPath(runDir string) string { return filepath.Join(runDir, "metrics") }
+
+// registerRankGauges exposes what this worker knows of every rank's load (every worker hears
+// every rank), labelled by rank, and the engine-wide gauges under vLLM's names.
+func registerRankGauges(reg *metrics.Registry, w *worker.Worker, index, ranks int, model string) {
+	ml := metrics.Labels{{"model_name", model}}
+	total := func(f func(rl *shard.RankLoad) float64) func() float64 {
+		return func() float64 {
+			var v float64
+			for _, rl := range w.Snapshot().Ranks {
+				v += f(&rl)
+			}
+			return v
+		}
+	}
+	reg.NewGaugeFunc("vllm:num_requests_running", "Requests in the ranks' batches.", ml,
+		total(func(rl *shard.RankLoad) float64 { return float64(rl.Reported.Running) }))
+	reg.NewGaugeFunc("vllm:num_requests_waiting", "Requests queued at the ranks.", ml,
+		total(func(rl *shard.RankLoad) float64 { return float64(rl.Reported.Waiting) }))
+	kvUsage := func() float64 {
+		var used, capacity float64
+		for _, rl := range w.Snapshot().Ranks {
+			used += float64(rl.Reported.KVTokensUsed)
+			capacity += float64(rl.Reported.KVTokensCapacity)
+		}
+		if capacity == 0 {
+			return 0
+		}
+		return used / capacity
+	}
+	// vLLM's dashboard reads gpu_cache_usage_perc; newer vLLM names it kv_cache_usage_perc.
+	// Both are fractions (0-1) despite the name, as in vLLM.
+	reg.NewGaugeFunc("vllm:gpu_cache_usage_perc", "KV cache positions in use over capacity, all ranks (0-1).", ml, kvUsage)
+	reg.NewGaugeFunc("vllm:kv_cache_usage_perc", "KV cache positions in use over capacity, all ranks (0-1).", ml, kvUsage)
+	reg.NewCounterFunc("vllm:num_preemptions_total", "Requests the ranks evicted from their batches to free KV blocks.", ml,
+		total(func(rl *shard.RankLoad) float64 { return float64(rl.Reported.Preemptions) }))
 	wl := metrics.Labels{{"worker", strconv.Itoa(index)}}
 	reg.NewGaugeFunc("llm_worker_in_flight_requests", "Requests this worker owns that have not finished.", wl,
 		func() float64 { return float64(w.InFlight()) })
@@ -322,6 +644,10 @@ func registerRankGauges(reg *metrics.Registry, w *worker.Worker, index, ranks in
 			get(func(rl *shard.RankLoad) float64 { return float64(rl.Reported.KVTokensUsed) }))
 		reg.NewGaugeFunc("llm_rank_kv_tokens_capacity", "KV cache positions at the rank.", l,
 			get(func(rl *shard.RankLoad) float64 { return float64(rl.Reported.KVTokensCapacity) }))
+		reg.NewCounterFunc("llm_rank_preemptions_total", "Requests the rank evicted from its batch to free KV blocks.", l,
+			get(func(rl *shard.RankLoad) float64 { return float64(rl.Reported.Preemptions) }))
+		reg.NewCounterFunc("llm_rank_prefix_hit_tokens_total", "Prompt tokens the rank took from its prefix cache.", l,
+			get(func(rl *shard.RankLoad) float64 { return float64(rl.Reported.PrefixHitTokens) }))
 		reg.NewGaugeFunc("llm_rank_pending_requests", "Requests this worker sent the rank that it has not acknowledged.", l,
 			get(func(rl *shard.RankLoad) float64 { return float64(rl.Pending) }))
 	}

@@ -16,15 +16,17 @@ import (
 // tokenizeCommand reads JSON lines {"text": ...} or {"messages": [...]} and prints {"ids": [...]}
 // for each, like llama.cpp's llama-tokenize: for scripts and for checking a tokenizer by hand.
 func tokenizeCommand() *cli.Command {
+	var dir string
+	var addSpecialTokens bool
 	return &cli.Command{
 		Name:  "tokenize",
 		Usage: `read JSON lines {"text": ...} or {"messages": [...]} on stdin, print {"ids": [...]} lines`,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "tokenizer", Aliases: []string{"model-path"}, Usage: "directory with tokenizer.json and tokenizer_config.json, or a GGUF file", Sources: cli.EnvVars("MODEL_PATH"), Required: true},
-			&cli.BoolFlag{Name: "add-special-tokens", Usage: "add BOS / post-processor tokens to text inputs"},
+			&cli.StringFlag{Name: "tokenizer", Destination: &dir, Aliases: []string{"model-path"}, Usage: "directory with tokenizer.json and tokenizer_config.json, or a GGUF file", Sources: cli.EnvVars("MODEL_PATH"), Required: true},
+			&cli.BoolFlag{Name: "add-special-tokens", Destination: &addSpecialTokens, Usage: "add BOS / post-processor tokens to text inputs"},
 		},
-		Action: func(ctx context.Context, cmd *cli.Command) error {
-			return tokenizeLines(cmd.String("tokenizer"), cmd.Bool("add-special-tokens"), os.Stdin, os.Stdout)
+		Action: func(context.Context, *cli.Command) error {
+			return tokenizeLines(dir, addSpecialTokens, os.Stdin, os.Stdout)
 		},
 	}
 }

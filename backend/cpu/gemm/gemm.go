@@ -24,6 +24,33 @@ func MatMulNT(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float
 	matMulNT(m, n, k, a, lda, b, ldb, c, ldc, accumulate)
 }
 
+// MatMulNTSerial is MatMulNT on the calling goroutine alone, for callers that spread their own
+// work over goroutines.
+func MatMulNTSerial(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, accumulate bool) {
+	checkShapes("MatMulNTSerial", m, n, k, a, lda, k, b, ldb, n, k, c, ldc)
+	if m == 0 || n == 0 {
+		return
+	}
+	if k == 0 {
+		clearUnlessAccumulate(m, n, c, ldc, accumulate)
+		return
+	}
+	matMulNTSerial(m, n, k, a, lda, b, ldb, c, ldc, accumulate)
+}
+
+// MatMulNNSerial is MatMulNN on the calling goroutine alone.
+func MatMulNNSerial(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, accumulate bool) {
+	checkShapes("MatMulNNSerial", m, n, k, a, lda, k, b, ldb, k, n, c, ldc)
+	if m == 0 || n == 0 {
+		return
+	}
+	if k == 0 {
+		clearUnlessAccumulate(m, n, c, ldc, accumulate)
+		return
+	}
+	matMulNNSerial(m, n, k, a, lda, b, ldb, c, ldc, accumulate)
+}
+
 // MatMulNN computes C = A·B (or C += A·B when accumulate is set): C[i][j] = Σ_p A[i][p]·B[p][j].
 // A is m×k (lda ≥ k), B is k×n (ldb ≥ n), C is m×n (ldc ≥ n).
 func MatMulNN(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, accumulate bool) {

@@ -48,7 +48,6 @@ import (
 	"math"
 	"os"
 	"runtime"
-	"strconv"
 	"sync"
 	"unsafe"
 
@@ -83,8 +82,12 @@ func coreType() string {
 	return ""
 }
 
-// loadBLAS sets OPENBLAS_CORETYPE (unless the user set it), loads OpenBLAS, and gives it
-// GOMAXPROCS threads (unless OPENBLAS_NUM_THREADS is set). Without OpenBLAS the Go kernel runs.
+// loadBLAS sets OPENBLAS_CORETYPE (unless the user set it), loads OpenBLAS, and limits it to one
+// thread: the parallelism is Go's (each of GOMAXPROCS goroutines multiplies its own slice with
+// a single-threaded call). OpenBLAS's own threads spin while they wait for work, which costs
+// several times their speed when they share cores with Go's workers or other processes, as
+// the widening, attention and element-wise steps between two products make them do.
+// Without OpenBLAS the Go kernel runs.
 func loadBLAS() {
 	blas.once.Do(func() {
 		if _, set := os.LookupEnv("OPENBLAS_CORETYPE"); !set {
@@ -98,13 +101,9 @@ func loadBLAS() {
 			return
 		}
 		blas.ok = true
-		threads := runtime.GOMAXPROCS(0)
-		if v, err := strconv.Atoi(os.Getenv("OPENBLAS_NUM_THREADS")); err == nil && v > 0 {
-			threads = v
-		}
-		C.blas_threads(C.int(threads))
+		C.blas_threads(1)
 		blas.core = C.GoString(C.blas_core())
-		slog.Debug("loaded OpenBLAS", "core", blas.core, "threads", threads, "coretype", os.Getenv("OPENBLAS_CORETYPE"))
+		slog.Debug("loaded OpenBLAS", "core", blas.core, "coretype", os.Getenv("OPENBLAS_CORETYPE"))
 	})
 }
 
@@ -124,14 +123,17 @@ func Core() string {
 	return blas.core
 }
 
-// matMulNT and matMulNN receive validated, non-empty shapes (m, n, k > 0).
+// matMulNT and matMulNN receive validated, non-empty shapes (m, n, k > 0). With OpenBLAS they
+// split C into one block of columns (or rows, when C is narrow) per worker.
 func matMulNT(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, accumulate bool) {
 	loadBLAS()
 	if !blas.ok {
 		matMulNTGo(m, n, k, a, lda, b, ldb, c, ldc, accumulate)
 		return
 	}
-	sgemm(cblasTrans, m, n, k, a, lda, b, ldb, c, ldc, accumulate)
+	split(m, n, k, func(i0, i1, j0, j1 int) {
+		sgemm(cblasTrans, i1-i0, j1-j0, k, a[i0*lda:], lda, b[j0*ldb:], ldb, c[i0*ldc+j0:], ldc, accumulate)
+	})
 }
 
 func matMulNN(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, accumulate bool) {
@@ -140,7 +142,48 @@ func matMulNN(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float
 		matMulNNGo(m, n, k, a, lda, b, ldb, c, ldc, accumulate)
 		return
 	}
+	split(m, n, k, func(i0, i1, j0, j1 int) {
+		sgemm(cblasNoTrans, i1-i0, j1-j0, k, a[i0*lda:], lda, b[j0:], ldb, c[i0*ldc+j0:], ldc, accumulate)
+	})
+}
+
+func matMulNTSerial(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, accumulate bool) {
+	loadBLAS()
+	if !blas.ok {
+		matMulNTGoOn(1, m, n, k, a, lda, b, ldb, c, ldc, accumulate)
+		return
+	}
+	sgemm(cblasTrans, m, n, k, a, lda, b, ldb, c, ldc, accumulate)
+}
+
+func matMulNNSerial(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, accumulate bool) {
+	loadBLAS()
+	if !blas.ok {
+		matMulNNGoOn(1, m, n, k, a, lda, b, ldb, c, ldc, accumulate)
+		return
+	}
 	sgemm(cblasNoTrans, m, n, k, a, lda, b, ldb, c, ldc, accumulate)
+}
+
+// split runs fn over one block of C per worker (GOMAXPROCS): column blocks, multiples of 16
+// wide, unless C has too few columns, then row blocks. Small products run whole.
+func split(m, n, k int, fn func(i0, i1, j0, j1 int)) {
+	workers := runtime.GOMAXPROCS(0)
+	if 2*m*n*k < 4*parallelFlops || workers == 1 {
+		fn(0, m, 0, n)
+		return
+	}
+	if n >= 64*workers {
+		cols := (n/workers + 15) / 16 * 16
+		ParallelFor((n+cols-1)/cols, workers, func(_, t int) {
+			fn(0, m, t*cols, min(n, (t+1)*cols))
+		})
+		return
+	}
+	rows := (m + workers - 1) / workers
+	ParallelFor((m+rows-1)/rows, workers, func(_, t int) {
+		fn(t*rows, min(m, (t+1)*rows), 0, n)
+	})
 }
 
 func sgemm(transB int, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, accumulate bool) {

@@ -48,9 +48,8 @@ func chooseTiling(m, n, k, workers, colAlign int) tiling {
 	return tiling{m: m, n: n, rows: rows, cols: cols}
 }
 
-// forEachTile runs fn on every tile, in parallel when the product is big enough.
-func forEachTile(m, n, k, colAlign int, fn func(i0, i1, j0, j1 int)) {
-	workers := runtime.GOMAXPROCS(0)
+// forEachTile runs fn on every tile, on up to workers goroutines when the product is big enough.
+func forEachTile(m, n, k, colAlign, workers int, fn func(i0, i1, j0, j1 int)) {
 	if 2*m*n*k < parallelFlops {
 		workers = 1
 	}
@@ -67,10 +66,16 @@ func forEachTile(m, n, k, colAlign int, fn func(i0, i1, j0, j1 int)) {
 	ParallelFor(total, workers, run)
 }
 
-// matMulNTGo is the pure-Go C (+)= A·Bᵀ. Shapes are validated by the caller and non-empty.
+// matMulNTGo is the pure-Go C (+)= A·Bᵀ on GOMAXPROCS workers. Shapes are validated by the
+// caller and non-empty.
 func matMulNTGo(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, accumulate bool) {
+	matMulNTGoOn(runtime.GOMAXPROCS(0), m, n, k, a, lda, b, ldb, c, ldc, accumulate)
+}
+
+// matMulNTGoOn is matMulNTGo on at most workers goroutines.
+func matMulNTGoOn(workers, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, accumulate bool) {
 	// 12 columns: four passes of the 1×4 kernel or four of the 4×3 one.
-	forEachTile(m, n, k, 12, func(i0, i1, j0, j1 int) {
+	forEachTile(m, n, k, 12, workers, func(i0, i1, j0, j1 int) {
 		for p0 := 0; p0 < k; p0 += kBlock {
 			p1 := min(p0+kBlock, k)
 			add := accumulate || p0 > 0
@@ -215,9 +220,15 @@ func dot(x, y []float32) float32 {
 	return (s0 + s1) + (s2 + s3)
 }
 
-// matMulNNGo is the pure-Go C (+)= A·B. Shapes are validated by the caller and non-empty.
+// matMulNNGo is the pure-Go C (+)= A·B on GOMAXPROCS workers. Shapes are validated by the
+// caller and non-empty.
 func matMulNNGo(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, accumulate bool) {
-	forEachTile(m, n, k, 16, func(i0, i1, j0, j1 int) {
+	matMulNNGoOn(runtime.GOMAXPROCS(0), m, n, k, a, lda, b, ldb, c, ldc, accumulate)
+}
+
+// matMulNNGoOn is matMulNNGo on at most workers goroutines.
+func matMulNNGoOn(workers, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, accumulate bool) {
+	forEachTile(m, n, k, 16, workers, func(i0, i1, j0, j1 int) {
 		if !accumulate {
 			for i := i0; i < i1; i++ {
 				clear(c[i*ldc+j0 : i*ldc+j1])

@@ -16,3 +16,11 @@ func matMulNN(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float
 
 // Core is OpenBLAS's name for its kernels; "" in builds without cgo.
 func Core() string { return "" }
+
+func matMulNTSerial(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, accumulate bool) {
+	matMulNTGoOn(1, m, n, k, a, lda, b, ldb, c, ldc, accumulate)
+}
+
+func matMulNNSerial(m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, accumulate bool) {
+	matMulNNGoOn(1, m, n, k, a, lda, b, ldb, c, ldc, accumulate)
+}

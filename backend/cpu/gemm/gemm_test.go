@@ -109,6 +109,12 @@ func TestMatMulNNGoPortable(t *testing.T) {
 }
 func TestMatMulNT(t *testing.T) { checkMul(t, "MatMulNT/"+Impl(), MatMulNT, true) }
 func TestMatMulNN(t *testing.T) { checkMul(t, "MatMulNN/"+Impl(), MatMulNN, false) }
+func TestMatMulNTSerial(t *testing.T) {
+	checkMul(t, "MatMulNTSerial/"+Impl(), MatMulNTSerial, true)
+}
+func TestMatMulNNSerial(t *testing.T) {
+	checkMul(t, "MatMulNNSerial/"+Impl(), MatMulNNSerial, false)
+}
 
 func TestImpl(t *testing.T) {
 	if got := Impl(); got != "openblas" && got != "go" {

@@ -32,24 +32,32 @@ func BenchmarkMatMul(b *testing.B) {
 				if m > 16 && set != sets[0] {
 					continue
 				}
-				b.Run(fmt.Sprintf("%s/%s/m%d", typ, set.name, m), func(b *testing.B) {
-					x := make([]float32, m*3072)
-					out := make([]float32, m*6144)
-					for i := range x {
-						x[i] = rng.Float32()
+				for _, path := range []string{"auto", "widened"} {
+					if path == "widened" && (m == 1 || set != sets[0]) {
+						continue
 					}
-					mu := &Multiplier{Threads: runtime.GOMAXPROCS(0), set: set}
-					var bytes, flops float64
-					for b.Loop() {
-						for _, c := range list {
-							mu.MatMul(c.w, m, x, c.w.Cols, out, c.w.Rows, false)
-							bytes += float64(len(c.w.Data))
-							flops += 2 * float64(m*c.w.Rows*c.w.Cols)
+					b.Run(fmt.Sprintf("%s/%s/m%d/%s", typ, set.name, m, path), func(b *testing.B) {
+						x := make([]float32, m*3072)
+						out := make([]float32, m*6144)
+						for i := range x {
+							x[i] = rng.Float32()
 						}
-					}
-					b.ReportMetric(bytes/b.Elapsed().Seconds()/1e9, "GB/s")
-					b.ReportMetric(flops/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-				})
+						mu := &Multiplier{Threads: runtime.GOMAXPROCS(0), set: set}
+						if path == "widened" {
+							mu.StreamMaxRows = -1
+						}
+						var bytes, flops float64
+						for b.Loop() {
+							for _, c := range list {
+								mu.MatMul(c.w, m, x, c.w.Cols, out, c.w.Rows, false)
+								bytes += float64(len(c.w.Data))
+								flops += 2 * float64(m*c.w.Rows*c.w.Cols)
+							}
+						}
+						b.ReportMetric(bytes/b.Elapsed().Seconds()/1e9, "GB/s")
+						b.ReportMetric(flops/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+					})
+				}
 			}
 		}
 	}

@@ -28,9 +28,10 @@ import (
 // default; more rows go through the widened matrix product.
 const StreamMaxRows = 32
 
-// widenChunkFloats bounds the float32 panel the matrix-product path widens at a time (4 MiB,
-// which stays in the last-level cache while gemm reuses it).
-const widenChunkFloats = 1 << 20
+// widePanelFloats bounds the float32 panel of weight rows one worker widens and multiplies at a
+// time on the matrix-product path (1 MiB: it stays in the worker's L2 cache while gemm reuses
+// it for every activation row).
+const widePanelFloats = 1 << 18
 
 // streamChunkRows is the number of weight rows one streaming task covers: a multiple of 4
 // (the kernels' row step), small enough that the workers finish together.
@@ -48,8 +49,8 @@ type Multiplier struct {
 	Threads int
 	// StreamMaxRows is the row count up to which the streaming path runs (StreamMaxRows when 0).
 	StreamMaxRows int
-	// wide is the float32 panel the matrix-product path widens 16-bit weights into.
-	wide []float32
+	// wide holds each worker's float32 panel for the matrix-product path.
+	wide [][]float32
 	// pairs holds the activations in pair layout for the BF16 pair kernels.
 	pairs []float32
 	// set is the kernel set in use (sets[0] unless a test picks another).
@@ -114,21 +115,25 @@ func (mu *Multiplier) MatMul(w model.Matrix, m int, x []float32, ldx int, out []
 	mu.widened(set, ti, w, m, x, ldx, out, ldo, accumulate, threads)
 }
 
-// widened is the matrix-product path for 16-bit weights: panels of rows widened to float32,
-// each multiplied by gemm.
+// widened is the matrix-product path for 16-bit weights: the weight rows are cut into panels
+// that fit a worker's L2 cache; each worker widens a panel to float32 and multiplies it by all
+// activation rows with a single-threaded gemm call, so the parallelism is Go's alone.
 func (mu *Multiplier) widened(set *kernelSet, ti int, w model.Matrix, m int, x []float32, ldx int, out []float32, ldo int, accumulate bool, threads int) {
 	n, k := w.Rows, w.Cols
 	rb := w.RowBytes()
-	rows := max(1, min(n, widenChunkFloats/k))
-	if cap(mu.wide) < rows*k {
-		mu.wide = make([]float32, rows*k)
+	rows := max(16, widePanelFloats/k/16*16)
+	rows = min(rows, (n+threads-1)/threads) // at least one panel per worker
+	if len(mu.wide) < threads {
+		mu.wide = make([][]float32, threads)
 	}
-	wide := mu.wide[:rows*k]
 	kv := k - k%set.lanes
-	for j0 := 0; j0 < n; j0 += rows {
-		j1 := min(n, j0+rows)
-		panel := wide[:(j1-j0)*k]
-		gemm.ParallelFor(j1-j0, min(threads, (j1-j0)/16+1), func(_, r int) {
+	gemm.ParallelFor((n+rows-1)/rows, threads, func(wk, t int) {
+		j0, j1 := t*rows, min(n, (t+1)*rows)
+		if cap(mu.wide[wk]) < rows*k {
+			mu.wide[wk] = make([]float32, rows*k)
+		}
+		panel := mu.wide[wk][:(j1-j0)*k]
+		for r := range j1 - j0 {
 			src := w.Data[(j0+r)*rb:]
 			dst := panel[r*k : (r+1)*k]
 			if kv > 0 {
@@ -137,9 +142,9 @@ func (mu *Multiplier) widened(set *kernelSet, ti int, w model.Matrix, m int, x [
 			if kv < k {
 				widenGo(w.Type, &src[2*kv], &dst[kv], k-kv)
 			}
-		})
-		gemm.MatMulNT(m, j1-j0, k, x, ldx, panel, k, out[j0:], ldo, accumulate)
-	}
+		}
+		gemm.MatMulNTSerial(m, j1-j0, k, x, ldx, panel, k, out[j0:], ldo, accumulate)
+	})
 }
 
 // stream is the path for few activation rows: weight rows are split into chunks of

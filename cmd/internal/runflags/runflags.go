@@ -1,91 +1,148 @@
-// Package runflags holds the flags every engine binary shares (model, run directory, process
-// counts, modes, transport, logging), each with its environment-variable fallback, so that the
-// Procfile, systemd units and `make run` configure all processes the same way.
+// Package runflags holds the settings every engine binary shares (model, run directory, process
+// counts, modes, transport, grammar limits, logging), each a flag with its environment-variable
+// fallback, so that the Procfile, systemd units and `make run` configure all processes the same
+// way. Flags are parsed once into a Config; the commands read its fields.
 package runflags
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
-	"slices"
+	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/llmserve/llmserve/grammar"
 	"github.com/llmserve/llmserve/ipc"
-	"github.com/llmserve/llmserve/model"
-	"github.com/llmserve/llmserve/tokenizer"
 	"github.com/urfave/cli/v3"
+	"golang.org/x/sys/unix"
 )
 
-// Common returns the shared flags.
-func Common() []cli.Flag {
+// Config is the shared settings. Each field is its flag's name in CamelCase.
+type Config struct {
+	// ModelPath is the Hugging Face model directory.
+	ModelPath string
+	// RunDir is the private directory of the ipc sockets as given ("" for the default; see
+	// OpenRunDir).
+	RunDir string
+	// Port is the HTTP port; it also names the default run directory.
+	Port int
+	// TokenizerWorkerNum is the number of tokenizer worker processes.
+	TokenizerWorkerNum int
+	// DPSize is the number of data-parallel ranks (schedulerd processes).
+	DPSize int
+	// SkipDetokenization: no detokd; the workers detokenize the requests they own.
+	SkipDetokenization bool
+	// SkipTokenizerInit: no tokenizer anywhere; token ids in and out only.
+	SkipTokenizerInit bool
+	// Transport names the ZMQ implementation ("" for the best in this build).
+	Transport string
+	// GrammarMaxSchemaBytes, GrammarMaxDepth, GrammarCacheMB, GrammarWhitespace and
+	// GrammarStrict are the structured-output compiler's settings (see GrammarOptions).
+	GrammarMaxSchemaBytes int
+	GrammarMaxDepth       int
+	GrammarCacheMB        int
+	GrammarWhitespace     string
+	GrammarStrict         bool
+	// LogLevel is debug, info, warn or error.
+	LogLevel string
+	// LogFormat is text (logfmt lines) or json (one JSON object a line).
+	LogFormat string
+}
+
+// Flags returns the shared flags, each bound to its field of c.
+func (c *Config) Flags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "model-path", Value: "models/pico", Usage: "Hugging Face model directory, or a GGUF file", Sources: cli.EnvVars("MODEL_PATH")},
-		&cli.StringFlag{Name: "run-dir", Usage: "private directory (0700) holding the ipc sockets; default: $XDG_RUNTIME_DIR or /tmp, /llmserve-UID-PORT", Sources: cli.EnvVars("LLMSERVE_RUN_DIR")},
-		&cli.IntFlag{Name: "port", Value: 30000, Usage: "HTTP port (also names the default run dir)", Sources: cli.EnvVars("LLMSERVE_PORT", "PORT")},
-		&cli.IntFlag{Name: "tokenizer-worker-num", Value: 1, Usage: "tokenizer worker processes", Sources: cli.EnvVars("TOKENIZER_WORKERS")},
-		&cli.IntFlag{Name: "dp-size", Value: 1, Usage: "data-parallel ranks (schedulerd processes)", Sources: cli.EnvVars("DP_SIZE")},
-		&cli.BoolFlag{Name: "skip-detokenization", Usage: "no detokd: workers detokenize the requests they own", Sources: cli.EnvVars("SKIP_DETOKENIZATION")},
-		&cli.BoolFlag{Name: "skip-tokenizer-init", Usage: "no tokenizer anywhere: token ids in and out only", Sources: cli.EnvVars("SKIP_TOKENIZER_INIT")},
-		&cli.StringFlag{Name: "transport", Usage: "ZMQ implementation: libzmq (cgo builds) or gozmq; default: the best in this build", Sources: cli.EnvVars("LLMSERVE_TRANSPORT")},
-		&cli.IntFlag{Name: "grammar-max-schema-bytes", Value: 1 << 20, Usage: "largest JSON schema or regex accepted for structured output", Sources: cli.EnvVars("GRAMMAR_MAX_SCHEMA_BYTES")},
-		&cli.IntFlag{Name: "grammar-max-depth", Value: 64, Usage: "deepest schema nesting accepted for structured output", Sources: cli.EnvVars("GRAMMAR_MAX_DEPTH")},
-		&cli.IntFlag{Name: "grammar-cache-mb", Value: 64, Usage: "memory the compiled-grammar cache may hold, their DFA and masks included (MiB; least recently used dropped first)", Sources: cli.EnvVars("GRAMMAR_CACHE_MB")},
-		&cli.StringFlag{Name: "grammar-whitespace", Value: "compact", Usage: "JSON whitespace structured output allows: compact or flexible", Sources: cli.EnvVars("GRAMMAR_WHITESPACE")},
-		&cli.BoolFlag{Name: "grammar-strict", Value: true, Usage: "schemas that list properties allow no other keys unless additionalProperties says so (and tuples no extra items), as in OpenAI's strict mode; false: JSON Schema's permissive defaults", Sources: cli.EnvVars("GRAMMAR_STRICT")},
-		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error", Sources: cli.EnvVars("LOG_LEVEL")},
+		&cli.StringFlag{Name: "model-path", Destination: &c.ModelPath, Value: "models/pico", Usage: "Hugging Face model directory, or a GGUF file", Sources: cli.EnvVars("MODEL_PATH")},
+		&cli.StringFlag{Name: "run-dir", Destination: &c.RunDir, Usage: "private directory (0700) holding the ipc sockets; default: $XDG_RUNTIME_DIR or /tmp, /llmserve-UID-PORT", Sources: cli.EnvVars("LLMSERVE_RUN_DIR")},
+		&cli.IntFlag{Name: "port", Destination: &c.Port, Value: 30000, Usage: "HTTP port (also names the default run dir)", Sources: cli.EnvVars("LLMSERVE_PORT", "PORT")},
+		&cli.IntFlag{Name: "tokenizer-worker-num", Destination: &c.TokenizerWorkerNum, Value: 1, Usage: "tokenizer worker processes", Sources: cli.EnvVars("TOKENIZER_WORKERS")},
+		&cli.IntFlag{Name: "dp-size", Destination: &c.DPSize, Value: 1, Usage: "data-parallel ranks (schedulerd processes)", Sources: cli.EnvVars("DP_SIZE")},
+		&cli.BoolFlag{Name: "skip-detokenization", Destination: &c.SkipDetokenization, Usage: "no detokd: workers detokenize the requests they own", Sources: cli.EnvVars("SKIP_DETOKENIZATION")},
+		&cli.BoolFlag{Name: "skip-tokenizer-init", Destination: &c.SkipTokenizerInit, Usage: "no tokenizer anywhere: token ids in and out only", Sources: cli.EnvVars("SKIP_TOKENIZER_INIT")},
+		&cli.StringFlag{Name: "transport", Destination: &c.Transport, Usage: "ZMQ implementation: libzmq (cgo builds) or gozmq; default: the best in this build", Sources: cli.EnvVars("LLMSERVE_TRANSPORT")},
+		&cli.IntFlag{Name: "grammar-max-schema-bytes", Destination: &c.GrammarMaxSchemaBytes, Value: 1 << 20, Usage: "largest JSON schema or regex accepted for structured output", Sources: cli.EnvVars("GRAMMAR_MAX_SCHEMA_BYTES")},
+		&cli.IntFlag{Name: "grammar-max-depth", Destination: &c.GrammarMaxDepth, Value: 64, Usage: "deepest schema nesting accepted for structured output", Sources: cli.EnvVars("GRAMMAR_MAX_DEPTH")},
+		&cli.IntFlag{Name: "grammar-cache-mb", Destination: &c.GrammarCacheMB, Value: 64, Usage: "memory the compiled-grammar cache may hold, their DFA and masks included (MiB; least recently used dropped first)", Sources: cli.EnvVars("GRAMMAR_CACHE_MB")},
+		&cli.StringFlag{Name: "grammar-whitespace", Destination: &c.GrammarWhitespace, Value: "compact", Usage: "JSON whitespace structured output allows: compact or flexible", Sources: cli.EnvVars("GRAMMAR_WHITESPACE")},
+		&cli.BoolFlag{Name: "grammar-strict", Destination: &c.GrammarStrict, Value: true, Usage: "schemas that list properties allow no other keys unless additionalProperties says so (and tuples no extra items), as in OpenAI's strict mode; false: JSON Schema's permissive defaults", Sources: cli.EnvVars("GRAMMAR_STRICT")},
+		&cli.StringFlag{Name: "log-level", Destination: &c.LogLevel, Value: "info", Usage: "debug, info, warn or error", Sources: cli.EnvVars("LOG_LEVEL")},
+		&cli.StringFlag{Name: "log-format", Destination: &c.LogFormat, Value: "text", Usage: "log lines as text (key=value) or json (one object a line)", Sources: cli.EnvVars("LOG_FORMAT")},
 	}
-}
-
-// Logger makes the process's slog logger (text lines on stderr) tagged with its process name.
-func Logger(cmd *cli.Command, process string) *slog.Logger {
-	var lvl slog.Level
-	if err := lvl.UnmarshalText([]byte(cmd.String("log-level"))); err != nil {
-		lvl = slog.LevelInfo
-	}
-	l := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})).With("proc", process)
-	slog.SetDefault(l)
-	return l
-}
-
-// RunDir returns the private run directory, creating it if needed.
-func RunDir(cmd *cli.Command) (string, error) {
-	dir := cmd.String("run-dir")
-	if dir == "" {
-		base := os.Getenv("XDG_RUNTIME_DIR")
-		if base == "" {
-			base = os.TempDir()
-		}
-		dir = fmt.Sprintf("%s/llmserve-%d-%d", strings.TrimRight(base, "/"), os.Getuid(), cmd.Int("port"))
-	}
-	return ipc.RunDir(dir)
-}
-
-// Transport returns the chosen ZMQ implementation.
-func Transport(cmd *cli.Command) (ipc.Transport, error) {
-	if name := cmd.String("transport"); name != "" {
-		return ipc.ByName(name)
-	}
-	return ipc.Default(), nil
 }
 
 // Check validates the process counts.
-func Check(cmd *cli.Command) error {
-	if n := cmd.Int("tokenizer-worker-num"); n < 1 || n > 256 {
+func (c *Config) Check() error {
+	if n := c.TokenizerWorkerNum; n < 1 || n > 256 {
 		return fmt.Errorf("--tokenizer-worker-num must be in [1, 256], got %d", n)
 	}
-	if n := cmd.Int("dp-size"); n < 1 || n > 256 {
+	if n := c.DPSize; n < 1 || n > 256 {
 		return fmt.Errorf("--dp-size must be in [1, 256], got %d", n)
+	}
+	if f := c.LogFormat; f != "" && f != "text" && f != "json" {
+		return fmt.Errorf("--log-format must be text or json, got %q", f)
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(c.LogLevel)); c.LogLevel != "" && err != nil {
+		return fmt.Errorf("--log-level must be debug, info, warn or error, got %q", c.LogLevel)
 	}
 	return nil
 }
 
+// Logger makes the process's slog logger (on stderr, as --log-format says) tagged with its
+// process name. Check has refused a bad level or format; Logger falls back to info and text.
+func (c *Config) Logger(process string) *slog.Logger {
+	return c.logger(os.Stderr, process)
+}
+
+func (c *Config) logger(w io.Writer, process string) *slog.Logger {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		lvl = slog.LevelInfo
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	var h slog.Handler = slog.NewTextHandler(w, opts)
+	if c.LogFormat == "json" {
+		h = slog.NewJSONHandler(w, opts)
+	}
+	l := slog.New(h).With("proc", process)
+	slog.SetDefault(l)
+	return l
+}
+
+// RunDirPath is the run directory: --run-dir, else $XDG_RUNTIME_DIR (or /tmp)/llmserve-UID-PORT.
+func (c *Config) RunDirPath() string {
+	if c.RunDir != "" {
+		return c.RunDir
+	}
+	base := os.Getenv("XDG_RUNTIME_DIR")
+	if base == "" {
+		base = os.TempDir()
+	}
+	return fmt.Sprintf("%s/llmserve-%d-%d", strings.TrimRight(base, "/"), os.Getuid(), c.Port)
+}
+
+// OpenRunDir returns the private run directory, creating it if needed.
+func (c *Config) OpenRunDir() (string, error) {
+	return ipc.RunDir(c.RunDirPath())
+}
+
+// OpenTransport returns the chosen ZMQ implementation.
+func (c *Config) OpenTransport() (ipc.Transport, error) {
+	if c.Transport != "" {
+		return ipc.ByName(c.Transport)
+	}
+	return ipc.Default(), nil
+}
+
 // GrammarOptions are the structured-output compiler's settings; every process that compiles
 // grammars (each worker checks them, each rank enforces them) uses the same ones.
-func GrammarOptions(cmd *cli.Command) (grammar.Options, error) {
-	o := grammar.Options{Limits: grammar.Limits{MaxSchemaBytes: int(cmd.Int("grammar-max-schema-bytes")), MaxDepth: int(cmd.Int("grammar-max-depth"))},
-		Strict: cmd.Bool("grammar-strict"), CacheBytes: int64(cmd.Int("grammar-cache-mb")) << 20}
-	switch ws := cmd.String("grammar-whitespace"); ws {
+func (c *Config) GrammarOptions() (grammar.Options, error) {
+	o := grammar.Options{Limits: grammar.Limits{MaxSchemaBytes: c.GrammarMaxSchemaBytes, MaxDepth: c.GrammarMaxDepth},
+		Strict: c.GrammarStrict, CacheBytes: int64(c.GrammarCacheMB) << 20}
+	switch ws := c.GrammarWhitespace; ws {
 	case "compact":
 		o.Whitespace = grammar.Compact
 	case "flexible":
@@ -99,20 +156,52 @@ func GrammarOptions(cmd *cli.Command) (grammar.Options, error) {
 	return o, nil
 }
 
-// GrammarEOS is the token ids that end a constrained output: the model's EOS ids
-// (model.EOSTokenIDs) and the tokenizer's.
-func GrammarEOS(modelEOS []int32, tok *tokenizer.Tokenizer) []int32 {
-	eos := slices.Clone(modelEOS)
-	if id, ok := tok.EOS(); ok && !slices.Contains(eos, id) {
-		eos = append(eos, id)
+// ExitConflict is the exit status of a process that refused to start because another engine
+// holds its port or run directory (EX_CONFIG): supervisors do not restart it
+// (systemd: RestartPreventExitStatus).
+const ExitConflict = 78
+
+// ConflictError says that another engine holds what this process needs.
+type ConflictError struct{ Msg string }
+
+func (e *ConflictError) Error() string { return e.Msg }
+
+// ExitStatus is the status a binary exits with for err (nil: 0).
+func ExitStatus(err error) int {
+	var ce *ConflictError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ce):
+		return ExitConflict
 	}
-	return eos
+	return 1
 }
 
-// ModelEOS reads the model's EOS ids from dir (generation_config.json, else config.json);
-// none when neither can be read.
-func ModelEOS(dir string) []int32 {
-	cfg, _ := model.LoadConfig(dir) // a tokenizer-only dir has no config.json
-	eos, _ := model.EOSTokenIDs(dir, cfg)
-	return eos
+// LockRunDir takes role's exclusive lock in the run directory (role.lock, holding this
+// process's pid) for as long as the process lives, so that a second engine started on the same
+// run directory fails here, before it touches any socket, ledger or Procfile of the live one.
+func LockRunDir(dir, role string) error {
+	path := filepath.Join(dir, role+".lock")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("lock run dir: %w", err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		pid, _ := os.ReadFile(path)
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return &ConflictError{fmt.Sprintf("run dir %s is in use: a %s of another engine runs there (pid %s); stop it, or give this engine another --run-dir / --port",
+				dir, role, strings.TrimSpace(string(pid)))}
+		}
+		return fmt.Errorf("lock %s: %w", path, err)
+	}
+	if err := f.Truncate(0); err == nil {
+		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	heldLocks = append(heldLocks, f) // the lock lives as long as the descriptor
+	return nil
 }
+
+// heldLocks keeps the lock files open for the life of the process.
+var heldLocks []*os.File

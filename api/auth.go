@@ -1,0 +1,47 @@
+package api
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+)
+
+// DefaultOpenPaths are the paths that need no API key by default: the probes of load balancers
+// and orchestrators, and the metrics scraper.
+var DefaultOpenPaths = []string{"/health", "/health_generate", "/metrics"}
+
+// authenticate wraps h so that, when keys are set, every request but those to open paths must
+// carry "Authorization: Bearer KEY" with one of the keys; others get a 401. Keys are compared as
+// SHA-256 digests in constant time, so neither a key's bytes nor its length leak through timing.
+func (s *Server) authenticate(h http.Handler) http.Handler {
+	if len(s.cfg.APIKeys) == 0 {
+		return h
+	}
+	digests := make([][sha256.Size]byte, len(s.cfg.APIKeys))
+	for i, k := range s.cfg.APIKeys {
+		digests[i] = sha256.Sum256([]byte(k))
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if slices.Contains(s.cfg.OpenPaths, r.URL.Path) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		got := sha256.Sum256([]byte(strings.TrimSpace(token)))
+		match := 0
+		for i := range digests {
+			match |= subtle.ConstantTimeCompare(got[:], digests[i][:])
+		}
+		if !ok || match != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="llmserve"`)
+			s.writeError(w, http.StatusUnauthorized, errUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+var errUnauthorized = errors.New("missing or invalid API key: send Authorization: Bearer <key>")

@@ -1,0 +1,482 @@
+package api
+
+// Requests with several choices: a batch of prompts on /v1/completions, n > 1 and best_of. Each
+// choice is its own engine request (its own seed stream and, under a constraint, its own
+// matcher); the response numbers them as OpenAI does (prompt p's choice j is index p*n + j),
+// streams each chunk with its choice's index, and sums usage. The n candidates of one prompt
+// share its KV: the first is dispatched alone, and the others, once it has produced a token (its
+// prompt is in the rank's prefix cache), follow it to the same rank and reuse those blocks.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+)
+
+// MaxChoices bounds n, best_of and the prompts of one batch, and their product.
+const MaxChoices = 128
+
+// checkBatch refuses a batch larger than MaxChoices.
+func (s *Server) checkBatch(n int) error {
+	if n > MaxChoices {
+		return badRequest("prompt", fmt.Sprintf("a batch holds at most %d prompts, got %d", MaxChoices, n))
+	}
+	return nil
+}
+
+// RankFinder is an optional Engine capability: the data-parallel rank a live request was
+// dispatched to, so a request's siblings can follow it there and reuse its prompt's KV.
+type RankFinder interface {
+	RankOf(rid string) (rank int, ok bool)
+}
+
+// usageTotals sums the latest counts of every choice of a response.
+type usageTotals struct {
+	mu     sync.Mutex // guards counts: choices stream concurrently
+	counts []Delta    // per choice: its latest prompt, cached and completion counts
+	per    int        // candidates per prompt: the first of each group counts its prompt
+}
+
+func (u *usageTotals) update(i int, d *Delta) {
+	u.mu.Lock()
+	u.counts[i].mergeMeta(d)
+	u.mu.Unlock()
+}
+
+// sum is the response's usage: every prompt once (its first candidate's counts) and every
+// candidate's completion tokens.
+func (u *usageTotals) sum() Delta {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	var t Delta
+	for i, c := range u.counts {
+		if i%u.per == 0 {
+			t.PromptTokens += c.PromptTokens
+			t.CachedTokens += c.CachedTokens
+		}
+		t.CompletionTokens += c.CompletionTokens
+	}
+	return t
+}
+
+// choiceSet is a response with several choices: one request and one format per candidate, in
+// choice order (prompt p's candidates at p*per .. p*per+per-1).
+type choiceSet struct {
+	*openAIFormat // the response's head (id, object, stream options)
+	reqs          []*Request
+	formats       []*openAIFormat
+	// native, when set, makes the choices /generate objects (a batch): one per candidate, the
+	// response a JSON array of them; the OpenAI head and formats are then unused.
+	native []*nativeFormat
+	per    int // candidates per prompt: best_of, else n
+	n      int // choices returned per prompt
+	totals *usageTotals
+}
+
+// expandChoices turns a validated template request (prompts[0] in it) and its format into a
+// choice set: per prompt, max(n, best_of) candidates, the j-th seeded seed+j when a seed is set.
+func (s *Server) expandChoices(tmpl *Request, f *openAIFormat, prompts [][]int32, nField, bestOfField, truncate, maxTokens *int) (*Request, outputFormat, error) {
+	n, per := 1, 1
+	if nField != nil {
+		n = *nField
+	}
+	per = n
+	if bestOfField != nil {
+		if *bestOfField < n || *bestOfField > MaxChoices {
+			return nil, nil, badRequest("best_of", fmt.Sprintf("must be in [n, %d] (n = %d), got %d", MaxChoices, n, *bestOfField))
+		}
+		per = *bestOfField
+		if per > n && tmpl.Stream {
+			return nil, nil, badRequest("best_of", "cannot be streamed when best_of > n: the best choices are known only at the end")
+		}
+	}
+	if len(prompts)*per > MaxChoices {
+		return nil, nil, badRequest("n", fmt.Sprintf("%d prompts x %d choices exceeds %d", len(prompts), per, MaxChoices))
+	}
+	cs := &choiceSet{openAIFormat: f, per: per, n: n,
+		totals: &usageTotals{counts: make([]Delta, len(prompts)*per), per: per}}
+	for p, ids := range prompts {
+		base := *tmpl
+		if p > 0 {
+			var err error
+			if base.InputIDs, err = s.truncatePrompt(ids, truncate); err != nil {
+				return nil, nil, err
+			}
+			if err := s.checkLength(&base, maxTokens, "max_tokens", 16); err != nil {
+				return nil, nil, badRequest(fmt.Sprintf("prompt[%d]", p), err.Error())
+			}
+		}
+		for j := range per {
+			r := base
+			r.RID = s.engine.NewRID()
+			if p == 0 && j == 0 {
+				r.RID = tmpl.RID // the response id names the first request
+			}
+			if tmpl.Sampling.Seed != nil {
+				seed := *tmpl.Sampling.Seed + uint64(j)
+				r.Sampling.Seed = &seed
+			}
+			if per > n {
+				r.Logprobs = true // best_of ranks candidates by their cumulative logprob
+			}
+			rf := *f
+			rf.index, rf.totals, rf.chunkHead, rf.includeUsage = len(cs.reqs), cs.totals, nil, false
+			if rf.out != nil {
+				rf.out = rf.out.fresh() // each choice parses its own output
+			}
+			if f.echo != nil {
+				rf.echo = f.echo.forPrompt(s, base.InputIDs)
+			}
+			cs.reqs = append(cs.reqs, &r)
+			cs.formats = append(cs.formats, &rf)
+		}
+	}
+	return cs.reqs[0], cs, nil
+}
+
+// choiceEvent is one candidate's delta.
+type choiceEvent struct {
+	i  int
+	d  Delta
+	st *Stream // the choice's stream, for its times
+}
+
+// serveChoices runs every candidate of cs and answers with one response object or one stream.
+func (s *Server) serveChoices(w http.ResponseWriter, r *http.Request, cs *choiceSet, start time.Time) {
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	var mu sync.Mutex // guards submitted
+	var submitted []string
+	abortAll := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, rid := range submitted {
+			s.engine.Abort(rid)
+		}
+	}
+	events := make(chan choiceEvent, len(cs.reqs))
+	done := make([]bool, len(cs.reqs))
+	interval := max(cs.reqs[0].StreamInterval, 1)
+	if !cs.reqs[0].Stream {
+		interval = 1 << 30
+	}
+	pump := func(i int, st *Stream, first chan<- struct{}) {
+		want := 1
+		for {
+			d, err := st.Next(ctx, want)
+			if err != nil {
+				return
+			}
+			want = interval
+			if first != nil {
+				close(first)
+				first = nil
+			}
+			select {
+			case events <- choiceEvent{i, d, st}:
+			case <-ctx.Done():
+				return
+			}
+			if d.Finished {
+				return
+			}
+		}
+	}
+	// The first candidate of every prompt goes out now: a refusal is the response.
+	firsts := make([]*Stream, 0, len(cs.reqs)/cs.per)
+	for g := 0; g < len(cs.reqs); g += cs.per {
+		st, err := s.engine.Submit(ctx, cs.reqs[g])
+		if err != nil {
+			abortAll()
+			s.fail(w, err)
+			return
+		}
+		mu.Lock()
+		submitted = append(submitted, st.RID)
+		mu.Unlock()
+		firsts = append(firsts, st)
+	}
+	stop := context.AfterFunc(r.Context(), func() { s.met.disconnects.Inc(); abortAll() })
+	defer stop()
+	for gi, st := range firsts {
+		g := gi * cs.per
+		first := make(chan struct{})
+		go pump(g, st, first)
+		if cs.per == 1 {
+			continue
+		}
+		rank := -1
+		if rf, ok := s.engine.(RankFinder); ok {
+			if rk, ok := rf.RankOf(st.RID); ok {
+				rank = rk
+			}
+		}
+		go func() {
+			select {
+			case <-first: // the prompt's KV is computed: the siblings reuse it
+			case <-ctx.Done():
+				return
+			}
+			for i := g + 1; i < g+cs.per && ctx.Err() == nil; i++ {
+				req := cs.reqs[i]
+				if req.RoutedRank < 0 {
+					req.RoutedRank = rank
+				}
+				st, err := s.engine.Submit(ctx, req)
+				if err != nil {
+					select {
+					case events <- choiceEvent{i, Delta{Finished: true, FinishReason: FinishError, Err: fmt.Errorf("submit choice %d: %w", i, err)}, nil}:
+					case <-ctx.Done():
+					}
+					continue
+				}
+				mu.Lock()
+				submitted = append(submitted, st.RID)
+				mu.Unlock()
+				if ctx.Err() != nil {
+					s.engine.Abort(req.RID) // the client left while it was being sent
+					return
+				}
+				go pump(i, st, nil)
+			}
+		}()
+	}
+	if cs.reqs[0].Stream {
+		s.streamChoices(ctx, w, cs, events, done, start)
+		return
+	}
+	all := make([]Delta, len(cs.reqs))
+	for left := len(cs.reqs); left > 0; {
+		var ev choiceEvent
+		select {
+		case ev = <-events:
+		case <-ctx.Done():
+			return // client gone: the AfterFunc aborted the candidates
+		}
+		all[ev.i].Merge(&ev.d)
+		if ev.d.Finished {
+			left--
+			s.met.finished(&all[ev.i], ev.st, start)
+			cs.totals.update(ev.i, &all[ev.i])
+			if err := all[ev.i].Err; err != nil {
+				abortAll()
+				s.writeError(w, http.StatusInternalServerError, fmt.Errorf("choice %d failed after %d tokens: %w", ev.i, len(all[ev.i].IDs), err))
+				return
+			}
+		}
+	}
+	if cs.native != nil {
+		dst := []byte{'['}
+		for i := range all {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = cs.native[i].object(dst, &all[i])
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(append(dst, "]\n"...))
+		return
+	}
+	order := cs.ranked(all)
+	dst := cs.head(nil, false)
+	dst = append(dst, `,"choices":[`...)
+	for k, i := range order {
+		if k > 0 {
+			dst = append(dst, ',')
+		}
+		f := cs.formats[i]
+		f.index = k
+		dst = f.choice(dst, &all[i], false, false)
+	}
+	dst = append(dst, `],"usage":`...)
+	u := cs.totals.sum()
+	dst = cs.usage(dst, &u)
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(append(dst, "}\n"...))
+}
+
+// ranked lists the candidates returned, in choice order: all of them, or with best_of each
+// prompt's n with the highest cumulative logprob (ties to the earlier candidate).
+func (cs *choiceSet) ranked(all []Delta) []int {
+	var out []int
+	for g := 0; g < len(all); g += cs.per {
+		idx := make([]int, cs.per)
+		for j := range idx {
+			idx[j] = g + j
+		}
+		if cs.per > cs.n {
+			score := func(i int) float64 {
+				var sum float64
+				for _, lp := range all[i].Logprobs {
+					sum += float64(lp)
+				}
+				return sum
+			}
+			slices.SortStableFunc(idx, func(a, b int) int {
+				sa, sb := score(a), score(b)
+				switch {
+				case sa > sb:
+					return -1
+				case sa < sb:
+					return 1
+				}
+				return 0
+			})
+		}
+		out = append(out, idx[:cs.n]...)
+	}
+	return out
+}
+
+// streamChoices writes the candidates' deltas as they come, each chunk one choice with its
+// index, then the summed usage (include_usage) and [DONE].
+func (s *Server) streamChoices(ctx context.Context, w http.ResponseWriter, cs *choiceSet, events <-chan choiceEvent, done []bool, start time.Time) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	started := make([]bool, len(cs.reqs))
+	totals := make([]Delta, len(cs.reqs))
+	var buf []byte
+	for left := len(cs.reqs); left > 0; {
+		var ev choiceEvent
+		select {
+		case ev = <-events:
+		case <-ctx.Done():
+			return
+		}
+		totals[ev.i].mergeMeta(&ev.d)
+		cs.totals.update(ev.i, &ev.d)
+		if cs.native != nil {
+			buf = cs.native[ev.i].chunk(buf[:0], &ev.d, !started[ev.i])
+		} else {
+			buf = cs.formats[ev.i].chunk(buf[:0], &ev.d, !started[ev.i])
+		}
+		started[ev.i] = true
+		if ev.d.Finished {
+			left--
+			done[ev.i] = true
+			s.met.finished(&totals[ev.i], ev.st, start)
+		}
+		if left == 0 {
+			if cs.native == nil && cs.includeUsage {
+				buf = append(buf, "data: "...)
+				buf = cs.appendChunkHead(buf)
+				buf = append(buf, `,"choices":[],"usage":`...)
+				u := cs.totals.sum()
+				buf = cs.usage(buf, &u)
+				buf = append(buf, "}\n\n"...)
+			}
+			buf = append(buf, "data: [DONE]\n\n"...)
+		}
+		if _, err := w.Write(buf); err != nil {
+			return
+		}
+		if err := rc.Flush(); err != nil {
+			return
+		}
+	}
+}
+
+// nativePrompts reads /generate's prompt: text (a string, or a list: a batch) or input_ids (ids,
+// or a list of id lists: a batch).
+func (s *Server) nativePrompts(body *generateRequest) ([][]int32, bool, error) {
+	hasText := len(body.Text) > 0 && string(body.Text) != "null"
+	hasIDs := len(body.InputIDs) > 0 && string(body.InputIDs) != "null"
+	switch {
+	case hasText && hasIDs:
+		return nil, false, badRequest("text", "give either text or input_ids, not both")
+	case hasText:
+		var text string
+		if err := json.Unmarshal(body.Text, &text); err == nil {
+			ids, err := s.encode(text, "text")
+			return [][]int32{ids}, false, err
+		}
+		var texts []string
+		if json.Unmarshal(body.Text, &texts) != nil || len(texts) == 0 {
+			return nil, false, badRequest("text", "must be a string or a non-empty list of strings")
+		}
+		if err := s.checkBatch(len(texts)); err != nil {
+			return nil, false, err
+		}
+		out := make([][]int32, len(texts))
+		for i, t := range texts {
+			var err error
+			if out[i], err = s.encode(t, fmt.Sprintf("text[%d]", i)); err != nil {
+				return nil, false, err
+			}
+		}
+		return out, true, nil
+	case hasIDs:
+		raw := bytes.TrimSpace(body.InputIDs)
+		if len(raw) > 1 && raw[0] == '[' {
+			if rest := bytes.TrimSpace(raw[1:]); len(rest) > 0 && rest[0] == '[' {
+				// A batch: each list is read by the bounded id reader.
+				var lists []json.RawMessage
+				if json.Unmarshal(raw, &lists) != nil || len(lists) == 0 {
+					return nil, false, badRequest("input_ids", "must be a list of token ids or a non-empty list of such lists")
+				}
+				if err := s.checkBatch(len(lists)); err != nil {
+					return nil, false, err
+				}
+				out := make([][]int32, len(lists))
+				for i, l := range lists {
+					var err error
+					if out[i], err = s.promptIDs(l, fmt.Sprintf("input_ids[%d]", i)); err != nil {
+						return nil, false, err
+					}
+				}
+				return out, true, nil
+			}
+		}
+		ids, err := s.promptIDs(raw, "input_ids")
+		return [][]int32{ids}, false, err
+	}
+	return nil, false, badRequest("text", "one of text or input_ids is required")
+}
+
+// expandNative turns a validated /generate template (prompts[0] in it) into a batch: n requests
+// and objects per prompt (choice j seeded seed+j), each object carrying its index p*n + j.
+func (s *Server) expandNative(tmpl *Request, nf *nativeFormat, prompts [][]int32, n int, maxNew *int) (*Request, outputFormat, error) {
+	if len(prompts)*n > MaxChoices {
+		return nil, nil, badRequest("sampling_params.n", fmt.Sprintf("%d prompts x n=%d exceeds %d", len(prompts), n, MaxChoices))
+	}
+	cs := &choiceSet{per: n, n: n, totals: &usageTotals{counts: make([]Delta, len(prompts)*n), per: n}}
+	for p, ids := range prompts {
+		base := *tmpl
+		if p > 0 {
+			base.InputIDs = ids
+			if err := s.checkLength(&base, maxNew, "max_new_tokens", s.cfg.DefaultMaxNewTokens); err != nil {
+				return nil, nil, badRequest(fmt.Sprintf("input_ids[%d]", p), err.Error())
+			}
+		}
+		for j := range n {
+			r := base
+			if p > 0 || j > 0 {
+				r.RID = s.engine.NewRID()
+			}
+			if tmpl.Sampling.Seed != nil {
+				seed := *tmpl.Sampling.Seed + uint64(j)
+				r.Sampling.Seed = &seed
+			}
+			f := *nf
+			f.rid, f.index = r.RID, len(cs.reqs)
+			if f.inputFrom >= 0 {
+				if f.inputFrom >= len(r.InputIDs) {
+					return nil, nil, badRequest("logprob_start_len", fmt.Sprintf("prompt %d has only %d tokens", p, len(r.InputIDs)))
+				}
+				f.inputIDs = r.InputIDs
+			}
+			cs.reqs = append(cs.reqs, &r)
+			cs.native = append(cs.native, &f)
+		}
+	}
+	return cs.reqs[0], cs, nil
+}

@@ -1,0 +1,189 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+)
+
+// maxRIDBytes bounds a client-chosen request id: it is echoed in every streamed chunk, so an
+// unbounded one turns a small request into a huge response.
+const maxRIDBytes = 256
+
+// maxEchoBytes bounds how much of a client's input an error message quotes.
+const maxEchoBytes = 256
+
+// checkKeys walks data (a JSON body) alongside t, the struct it will be decoded into, and refuses
+// any object key that is not exactly a field's JSON name: encoding/json matches keys
+// case-insensitively, so "Max_Tokens" would silently set max_tokens. It descends into fields
+// whose type is a struct, a pointer to one or a slice of them; other values are left to the
+// decoder. Data that is not an object of the right shape is left to the decoder to refuse.
+func checkKeys(data []byte, t reflect.Type, path string) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Slice:
+		if t.Elem().Kind() != reflect.Struct && !(t.Elem().Kind() == reflect.Pointer && t.Elem().Elem().Kind() == reflect.Struct) {
+			return nil
+		}
+		var items []json.RawMessage
+		if json.Unmarshal(data, &items) != nil {
+			return nil
+		}
+		for i, it := range items {
+			if err := checkKeys(it, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
+			}
+		}
+		return nil
+	case reflect.Struct:
+	default:
+		return nil
+	}
+	if t == reflect.TypeFor[json.RawMessage]() {
+		return nil
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(data, &obj) != nil {
+		return nil
+	}
+	fields := jsonFields(t)
+	for k, v := range obj {
+		ft, ok := fields[k]
+		if !ok {
+			name := path + k
+			for f := range fields {
+				if strings.EqualFold(f, k) {
+					return badRequest(clip(name), fmt.Sprintf("unknown field (JSON keys are case-sensitive: did you mean %q?)", path+f))
+				}
+			}
+			return badRequest(clip(name), "unknown field")
+		}
+		if err := checkKeys(v, ft, path+k+"."); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fieldCache maps a struct type to its JSON field names and their types.
+var fieldCache sync.Map // reflect.Type -> map[string]reflect.Type
+
+// jsonFields is t's fields by exact JSON name, embedded structs' fields included.
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	if m, ok := fieldCache.Load(t); ok {
+		return m.(map[string]reflect.Type)
+	}
+	m := map[string]reflect.Type{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" {
+			continue
+		}
+		if f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct {
+			for k, v := range jsonFields(f.Type) {
+				m[k] = v
+			}
+			continue
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		m[name] = f.Type
+	}
+	fieldCache.Store(t, m)
+	return m
+}
+
+// clip shortens s for quoting in an error message (a field name, a value).
+func clip(s string) string { return clipTo(s, maxEchoBytes) }
+
+// maxMessageBytes bounds an error message, which may quote a schema, a regex or other input.
+const maxMessageBytes = 1024
+
+// clipMessage shortens an error message to maxMessageBytes.
+func clipMessage(s string) string { return clipTo(s, maxMessageBytes) }
+
+// clipTo cuts s to at most n bytes (not inside a UTF-8 sequence), saying how long it was.
+func clipTo(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && s[n]&0xc0 == 0x80 {
+		n--
+	}
+	return fmt.Sprintf("%s... (%d bytes)", s[:n], len(s))
+}
+
+// parseTokenIDs reads a JSON array of token ids, counting them as it goes: more than max ids is
+// refused at the first one over, before the rest is read or any memory is taken for it. Each
+// id must be an integer in [0, 2^31-1] (written without fraction or exponent).
+func parseTokenIDs(data []byte, param string, max int) ([]int32, error) {
+	i := skipSpace(data, 0)
+	if i >= len(data) || data[i] != '[' {
+		return nil, badRequest(param, "must be an array of token ids")
+	}
+	ids := []int32{}
+	i = skipSpace(data, i+1)
+	if i < len(data) && data[i] == ']' {
+		return ids, checkEnd(data, i+1, param)
+	}
+	for {
+		if len(ids) == max {
+			return nil, badRequest(param, fmt.Sprintf("more than %d token ids", max))
+		}
+		neg := i < len(data) && data[i] == '-'
+		if neg {
+			i++
+		}
+		start := i
+		var v int64
+		for i < len(data) && data[i] >= '0' && data[i] <= '9' {
+			v = v*10 + int64(data[i]-'0')
+			if v > 1<<31-1 {
+				return nil, badRequest(param, fmt.Sprintf("token id at index %d is out of range", len(ids)))
+			}
+			i++
+		}
+		if i == start || (i-start > 1 && data[start] == '0') {
+			return nil, badRequest(param, fmt.Sprintf("element %d is not a token id (a non-negative integer)", len(ids)))
+		}
+		if neg && v != 0 { // -0 is 0, as encoding/json reads it
+			return nil, badRequest(param, fmt.Sprintf("token id at index %d is negative", len(ids)))
+		}
+		ids = append(ids, int32(v))
+		i = skipSpace(data, i)
+		if i >= len(data) {
+			return nil, badRequest(param, "unterminated array")
+		}
+		switch data[i] {
+		case ',':
+			i = skipSpace(data, i+1)
+		case ']':
+			return ids, checkEnd(data, i+1, param)
+		default:
+			return nil, badRequest(param, fmt.Sprintf("element %d is not a token id (a non-negative integer)", len(ids)-1))
+		}
+	}
+}
+
+func skipSpace(data []byte, i int) int {
+	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+func checkEnd(data []byte, i int, param string) error {
+	if skipSpace(data, i) != len(data) {
+		return badRequest(param, "trailing data after the array")
+	}
+	return nil
+}

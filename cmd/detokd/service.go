@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/llmserve/llmserve/detok"
+	"github.com/llmserve/llmserve/ipc"
+	"github.com/llmserve/llmserve/tokenizer"
+)
+
+// service runs a detok.Detokenizer between its sockets: it binds the detok endpoint and
+// connects to every worker's output endpoint. Run and Close may be called from different
+// goroutines; everything else is Run's.
+type service struct {
+	det   *detok.Detokenizer // the pure step: token batches in, per-worker text batches out
+	in    ipc.Receiver       // the ranks' token batches (bound: ipc.DetokEndpoint)
+	out   []ipc.Sender       // per worker: its text batches (ipc.WorkerEndpoint)
+	log   *slog.Logger
+	frame []byte // encode buffer, reused between sends
+	// ids maps a live request's rid to its client request id while debug lines are on.
+	ids map[string]string
+}
+
+// newService opens detokd's sockets in runDir.
+func newService(tr ipc.Transport, runDir string, tok *tokenizer.Tokenizer, numWorkers int, log *slog.Logger) (*service, error) {
+	in, err := tr.Pull(ipc.DetokEndpoint(runDir), true, ipc.WithRecvHWM(100000))
+	if err != nil {
+		return nil, fmt.Errorf("detokd: bind: %w", err)
+	}
+	s := &service{det: detok.NewDetokenizer(tok, numWorkers), in: in, log: log}
+	for w := 0; w < numWorkers; w++ {
+		o, err := tr.Push(ipc.WorkerEndpoint(runDir, w), false, ipc.WithSendHWM(100000), ipc.WithSendTimeout(time.Second))
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("detokd: connect to worker %d: %w", w, err)
+		}
+		s.out = append(s.out, o)
+	}
+	return s, nil
+}
+
+// Run processes batches until the input socket is closed.
+func (s *service) Run() error {
+	var tb ipc.TokenBatch
+	for {
+		frame, err := s.in.Recv(-1)
+		if errors.Is(err, ipc.ErrTimeout) {
+			continue
+		}
+		if err != nil {
+			if errors.Is(err, ipc.ErrClosed) {
+				return nil
+			}
+			return err
+		}
+		if err := tb.Decode(frame); err != nil {
+			s.log.Warn("dropped bad frame", "err", err)
+			continue
+		}
+		s.logItems(&tb)
+		outs, err := s.det.Step(&tb)
+		if err != nil {
+			s.log.Warn("bad items", "err", err)
+		}
+		for w := range outs {
+			s.frame = outs[w].Append(s.frame[:0])
+			if err := s.out[w].Send(s.frame); err != nil {
+				s.log.Warn("worker not reachable; its items are dropped", "worker", w, "items", len(outs[w].Items), "err", err)
+			}
+		}
+	}
+}
+
+// logItems logs, at debug, each request's finish under the client's request id (which rides on
+// a request's first item only, so it is kept until the finish while debug lines are on).
+func (s *service) logItems(tb *ipc.TokenBatch) {
+	if !s.log.Enabled(context.Background(), slog.LevelDebug) {
+		return
+	}
+	if s.ids == nil {
+		s.ids = map[string]string{}
+	}
+	for i := range tb.Items {
+		it := &tb.Items[i]
+		id := it.RequestID
+		if id == "" {
+			id = s.ids[it.RID]
+		}
+		if !it.Finished {
+			if it.RequestID != "" {
+				s.ids[it.RID] = id
+			}
+			continue
+		}
+		delete(s.ids, it.RID)
+		s.log.Debug("request finished", "request_id", id, "rid", it.RID, "rank", tb.Rank, "worker", it.Owner,
+			"finish_reason", it.FinishReason.String(), "completion_tokens", it.CompletionTokens)
+	}
+}
+
+// Close closes the sockets; Run returns.
+func (s *service) Close() {
+	if s.in != nil {
+		s.in.Close()
+	}
+	for _, o := range s.out {
+		o.Close()
+	}
+}

@@ -1,0 +1,10 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/llmserve/llmserve/internal/testmain"
+)
+
+// TestMain keeps model loading's progress lines out of test output unless -v.
+func TestMain(m *testing.M) { testmain.Run(m) }

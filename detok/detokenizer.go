@@ -1,0 +1,59 @@
+package detok
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/llmserve/llmserve/ipc"
+	"github.com/llmserve/llmserve/tokenizer"
+)
+
+// Detokenizer is detokd's step function: token-id batches in, per-worker text batches out. It
+// keeps one Stream per live request and frees it when the request finishes. Pure: no sockets.
+type Detokenizer struct {
+	tok     *tokenizer.Tokenizer // makes each request's incremental decoder
+	table   *Table               // live requests' detokenization state
+	workers int                  // tokenizer workers; an item's Owner indexes out
+	out     []ipc.TextBatch      // per worker, reused between steps
+}
+
+// NewDetokenizer makes a detokenizer for outputs owned by numWorkers tokenizer workers.
+func NewDetokenizer(tok *tokenizer.Tokenizer, numWorkers int) *Detokenizer {
+	return &Detokenizer{tok: tok, table: NewTable(), workers: numWorkers, out: make([]ipc.TextBatch, numWorkers)}
+}
+
+// Step turns one rank's batch into a text batch for every worker: the items each worker owns,
+// and the rank's load for all of them (so loads reach every dispatcher, heartbeats included).
+// The returned batches are valid until the next Step.
+func (d *Detokenizer) Step(in *ipc.TokenBatch) ([]ipc.TextBatch, error) {
+	for w := range d.out {
+		d.out[w].Items = d.out[w].Items[:0]
+		d.out[w].Loads = append(d.out[w].Loads[:0], ipc.RankLoad{Rank: in.Rank, Seq: in.Seq, Load: in.Load})
+	}
+	var errs []error
+	for i := range in.Items {
+		it := &in.Items[i]
+		if int(it.Owner) >= d.workers {
+			errs = append(errs, fmt.Errorf("request %s: owner %d out of range (%d workers)", it.RID, it.Owner, d.workers))
+			continue
+		}
+		text := ""
+		if !it.NoText {
+			st, ok := d.table.Get(it.RID)
+			if !ok {
+				var err error
+				if st, err = d.table.Open(it.RID, d.tok.NewDecoder(it.SkipSpecialTokens), it.StopStrings); err != nil {
+					errs = append(errs, err)
+					continue
+				}
+			}
+			text, _, _ = st.Push(it.NewIDs, it.Finished)
+		}
+		if it.Finished {
+			d.table.Close(it.RID)
+		}
+		out := &d.out[it.Owner]
+		out.Items = append(out.Items, ipc.TextItem{TokenItem: *it, Text: text})
+	}
+	return d.out, errors.Join(errs...)
+}

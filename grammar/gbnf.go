@@ -1,0 +1,649 @@
+package grammar
+
+import (
+	"fmt"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/llmserve/llmserve/grammar/internal/chardfa"
+)
+
+// GBNF is llama.cpp's grammar syntax: rules `name ::= alternatives`, one per
+// line (a rule continues inside parentheses and after `|`), string literals
+// "..." and character classes [...] (with ^ ranges and escapes \n \r \t \\
+// \" \] \xXX \uXXXX \UXXXXXXXX), `.` for any character, grouping, and the
+// repetitions * + ? {m} {m,} {m,n}; `#` starts a comment. The start rule is
+// root. It compiles into the same automaton as schemas (each GBNF rule a
+// rule of the network), so masks, caches and limits are shared; left
+// recursion is refused (the network would need an unbounded stack before
+// reading a byte).
+
+// gbnfKind is the kind of a parsed GBNF expression.
+type gbnfKind uint8
+
+const (
+	gbnfLiteral gbnfKind = iota // text
+	gbnfClass                   // one char of ranges
+	gbnfRef                     // the rule name
+	gbnfSeq                     // kids in order
+	gbnfAlt                     // one of kids
+	gbnfRepeat                  // kids[0], min to max times (max -1: unbounded)
+)
+
+// gbnfExpr is a parsed GBNF expression.
+type gbnfExpr struct {
+	kind     gbnfKind
+	text     string          // gbnfLiteral: the bytes
+	ranges   []chardfa.Range // gbnfClass: the chars
+	name     string          // gbnfRef
+	kids     []*gbnfExpr
+	min, max int
+	at       gbnfPos // where it starts, for errors
+}
+
+// gbnfPos is a 1-based line and column (in bytes).
+type gbnfPos struct{ line, col int }
+
+// gbnfRule is one parsed rule.
+type gbnfRule struct {
+	name string
+	body *gbnfExpr
+	at   gbnfPos
+}
+
+// gbnfParser reads GBNF text.
+type gbnfParser struct {
+	src  string
+	pos  int // byte offset into src
+	line int // line of pos (1-based)
+	bol  int // offset where that line begins
+}
+
+// maxGBNFRepeat bounds {m,n} counts: each repetition is built out.
+const maxGBNFRepeat = 1000
+
+func (p *gbnfParser) at() gbnfPos { return gbnfPos{p.line, p.pos - p.bol + 1} }
+
+func (p *gbnfParser) errAt(at gbnfPos, format string, a ...any) *Error {
+	return errf("gbnf: line %d column %d: %s", at.line, at.col, fmt.Sprintf(format, a...))
+}
+
+func (p *gbnfParser) errf(format string, a ...any) *Error { return p.errAt(p.at(), format, a...) }
+
+func (p *gbnfParser) eof() bool { return p.pos >= len(p.src) }
+
+// space skips blanks and comments; newlines too when newlines is set.
+func (p *gbnfParser) space(newlines bool) {
+	for !p.eof() {
+		switch c := p.src[p.pos]; {
+		case c == ' ' || c == '\t' || c == '\r':
+			p.pos++
+		case c == '#':
+			for !p.eof() && p.src[p.pos] != '\n' {
+				p.pos++
+			}
+		case c == '\n' && newlines:
+			p.pos++
+			p.line++
+			p.bol = p.pos
+		default:
+			return
+		}
+	}
+}
+
+func isNameByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_'
+}
+
+func (p *gbnfParser) name() string {
+	start := p.pos
+	for !p.eof() && isNameByte(p.src[p.pos]) {
+		p.pos++
+	}
+	return p.src[start:p.pos]
+}
+
+// parseGBNF reads a whole grammar.
+func parseGBNF(src string) ([]gbnfRule, error) {
+	p := &gbnfParser{src: src, line: 1}
+	var rules []gbnfRule
+	for {
+		p.space(true)
+		if p.eof() {
+			break
+		}
+		at := p.at()
+		name := p.name()
+		if name == "" {
+			return nil, p.errf("expected a rule name, found %q", p.peekRune())
+		}
+		p.space(false)
+		if !p.consume("::=") {
+			return nil, p.errf("expected ::= after rule name %q", name)
+		}
+		p.space(true)
+		body, err := p.alternatives(false)
+		if err != nil {
+			return nil, err
+		}
+		rules = append(rules, gbnfRule{name: name, body: body, at: at})
+		p.space(false)
+		if !p.eof() && p.src[p.pos] != '\n' {
+			return nil, p.errf("unexpected %q", p.peekRune())
+		}
+	}
+	return rules, nil
+}
+
+func (p *gbnfParser) peekRune() string {
+	if p.eof() {
+		return "end of grammar"
+	}
+	r, _ := utf8.DecodeRuneInString(p.src[p.pos:])
+	return string(r)
+}
+
+func (p *gbnfParser) consume(s string) bool {
+	if len(p.src)-p.pos >= len(s) && p.src[p.pos:p.pos+len(s)] == s {
+		p.pos += len(s)
+		return true
+	}
+	return false
+}
+
+// alternatives reads seq ("|" seq)*; nested (inside parentheses) lets
+// sequences span lines.
+func (p *gbnfParser) alternatives(nested bool) (*gbnfExpr, error) {
+	at := p.at()
+	var alts []*gbnfExpr
+	for {
+		s, err := p.sequence(nested)
+		if err != nil {
+			return nil, err
+		}
+		alts = append(alts, s)
+		// a top-level rule continues on a line that starts with "|"
+		save, line, bol := p.pos, p.line, p.bol
+		p.space(true)
+		if !p.eof() && p.src[p.pos] == '|' {
+			p.pos++
+			p.space(true)
+			continue
+		}
+		if !nested {
+			p.pos, p.line, p.bol = save, line, bol
+		}
+		break
+	}
+	if len(alts) == 1 {
+		return alts[0], nil
+	}
+	return &gbnfExpr{kind: gbnfAlt, kids: alts, at: at}, nil
+}
+
+// sequence reads items up to "|", ")" or (at top level) the end of the line.
+func (p *gbnfParser) sequence(nested bool) (*gbnfExpr, error) {
+	at := p.at()
+	var items []*gbnfExpr
+	for {
+		p.space(nested)
+		if p.eof() {
+			break
+		}
+		c := p.src[p.pos]
+		if c == '|' || c == ')' || c == '\n' {
+			break
+		}
+		item, err := p.item(nested)
+		if err != nil {
+			return nil, err
+		}
+		if item, err = p.repetition(item); err != nil {
+			return nil, err
+		}
+		items = append(items, item)
+	}
+	if len(items) == 1 {
+		return items[0], nil
+	}
+	return &gbnfExpr{kind: gbnfSeq, kids: items, at: at}, nil
+}
+
+// item reads one literal, class, reference, "." or parenthesized group.
+func (p *gbnfParser) item(nested bool) (*gbnfExpr, error) {
+	at := p.at()
+	switch c := p.src[p.pos]; {
+	case c == '"':
+		p.pos++
+		var text []byte
+		for {
+			if p.eof() || p.src[p.pos] == '\n' {
+				return nil, p.errAt(at, "unterminated string literal")
+			}
+			if p.src[p.pos] == '"' {
+				p.pos++
+				break
+			}
+			r, err := p.char()
+			if err != nil {
+				return nil, err
+			}
+			text = utf8.AppendRune(text, r)
+		}
+		return &gbnfExpr{kind: gbnfLiteral, text: string(text), at: at}, nil
+	case c == '[':
+		return p.class()
+	case c == '.':
+		p.pos++
+		return &gbnfExpr{kind: gbnfClass, ranges: chardfa.AnyChar, at: at}, nil
+	case c == '(':
+		p.pos++
+		p.space(true)
+		e, err := p.alternatives(true)
+		if err != nil {
+			return nil, err
+		}
+		p.space(true)
+		if p.eof() || p.src[p.pos] != ')' {
+			return nil, p.errf("expected ) to close the group opened at line %d column %d", at.line, at.col)
+		}
+		p.pos++
+		return e, nil
+	case isNameByte(c):
+		return &gbnfExpr{kind: gbnfRef, name: p.name(), at: at}, nil
+	}
+	return nil, p.errf("unexpected %q", p.peekRune())
+}
+
+// char reads one char of a literal or class, decoding escapes.
+func (p *gbnfParser) char() (rune, error) {
+	at := p.at()
+	r, n := utf8.DecodeRuneInString(p.src[p.pos:])
+	if r == utf8.RuneError && n <= 1 {
+		return 0, p.errf("invalid UTF-8")
+	}
+	p.pos += n
+	if r != '\\' {
+		return r, nil
+	}
+	if p.eof() {
+		return 0, p.errAt(at, "trailing backslash")
+	}
+	e := p.src[p.pos]
+	p.pos++
+	switch e {
+	case 'n':
+		return '\n', nil
+	case 'r':
+		return '\r', nil
+	case 't':
+		return '\t', nil
+	case '\\', '"', '[', ']', '-', '^':
+		return rune(e), nil
+	case 'x', 'u', 'U':
+		digits := map[byte]int{'x': 2, 'u': 4, 'U': 8}[e]
+		if len(p.src)-p.pos < digits {
+			return 0, p.errAt(at, "short \\%c escape", e)
+		}
+		v, err := strconv.ParseUint(p.src[p.pos:p.pos+digits], 16, 32)
+		if err != nil || v > chardfa.MaxRune || v >= 0xD800 && v <= 0xDFFF {
+			return 0, p.errAt(at, "bad \\%c escape %q", e, p.src[p.pos:p.pos+digits])
+		}
+		p.pos += digits
+		return rune(v), nil
+	}
+	return 0, p.errAt(at, "unknown escape \\%c", e)
+}
+
+// class reads [...] or [^...].
+func (p *gbnfParser) class() (*gbnfExpr, error) {
+	at := p.at()
+	p.pos++ // [
+	neg := false
+	if !p.eof() && p.src[p.pos] == '^' {
+		neg = true
+		p.pos++
+	}
+	var rs []chardfa.Range
+	for {
+		if p.eof() || p.src[p.pos] == '\n' {
+			return nil, p.errAt(at, "unterminated character class")
+		}
+		if p.src[p.pos] == ']' {
+			p.pos++
+			break
+		}
+		lo, err := p.char()
+		if err != nil {
+			return nil, err
+		}
+		hi := lo
+		if len(p.src)-p.pos >= 2 && p.src[p.pos] == '-' && p.src[p.pos+1] != ']' {
+			p.pos++
+			if hi, err = p.char(); err != nil {
+				return nil, err
+			}
+			if hi < lo {
+				return nil, p.errAt(at, "character range %q-%q is reversed", lo, hi)
+			}
+		}
+		rs = append(rs, chardfa.Range{Lo: lo, Hi: hi})
+	}
+	if neg {
+		rs = chardfa.Negate(rs)
+	}
+	return &gbnfExpr{kind: gbnfClass, ranges: rs, at: at}, nil
+}
+
+// repetition reads the quantifiers after e.
+func (p *gbnfParser) repetition(e *gbnfExpr) (*gbnfExpr, error) {
+	for !p.eof() {
+		at := p.at()
+		lo, hi := 0, 0
+		switch p.src[p.pos] {
+		case '*':
+			lo, hi = 0, -1
+			p.pos++
+		case '+':
+			lo, hi = 1, -1
+			p.pos++
+		case '?':
+			lo, hi = 0, 1
+			p.pos++
+		case '{':
+			p.pos++
+			var err error
+			if lo, hi, err = p.braces(at); err != nil {
+				return nil, err
+			}
+		default:
+			return e, nil
+		}
+		e = &gbnfExpr{kind: gbnfRepeat, kids: []*gbnfExpr{e}, min: lo, max: hi, at: at}
+	}
+	return e, nil
+}
+
+// braces reads "m}", "m,}" or "m,n}" after "{".
+func (p *gbnfParser) braces(at gbnfPos) (int, int, error) {
+	num := func() (int, bool) {
+		p.space(false)
+		start := p.pos
+		for !p.eof() && p.src[p.pos] >= '0' && p.src[p.pos] <= '9' {
+			p.pos++
+		}
+		v, err := strconv.Atoi(p.src[start:p.pos])
+		return v, err == nil
+	}
+	lo, ok := num()
+	if !ok {
+		return 0, 0, p.errf("expected a count in {}")
+	}
+	hi := lo
+	p.space(false)
+	if p.consume(",") {
+		p.space(false)
+		if !p.eof() && p.src[p.pos] == '}' {
+			hi = -1
+		} else if hi, ok = num(); !ok {
+			return 0, 0, p.errf("expected a count after , in {}")
+		}
+	}
+	p.space(false)
+	if !p.consume("}") {
+		return 0, 0, p.errf("expected } to close the repetition")
+	}
+	if hi >= 0 && hi < lo {
+		return 0, 0, p.errAt(at, "repetition {%d,%d}: the maximum is below the minimum", lo, hi)
+	}
+	if lo > maxGBNFRepeat || hi > maxGBNFRepeat {
+		return 0, 0, p.errAt(at, "repetition count over %d", maxGBNFRepeat)
+	}
+	return lo, hi, nil
+}
+
+// gbnfCompiler builds a parsed grammar into the automaton.
+type gbnfCompiler struct {
+	b     *builder
+	rules map[string]int32 // GBNF rule name -> automaton rule
+	defs  map[string]*gbnfRule
+}
+
+// GBNF compiles a grammar in llama.cpp's GBNF syntax, starting at rule root.
+// Malformed grammars are an *Error naming the line and column.
+func (c *Compiler) GBNF(grammar string) (*Grammar, error) {
+	if len(grammar) > c.opts.Limits.MaxSchemaBytes {
+		return nil, errf("grammar is %d bytes, over the %d byte limit", len(grammar), c.opts.Limits.MaxSchemaBytes)
+	}
+	return c.cached("g\x00"+grammar, func() (*Grammar, error) {
+		rules, err := parseGBNF(grammar)
+		if err != nil {
+			return nil, err
+		}
+		gc := &gbnfCompiler{b: c.newBuilder(), rules: map[string]int32{}, defs: map[string]*gbnfRule{}}
+		for i := range rules {
+			r := &rules[i]
+			if prev := gc.defs[r.name]; prev != nil {
+				return nil, errf("gbnf: line %d column %d: rule %q is already defined at line %d", r.at.line, r.at.col, r.name, prev.at.line)
+			}
+			gc.defs[r.name] = r
+		}
+		if gc.defs["root"] == nil {
+			return nil, errf("gbnf: no rule named root")
+		}
+		if err := gc.checkRefs(rules); err != nil {
+			return nil, err
+		}
+		if err := gc.checkLeftRecursion(rules); err != nil {
+			return nil, err
+		}
+		b := gc.b
+		b.g.rules = []int32{-1}
+		b.emptyWhat = "the grammar accepts no text"
+		for _, r := range rules {
+			gc.rules[r.name] = int32(len(b.g.rules))
+			b.g.rules = append(b.g.rules, -1)
+		}
+		for _, r := range rules {
+			b.rule = gc.rules[r.name]
+			f := gc.build(r.body)
+			if b.over {
+				return nil, errf("grammar compiles to more than %d automaton nodes", c.opts.Limits.MaxStates)
+			}
+			b.g.nodes[f.out].final = true
+			b.g.rules[gc.rules[r.name]] = f.in
+		}
+		return c.finish(b, b.call(gc.rules["root"]))
+	})
+}
+
+// checkRefs refuses references to rules that are not defined.
+func (gc *gbnfCompiler) checkRefs(rules []gbnfRule) error {
+	var walk func(e *gbnfExpr) error
+	walk = func(e *gbnfExpr) error {
+		if e.kind == gbnfRef && gc.defs[e.name] == nil {
+			return errf("gbnf: line %d column %d: undefined rule %q", e.at.line, e.at.col, e.name)
+		}
+		for _, k := range e.kids {
+			if err := walk(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, r := range rules {
+		if err := walk(r.body); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkLeftRecursion refuses a rule that can reach itself before any byte.
+func (gc *gbnfCompiler) checkLeftRecursion(rules []gbnfRule) error {
+	nullable := map[string]bool{}
+	var null func(e *gbnfExpr) bool
+	null = func(e *gbnfExpr) bool {
+		switch e.kind {
+		case gbnfLiteral:
+			return e.text == ""
+		case gbnfClass:
+			return false
+		case gbnfRef:
+			return nullable[e.name]
+		case gbnfSeq:
+			for _, k := range e.kids {
+				if !null(k) {
+					return false
+				}
+			}
+			return true
+		case gbnfAlt:
+			for _, k := range e.kids {
+				if null(k) {
+					return true
+				}
+			}
+			return false
+		}
+		return e.min == 0 || null(e.kids[0])
+	}
+	for changed := true; changed; {
+		changed = false
+		for _, r := range rules {
+			if !nullable[r.name] && null(r.body) {
+				nullable[r.name], changed = true, true
+			}
+		}
+	}
+	// first[r]: the rules r may call before reading a byte
+	first := map[string][]*gbnfExpr{}
+	var starts func(e *gbnfExpr, out *[]*gbnfExpr)
+	starts = func(e *gbnfExpr, out *[]*gbnfExpr) {
+		switch e.kind {
+		case gbnfRef:
+			*out = append(*out, e)
+		case gbnfSeq:
+			for _, k := range e.kids {
+				starts(k, out)
+				if !null(k) {
+					return
+				}
+			}
+		case gbnfAlt, gbnfRepeat:
+			for _, k := range e.kids {
+				starts(k, out)
+			}
+		}
+	}
+	for _, r := range rules {
+		var out []*gbnfExpr
+		starts(r.body, &out)
+		first[r.name] = out
+	}
+	state := map[string]int{} // 1 on the path, 2 done
+	var visit func(name string) error
+	visit = func(name string) error {
+		state[name] = 1
+		for _, ref := range first[name] {
+			switch state[ref.name] {
+			case 1:
+				return errf("gbnf: line %d column %d: left recursion: rule %q can reach itself before any text", ref.at.line, ref.at.col, ref.name)
+			case 0:
+				if err := visit(ref.name); err != nil {
+					return err
+				}
+			}
+		}
+		state[name] = 2
+		return nil
+	}
+	for _, r := range rules {
+		if state[r.name] == 0 {
+			if err := visit(r.name); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// build emits the automaton of e.
+func (gc *gbnfCompiler) build(e *gbnfExpr) fragment {
+	b := gc.b
+	switch e.kind {
+	case gbnfLiteral:
+		return b.lit(e.text)
+	case gbnfClass:
+		return b.charClass(e.ranges)
+	case gbnfRef:
+		return b.call(gc.rules[e.name])
+	case gbnfSeq:
+		fs := make([]fragment, len(e.kids))
+		for i, k := range e.kids {
+			fs[i] = gc.build(k)
+		}
+		return b.seq(fs...)
+	case gbnfAlt:
+		fs := make([]fragment, len(e.kids))
+		for i, k := range e.kids {
+			fs[i] = gc.build(k)
+		}
+		return b.alt(fs...)
+	}
+	// repetition: min copies, then max-min optional ones or a loop
+	var fs []fragment
+	for range e.min {
+		fs = append(fs, gc.build(e.kids[0]))
+	}
+	switch {
+	case e.max < 0:
+		fs = append(fs, b.star(gc.build(e.kids[0])))
+	default:
+		for range e.max - e.min {
+			fs = append(fs, b.opt(gc.build(e.kids[0])))
+		}
+	}
+	return b.seq(fs...)
+}
+
+// charClass emits one UTF-8 encoded char of ranges.
+func (b *builder) charClass(ranges []chardfa.Range) fragment {
+	in, out := b.node(), b.node()
+	memo := map[string]int32{}
+	for _, r := range ranges {
+		chardfa.UTF8Ranges(r.Lo, r.Hi, func(seq [][2]byte) {
+			b.edge(in, seq[0][0], seq[0][1], b.suffix(out, seq[1:], memo))
+		})
+	}
+	return fragment{in, out}
+}
+
+// Choice compiles a grammar accepting exactly one of options (raw text, no
+// quotes), vLLM's guided_choice.
+func (c *Compiler) Choice(options []string) (*Grammar, error) {
+	if len(options) == 0 {
+		return nil, errf("choice needs at least one option")
+	}
+	key := []byte("c\x00")
+	for _, o := range options {
+		key = strconv.AppendQuote(key, o)
+	}
+	if len(key) > c.opts.Limits.MaxSchemaBytes {
+		return nil, errf("choice is %d bytes, over the %d byte limit", len(key), c.opts.Limits.MaxSchemaBytes)
+	}
+	return c.cached(string(key), func() (*Grammar, error) {
+		b := c.newBuilder()
+		b.g.rules = []int32{0}
+		b.emptyWhat = "choice accepts no text"
+		fs := make([]fragment, len(options))
+		for i, o := range options {
+			if !utf8.ValidString(o) {
+				return nil, errf("choice option %d is not valid UTF-8", i)
+			}
+			fs[i] = b.lit(o)
+		}
+		return c.finish(b, b.alt(fs...))
+	})
+}

@@ -1,0 +1,325 @@
+package grammar
+
+import (
+	"slices"
+	"strconv"
+)
+
+// `not` is compiled by rewriting its schema into the schema of exactly the
+// instances that fail it (de Morgan over keywords: a schema holds when every
+// keyword holds, so it fails when some keyword fails), and and-ing that in.
+// Each keyword's failure is a schema: a type outside the list, a value
+// outside enum, an object missing a required name, a string outside a
+// pattern or format (regular sets, complemented as char DFAs), a number
+// beyond a bound, a property present with a failing value. A keyword whose
+// failure cannot be written that way is refused by name, so `not` is never
+// weakened: an accepted document always fails the negated schema.
+
+// Private keywords of synthesized schemas. A user's schema cannot carry
+// them: no JSON Schema keyword starts with a NUL, and parseKeywords reads
+// them only in synthesized nodes (negative ids).
+const (
+	kwExcluded     = "\x00excluded"   // array of values the instance may not equal
+	kwNotPattern   = "\x00notPattern" // a pattern the string may not match
+	kwFractional   = "\x00fractional" // true: a number with a non-zero fraction (not an integer)
+	maxNegateDepth = 16
+)
+
+// synth makes a schema node that is no part of the document; its id is
+// negative so rule caches never confuse it with a document node.
+func (sc *schemaCompiler) synth(kind jsonKind) *jsonValue {
+	sc.synthID--
+	return &jsonValue{kind: kind, id: sc.synthID}
+}
+
+func (sc *schemaCompiler) synthBool(b bool) *jsonValue {
+	v := sc.synth(jsonBool)
+	v.b = b
+	return v
+}
+
+func (sc *schemaCompiler) synthString(s string) *jsonValue {
+	v := sc.synth(jsonString)
+	v.str = s
+	return v
+}
+
+func (sc *schemaCompiler) synthNumber(n string) *jsonValue {
+	v := sc.synth(jsonNumber)
+	v.num = n
+	return v
+}
+
+func (sc *schemaCompiler) synthArray(vs ...*jsonValue) *jsonValue {
+	v := sc.synth(jsonArray)
+	v.arr = vs
+	return v
+}
+
+// synthObject makes an object from alternating keys and values.
+func (sc *schemaCompiler) synthObject(kv ...any) *jsonValue {
+	v := sc.synth(jsonObject)
+	for i := 0; i < len(kv); i += 2 {
+		v.keys = append(v.keys, kv[i].(string))
+		v.vals = append(v.vals, kv[i+1].(*jsonValue))
+	}
+	return v
+}
+
+func (sc *schemaCompiler) synthTypes(names ...string) *jsonValue {
+	arr := make([]*jsonValue, len(names))
+	for i, n := range names {
+		arr[i] = sc.synthString(n)
+	}
+	return sc.synthObject("type", sc.synthArray(arr...))
+}
+
+// anyOfOrOnly is the schema "one of alts" (alts itself when one; false when none).
+func (sc *schemaCompiler) anyOfOrOnly(alts []*jsonValue) *jsonValue {
+	switch len(alts) {
+	case 0:
+		return sc.synthBool(false)
+	case 1:
+		return alts[0]
+	}
+	return sc.synthObject("anyOf", sc.synthArray(alts...))
+}
+
+// negate returns a schema of exactly the instances that fail v.
+func (sc *schemaCompiler) negate(v *jsonValue, depth int) (*jsonValue, error) {
+	if depth > maxNegateDepth {
+		return nil, errf("not: nested too deep")
+	}
+	if v.kind == jsonBool {
+		return sc.synthBool(!v.b), nil
+	}
+	if v.kind != jsonObject {
+		return nil, errf("not must be a schema")
+	}
+	var alts []*jsonValue
+	for i, k := range v.keys {
+		if annotationKeys[k] {
+			continue
+		}
+		f, err := sc.negateKeyword(v, k, v.vals[i], depth)
+		if err != nil {
+			return nil, err
+		}
+		if f != nil {
+			alts = append(alts, f)
+		}
+	}
+	return sc.anyOfOrOnly(alts), nil
+}
+
+// negateKeyword returns a schema of the instances that fail keyword k of
+// schema v (value x), nil when no instance fails it.
+func (sc *schemaCompiler) negateKeyword(v *jsonValue, k string, x *jsonValue, depth int) (*jsonValue, error) {
+	switch k {
+	case "type":
+		return sc.negateType(x)
+	case "enum", "const", kwExcluded:
+		vals := []*jsonValue{x}
+		if k != "const" {
+			if x.kind != jsonArray {
+				return nil, errf("enum must be an array")
+			}
+			vals = x.arr
+		}
+		if k == kwExcluded {
+			return sc.synthObject("enum", sc.synthArray(vals...)), nil
+		}
+		return sc.synthObject(kwExcluded, sc.synthArray(vals...)), nil
+	case "required":
+		if x.kind != jsonArray {
+			return nil, errf("required must be an array")
+		}
+		var alts []*jsonValue
+		for _, n := range x.arr {
+			if n.kind != jsonString {
+				return nil, errf("required entries must be strings")
+			}
+			alts = append(alts, sc.synthObject("type", sc.synthString("object"),
+				"properties", sc.synthObject(n.str, sc.synthBool(false))))
+		}
+		if len(alts) == 0 {
+			return nil, nil
+		}
+		return sc.anyOfOrOnly(alts), nil
+	case "pattern", kwNotPattern:
+		if x.kind != jsonString {
+			return nil, errf("pattern must be a string")
+		}
+		if k == kwNotPattern {
+			return sc.synthObject("type", sc.synthString("string"), "pattern", x), nil
+		}
+		if !dialectFree(x.str) {
+			return nil, errf("not: cannot negate pattern %q: \\d, \\s, \\w, '.' and '$' mean different sets in different regex dialects, and the grammar uses the narrowest", x.str)
+		}
+		return sc.synthObject("type", sc.synthString("string"), kwNotPattern, x), nil
+	case "format":
+		if x.kind != jsonString {
+			return nil, errf("format must be a string")
+		}
+		if _, asserted, err := formatRegex(x.str); err != nil {
+			return nil, inKeyword("not", err)
+		} else if !asserted {
+			return nil, nil // an annotation: every instance has it
+		}
+		// formats compile to subsets of what validators accept: their
+		// complement would let valid (so here invalid) strings through
+		return nil, errf("not: cannot negate format %q", x.str)
+	case "minLength", "maxLength", "minItems", "maxItems":
+		n, err := asInt(x, k)
+		if err != nil {
+			return nil, err
+		}
+		typ := map[string]string{"minLength": "string", "maxLength": "string", "minItems": "array", "maxItems": "array"}[k]
+		other := map[string]string{"minLength": "maxLength", "maxLength": "minLength", "minItems": "maxItems", "maxItems": "minItems"}[k]
+		if k == "minLength" || k == "minItems" {
+			if n == 0 {
+				return nil, nil
+			}
+			n--
+		} else {
+			n++
+		}
+		return sc.synthObject("type", sc.synthString(typ), other, sc.synthNumber(strconv.Itoa(n))), nil
+	case "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum":
+		if x.kind != jsonNumber {
+			return nil, errf("not: the draft-04 form of %s is not supported", k)
+		}
+		if ex := v.get(map[string]string{"minimum": "exclusiveMinimum", "maximum": "exclusiveMaximum"}[k]); ex != nil && ex.kind == jsonBool {
+			return nil, errf("not: the draft-04 form of %s is not supported", k)
+		}
+		flip := map[string]string{"minimum": "exclusiveMaximum", "maximum": "exclusiveMinimum",
+			"exclusiveMinimum": "maximum", "exclusiveMaximum": "minimum"}[k]
+		return sc.synthObject("type", sc.synthString("number"), flip, x), nil
+	case "anyOf", "allOf":
+		if x.kind != jsonArray || len(x.arr) == 0 {
+			return nil, errf("%s must be a non-empty array", k)
+		}
+		var negs []*jsonValue
+		for _, s := range x.arr {
+			n, err := sc.negate(s, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			negs = append(negs, n)
+		}
+		if k == "anyOf" { // fails every branch
+			return sc.synthObject("allOf", sc.synthArray(negs...)), nil
+		}
+		return sc.anyOfOrOnly(negs), nil
+	case "not":
+		return x, nil
+	case "$ref":
+		if x.kind != jsonString {
+			return nil, errf("$ref must be a string")
+		}
+		for _, sib := range v.keys {
+			if sib != "$ref" && !annotationKeys[sib] {
+				// drafts up to 7 ignore them, later ones and them: the
+				// compiler ands them, which negated would be too loose
+				return nil, errf("not: cannot negate $ref with sibling keywords")
+			}
+		}
+		t, err := sc.resolveRef(v, x.str)
+		if err != nil {
+			return nil, err
+		}
+		return sc.negate(t, depth+1)
+	case "properties":
+		if x.kind != jsonObject {
+			return nil, errf("properties must be an object")
+		}
+		var alts []*jsonValue
+		for i, name := range x.keys {
+			n, err := sc.negate(x.vals[i], depth+1)
+			if err != nil {
+				return nil, err
+			}
+			if n.kind == jsonBool && !n.b {
+				continue // every value passes
+			}
+			alts = append(alts, sc.synthObject("type", sc.synthString("object"),
+				"required", sc.synthArray(sc.synthString(name)), "properties", sc.synthObject(name, n)))
+		}
+		if len(alts) == 0 {
+			return nil, nil
+		}
+		return sc.anyOfOrOnly(alts), nil
+	case "if":
+		if v.get("then") == nil && v.get("else") == nil {
+			return nil, nil
+		}
+	case "then", "else", "additionalItems":
+		if k != "additionalItems" && v.get("if") == nil || k == "additionalItems" && (v.get("items") == nil || v.get("items").kind != jsonArray) {
+			return nil, nil // no effect without if / array-form items
+		}
+	case "$schema", "$id", "id", "$anchor", "$comment":
+		return nil, nil
+	}
+	if keywordHandlers[k] == nil && !unsupportedKeys[k] {
+		return nil, nil // an unknown keyword is an annotation
+	}
+	return nil, errf("not: cannot negate %q", k)
+}
+
+// negateType is the schema of the instances whose type is not in x.
+func (sc *schemaCompiler) negateType(x *jsonValue) (*jsonValue, error) {
+	var names []string
+	switch x.kind {
+	case jsonString:
+		names = []string{x.str}
+	case jsonArray:
+		for _, e := range x.arr {
+			if e.kind != jsonString {
+				return nil, errf("type entries must be strings")
+			}
+			names = append(names, e.str)
+		}
+	default:
+		return nil, errf("type must be a string or array")
+	}
+	var alts []*jsonValue
+	if slices.Contains(names, "integer") && !slices.Contains(names, "number") {
+		// "not an integer" keeps the numbers with a fraction (written
+		// without an exponent: 1.5e1 is 15, so fewer texts, never more)
+		alts = append(alts, sc.synthObject("type", sc.synthString("number"), kwFractional, sc.synthBool(true)))
+	}
+	var rest []string
+	for _, n := range []string{"null", "boolean", "object", "array", "string", "number"} {
+		if !slices.Contains(names, n) && !(n == "number" && slices.Contains(names, "integer")) {
+			rest = append(rest, n)
+		}
+	}
+	if len(rest) > 0 {
+		alts = append(alts, sc.synthTypes(rest...))
+	}
+	return sc.anyOfOrOnly(alts), nil
+}
+
+// dialectFree reports whether pattern means the same set in every common
+// regex dialect, as far as negating it goes: no class escapes (\d \s \w and
+// their complements), no '.' outside a class, no '$' (some dialects match it
+// before a final newline), no word boundaries.
+func dialectFree(pattern string) bool {
+	inClass := false
+	for i := 0; i < len(pattern); i++ {
+		switch c := pattern[i]; {
+		case c == '\\':
+			if i+1 < len(pattern) && slices.Contains([]byte("dDsSwWbB"), pattern[i+1]) {
+				return false
+			}
+			i++
+		case c == '[':
+			inClass = true
+		case c == ']':
+			inClass = false
+		case !inClass && (c == '.' || c == '$'):
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,124 @@
+package quant
+
+// kernelSet is one implementation of the quantized dot products. rows computes rows weight rows
+// (w, rowBytes apart) against m quantized activation rows: out[i*ldo+j].
+type kernelSet struct {
+	// name says which instructions it uses ("avx512vnni", "avxvnni", "avx2", "go").
+	name string
+	rows func(t Type, w []byte, rowBytes, rows, cols int, a *acts, m int, out []float32, ldo int)
+}
+
+// goKernels is the portable path, and the reference the SIMD paths are tested against: each block's
+// integer dot product is exact, then scaled in float32.
+var goKernels = kernelSet{name: "go", rows: goRows}
+
+// activeKernels is the fastest kernel set this CPU runs; tests and benchmarks switch it.
+var activeKernels = bestKernels()
+
+// Kernels names the kernel set MatMul uses on this machine.
+func Kernels() string { return activeKernels.name }
+
+func goRows(t Type, w []byte, rowBytes, rows, cols int, a *acts, m int, out []float32, ldo int) {
+	for j := range rows {
+		wr := w[j*rowBytes : (j+1)*rowBytes]
+		for i := range m {
+			var s float32
+			switch t {
+			case Q8_0:
+				s = goDotQ8_0(wr, a, i)
+			case Q4_0:
+				s = goDotQ4_0(wr, a, i)
+			case Q4_K:
+				s = goDotQ4_K(wr, a, i)
+			case Q6_K:
+				s = goDotQ6_K(wr, a, i)
+			}
+			out[i*ldo+j] = s
+		}
+	}
+}
+
+func goDotQ8_0(w []byte, a *acts, i int) float32 {
+	var acc float32
+	for b := range a.nb {
+		blk := w[34*b : 34*b+34]
+		aq := a.qs[(i*a.nb+b)*qk:][:qk]
+		var s int32
+		for k, v := range aq {
+			s += int32(int8(blk[2+k])) * int32(v)
+		}
+		acc += float32(f16at(blk, 0)*a.d[i*a.nb+b]) * float32(s)
+	}
+	return acc
+}
+
+func goDotQ4_0(w []byte, a *acts, i int) float32 {
+	var acc float32
+	for b := range a.nb {
+		blk := w[18*b : 18*b+18]
+		aq := a.qs[(i*a.nb+b)*qk:][:qk]
+		var s int32
+		for k := range qk / 2 {
+			s += (int32(blk[2+k]&0xf) - 8) * int32(aq[k])
+			s += (int32(blk[2+k]>>4) - 8) * int32(aq[k+16])
+		}
+		acc += float32(f16at(blk, 0)*a.d[i*a.nb+b]) * float32(s)
+	}
+	return acc
+}
+
+func goDotQ4_K(w []byte, a *acts, i int) float32 {
+	var acc float32
+	for b := range a.nb {
+		blk := w[144*b : 144*b+144]
+		aq := a.qs[(i*a.nb+b)*qkK:][:qkK]
+		sums := a.sums[(i*a.nb+b)*8:][:8]
+		sc, q := blk[q4kS:q4kS+12], blk[q4kQ:]
+		var isum, msum int32
+		for slot, sub := range q4kOrder {
+			s, m := scaleMinK4(sub, sc)
+			g, shift := sub/2, uint(4*(sub%2))
+			var dot int32
+			for k := range 32 {
+				dot += int32(q[32*g+k]>>shift&0xf) * int32(aq[32*slot+k])
+			}
+			isum += int32(s) * dot
+			msum += int32(m) * int32(sums[sub])
+		}
+		da := a.d[i*a.nb+b]
+		acc += float32(float32(f16at(blk, q4kD)*da)*float32(isum)) - float32(float32(f16at(blk, q4kM)*da)*float32(msum))
+	}
+	return acc
+}
+
+func goDotQ6_K(w []byte, a *acts, i int) float32 {
+	var acc float32
+	for b := range a.nb {
+		blk := w[210*b : 210*b+210]
+		aq := a.qs[(i*a.nb+b)*qkK:][:qkK]
+		sums := a.sums[(i*a.nb+b)*16:][:16]
+		var isum int32
+		for n := range 2 {
+			ql, qh, sc := blk[q6kL+64*n:], blk[q6kH+32*n:], blk[q6kS+8*n:]
+			an := aq[128*n:]
+			var dots [8]int32
+			for k := range 32 {
+				is := k / 16
+				q1 := int32(ql[k]&0xf | (qh[k]>>0&3)<<4)
+				q2 := int32(ql[k+32]&0xf | (qh[k]>>2&3)<<4)
+				q3 := int32(ql[k]>>4 | (qh[k]>>4&3)<<4)
+				q4 := int32(ql[k+32]>>4 | (qh[k]>>6&3)<<4)
+				dots[is] += q1 * int32(an[k])
+				dots[is+2] += q2 * int32(an[k+32])
+				dots[is+4] += q3 * int32(an[k+64])
+				dots[is+6] += q4 * int32(an[k+96])
+			}
+			for g := range 8 {
+				s := int32(int8(sc[g]))
+				isum += s * (dots[g] - 32*int32(sums[8*n+g]))
+			}
+		}
+		acc += float32(f16at(blk, q6kD)*a.d[i*a.nb+b]) * float32(isum)
+	}
+	return acc
+}

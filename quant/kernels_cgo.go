@@ -1,0 +1,118 @@
+//go:build cgo && amd64
+
+package quant
+
+/*
+#cgo CFLAGS: -O3
+#include <stdint.h>
+
+#define DECL(isa) \
+void q8_0_##isa(const uint8_t *w, int64_t rb, int rows, int nb, const int8_t *aq, const float *ad, const int32_t *ax, int64_t epb, int m, float *out, int64_t ldo); \
+void q4_0_##isa(const uint8_t *w, int64_t rb, int rows, int nb, const int8_t *aq, const float *ad, const int32_t *ax, int64_t epb, int m, float *out, int64_t ldo); \
+void q4_k_##isa(const uint8_t *w, int64_t rb, int rows, int nb, const int8_t *aq, const float *ad, const int16_t *ax, int64_t epb, int m, float *out, int64_t ldo); \
+void q6_k_##isa(const uint8_t *w, int64_t rb, int rows, int nb, const int8_t *aq, const float *ad, const int16_t *ax, int64_t epb, int m, float *out, int64_t ldo);
+DECL(avx2)
+DECL(avxvnni)
+DECL(vnni256)
+*/
+import "C"
+
+import (
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
+
+// cKernels is the C entry points of one instruction set.
+type cKernels struct {
+	q8_0, q4_0 func(w *C.uint8_t, rb C.int64_t, rows, nb C.int, aq *C.int8_t, ad *C.float, ax *C.int32_t, epb C.int64_t, m C.int, out *C.float, ldo C.int64_t)
+	q4_k, q6_k func(w *C.uint8_t, rb C.int64_t, rows, nb C.int, aq *C.int8_t, ad *C.float, ax *C.int16_t, epb C.int64_t, m C.int, out *C.float, ldo C.int64_t)
+}
+
+func (k *cKernels) rows(t Type, w []byte, rowBytes, rows, cols int, a *acts, m int, out []float32, ldo int) {
+	wp := (*C.uint8_t)(unsafe.Pointer(&w[0]))
+	aq := (*C.int8_t)(unsafe.Pointer(&a.qs[0]))
+	ad := (*C.float)(unsafe.Pointer(&a.d[0]))
+	op := (*C.float)(unsafe.Pointer(&out[0]))
+	rb, r, nb, mm, lo := C.int64_t(rowBytes), C.int(rows), C.int(a.nb), C.int(m), C.int64_t(ldo)
+	switch t {
+	case Q8_0:
+		k.q8_0(wp, rb, r, nb, aq, ad, (*C.int32_t)(unsafe.Pointer(&a.bias[0])), 8, mm, op, lo)
+	case Q4_0:
+		k.q4_0(wp, rb, r, nb, aq, ad, (*C.int32_t)(unsafe.Pointer(&a.bias[0])), 8, mm, op, lo)
+	case Q4_K:
+		k.q4_k(wp, rb, r, nb, aq, ad, (*C.int16_t)(unsafe.Pointer(&a.sums[0])), 8, mm, op, lo)
+	case Q6_K:
+		k.q6_k(wp, rb, r, nb, aq, ad, (*C.int16_t)(unsafe.Pointer(&a.sums[0])), 16, mm, op, lo)
+	}
+}
+
+func cSet(name string, k *cKernels) kernelSet { return kernelSet{name: name, rows: k.rows} }
+
+var (
+	avx2Kernels = cSet("avx2", &cKernels{
+		q8_0: func(w *C.uint8_t, rb C.int64_t, rows, nb C.int, aq *C.int8_t, ad *C.float, ax *C.int32_t, epb C.int64_t, m C.int, out *C.float, ldo C.int64_t) {
+			C.q8_0_avx2(w, rb, rows, nb, aq, ad, ax, epb, m, out, ldo)
+		},
+		q4_0: func(w *C.uint8_t, rb C.int64_t, rows, nb C.int, aq *C.int8_t, ad *C.float, ax *C.int32_t, epb C.int64_t, m C.int, out *C.float, ldo C.int64_t) {
+			C.q4_0_avx2(w, rb, rows, nb, aq, ad, ax, epb, m, out, ldo)
+		},
+		q4_k: func(w *C.uint8_t, rb C.int64_t, rows, nb C.int, aq *C.int8_t, ad *C.float, ax *C.int16_t, epb C.int64_t, m C.int, out *C.float, ldo C.int64_t) {
+			C.q4_k_avx2(w, rb, rows, nb, aq, ad, ax, epb, m, out, ldo)
+		},
+		q6_k: func(w *C.uint8_t, rb C.int64_t, rows, nb C.int, aq *C.int8_t, ad *C.float, ax *C.int16_t, epb C.int64_t, m C.int, out *C.float, ldo C.int64_t) {
+			C.q6_k_avx2(w, rb, rows, nb, aq, ad, ax, epb, m, out, ldo)
+		},
+	})
+	avxvnniKernels = cSet("avxvnni", &cKernels{
+		q8_0: func(w *C.uint8_t, rb C.int64_t, rows, nb C.int, aq *C.int8_t, ad *C.float, ax *C.int32_t, epb C.int64_t, m C.int, out *C.float, ldo C.int64_t) {
+			C.q8_0_avxvnni(w, rb, rows, nb, aq, ad, ax, epb, m, out, ldo)
+		},
+		q4_0: func(w *C.uint8_t, rb C.int64_t, rows, nb C.int, aq *C.int8_t, ad *C.float, ax *C.int32_t, epb C.int64_t, m C.int, out *C.float, ldo C.int64_t) {
+			C.q4_0_avxvnni(w, rb, rows, nb, aq, ad, ax, epb, m, out, ldo)
+		},
+		q4_k: func(w *C.uint8_t, rb C.int64_t, rows, nb C.int, aq *C.int8_t, ad *C.float, ax *C.int16_t, epb C.int64_t, m C.int, out *C.float, ldo C.int64_t) {
+			C.q4_k_avxvnni(w, rb, rows, nb, aq, ad, ax, epb, m, out, ldo)
+		},
+		q6_k: func(w *C.uint8_t, rb C.int64_t, rows, nb C.int, aq *C.int8_t, ad *C.float, ax *C.int16_t, epb C.int64_t, m C.int, out *C.float, ldo C.int64_t) {
+			C.q6_k_avxvnni(w, rb, rows, nb, aq, ad, ax, epb, m, out, ldo)
+		},
+	})
+	avx512Kernels = cSet("avx512vnni", &cKernels{
+		q8_0: func(w *C.uint8_t, rb C.int64_t, rows, nb C.int, aq *C.int8_t, ad *C.float, ax *C.int32_t, epb C.int64_t, m C.int, out *C.float, ldo C.int64_t) {
+			C.q8_0_vnni256(w, rb, rows, nb, aq, ad, ax, epb, m, out, ldo)
+		},
+		q4_0: func(w *C.uint8_t, rb C.int64_t, rows, nb C.int, aq *C.int8_t, ad *C.float, ax *C.int32_t, epb C.int64_t, m C.int, out *C.float, ldo C.int64_t) {
+			C.q4_0_vnni256(w, rb, rows, nb, aq, ad, ax, epb, m, out, ldo)
+		},
+		q4_k: func(w *C.uint8_t, rb C.int64_t, rows, nb C.int, aq *C.int8_t, ad *C.float, ax *C.int16_t, epb C.int64_t, m C.int, out *C.float, ldo C.int64_t) {
+			C.q4_k_vnni256(w, rb, rows, nb, aq, ad, ax, epb, m, out, ldo)
+		},
+		q6_k: func(w *C.uint8_t, rb C.int64_t, rows, nb C.int, aq *C.int8_t, ad *C.float, ax *C.int16_t, epb C.int64_t, m C.int, out *C.float, ldo C.int64_t) {
+			C.q6_k_vnni256(w, rb, rows, nb, aq, ad, ax, epb, m, out, ldo)
+		},
+	})
+)
+
+var (
+	hasAVX2    = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+	hasAVXVNNI = hasAVX2 && cpu.X86.HasAVXVNNI
+	hasAVX512  = hasAVX2 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512VNNI
+)
+
+// kernelSets lists the kernel sets this machine can run, best first.
+func kernelSets() []kernelSet {
+	var s []kernelSet
+	if hasAVX512 {
+		s = append(s, avx512Kernels)
+	}
+	if hasAVXVNNI {
+		s = append(s, avxvnniKernels)
+	}
+	if hasAVX2 {
+		s = append(s, avx2Kernels)
+	}
+	return append(s, goKernels)
+}
+
+func bestKernels() kernelSet { return kernelSets()[0] }

@@ -1,0 +1,84 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/llmserve/llmserve/grammar"
+	"github.com/llmserve/llmserve/ipc"
+	"github.com/llmserve/llmserve/scheduler"
+	"github.com/llmserve/llmserve/tokenizer"
+)
+
+// TestLoadStateReports: arrivals count at once, as waiting, until handed to the scheduler, and
+// every stamp takes the next sequence number.
+func TestLoadStateReports(t *testing.T) {
+	s := newLoadState(3, 2)
+	t0 := time.Unix(100, 0)
+	var b ipc.TokenBatch
+	var frame []byte
+	s.stamp(&b, &frame, t0)
+	if b.Rank != 3 || b.Seq != 1 || b.Load.Waiting != 0 || len(frame) == 0 {
+		t.Fatalf("first stamp: rank %d seq %d load %+v, %d-byte frame", b.Rank, b.Seq, b.Load, len(frame))
+	}
+	s.arrived(1, 10)
+	s.arrived(1, 5)
+	s.arrived(7, 4) // an owner out of range is queued but has no acknowledgement slot
+	s.stamp(&b, nil, t0)
+	want := ipc.Load{Waiting: 3, WaitingTokens: 19, Received: []uint64{0, 2}, ReceivedTokens: []uint64{0, 15}}
+	if b.Seq != 2 || !reflect.DeepEqual(b.Load, want) {
+		t.Fatalf("after arrivals: seq %d load %+v, want %+v", b.Seq, b.Load, want)
+	}
+	s.handed(3, 19, scheduler.Load{Running: 1, Waiting: 2, WaitingTokens: 12, KVTokensUsed: 7})
+	s.stamp(&b, nil, t0)
+	want = ipc.Load{Running: 1, Waiting: 2, WaitingTokens: 12, KVTokensUsed: 7, Received: []uint64{0, 2}, ReceivedTokens: []uint64{0, 15}}
+	if b.Seq != 3 || !reflect.DeepEqual(b.Load, want) {
+		t.Fatalf("after handing over: seq %d load %+v, want %+v", b.Seq, b.Load, want)
+	}
+	if s.quiet(t0.Add(199*time.Millisecond), 200*time.Millisecond) || !s.quiet(t0.Add(200*time.Millisecond), 200*time.Millisecond) {
+		t.Fatal("quiet does not measure from the last stamp")
+	}
+}
+
+func newTestGrammars(t *testing.T) *Grammars {
+	t.Helper()
+	tok, err := tokenizer.Load("../models/pico")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return NewGrammars(grammar.NewCompiler(tok, nil, grammar.Options{}))
+}
+
+// TestGrammarCompileBounded: a compile ends with its request's context, and waits for a slot
+// no longer than its timeout; a normal one yields a matcher.
+func TestGrammarCompileBounded(t *testing.T) {
+	gs := newTestGrammars(t)
+	var wg sync.WaitGroup
+	ok := gs.start(context.Background(), &wg, grammar.Spec{Kind: grammar.KindJSONObject})
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	dead := gs.start(cancelled, &wg, grammar.Spec{Kind: grammar.KindRegex, Text: "a+"})
+	wg.Wait()
+	if !ok.Ready() || ok.Err() != nil || ok.m == nil {
+		t.Fatalf("compile: ready %v err %v", ok.Ready(), ok.Err())
+	}
+	if !dead.Ready() || !errors.Is(dead.Err(), context.Canceled) {
+		t.Fatalf("compile under a cancelled context: ready %v err %v", dead.Ready(), dead.Err())
+	}
+
+	// Every slot taken: a request waits its timeout, then fails saying why.
+	gs.timeout = time.Millisecond
+	for range cap(gs.slots) {
+		gs.slots <- struct{}{}
+	}
+	starved := gs.start(context.Background(), &wg, grammar.Spec{Kind: grammar.KindRegex, Text: "b+"})
+	wg.Wait()
+	if err := starved.Err(); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "no compile slot") {
+		t.Fatalf("compile with no slot free: %v", err)
+	}
+}

@@ -1,0 +1,175 @@
+package worker
+
+// The worker's side of the wire: the only places where api and shard values become ipc values
+// and back. Each request, output and load report crosses here once.
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/llmserve/llmserve/api"
+	"github.com/llmserve/llmserve/grammar"
+	"github.com/llmserve/llmserve/ipc"
+	"github.com/llmserve/llmserve/sampling"
+	"github.com/llmserve/llmserve/shard"
+)
+
+// RequestToWire converts a validated API request into the wire request sent to a rank: rid is
+// the engine's id for it, owner the index of the worker that owns it and epoch that worker
+// process's (see ipc.GenerateRequest.OwnerEpoch). A count that does not fit
+// the wire's int32, or bounds that contradict each other, is a client error (*api.BadRequestError),
+// never wrapped or clamped.
+func RequestToWire(req *api.Request, rid string, owner int, epoch uint64, arrival time.Time) (ipc.GenerateRequest, error) {
+	if err := checkCounts(req); err != nil {
+		return ipc.GenerateRequest{}, err
+	}
+	kind, err := grammarKindToWire(req.GrammarKind)
+	if err != nil {
+		return ipc.GenerateRequest{}, err
+	}
+	m := ipc.GenerateRequest{
+		RID: rid, Owner: uint32(owner), OwnerEpoch: epoch, InputIDs: req.InputIDs,
+		Sampling:     samplingToWire(&req.Sampling),
+		MaxNewTokens: int32(req.MaxNewTokens), MinNewTokens: int32(req.MinNewTokens),
+		StopTokenIDs: req.StopTokenIDs, StopStrings: req.StopStrings,
+		IgnoreEOS: req.IgnoreEOS, SkipSpecialTokens: req.SkipSpecialTokens,
+		Stream: req.Stream, NoText: req.NoText, StreamInterval: int32(req.StreamInterval), Logprobs: req.Logprobs,
+		Grammar:    ipc.Grammar{Kind: kind, Spec: req.GrammarSpec},
+		RoutedRank: int32(req.RoutedRank), ArrivalUnixNano: arrival.UnixNano(),
+		TopLogprobs: int32(req.TopLogprobs), PromptLogprobs: req.PromptLogprobs, RequestID: req.RequestID,
+	}
+	if !req.Stream {
+		// Non-streaming requests are sent whole at the end, not flushed every step.
+		m.StreamInterval = int32(req.MaxNewTokens)
+	}
+	return m, nil
+}
+
+// checkCounts refuses the request's integer settings that the wire cannot carry exactly.
+func checkCounts(req *api.Request) error {
+	for _, c := range []struct {
+		param string
+		v     int
+		min   int
+	}{
+		{"max_tokens", req.MaxNewTokens, 0},
+		{"min_tokens", req.MinNewTokens, 0},
+		{"stream_interval", req.StreamInterval, 0},
+		{"top_k", req.Sampling.TopK, -1},
+		{"routed_dp_rank", req.RoutedRank, -1},
+	} {
+		if c.v < c.min || c.v > math.MaxInt32 {
+			return &api.BadRequestError{Param: c.param, Msg: fmt.Sprintf("must be in [%d, %d], got %d", c.min, math.MaxInt32, c.v)}
+		}
+	}
+	if req.MinNewTokens > req.MaxNewTokens {
+		return &api.BadRequestError{Param: "min_tokens", Msg: fmt.Sprintf("%d exceeds the maximum number of new tokens (%d)", req.MinNewTokens, req.MaxNewTokens)}
+	}
+	return nil
+}
+
+func samplingToWire(p *sampling.Params) ipc.Sampling {
+	s := ipc.Sampling{
+		Temperature: p.Temperature, TopP: p.TopP, MinP: p.MinP, RepetitionPenalty: p.RepetitionPenalty,
+		FrequencyPenalty: p.FrequencyPenalty, PresencePenalty: p.PresencePenalty, TopK: int32(p.TopK),
+	}
+	if p.Seed != nil {
+		s.Seed, s.HasSeed = *p.Seed, true
+	}
+	for _, b := range p.LogitBias {
+		s.LogitBiasIDs = append(s.LogitBiasIDs, b.ID)
+		s.LogitBiasValues = append(s.LogitBiasValues, b.Value)
+	}
+	return s
+}
+
+func grammarKindToWire(k api.GrammarKind) (ipc.GrammarKind, error) {
+	switch k {
+	case api.GrammarNone:
+		return ipc.GrammarNone, nil
+	case api.GrammarJSONSchema:
+		return ipc.GrammarJSONSchema, nil
+	case api.GrammarJSONObject:
+		return ipc.GrammarJSONObject, nil
+	case api.GrammarRegex:
+		return ipc.GrammarRegex, nil
+	case api.GrammarCompose:
+		return ipc.GrammarCompose, nil
+	}
+	return 0, fmt.Errorf("unknown grammar kind %d", k)
+}
+
+// GrammarSpec converts an API constraint into the grammar package's spec (what a worker
+// compiles to check a constraint up front).
+func GrammarSpec(k api.GrammarKind, text string) (grammar.Spec, error) {
+	switch k {
+	case api.GrammarNone:
+		return grammar.Spec{Kind: grammar.KindNone, Text: text}, nil
+	case api.GrammarJSONSchema:
+		return grammar.Spec{Kind: grammar.KindJSONSchema, Text: text}, nil
+	case api.GrammarJSONObject:
+		return grammar.Spec{Kind: grammar.KindJSONObject, Text: text}, nil
+	case api.GrammarRegex:
+		return grammar.Spec{Kind: grammar.KindRegex, Text: text}, nil
+	case api.GrammarCompose:
+		return grammar.Spec{Kind: grammar.KindCompose, Text: text}, nil
+	}
+	return grammar.Spec{}, fmt.Errorf("unknown grammar kind %d", k)
+}
+
+// deltaFromWire converts one output item into a delta for the request's stream. text is the
+// item's text (from detokd, or from the worker's own detokenizer). The delta points into it.
+func deltaFromWire(it *ipc.TokenItem, text string) api.Delta {
+	d := api.Delta{
+		IDs: it.NewIDs, Text: text, Logprobs: it.Logprobs,
+		TopLogprobIDs: it.TopLogprobIDs, TopLogprobs: it.TopLogprobs,
+		PromptLogprobs: it.PromptLogprobs, PromptTopLogprobIDs: it.PromptTopLogprobIDs, PromptTopLogprobs: it.PromptTopLogprobs,
+		PromptTokens: int(it.PromptTokens), CachedTokens: int(it.CachedTokens), CompletionTokens: int(it.CompletionTokens),
+		Finished: it.Finished, FinishReason: finishReasonFromWire(it.FinishReason),
+	}
+	if it.Finished {
+		d.QueueTime, d.PrefillTime, d.DecodeTime = time.Duration(it.QueueNanos), time.Duration(it.PrefillNanos), time.Duration(it.DecodeNanos)
+		switch {
+		case it.MatchedStop != "":
+			d.MatchedStop = it.MatchedStop
+		case it.MatchedStopToken >= 0 && it.FinishReason == ipc.FinishStop:
+			d.MatchedStop = it.MatchedStopToken
+		}
+		if it.FinishReason == ipc.FinishError {
+			d.Err = errors.New(it.Error)
+		}
+	}
+	return d
+}
+
+func finishReasonFromWire(r ipc.FinishReason) api.FinishReason {
+	switch r {
+	case ipc.FinishStop:
+		return api.FinishStop
+	case ipc.FinishLength:
+		return api.FinishLength
+	case ipc.FinishAbort:
+		return api.FinishAbort
+	case ipc.FinishError:
+		return api.FinishError
+	}
+	return api.FinishNone
+}
+
+// loadFromWire converts a rank's load report for the dispatcher of worker `self`, which reads
+// its own acknowledgements out of the per-worker counters.
+func loadFromWire(seq uint64, l *ipc.Load, self int) shard.Load {
+	var recv, recvTokens uint64
+	if self < len(l.Received) {
+		recv = l.Received[self]
+	}
+	if self < len(l.ReceivedTokens) {
+		recvTokens = l.ReceivedTokens[self]
+	}
+	return shard.Load{Seq: seq, Running: int(l.Running), Waiting: int(l.Waiting),
+		KVTokensUsed: l.KVTokensUsed, KVTokensCapacity: l.KVTokensCapacity, WaitingTokens: l.WaitingTokens,
+		Received: recv, ReceivedTokens: recvTokens, ReceivedAll: l.Received, ReceivedTokensAll: l.ReceivedTokens,
+		Preemptions: l.Preemptions, PrefixHitTokens: l.PrefixHitTokens}
+}
