@@ -28,6 +28,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 	"unsafe"
 
@@ -47,6 +48,9 @@ type options struct {
 	types, whats         []string
 	oursKVBytes          int
 	force                bool
+	// quietIdle and quietWait: before each timed run, wait up to quietWait for this idle share.
+	quietIdle float64
+	quietWait time.Duration
 	// exactLogits and fixtures select the parts of -exactness beyond dequantization.
 	exactLogits bool
 	fixtures    string
@@ -64,9 +68,12 @@ func main() {
 	flag.StringVar(&whats, "whats", "dec1,dec16,prefill", "workloads: dec1, dec16, prefill")
 	flag.IntVar(&o.oursKVBytes, "ours-kv-bytes", 2, "bytes per KV element in our engine (--kv-cache-dtype auto: 16-bit for 16-bit and quantized weights)")
 	flag.BoolVar(&o.force, "force", false, "rewrite the GGUF files even if they exist")
+	flag.Float64Var(&o.quietIdle, "quiet-idle", 0.8, "idle share of the cores to wait for before each timed run")
+	flag.DurationVar(&o.quietWait, "quiet-wait", 90*time.Second, "longest wait for -quiet-idle (the run goes ahead after it either way)")
 	exactness := flag.Bool("exactness", false, "check dequantization and logits against llama.cpp instead of timing")
 	flag.BoolVar(&o.exactLogits, "exactness-logits", true, "with -exactness, also compare logits (slow: llama.cpp and ours on every prompt)")
 	flag.StringVar(&o.fixtures, "fixtures", "testdata/models", "with -exactness, fixture models whose GGUF (our writer) llama.cpp must run as Hugging Face did; empty: skip")
+	summarize := flag.String("summarize", "", "print the table from the progress log (stderr) of an earlier or interrupted run")
 	worker := flag.String("worker", "", "internal: time our engine on this GGUF (with -what, -batch) and print JSON")
 	what := flag.String("what", "", "internal: prefill or decode")
 	batch := flag.Int("batch", 1, "internal: decode sequences")
@@ -90,6 +97,12 @@ func main() {
 	o.types, o.whats = strings.Split(types, ","), strings.Split(whats, ",")
 	if o.modelDir == "" {
 		o.modelDir = filepath.Join(o.work, "models", "qwen3-0.6b-random")
+	}
+	if *summarize != "" {
+		if err := summarizeLog(o, *summarize); err != nil {
+			log.Fatal(err)
+		}
+		return
 	}
 	if err := checkPeer(o); err != nil {
 		log.Fatal(err)
@@ -170,9 +183,21 @@ func prepareGGUFs(o options) (map[string]string, error) {
 	return files, nil
 }
 
-// locked runs a command inside flock on the perf lock and returns its stdout.
+// locked runs a command holding the perf lock (flock) and returns its stdout. Once it holds the
+// lock it waits, up to -quiet-wait, for the machine's cores to be -quiet-idle idle, since other
+// work on a shared machine (builds, tests) slows llama.cpp's spinning threads far more than ours.
 func locked(o options, env []string, name string, args ...string) ([]byte, error) {
-	cmd := exec.Command("flock", append([]string{o.lock, name}, args...)...)
+	lf, err := os.OpenFile(o.lock, os.O_RDONLY|os.O_CREATE, 0o666)
+	if err != nil {
+		return nil, err
+	}
+	defer lf.Close()
+	if err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX); err != nil {
+		return nil, fmt.Errorf("flock %s: %w", o.lock, err)
+	}
+	defer syscall.Flock(int(lf.Fd()), syscall.LOCK_UN)
+	lastIdle = waitQuiet(o)
+	cmd := exec.Command(name, args...)
 	cmd.Env = append(os.Environ(), env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -180,6 +205,47 @@ func locked(o options, env []string, name string, args ...string) ([]byte, error
 		return nil, fmt.Errorf("%s %s: %v\n%s", name, strings.Join(args, " "), err, tail(errb.String(), 2000))
 	}
 	return out.Bytes(), nil
+}
+
+// lastIdle is the idle share of the cores measured just before the latest locked run.
+var lastIdle float64
+
+// waitQuiet waits until the cores are at least o.quietIdle idle over a 2 s window, or
+// o.quietWait has passed, and returns the last idle share seen.
+func waitQuiet(o options) float64 {
+	deadline := time.Now().Add(o.quietWait)
+	for {
+		idle := idleShare(2 * time.Second)
+		if idle >= o.quietIdle || time.Now().After(deadline) {
+			return idle
+		}
+	}
+}
+
+// idleShare is the fraction of all cores' time spent idle over d (from /proc/stat).
+func idleShare(d time.Duration) float64 {
+	read := func() (idle, total uint64) {
+		data, err := os.ReadFile("/proc/stat")
+		if err != nil {
+			return 0, 0
+		}
+		fs := strings.Fields(strings.SplitN(string(data), "\n", 2)[0])
+		for i, f := range fs[1:] {
+			v, _ := strconv.ParseUint(f, 10, 64)
+			total += v
+			if i == 3 || i == 4 { // idle, iowait
+				idle += v
+			}
+		}
+		return idle, total
+	}
+	i0, t0 := read()
+	time.Sleep(d)
+	i1, t1 := read()
+	if t1 <= t0 {
+		return 0
+	}
+	return float64(i1-i0) / float64(t1-t0)
 }
 
 func tail(s string, n int) string {
@@ -283,23 +349,24 @@ func runBench(o options, files map[string]string) error {
 			log.Printf("llmserve cannot run %s: %s", typ, lastLine(out))
 		}
 	}
-	total := o.rounds * (1 + (2*len(o.types)-len(unsupported))*len(o.whats))
+	total := len(o.whats) * (1 + o.rounds*(2*len(o.types)-len(unsupported)))
 	n := 0
 	start := time.Now()
 	progress := func(format string, a ...any) {
 		n++
 		log.Printf("[%d/%d %v] %s", n, total, time.Since(start).Round(time.Second), fmt.Sprintf(format, a...))
 	}
-	for r := 1; r <= o.rounds; r++ {
+	// Workload by workload, so that an interrupted run has whole rounds of the first ones; the
+	// engines alternate within each round, and which goes first alternates between rounds.
+	for _, what := range o.whats {
 		bw, err := membw(o)
 		if err != nil {
 			return err
 		}
 		bws = append(bws, bw)
-		progress("round %d: read bandwidth %.1f GB/s", r, bw)
-		for _, what := range o.whats {
+		progress("round %d: read bandwidth %.1f GB/s (idle before: %.2f)", len(bws), bw, lastIdle)
+		for r := 1; r <= o.rounds; r++ {
 			for _, typ := range o.types {
-				// Alternate which engine goes first from round to round.
 				engines := []string{"llmserve", "llama.cpp"}
 				if r%2 == 0 {
 					slices.Reverse(engines)
@@ -320,7 +387,7 @@ func runBench(o options, files map[string]string) error {
 					if err != nil {
 						progress("round %d %s %s %s: %v", r, eng, typ, what, firstLine(err.Error()))
 					} else {
-						progress("round %d %s %s %s: %.1f tok/s", r, eng, typ, what, tokS)
+						progress("round %d %s %s %s: %.1f tok/s (idle before: %.2f)", r, eng, typ, what, tokS, lastIdle)
 					}
 				}
 			}
@@ -382,7 +449,7 @@ func report(o options, files map[string]string, runs []run, bws []float64) error
 	avgCtx := decodePrompt + decodeWarmup + float64(decodeNew-1)/2
 	fmt.Printf("\nModel %s (%d layers, hidden %d, vocab %d), %d threads, %d rounds, engines alternating, each run in its own process under flock %s.\n",
 		filepath.Base(o.modelDir), cfg.NumLayers, cfg.HiddenSize, cfg.VocabSize, o.threads, o.rounds, o.lock)
-	fmt.Printf("Read bandwidth (membw, %d threads, 1 GiB): best per round %s GB/s; the roofline uses %.1f GB/s.\n",
+	fmt.Printf("Read bandwidth (membw, %d threads, 1 GiB): best of each measurement (one before each workload) %s GB/s; the roofline uses %.1f GB/s.\n",
 		o.threads, joinF(bws), bw/1e9)
 	fmt.Printf("Roofline (decode): every GGUF tensor read once per step, plus K and V of the average context (%.1f positions; llmserve %d bytes per element, llama.cpp f16).\n\n", avgCtx, o.oursKVBytes)
 	fmt.Println("| workload | weights | llmserve tok/s min / median | llama.cpp tok/s min / median | llmserve / llama.cpp (median) | roofline tok/s llmserve / llama.cpp | fraction of roofline llmserve / llama.cpp (median) |")
@@ -396,7 +463,10 @@ func report(o options, files map[string]string, runs []run, bws []float64) error
 			}
 			cell := func(eng string) (string, float64) {
 				lo, med, n, e := stats(runs, eng, typ, what)
-				if n == 0 {
+				switch {
+				case n == 0 && e == "":
+					return "not run", 0
+				case n == 0:
 					return "failed: " + e, 0
 				}
 				return fmt.Sprintf("%.1f / %.1f (n=%d)", lo, med, n), med
@@ -692,4 +762,53 @@ func byteLevelChar(b byte) string {
 		}
 	}
 	return ""
+}
+
+// summarizeLog rebuilds the table from the progress lines of a run's log ("round R ENGINE TYPE
+// WHAT: X tok/s", "round R: read bandwidth X GB/s"), so an interrupted run still reports what it
+// measured.
+func summarizeLog(o options, path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var runs []run
+	var bws []float64
+	rounds := 0
+	for _, line := range strings.Split(string(data), "\n") {
+		_, rest, ok := strings.Cut(line, "] round ")
+		if !ok {
+			continue
+		}
+		var r int
+		var x float64
+		if n, _ := fmt.Sscanf(rest, "%d: read bandwidth %g GB/s", &r, &x); n == 2 {
+			bws = append(bws, x)
+			rounds = max(rounds, r)
+			continue
+		}
+		var eng, typ, what string
+		if n, _ := fmt.Sscanf(rest, "%d %s %s %s %g tok/s", &r, &eng, &typ, &what, &x); n == 5 {
+			runs = append(runs, run{engine: eng, typ: typ, what: strings.TrimSuffix(what, ":"), tokS: x})
+			rounds = max(rounds, r)
+		} else if n >= 4 {
+			runs = append(runs, run{engine: eng, typ: typ, what: strings.TrimSuffix(what, ":"), err: errors.New(firstLine(rest))})
+		}
+	}
+	if len(bws) == 0 {
+		return fmt.Errorf("%s: no bandwidth measurement", path)
+	}
+	o.rounds = rounds
+	if o.modelDir == "" {
+		o.modelDir = filepath.Join(o.work, "models", "qwen3-0.6b-random")
+	}
+	files := map[string]string{}
+	for _, typ := range o.types {
+		t, err := quant.ParseType(typ)
+		if err != nil {
+			return err
+		}
+		files[typ] = filepath.Join(o.work, "gguf", "llmserve-"+filepath.Base(o.modelDir)+"-"+t.String()+".gguf")
+	}
+	return report(o, files, runs, bws)
 }
