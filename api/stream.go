@@ -45,6 +45,8 @@ type Delta struct {
 	// QueueTime, PrefillTime and DecodeTime are the rank's account of a finished request: waiting
 	// to be scheduled, scheduled until its first token, first token until the finish.
 	QueueTime, PrefillTime, DecodeTime time.Duration
+	// Preemptions is how many times the rank evicted the finished request to free KV blocks.
+	Preemptions int
 }
 
 // Merge appends later onto d: ids and logprobs appended, text concatenated, the finish and the
@@ -79,6 +81,7 @@ func (d *Delta) mergeMeta(later *Delta) {
 	}
 	if later.Finished {
 		d.QueueTime, d.PrefillTime, d.DecodeTime = later.QueueTime, later.PrefillTime, later.DecodeTime
+		d.Preemptions = later.Preemptions
 	}
 }
 

@@ -52,7 +52,7 @@ func sampleItem(i int) TokenItem {
 		it.Finished, it.FinishReason, it.Error = true, FinishError, "kv cache exhausted"
 	}
 	if it.Finished {
-		it.QueueNanos, it.PrefillNanos, it.DecodeNanos = int64(i)*1000, 2_000_000, int64(i)<<32
+		it.QueueNanos, it.PrefillNanos, it.DecodeNanos, it.Preemptions = int64(i)*1000, 2_000_000, int64(i)<<32, int32(i%3)
 	}
 	if i%5 == 1 {
 		it.RequestID = fmt.Sprintf("req-%d", i)
@@ -364,7 +364,7 @@ func TestWireGolden(t *testing.T) {
 				"0c" + "05000000" + "03" + "01000000" + "61" + "ffffffff" + "0600000000000000" + "00000000" + "01000000" + "71"},
 		{&TokenBatch{Rank: 1, Seq: 2, Load: Load{Running: 3, Received: []uint64{4}, Preemptions: 7, PrefixHitTokens: 8},
 			Items: []TokenItem{{RID: "a", NewIDs: []int32{-1}, Finished: true, FinishReason: FinishLength, MatchedStopToken: -1,
-				SkipSpecialTokens: true, StopStrings: []string{"z"}, RequestID: "q", QueueNanos: 1, PrefillNanos: 2, DecodeNanos: 3}}},
+				SkipSpecialTokens: true, StopStrings: []string{"z"}, RequestID: "q", QueueNanos: 1, PrefillNanos: 2, DecodeNanos: 3, Preemptions: 4}}},
 			"0603" + "01000000" + "0200000000000000" +
 				"0300000000000000" + "0000000000000000" + "0000000000000000" + "0000000000000000" + "0000000000000000" +
 				"0700000000000000" + "0800000000000000" +
@@ -373,7 +373,7 @@ func TestWireGolden(t *testing.T) {
 				"01000000" + "61" + "00000000" + "01000000" + "ffffffff" + "00000000" +
 				"00000000" + "00000000" + "00000000" + "05" + "02" + "ffffffff" + "00000000" + "00000000" +
 				"01000000" + "01000000" + "7a" + "00000000" + "00000000" + "01000000" + "71" +
-				"0100000000000000" + "0200000000000000" + "0300000000000000"},
+				"0100000000000000" + "0200000000000000" + "0300000000000000" + "04000000"},
 	}
 	for _, c := range cases {
 		if got := fmt.Sprintf("%x", Encode(c.m)); got != c.want {

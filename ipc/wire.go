@@ -222,6 +222,8 @@ type TokenItem struct {
 	// (reaching the rank to first scheduled, to the first token, to the finish); they travel
 	// only on the finishing item.
 	QueueNanos, PrefillNanos, DecodeNanos int64
+	// Preemptions is how many times the rank evicted the finished request to free KV blocks.
+	Preemptions int32
 }
 
 // TokenBatch is what a scheduler sends after a step: the new token ids of every request that
