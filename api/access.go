@@ -208,7 +208,7 @@ func (e *accessEngine) Submit(ctx context.Context, req *Request) (*Stream, error
 	}
 	st, err := e.Engine.Submit(ctx, req)
 	if err == nil && rec != nil {
-		st.access = rec
+		st.access, st.streamed = rec, req.Stream
 		rec.submitted(st.Rank)
 	}
 	return st, err

@@ -171,3 +171,20 @@ func TestAccessLine(t *testing.T) {
 		t.Error("a /metrics scrape was logged at info")
 	}
 }
+
+// TestStreamCountsMergedOutputs: outputs pushed while earlier ones wait untaken are merged (and
+// counted); once taken, the next push starts a fresh chunk.
+func TestStreamCountsMergedOutputs(t *testing.T) {
+	st := NewStream("r")
+	for i := range 3 {
+		st.Push(&Delta{IDs: []int32{int32(i)}, CompletionTokens: i + 1})
+	}
+	d, err := st.Next(context.Background(), 1)
+	if err != nil || len(d.IDs) != 3 || st.Merged() != 2 {
+		t.Fatalf("took %v (%v), merged %d; want 3 ids, 2 merged", d.IDs, err, st.Merged())
+	}
+	st.Push(&Delta{IDs: []int32{9}, CompletionTokens: 4, Finished: true, FinishReason: FinishLength})
+	if d, _ := st.Next(context.Background(), 1); len(d.IDs) != 1 || st.Merged() != 2 {
+		t.Fatalf("took %v, merged %d; want 1 id, still 2 merged", d.IDs, st.Merged())
+	}
+}

@@ -27,6 +27,13 @@ type serverMetrics struct {
 	// prefixQueries and prefixHits are prompt tokens of finished requests and those of them a
 	// rank's prefix cache supplied (vLLM's prefix_cache_queries/hits, in tokens).
 	prefixQueries, prefixHits *metrics.Counter
+	// preemptions counts the evictions of finished requests (vLLM counts them as they happen;
+	// here they arrive with the finish, which keeps the sum exact across workers and rank
+	// restarts).
+	preemptions *metrics.Counter
+	// coalesced counts outputs merged into a larger SSE chunk because the client's stream
+	// had not taken the previous one yet.
+	coalesced *metrics.Counter
 	// preprocess is arrival to dispatch (body decode, chat template, tokenization, grammar
 	// check); grammarCheck is the worker's grammar compile (or cache lookup) per constraint.
 	preprocess, grammarCheck *metrics.Histogram
@@ -78,6 +85,8 @@ func newServerMetrics(reg *metrics.Registry, model string) *serverMetrics {
 	m.itl = lat("llm_inter_token_latency_seconds", "Time between streamed chunks, per token.")
 	m.prefixQueries = reg.NewCounter("vllm:prefix_cache_queries_total", "Prompt tokens of finished requests, looked up in the ranks' prefix caches.", ml)
 	m.prefixHits = reg.NewCounter("vllm:prefix_cache_hits_total", "Prompt tokens of finished requests that the ranks' prefix caches supplied.", ml)
+	m.preemptions = reg.NewCounter("vllm:num_preemptions_total", "Times the ranks evicted a request from the batch to free KV blocks (counted at its finish).", ml)
+	m.coalesced = reg.NewCounter("llm_stream_chunks_coalesced_total", "Outputs merged into a larger streamed chunk because the client had not taken the previous one.", ml)
 	m.preprocess = lat("llm_request_preprocess_seconds", "Arrival to dispatch: body decode, chat template, tokenization and grammar check.")
 	m.grammarCheck = lat("llm_grammar_check_seconds", "A worker's compile of a request's constraint (a cache hit takes microseconds).")
 	m.promptLen = reg.NewHistogram("vllm:request_prompt_tokens", "Prompt tokens per request.", ml, tokenBuckets)
@@ -102,6 +111,7 @@ func (m *serverMetrics) finished(d *Delta, st *Stream, start time.Time) {
 	m.promptTok.Add(float64(d.PromptTokens))
 	m.prefixQueries.Add(float64(d.PromptTokens))
 	m.prefixHits.Add(float64(d.CachedTokens))
+	m.preemptions.Add(float64(d.Preemptions))
 	m.genTok.Add(float64(d.CompletionTokens))
 	m.promptLen.Observe(float64(d.PromptTokens))
 	m.genLen.Observe(float64(d.CompletionTokens))
@@ -114,6 +124,9 @@ func (m *serverMetrics) finished(d *Delta, st *Stream, start time.Time) {
 	var first time.Time
 	if st != nil { // nil for a choice that could not be submitted
 		first, _ = st.Times()
+	}
+	if st != nil && st.streamed {
+		m.coalesced.Add(float64(st.Merged()))
 	}
 	if st != nil && st.access != nil {
 		st.access.finished(d, first)

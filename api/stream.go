@@ -51,6 +51,8 @@ type Delta struct {
 	// QueueTime, PrefillTime and DecodeTime are the rank's account of a finished request: waiting
 	// to be scheduled, scheduled until its first token, first token until the finish.
 	QueueTime, PrefillTime, DecodeTime time.Duration
+	// Preemptions is how many times the rank evicted the finished request to free KV blocks.
+	Preemptions int
 }
 
 // Merge appends later onto d: ids and logprobs appended, text concatenated, the finish and the
@@ -91,6 +93,7 @@ func (d *Delta) mergeMeta(later *Delta) {
 	}
 	if later.Finished {
 		d.QueueTime, d.PrefillTime, d.DecodeTime = later.QueueTime, later.PrefillTime, later.DecodeTime
+		d.Preemptions = later.Preemptions
 	}
 }
 
@@ -105,6 +108,9 @@ type Stream struct {
 	Rank int
 	// access is the access line of the HTTP request this stream serves (nil: none).
 	access *accessRecord
+	// streamed says the client reads this stream as SSE chunks (set at Submit), so merged
+	// outputs are chunks coalesced for a consumer that fell behind.
+	streamed bool
 
 	mu       sync.Mutex
 	ids      []int32
@@ -120,6 +126,8 @@ type Stream struct {
 	// firstToken and finished are when the first token id and the finish reached this stream
 	// (zero until then): TTFT and decode time for every request, streamed or not.
 	firstToken, finished time.Time
+	// merged counts pushes that landed on output not yet taken (merged into one chunk).
+	merged int
 }
 
 // NewStream returns an empty mailbox for rid.
@@ -138,6 +146,9 @@ func (s *Stream) Push(d *Delta) {
 	}
 	if len(d.IDs) > 0 && s.firstToken.IsZero() {
 		s.firstToken = time.Now()
+	}
+	if s.has {
+		s.merged++
 	}
 	s.ids = append(s.ids, d.IDs...)
 	s.text = append(s.text, d.Text...)
@@ -214,6 +225,13 @@ func (s *Stream) Done() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.done
+}
+
+// Merged is how many outputs were pushed onto output the consumer had not taken yet.
+func (s *Stream) Merged() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.merged
 }
 
 // Times returns when the first token id and the finish reached the stream (zero when not yet).

@@ -527,7 +527,7 @@ func sizeTokenItem(it *TokenItem) int {
 // itemTimesLen is the size of an item's times: only a finished item carries them.
 func itemTimesLen(it *TokenItem) int {
 	if it.Finished {
-		return 3 * 8
+		return 3*8 + 4
 	}
 	return 0
 }
@@ -559,6 +559,7 @@ func appendTokenItem(dst []byte, it *TokenItem) []byte {
 		dst = appendI64(dst, it.QueueNanos)
 		dst = appendI64(dst, it.PrefillNanos)
 		dst = appendI64(dst, it.DecodeNanos)
+		dst = appendI32(dst, it.Preemptions)
 	}
 	return dst
 }
@@ -603,11 +604,12 @@ func (r *reader) tokenItem(it *TokenItem) {
 		r.bad(fmt.Errorf("%w: %d prompt top logprob ids but %d values", ErrMalformed, len(it.PromptTopLogprobIDs), len(it.PromptTopLogprobs)))
 	}
 	it.RequestID = r.str(it.RequestID, "item.request_id")
-	it.QueueNanos, it.PrefillNanos, it.DecodeNanos = 0, 0, 0
+	it.QueueNanos, it.PrefillNanos, it.DecodeNanos, it.Preemptions = 0, 0, 0, 0
 	if it.Finished {
 		it.QueueNanos = r.i64("item.queue_time")
 		it.PrefillNanos = r.i64("item.prefill_time")
 		it.DecodeNanos = r.i64("item.decode_time")
+		it.Preemptions = r.i32("item.preemptions")
 	}
 }
 

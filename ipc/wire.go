@@ -4,7 +4,7 @@ import "fmt"
 
 // WireVersion is the first byte of every frame. Bump it on any incompatible layout change;
 // decoders refuse frames of any other version.
-const WireVersion byte = 7
+const WireVersion byte = 8
 
 // MsgType is the second byte of every frame.
 type MsgType uint8
@@ -230,6 +230,8 @@ type TokenItem struct {
 	// (reaching the rank to first scheduled, to the first token, to the finish); they travel
 	// only on the finishing item.
 	QueueNanos, PrefillNanos, DecodeNanos int64
+	// Preemptions is how many times the rank evicted the finished request to free KV blocks.
+	Preemptions int32
 }
 
 // TokenBatch is what a scheduler sends after a step: the new token ids of every request that

@@ -344,6 +344,7 @@ func (r *Runner) logFinish(it *scheduler.Item, requestID string) {
 		slog.String("finish_reason", it.FinishReason.String()), slog.Int("prompt_tokens", it.PromptTokens),
 		slog.Int("cached_tokens", it.CachedTokens), slog.Int("completion_tokens", it.CompletionTokens),
 		slog.Duration("queue", it.QueueTime), slog.Duration("prefill", it.PrefillTime), slog.Duration("decode", it.DecodeTime),
+		slog.Int("preemptions", it.Preemptions),
 		slog.String("err", it.Err))
 }
 

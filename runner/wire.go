@@ -101,6 +101,7 @@ func itemToWire(it *scheduler.Item, ids []int32, logprobs []float32, top topLogp
 		MatchedStopToken: it.MatchedStopToken, MatchedStop: it.MatchedStop, Error: it.Err,
 		NoText: out.noText, SkipSpecialTokens: out.skipSpecial,
 		QueueNanos: int64(it.QueueTime), PrefillNanos: int64(it.PrefillTime), DecodeNanos: int64(it.DecodeTime),
+		Preemptions: int32(it.Preemptions),
 	}
 	if first {
 		ti.StopStrings, ti.RequestID = out.stops, out.requestID

@@ -206,6 +206,7 @@ func TestItemCrossesToTheWire(t *testing.T) {
 		"MatchedStopToken": {w.MatchedStopToken, it.MatchedStopToken}, "MatchedStop": {w.MatchedStop, it.MatchedStop},
 		"Err": {w.Error, it.Err}, "QueueTime": {w.QueueNanos, int64(it.QueueTime)},
 		"PrefillTime": {w.PrefillNanos, int64(it.PrefillTime)}, "DecodeTime": {w.DecodeNanos, int64(it.DecodeTime)},
+		"Preemptions": {int(w.Preemptions), it.Preemptions},
 	}
 	for _, name := range leaves(reflect.TypeOf(it), "") {
 		c, ok := checks[name]

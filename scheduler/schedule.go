@@ -97,6 +97,7 @@ func (s *Scheduler) preempt(st *liveRequest) {
 	st.running = false
 	s.waiting = slices.Insert(s.waiting, 0, st)
 	s.stats.Preemptions++
+	st.preemptions++
 }
 
 // admit moves waiting requests into the running batch in queue order (skipping those whose

@@ -61,6 +61,7 @@ type liveRequest struct {
 	// received, scheduled and firstToken are when the request reached the rank, was first
 	// admitted and generated its first token (zero until then): its finish item's times.
 	received, scheduled, firstToken time.Time
+	preemptions                     int // times evicted from the batch
 }
 
 func (s *liveRequest) generated() int { return len(s.tokens) - s.promptLen }
@@ -402,6 +403,7 @@ func (s *Scheduler) item(st *liveRequest, reason FinishReason) Item {
 // during a phase (an abort while queued, an error in prefill) counts until now in that phase.
 func (s *Scheduler) times(st *liveRequest, it *Item) {
 	now := s.now()
+	it.Preemptions = st.preemptions
 	switch {
 	case st.scheduled.IsZero():
 		it.QueueTime = now.Sub(st.received)

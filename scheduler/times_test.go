@@ -43,3 +43,35 @@ func TestFinishCarriesRequestTimes(t *testing.T) {
 		t.Errorf("b: %v, queue %v prefill %v decode %v; want abort, 3s, 0, 0", b.FinishReason, b.QueueTime, b.PrefillTime, b.DecodeTime)
 	}
 }
+
+// TestFinishCountsPreemptions: on a cache far too small for its requests, every eviction is
+// reported once, on the evicted request's finish, so the finishes add up to the scheduler's own
+// count.
+func TestFinishCountsPreemptions(t *testing.T) {
+	const vocab = 1000
+	s := newScheduler(t, newReplay(t, vocab, 12, 4), Config{MaxRunning: 6, MaxPrefillTokens: 32, ChunkSize: 8})
+	for i := range 12 {
+		mustAdd(t, s, &Request{RID: rid(i), InputIDs: prompt(i, 5+i%4, vocab), MaxNewTokens: 20, Sampling: greedy()})
+	}
+	reported, finished := 0, 0
+	for step := 0; s.HasWork(); step++ {
+		if step > 5000 {
+			t.Fatalf("no progress; load %+v", s.Load())
+		}
+		out, err := s.Step(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range out.Items {
+			if it.Finished {
+				reported += it.Preemptions
+				finished++
+			} else if it.Preemptions != 0 {
+				t.Fatalf("%s: an unfinished item reports %d preemptions", it.RID, it.Preemptions)
+			}
+		}
+	}
+	if got := s.Stats().Preemptions; got == 0 || reported != got || finished != 12 {
+		t.Errorf("finishes report %d preemptions over %d requests; the scheduler counted %d", reported, finished, got)
+	}
+}

@@ -133,6 +133,9 @@ type Item struct {
 	// the rank to first being scheduled, from then to the first token, and from the first token
 	// to the finish (vLLM's request_queue/prefill/decode_time). A phase never reached is zero.
 	QueueTime, PrefillTime, DecodeTime time.Duration
+	// Preemptions is, on a finished item, how many times the request was evicted from the batch
+	// to free KV blocks.
+	Preemptions int
 }
 
 // Load is the rank's load, piggybacked on every output.

@@ -131,6 +131,7 @@ func deltaFromWire(it *ipc.TokenItem, text string) api.Delta {
 	}
 	if it.Finished {
 		d.QueueTime, d.PrefillTime, d.DecodeTime = time.Duration(it.QueueNanos), time.Duration(it.PrefillNanos), time.Duration(it.DecodeNanos)
+		d.Preemptions = int(it.Preemptions)
 		switch {
 		case it.MatchedStop != "":
 			d.MatchedStop = it.MatchedStop

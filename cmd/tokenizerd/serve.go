@@ -483,8 +483,9 @@ func registerRankGauges(reg *metrics.Registry, w *worker.Worker, index, ranks in
 	// Both are fractions (0-1) despite the name, as in vLLM.
 	reg.NewGaugeFunc("vllm:gpu_cache_usage_perc", "KV cache positions in use over capacity, all ranks (0-1).", ml, kvUsage)
 	reg.NewGaugeFunc("vllm:kv_cache_usage_perc", "KV cache positions in use over capacity, all ranks (0-1).", ml, kvUsage)
-	reg.NewCounterFunc("vllm:num_preemptions_total", "Requests the ranks evicted from their batches to free KV blocks.", ml,
-		total(func(rl *shard.RankLoad) float64 { return float64(rl.Reported.Preemptions) }))
+	// vllm:num_preemptions_total is the API's: counted from finished requests in the shared
+	// store, it never goes down between scrapes of different workers, as a sum of each worker's
+	// latest rank reports could.
 	wl := metrics.Labels{{"worker", strconv.Itoa(index)}}
 	reg.NewGaugeFunc("llm_worker_in_flight_requests", "Requests this worker owns that have not finished.", wl,
 		func() float64 { return float64(w.InFlight()) })
