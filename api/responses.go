@@ -4,8 +4,8 @@ package api
 // and conversation are refused. The input (a string or a list of messages) and instructions
 // become a chat conversation and run through the chat path (template, sampling, structured
 // output, tool calling: responses_tools.go); the output is an assistant message with one
-// output_text part and, with tools, function_call items, streamed as the typed events
-// response.created ... response.completed.
+// output_text part, with tools function_call items, and with a reasoning parser a reasoning item
+// (the thinking block), streamed as the typed events response.created ... response.completed.
 
 import (
 	"bytes"
@@ -84,6 +84,7 @@ func responsesMessages(body *responsesRequest) ([]map[string]any, error) {
 		return nil, badRequest("input", "must be a string or an array of input items")
 	}
 	calls := map[string]bool{} // call_ids of the function_call items so far
+	reasoning := ""            // a reasoning item's text, for the assistant message that follows it
 	for i, it := range items {
 		param := fmt.Sprintf("input[%d]", i)
 		var typ, role string
@@ -93,9 +94,17 @@ func responsesMessages(body *responsesRequest) ([]map[string]any, error) {
 		case "", "message":
 		case "function_call":
 			var err error
-			if msgs, err = functionCallMessage(msgs, it, param, calls); err != nil {
+			if msgs, err = functionCallMessage(msgs, it, param, calls, reasoning); err != nil {
 				return nil, err
 			}
+			reasoning = ""
+			continue
+		case "reasoning":
+			r, err := reasoningInput(it, param)
+			if err != nil {
+				return nil, err
+			}
+			reasoning += r
 			continue
 		case "function_call_output":
 			m, err := functionOutputMessage(it, param, calls)
@@ -105,7 +114,7 @@ func responsesMessages(body *responsesRequest) ([]map[string]any, error) {
 			msgs = append(msgs, m)
 			continue
 		default:
-			return nil, badRequest(param+".type", fmt.Sprintf("input items of type %q are not supported (message, function_call, function_call_output)", typ))
+			return nil, badRequest(param+".type", fmt.Sprintf("input items of type %q are not supported (message, reasoning, function_call, function_call_output)", typ))
 		}
 		for k := range it {
 			switch k {
@@ -118,7 +127,12 @@ func responsesMessages(body *responsesRequest) ([]map[string]any, error) {
 		if err != nil {
 			return nil, err
 		}
-		msgs = append(msgs, map[string]any{"role": role, "content": content})
+		m := map[string]any{"role": role, "content": content}
+		if role == "assistant" && reasoning != "" {
+			m["reasoning_content"] = reasoning // as a chat client passes it back
+		}
+		reasoning = ""
+		msgs = append(msgs, m)
 	}
 	return msgs, nil
 }
@@ -212,10 +226,8 @@ func (s *Server) buildResponses(body *responsesRequest, start time.Time) (*Reque
 		return nil, nil, err
 	}
 	f := &responsesFormat{s: s, body: body, id: "resp_" + req.RID, msgID: "msg_" + req.RID, created: start.Unix()}
-	if of, ok := cf.(*openAIFormat); ok && of.out != nil && of.out.tools {
-		// The chat path's tool-call reader; a thinking block stays in the message text, as
-		// without tools (reasoning items are not produced).
-		f.out = of.out.toolsOnly()
+	if of, ok := cf.(*openAIFormat); ok && of.out != nil {
+		f.out = of.out // the chat path's reader of reasoning and tool calls
 	}
 	return req, f, nil
 }
@@ -227,36 +239,47 @@ type responsesFormat struct {
 	id      string // the response's id
 	msgID   string // its first output message's id
 	created int64
-	// out reads tool calls out of the text (the chat path's reader); nil without tools
+	// out splits the text into reasoning, content and tool calls (the chat path's reader); nil
+	// with neither tools nor a reasoning parser
 	out   *chatOutput
 	seq   int            // the next event's sequence_number
 	items []responseItem // the output items so far, the last one open while streaming when open is set
 	open  bool           // the last item is still being streamed
 }
 
-// responseItem is one output item: an assistant message or a function call.
+// Output item types.
+const (
+	itemMessage   = "message"
+	itemCall      = "function_call"
+	itemReasoning = "reasoning"
+)
+
+// responseItem is one output item: an assistant message, a function call or a reasoning block.
 type responseItem struct {
-	call         bool
+	kind         string // itemMessage, itemCall or itemReasoning
 	id           string
 	callID, name string // a function call's
-	text         []byte // the message's text, or the call's arguments
+	text         []byte // the message's or the reasoning's text, or the call's arguments
 	status       string // completed or incomplete, once done
 }
 
-// outputItems are the output of a whole response: the message (when it has text, or nothing
-// else was written), then the function calls.
+// outputItems are the output of a whole response: the reasoning (when there is some), the
+// message (when it has text, or nothing else was written), then the function calls.
 func (f *responsesFormat) outputItems(d *Delta) []responseItem {
 	if f.out == nil {
-		return []responseItem{{id: f.msgID, text: []byte(d.Text), status: itemStatus(d)}}
+		return []responseItem{{kind: itemMessage, id: f.msgID, text: []byte(d.Text), status: itemStatus(d)}}
 	}
 	f.out.feed(d.Text)
 	f.out.finish()
 	var items []responseItem
-	if len(f.out.all.content) > 0 || len(f.out.calls) == 0 {
-		items = append(items, responseItem{id: f.msgID, text: f.out.all.content, status: "completed"})
+	if len(f.out.all.reasoning) > 0 {
+		items = append(items, responseItem{kind: itemReasoning, id: f.reasoningID(), text: f.out.all.reasoning, status: "completed"})
+	}
+	if len(f.out.all.content) > 0 || len(items)+len(f.out.calls) == 0 {
+		items = append(items, responseItem{kind: itemMessage, id: f.msgID, text: f.out.all.content, status: "completed"})
 	}
 	for _, c := range f.out.calls {
-		items = append(items, responseItem{call: true, id: callItemID(c.id), callID: c.id, name: c.name, text: c.args, status: "completed"})
+		items = append(items, responseItem{kind: itemCall, id: callItemID(c.id), callID: c.id, name: c.name, text: c.args, status: "completed"})
 	}
 	items[len(items)-1].status = itemStatus(d)
 	return items
@@ -269,6 +292,9 @@ func itemStatus(d *Delta) string {
 	}
 	return "completed"
 }
+
+// reasoningID is the reasoning item's id.
+func (f *responsesFormat) reasoningID() string { return "rs_" + strings.TrimPrefix(f.id, "resp_") }
 
 // callItemID is a function_call item's id, made from its call id.
 func callItemID(callID string) string { return "fc_" + strings.TrimPrefix(callID, "call_") }
@@ -383,7 +409,18 @@ func (f *responsesFormat) item(dst []byte, it *responseItem, added bool) []byte 
 	if added {
 		text = nil
 	}
-	if it.call {
+	switch it.kind {
+	case itemReasoning:
+		dst = append(dst, `{"type":"reasoning","id":`...)
+		dst = appendJSONString(dst, it.id)
+		dst = append(dst, `,"summary":[],"content":[`...)
+		if !added {
+			dst = f.part(dst, itemReasoning, string(text))
+		}
+		dst = append(dst, `],"status":"`...)
+		dst = append(dst, status...)
+		return append(dst, `"}`...)
+	case itemCall:
 		dst = append(dst, `{"type":"function_call","id":`...)
 		dst = appendJSONString(dst, it.id)
 		dst = append(dst, `,"call_id":`...)
@@ -402,12 +439,18 @@ func (f *responsesFormat) item(dst []byte, it *responseItem, added bool) []byte 
 	dst = append(dst, status...)
 	dst = append(dst, `","role":"assistant","content":[`...)
 	if !added {
-		dst = f.part(dst, string(text))
+		dst = f.part(dst, itemMessage, string(text))
 	}
 	return append(dst, "]}"...)
 }
 
-func (f *responsesFormat) part(dst []byte, text string) []byte {
+// part appends an item's one content part: a message's output_text or a reasoning_text.
+func (f *responsesFormat) part(dst []byte, kind, text string) []byte {
+	if kind == itemReasoning {
+		dst = append(dst, `{"type":"reasoning_text","text":`...)
+		dst = appendJSONString(dst, text)
+		return append(dst, '}')
+	}
 	dst = append(dst, `{"type":"output_text","text":`...)
 	dst = appendJSONString(dst, text)
 	return append(dst, `,"annotations":[],"logprobs":[]}`...)
@@ -440,7 +483,8 @@ func (f *responsesFormat) itemFields(dst []byte, part bool) []byte {
 	return dst
 }
 
-// openItem closes the open item and announces it (a message's text part too).
+// openItem closes the open item and announces it (and its one content part, for a message or
+// a reasoning block).
 func (f *responsesFormat) openItem(dst []byte, it responseItem, d *Delta) []byte {
 	dst = f.closeItem(dst, d)
 	f.items = append(f.items, it)
@@ -450,9 +494,9 @@ func (f *responsesFormat) openItem(dst []byte, it responseItem, d *Delta) []byte
 		dst = strconv.AppendInt(dst, int64(len(f.items)-1), 10)
 		return f.item(append(dst, `,"item":`...), &f.items[len(f.items)-1], true)
 	})
-	if !it.call {
+	if it.kind != itemCall {
 		dst = f.event(dst, "response.content_part.added", func(dst []byte) []byte {
-			return f.part(append(f.itemFields(dst, true), `,"part":`...), "")
+			return f.part(append(f.itemFields(dst, true), `,"part":`...), it.kind, "")
 		})
 	}
 	return dst
@@ -469,20 +513,28 @@ func (f *responsesFormat) closeItem(dst []byte, d *Delta) []byte {
 	if d.Finished {
 		it.status = itemStatus(d)
 	}
-	if it.call {
+	switch it.kind {
+	case itemCall:
 		dst = f.event(dst, "response.function_call_arguments.done", func(dst []byte) []byte {
 			dst = append(f.itemFields(dst, false), `,"name":`...)
 			dst = appendJSONString(dst, it.name)
 			dst = append(dst, `,"arguments":`...)
 			return appendJSONString(dst, string(it.text))
 		})
-	} else {
+	case itemReasoning:
+		dst = f.event(dst, "response.reasoning_text.done", func(dst []byte) []byte {
+			dst = append(f.itemFields(dst, true), `,"text":`...)
+			return appendJSONString(dst, string(it.text))
+		})
+	default:
 		dst = f.event(dst, "response.output_text.done", func(dst []byte) []byte {
 			dst = append(f.itemFields(dst, true), `,"text":`...)
 			return append(appendJSONString(dst, string(it.text)), `,"logprobs":[]`...)
 		})
+	}
+	if it.kind != itemCall {
 		dst = f.event(dst, "response.content_part.done", func(dst []byte) []byte {
-			return f.part(append(f.itemFields(dst, true), `,"part":`...), string(it.text))
+			return f.part(append(f.itemFields(dst, true), `,"part":`...), it.kind, string(it.text))
 		})
 	}
 	return f.event(dst, "response.output_item.done", func(dst []byte) []byte {
@@ -492,18 +544,48 @@ func (f *responsesFormat) closeItem(dst []byte, d *Delta) []byte {
 	})
 }
 
-// message is the id of the next message item: the first is msgID.
-func (f *responsesFormat) nextMsgID() string {
+// nextID is the id of the next item of a kind: the first message is msgID, the first
+// reasoning item reasoningID, later ones numbered.
+func (f *responsesFormat) nextID(kind string) string {
 	n := 0
 	for _, it := range f.items {
-		if !it.call {
+		if it.kind == kind {
 			n++
 		}
 	}
-	if n == 0 {
-		return f.msgID
+	id := f.msgID
+	if kind == itemReasoning {
+		id = f.reasoningID()
 	}
-	return f.msgID + "_" + strconv.Itoa(n)
+	if n == 0 {
+		return id
+	}
+	return id + "_" + strconv.Itoa(n)
+}
+
+// appendText adds text to the open item of the kind (a message or a reasoning block), opening
+// one if the open item is another, with its delta event.
+func (f *responsesFormat) appendText(dst []byte, kind string, text []byte, d *Delta) []byte {
+	if len(text) == 0 {
+		return dst
+	}
+	if !f.open || f.items[len(f.items)-1].kind != kind {
+		dst = f.openItem(dst, responseItem{kind: kind, id: f.nextID(kind)}, d)
+	}
+	it := &f.items[len(f.items)-1]
+	it.text = append(it.text, text...)
+	typ := "response.output_text.delta"
+	if kind == itemReasoning {
+		typ = "response.reasoning_text.delta"
+	}
+	return f.event(dst, typ, func(dst []byte) []byte {
+		dst = append(f.itemFields(dst, true), `,"delta":`...)
+		dst = appendJSONString(dst, string(text))
+		if kind == itemMessage {
+			dst = append(dst, `,"logprobs":[]`...)
+		}
+		return dst
+	})
 }
 
 func (f *responsesFormat) chunk(dst []byte, d *Delta, first bool) []byte {
@@ -514,7 +596,7 @@ func (f *responsesFormat) chunk(dst []byte, d *Delta, first bool) []byte {
 			})
 		}
 		if f.out == nil {
-			dst = f.openItem(dst, responseItem{id: f.msgID}, d)
+			dst = f.openItem(dst, responseItem{kind: itemMessage, id: f.msgID}, d)
 		}
 	}
 	var ev outputEvents
@@ -527,20 +609,12 @@ func (f *responsesFormat) chunk(dst []byte, d *Delta, first bool) []byte {
 		}
 		ev = f.out.take()
 	}
-	if len(ev.content) > 0 {
-		if !f.open || f.items[len(f.items)-1].call {
-			dst = f.openItem(dst, responseItem{id: f.nextMsgID()}, d)
-		}
-		it := &f.items[len(f.items)-1]
-		it.text = append(it.text, ev.content...)
-		dst = f.event(dst, "response.output_text.delta", func(dst []byte) []byte {
-			dst = append(f.itemFields(dst, true), `,"delta":`...)
-			return append(appendJSONString(dst, string(ev.content)), `,"logprobs":[]`...)
-		})
-	}
+	// within one delta, the reader's order: reasoning, content, calls
+	dst = f.appendText(dst, itemReasoning, ev.reasoning, d)
+	dst = f.appendText(dst, itemMessage, ev.content, d)
 	for _, c := range ev.calls {
 		if c.id != "" {
-			dst = f.openItem(dst, responseItem{call: true, id: callItemID(c.id), callID: c.id, name: c.name}, d)
+			dst = f.openItem(dst, responseItem{kind: itemCall, id: callItemID(c.id), callID: c.id, name: c.name}, d)
 		}
 		if c.args == "" {
 			continue
@@ -557,7 +631,7 @@ func (f *responsesFormat) chunk(dst []byte, d *Delta, first bool) []byte {
 	}
 	if d.Err == nil {
 		if len(f.items) == 0 {
-			dst = f.openItem(dst, responseItem{id: f.msgID}, d) // nothing was written: an empty message
+			dst = f.openItem(dst, responseItem{kind: itemMessage, id: f.msgID}, d) // nothing was written: an empty message
 		}
 		dst = f.closeItem(dst, d)
 	}

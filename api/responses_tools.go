@@ -132,8 +132,9 @@ func itemString(it map[string]json.RawMessage, key, param string, required bool)
 }
 
 // functionCallMessage adds a function_call input item to the conversation: a tool call of the
-// assistant message it follows, or of a new assistant message. calls collects the call ids.
-func functionCallMessage(msgs []map[string]any, it map[string]json.RawMessage, param string, calls map[string]bool) ([]map[string]any, error) {
+// assistant message it follows, or of a new assistant message (carrying reasoning, the text of
+// the reasoning items before it, when there is some). calls collects the call ids.
+func functionCallMessage(msgs []map[string]any, it map[string]json.RawMessage, param string, calls map[string]bool, reasoning string) ([]map[string]any, error) {
 	for k := range it {
 		switch k {
 		case "type", "id", "call_id", "name", "arguments", "status":
@@ -158,12 +159,60 @@ func functionCallMessage(msgs []map[string]any, it map[string]json.RawMessage, p
 	}
 	calls[callID] = true
 	call := map[string]any{"id": callID, "type": "function", "function": map[string]any{"name": name, "arguments": args}}
-	if n := len(msgs); n > 0 && msgs[n-1]["role"] == "assistant" {
+	if n := len(msgs); n > 0 && msgs[n-1]["role"] == "assistant" && reasoning == "" {
 		list, _ := msgs[n-1]["tool_calls"].([]any)
 		msgs[n-1]["tool_calls"] = append(list, call)
 		return msgs, nil
 	}
-	return append(msgs, map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{call}}), nil
+	m := map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{call}}
+	if reasoning != "" {
+		m["reasoning_content"] = reasoning
+	}
+	return append(msgs, m), nil
+}
+
+// reasoningInput reads a reasoning input item (an earlier turn's output passed back): its
+// reasoning_text parts, or its summary when it has none. It goes to the next assistant
+// message's reasoning_content, which templates with a thinking block render (or drop) as they
+// do for chat clients.
+func reasoningInput(it map[string]json.RawMessage, param string) (string, error) {
+	for k, v := range it {
+		switch k {
+		case "type", "id", "summary", "content", "status":
+		case "encrypted_content":
+			if string(v) != "null" {
+				return "", badRequest(param+".encrypted_content", "this server encrypts no reasoning")
+			}
+		default:
+			return "", badRequest(param, fmt.Sprintf("unknown field %q", k))
+		}
+	}
+	read := func(key, want string) (string, error) {
+		raw, ok := it[key]
+		if !ok || string(raw) == "null" {
+			return "", nil
+		}
+		var parts []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}
+		if err := json.Unmarshal(raw, &parts); err != nil {
+			return "", badRequest(param+"."+key, "must be an array of {type, text}")
+		}
+		var b strings.Builder
+		for j, p := range parts {
+			if p.Type != want {
+				return "", badRequest(fmt.Sprintf("%s.%s[%d].type", param, key, j), fmt.Sprintf("want %s, got %q", want, p.Type))
+			}
+			b.WriteString(p.Text)
+		}
+		return b.String(), nil
+	}
+	text, err := read("content", "reasoning_text")
+	if err != nil || text != "" {
+		return text, err
+	}
+	return read("summary", "summary_text")
 }
 
 // functionOutputMessage is a function_call_output input item as a tool message; its call_id

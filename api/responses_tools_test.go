@@ -2,9 +2,16 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/llmserve/llmserve/metrics"
+	"github.com/llmserve/llmserve/sampling"
 )
 
 // pieceFeed pushes text cut into pieces of the given sizes (cycled), one token each, then
@@ -87,13 +94,13 @@ func readResponseStream(t *testing.T, body string) (items []respItem, final resp
 				t.Fatalf("item %d added while %d is open: %s", ev.OutputIndex, open, data)
 			}
 			items = append(items, ev.Item)
-			if ev.Item.Type == "message" {
+			if ev.Item.Type == "message" || ev.Item.Type == "reasoning" {
 				items[len(items)-1].Content = append(items[len(items)-1].Content, struct {
 					Text string `json:"text"`
 				}{})
 			}
 			open = ev.OutputIndex
-		case "response.output_text.delta":
+		case "response.output_text.delta", "response.reasoning_text.delta":
 			inItem().Content[0].Text += ev.Delta
 		case "response.function_call_arguments.delta":
 			inItem().Arguments += ev.Delta
@@ -101,7 +108,7 @@ func readResponseStream(t *testing.T, body string) (items []respItem, final resp
 			if it := inItem(); it.Arguments != ev.Arguments || it.Name != ev.Name {
 				t.Fatalf("arguments done %q %q, deltas %q %q", ev.Name, ev.Arguments, it.Name, it.Arguments)
 			}
-		case "response.output_text.done":
+		case "response.output_text.done", "response.reasoning_text.done":
 			if it := inItem(); it.Content[0].Text != ev.Text {
 				t.Fatalf("text done %q, deltas %q", ev.Text, it.Content[0].Text)
 			}
@@ -259,5 +266,64 @@ func TestResponsesToolTurnPrompt(t *testing.T) {
 	}
 	if !strings.Contains(e.tok.Decode(chatIDs, false), "<tool_response>\nrain\n</tool_response>") {
 		t.Fatalf("the tool result is not in the prompt: %q", e.tok.Decode(chatIDs, false))
+	}
+}
+
+// TestResponsesReasoningItems: with a reasoning parser the thinking block is a reasoning item
+// before the message and the calls, whole and streamed alike; a reasoning item passed back in
+// the input goes to the next assistant message, and one this server cannot read is a 400.
+func TestResponsesReasoningItems(t *testing.T) {
+	tok, err := picoTokenizer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := "<think>Paris, then.</think>\n\nChecking.<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"
+	for _, sizes := range [][]int{{1000}, {1}, {4, 9}} {
+		e := &tokEngine{feedEngine: feedEngine{feed: pieceFeed(text, sizes, FinishStop)}, tok: tok}
+		srv, err := NewServer(Config{ServedModelName: "m", ContextLength: 4096, StreamInterval: 1, ReasoningParser: ReasoningQwen3,
+			DefaultSampling: sampling.DefaultParams(), GrammarStrict: true}, e, metrics.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts := httptest.NewServer(srv.Handler())
+		req := `{"input":"Weather?","tools":[` + respWeatherTool + `]`
+		_, body := post(t, ts, "/v1/responses", req+`}`)
+		var whole respObject
+		if err := json.Unmarshal([]byte(body), &whole); err != nil {
+			t.Fatal(err)
+		}
+		o := whole.Output
+		if len(o) != 3 || o[0].Type != "reasoning" || o[0].Content[0].Text != "Paris, then." || !strings.HasPrefix(o[0].ID, "rs_") ||
+			o[1].Type != "message" || o[1].Content[0].Text != "Checking." || o[2].Type != "function_call" || o[2].Arguments != `{"city": "Paris"}` {
+			t.Fatalf("%v: %s", sizes, body)
+		}
+		_, body = post(t, ts, "/v1/responses", req+`,"stream":true}`)
+		items, _ := readResponseStream(t, body)
+		for i := range whole.Output { // ids are per request
+			whole.Output[i].ID, whole.Output[i].CallID, items[i].ID, items[i].CallID = "", "", "", ""
+		}
+		a, _ := json.Marshal(items)
+		b, _ := json.Marshal(whole.Output)
+		if string(a) != string(b) {
+			t.Fatalf("%v: streamed %s, whole %s", sizes, a, b)
+		}
+		ts.Close()
+	}
+	msgs, err := responsesMessages(&responsesRequest{Input: json.RawMessage(`[{"role":"user","content":"Weather?"},
+		{"type":"reasoning","id":"rs_1","summary":[],"content":[{"type":"reasoning_text","text":"Paris."}]},
+		{"type":"function_call","call_id":"call_1","name":"get_weather","arguments":"{}"},
+		{"type":"function_call_output","call_id":"call_1","output":"sun"}]`)})
+	if err != nil || len(msgs) != 3 || msgs[1]["reasoning_content"] != "Paris." || msgs[1]["role"] != "assistant" || msgs[2]["role"] != "tool" {
+		t.Fatalf("%v %v", msgs, err)
+	}
+	for _, c := range []struct{ item, param string }{
+		{`{"type":"reasoning","encrypted_content":"x"}`, "input[0].encrypted_content"},
+		{`{"type":"reasoning","content":[{"type":"output_text","text":"x"}]}`, "input[0].content[0].type"},
+	} {
+		_, err := responsesMessages(&responsesRequest{Input: json.RawMessage(`[` + c.item + `]`)})
+		var bre *BadRequestError
+		if !errors.As(err, &bre) || bre.Param != c.param {
+			t.Fatalf("%s: %v, want a 400 naming %s", c.item, err, c.param)
+		}
 	}
 }

@@ -396,9 +396,3 @@ func (o *chatOutput) take() outputEvents {
 
 // hasCalls reports whether any call was opened.
 func (o *chatOutput) hasCalls() bool { return len(o.calls) > 0 }
-
-// toolsOnly is a new parser of the same tool syntax that reads no reasoning block: /v1/responses
-// leaves a thinking block in the message text.
-func (o *chatOutput) toolsOnly() *chatOutput {
-	return &chatOutput{tools: o.tools, syn: o.syn, st: stContent}
-}
