@@ -37,6 +37,8 @@ type responsesRequest struct {
 	Truncation         *string         `json:"truncation"`
 	Include            []string        `json:"include"`
 	StreamOptions      *streamOptions  `json:"stream_options"`
+	// MaxReasoningChars bounds the thinking block, as on chat (an extension).
+	MaxReasoningChars *int `json:"max_reasoning_chars"`
 	ignoredFields
 }
 
@@ -194,7 +196,7 @@ func (s *Server) buildResponses(body *responsesRequest, start time.Time) (*Reque
 		return nil, nil, err
 	}
 	cb := chatRequest{Model: body.Model, Messages: msgs, MaxCompletionTokens: body.MaxOutputTokens, Stream: body.Stream,
-		Tools: tools, ToolChoice: choice, ParallelToolCalls: body.ParallelToolCalls}
+		Tools: tools, ToolChoice: choice, ParallelToolCalls: body.ParallelToolCalls, MaxReasoningChars: body.MaxReasoningChars}
 	cb.Temperature, cb.TopP = body.Temperature, body.TopP
 	if body.Text != nil && body.Text.Format != nil && body.Text.Format.Type != "" && body.Text.Format.Type != "text" {
 		f := body.Text.Format

@@ -8,10 +8,12 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/llmserve/llmserve/metrics"
 	"github.com/llmserve/llmserve/sampling"
+	"github.com/llmserve/llmserve/tokenizer"
 )
 
 // pieceFeed pushes text cut into pieces of the given sizes (cycled), one token each, then
@@ -324,6 +326,53 @@ func TestResponsesReasoningItems(t *testing.T) {
 		var bre *BadRequestError
 		if !errors.As(err, &bre) || bre.Param != c.param {
 			t.Fatalf("%s: %v, want a 400 naming %s", c.item, err, c.param)
+		}
+	}
+}
+
+// qwen3Tokenizer is Qwen3's tokenizer and chat template (Hermes tool calls, thinking blocks).
+var qwen3Tokenizer = sync.OnceValues(func() (*tokenizer.Tokenizer, error) {
+	return tokenizer.Load("../testdata/tokenizer-files/qwen3")
+})
+
+// TestResponsesTurnPromptQwen3: on Qwen3's own template, a Responses second turn (a reasoning
+// item, two function_call items and their outputs, flat tools) renders the very prompt of the
+// chat request with reasoning_content, tool_calls, tool messages and the same tools.
+func TestResponsesTurnPromptQwen3(t *testing.T) {
+	tok, err := qwen3Tokenizer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &tokEngine{feedEngine: feedEngine{feed: textFeed(FinishStop)}, tok: tok}
+	ts := serveEngine(t, e, true)
+	chatTool := `{"type":"function","function":{"name":"get_weather","description":"Weather","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]},"strict":true}}`
+	resp, body := post(t, ts, "/v1/chat/completions", `{"tools":[`+chatTool+`],"messages":[{"role":"system","content":"Be brief."},
+		{"role":"user","content":"Weather?"},
+		{"role":"assistant","content":null,"reasoning_content":"Two cities.","tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\": \"Paris\"}"}},
+			{"id":"call_2","type":"function","function":{"name":"get_weather","arguments":"{\"city\": \"Rome\"}"}}]},
+		{"role":"tool","tool_call_id":"call_1","content":"sunny"},{"role":"tool","tool_call_id":"call_2","content":"rain"}]}`)
+	if resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	chatIDs := e.lastRequest().InputIDs
+	resp, body = post(t, ts, "/v1/responses", `{"instructions":"Be brief.","tools":[`+respWeatherTool+`],"input":[
+		{"role":"user","content":"Weather?"},
+		{"type":"reasoning","id":"rs_1","summary":[],"content":[{"type":"reasoning_text","text":"Two cities."}],"status":"completed"},
+		{"type":"function_call","id":"fc_1","call_id":"call_1","name":"get_weather","arguments":"{\"city\": \"Paris\"}","status":"completed"},
+		{"type":"function_call","id":"fc_2","call_id":"call_2","name":"get_weather","arguments":"{\"city\": \"Rome\"}","status":"completed"},
+		{"type":"function_call_output","call_id":"call_1","output":"sunny"},
+		{"type":"function_call_output","call_id":"call_2","output":"rain"}]}`)
+	if resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	got := e.lastRequest().InputIDs
+	prompt := tok.Decode(chatIDs, false)
+	if !slices.Equal(got, chatIDs) {
+		t.Fatalf("responses prompt\n%q\nchat prompt\n%q", tok.Decode(got, false), prompt)
+	}
+	for _, want := range []string{"<think>\nTwo cities.\n</think>", `"arguments": {"city": "Rome"}`, "<tool_response>\nrain\n</tool_response>", `{"type": "function", "function": {"name": "get_weather"`} {
+		if !strings.Contains(prompt, want) {
+			t.Fatalf("%q is not in the prompt %q", want, prompt)
 		}
 	}
 }
