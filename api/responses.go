@@ -266,22 +266,30 @@ type responseItem struct {
 }
 
 // outputItems are the output of a whole response: the reasoning (when there is some), the
-// message (when it has text, or nothing else was written), then the function calls.
+// message (when it has text, or nothing else was written), the function calls, and a message
+// with text that came after them (a call cut short), as the stream writes them.
 func (f *responsesFormat) outputItems(d *Delta) []responseItem {
 	if f.out == nil {
 		return []responseItem{{kind: itemMessage, id: f.msgID, text: []byte(d.Text), status: itemStatus(d)}}
 	}
 	f.out.feed(d.Text)
 	f.out.finish()
+	all := &f.out.all
 	var items []responseItem
-	if len(f.out.all.reasoning) > 0 {
-		items = append(items, responseItem{kind: itemReasoning, id: f.reasoningID(), text: f.out.all.reasoning, status: "completed"})
+	if len(all.reasoning) > 0 {
+		items = append(items, responseItem{kind: itemReasoning, id: f.reasoningID(), text: all.reasoning, status: "completed"})
 	}
-	if len(f.out.all.content) > 0 || len(items)+len(f.out.calls) == 0 {
-		items = append(items, responseItem{kind: itemMessage, id: f.msgID, text: f.out.all.content, status: "completed"})
+	before, after := all.content[:len(all.content)-all.after], all.content[len(all.content)-all.after:]
+	msgID := f.msgID
+	if len(before) > 0 {
+		items = append(items, responseItem{kind: itemMessage, id: msgID, text: before, status: "completed"})
+		msgID += "_1"
 	}
 	for _, c := range f.out.calls {
 		items = append(items, responseItem{kind: itemCall, id: callItemID(c.id), callID: c.id, name: c.name, text: c.args, status: "completed"})
+	}
+	if len(after) > 0 || len(items) == 0 {
+		items = append(items, responseItem{kind: itemMessage, id: msgID, text: after, status: "completed"})
 	}
 	items[len(items)-1].status = itemStatus(d)
 	return items
@@ -487,8 +495,8 @@ func (f *responsesFormat) itemFields(dst []byte, part bool) []byte {
 
 // openItem closes the open item and announces it (and its one content part, for a message or
 // a reasoning block).
-func (f *responsesFormat) openItem(dst []byte, it responseItem, d *Delta) []byte {
-	dst = f.closeItem(dst, d)
+func (f *responsesFormat) openItem(dst []byte, it responseItem) []byte {
+	dst = f.closeItem(dst, "completed")
 	f.items = append(f.items, it)
 	f.open = true
 	dst = f.event(dst, "response.output_item.added", func(dst []byte) []byte {
@@ -504,17 +512,14 @@ func (f *responsesFormat) openItem(dst []byte, it responseItem, d *Delta) []byte
 	return dst
 }
 
-// closeItem ends the open item, if any, with its done events.
-func (f *responsesFormat) closeItem(dst []byte, d *Delta) []byte {
+// closeItem ends the open item, if any, with its done events and the status given.
+func (f *responsesFormat) closeItem(dst []byte, status string) []byte {
 	if !f.open {
 		return dst
 	}
 	f.open = false
 	it := &f.items[len(f.items)-1]
-	it.status = "completed"
-	if d.Finished {
-		it.status = itemStatus(d)
-	}
+	it.status = status
 	switch it.kind {
 	case itemCall:
 		dst = f.event(dst, "response.function_call_arguments.done", func(dst []byte) []byte {
@@ -567,12 +572,12 @@ func (f *responsesFormat) nextID(kind string) string {
 
 // appendText adds text to the open item of the kind (a message or a reasoning block), opening
 // one if the open item is another, with its delta event.
-func (f *responsesFormat) appendText(dst []byte, kind string, text []byte, d *Delta) []byte {
+func (f *responsesFormat) appendText(dst []byte, kind string, text []byte) []byte {
 	if len(text) == 0 {
 		return dst
 	}
 	if !f.open || f.items[len(f.items)-1].kind != kind {
-		dst = f.openItem(dst, responseItem{kind: kind, id: f.nextID(kind)}, d)
+		dst = f.openItem(dst, responseItem{kind: kind, id: f.nextID(kind)})
 	}
 	it := &f.items[len(f.items)-1]
 	it.text = append(it.text, text...)
@@ -598,7 +603,7 @@ func (f *responsesFormat) chunk(dst []byte, d *Delta, first bool) []byte {
 			})
 		}
 		if f.out == nil {
-			dst = f.openItem(dst, responseItem{kind: itemMessage, id: f.msgID}, d)
+			dst = f.openItem(dst, responseItem{kind: itemMessage, id: f.msgID})
 		}
 	}
 	var ev outputEvents
@@ -611,12 +616,13 @@ func (f *responsesFormat) chunk(dst []byte, d *Delta, first bool) []byte {
 		}
 		ev = f.out.take()
 	}
-	// within one delta, the reader's order: reasoning, content, calls
-	dst = f.appendText(dst, itemReasoning, ev.reasoning, d)
-	dst = f.appendText(dst, itemMessage, ev.content, d)
+	// within one delta, the reader's order: reasoning, content, calls, content after them
+	dst = f.appendText(dst, itemReasoning, ev.reasoning)
+	before := len(ev.content) - ev.after
+	dst = f.appendText(dst, itemMessage, ev.content[:before])
 	for _, c := range ev.calls {
 		if c.id != "" {
-			dst = f.openItem(dst, responseItem{kind: itemCall, id: callItemID(c.id), callID: c.id, name: c.name}, d)
+			dst = f.openItem(dst, responseItem{kind: itemCall, id: callItemID(c.id), callID: c.id, name: c.name})
 		}
 		if c.args == "" {
 			continue
@@ -628,14 +634,15 @@ func (f *responsesFormat) chunk(dst []byte, d *Delta, first bool) []byte {
 			return appendJSONString(dst, c.args)
 		})
 	}
+	dst = f.appendText(dst, itemMessage, ev.content[before:])
 	if !d.Finished {
 		return dst
 	}
 	if d.Err == nil {
 		if len(f.items) == 0 {
-			dst = f.openItem(dst, responseItem{kind: itemMessage, id: f.msgID}, d) // nothing was written: an empty message
+			dst = f.openItem(dst, responseItem{kind: itemMessage, id: f.msgID}) // nothing was written: an empty message
 		}
-		dst = f.closeItem(dst, d)
+		dst = f.closeItem(dst, itemStatus(d))
 	}
 	final := "response.completed"
 	switch {

@@ -376,3 +376,36 @@ func TestResponsesTurnPromptQwen3(t *testing.T) {
 		}
 	}
 }
+
+// TestResponsesTextAfterCalls: a second call cut short in its head (max_output_tokens) is no
+// call; its text is a message after the first call's item, whole and streamed alike, however the
+// text is cut.
+func TestResponsesTextAfterCalls(t *testing.T) {
+	text := "Sure.<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>\n<tool_call>\n{\""
+	for _, sizes := range [][]int{{1000}, {1}, {5, 3}, {70, 100}} {
+		e := &tokEngine{feedEngine: feedEngine{feed: pieceFeed(text, sizes, FinishLength)}}
+		ts := newTokServer(t, e, true)
+		req := `{"input":"Weather?","tools":[` + respWeatherTool + `]`
+		_, body := post(t, ts, "/v1/responses", req+`}`)
+		var whole respObject
+		if err := json.Unmarshal([]byte(body), &whole); err != nil {
+			t.Fatal(err)
+		}
+		o := whole.Output
+		if whole.Status != "incomplete" || len(o) != 3 || o[0].Type != "message" || o[0].Content[0].Text != "Sure." ||
+			o[1].Type != "function_call" || o[1].Status != "completed" || o[2].Type != "message" ||
+			o[2].Content[0].Text != "<tool_call>\n{\"" || o[2].Status != "incomplete" || o[2].ID != o[0].ID+"_1" {
+			t.Fatalf("%v: %s", sizes, body)
+		}
+		_, body = post(t, ts, "/v1/responses", req+`,"stream":true}`)
+		items, _ := readResponseStream(t, body)
+		for i := range whole.Output { // ids are per request
+			whole.Output[i].ID, whole.Output[i].CallID, items[i].ID, items[i].CallID = "", "", "", ""
+		}
+		a, _ := json.Marshal(items)
+		b, _ := json.Marshal(whole.Output)
+		if string(a) != string(b) {
+			t.Fatalf("%v: streamed %s, whole %s", sizes, a, b)
+		}
+	}
+}

@@ -121,3 +121,66 @@ func TestResponsesToolsNodeClient(t *testing.T) {
 	}
 	t.Logf("chat n=3 arguments: %d distinct of 3; responses sampled: %d runs", len(distinct), len(res.Responses.Sampled))
 }
+
+// TestResponsesToolsVercelAI runs e2e/node/responses_tools_clients.mjs: the Vercel AI SDK's
+// OpenAI provider, on the Responses API, with tools: generateText (toolChoice required and auto,
+// temperature 1), streamText = generateText (greedy), and a two-step run whose tool result goes
+// back as a function_call_output. Every call's input validates against the schema.
+func TestResponsesToolsVercelAI(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed")
+	}
+	e := startEngine(t, engineOpts{workers: 1})
+	cmd := exec.Command(node, "responses_tools_clients.mjs", e.base+"/v1", "pico")
+	cmd.Dir = "node"
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("vercel ai: %v\n%s", err, out)
+	}
+	type run struct {
+		Finish string `json:"finish"`
+		Calls  []struct {
+			Name    string          `json:"name"`
+			Input   json.RawMessage `json:"input"`
+			Invalid bool            `json:"invalid"`
+		} `json:"calls"`
+		Usage map[string]any `json:"usage"`
+	}
+	var res struct {
+		AI struct {
+			Required, Auto, Stream, Generate0 run
+			Steps                             struct {
+				Steps       int               `json:"steps"`
+				Executed    []json.RawMessage `json:"executed"`
+				Finish      string            `json:"finish"`
+				FirstInput  int               `json:"firstInput"`
+				SecondInput int               `json:"secondInput"`
+			} `json:"steps"`
+		} `json:"ai"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("output %q: %v", out, err)
+	}
+	s := compileSchema(t, weatherSchema)
+	for name, r := range map[string]run{"required": res.AI.Required, "auto": res.AI.Auto, "stream": res.AI.Stream, "generate": res.AI.Generate0} {
+		if name != "auto" && (r.Finish != "tool-calls" || len(r.Calls) != 1) {
+			t.Fatalf("ai %s: %s", name, out)
+		}
+		for _, c := range r.Calls {
+			if c.Name != "get_weather" || c.Invalid {
+				t.Fatalf("ai %s: call %+v", name, c)
+			}
+			validateArgs(t, s, "ai "+name, string(c.Input))
+		}
+	}
+	if string(res.AI.Stream.Calls[0].Input) != string(res.AI.Generate0.Calls[0].Input) ||
+		res.AI.Stream.Usage["outputTokens"] != res.AI.Generate0.Usage["outputTokens"] {
+		t.Fatalf("ai: streamText %+v, generateText %+v", res.AI.Stream, res.AI.Generate0)
+	}
+	st := res.AI.Steps
+	if st.Steps != 2 || len(st.Executed) != 1 || st.SecondInput <= st.FirstInput {
+		t.Fatalf("ai two steps: %s", out)
+	}
+	validateArgs(t, s, "ai executed", string(st.Executed[0]))
+}
