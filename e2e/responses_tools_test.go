@@ -125,7 +125,9 @@ func TestResponsesToolsNodeClient(t *testing.T) {
 // TestResponsesToolsVercelAI runs e2e/node/responses_tools_clients.mjs: the Vercel AI SDK's
 // OpenAI provider, on the Responses API, with tools: generateText (toolChoice required and auto,
 // temperature 1), streamText = generateText (greedy), and a two-step run whose tool result goes
-// back as a function_call_output. Every call's input validates against the schema.
+// back as a function_call_output; and LangChain's ChatOpenAI on the Responses API with bound
+// tools (invoke = stream, a turn with a ToolMessage). Every call's input validates against the
+// schema.
 func TestResponsesToolsVercelAI(t *testing.T) {
 	node, err := exec.LookPath("node")
 	if err != nil {
@@ -158,11 +160,30 @@ func TestResponsesToolsVercelAI(t *testing.T) {
 				SecondInput int               `json:"secondInput"`
 			} `json:"steps"`
 		} `json:"ai"`
+		LangChain struct {
+			Invoke, Stream []struct {
+				Name string          `json:"name"`
+				Args json.RawMessage `json:"args"`
+			}
+			Invalid int `json:"invalid"`
+			Turn2   struct {
+				Usage map[string]any `json:"usage"`
+				First map[string]any `json:"first"`
+			} `json:"turn2"`
+		} `json:"langchain"`
 	}
 	if err := json.Unmarshal(out, &res); err != nil {
 		t.Fatalf("output %q: %v", out, err)
 	}
 	s := compileSchema(t, weatherSchema)
+	lc := res.LangChain
+	if len(lc.Invoke) != 1 || lc.Invalid != 0 || !reflect.DeepEqual(lc.Invoke, lc.Stream) || lc.Invoke[0].Name != "get_weather" {
+		t.Fatalf("langchain: %s", out)
+	}
+	validateArgs(t, s, "langchain", string(lc.Invoke[0].Args))
+	if in2, in1 := lc.Turn2.Usage["input_tokens"], lc.Turn2.First["input_tokens"]; in2 == nil || in1 == nil || in2.(float64) <= in1.(float64) {
+		t.Fatalf("langchain: the turn with the ToolMessage: %s", out)
+	}
 	for name, r := range map[string]run{"required": res.AI.Required, "auto": res.AI.Auto, "stream": res.AI.Stream, "generate": res.AI.Generate0} {
 		if name != "auto" && (r.Finish != "tool-calls" || len(r.Calls) != 1) {
 			t.Fatalf("ai %s: %s", name, out)

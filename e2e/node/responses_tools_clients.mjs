@@ -1,10 +1,13 @@
 // Function tools on the Responses API through the Vercel AI SDK's OpenAI provider (whose default
 // model API is the Responses API): generateText with toolChoice required and auto, streamText
 // with required, and a two-step run whose tool executes, so its result goes back as a
-// function_call_output. Prints one JSON summary for the Go test to check.
+// function_call_output; and LangChain's ChatOpenAI with useResponsesApi: bindTools, invoke =
+// stream, and a turn with a ToolMessage. Prints one JSON summary for the Go test to check.
 // Usage: node responses_tools_clients.mjs BASE_URL MODEL
 import { createOpenAI } from "@ai-sdk/openai";
 import { generateText, streamText, tool, stepCountIs } from "ai";
+import { ChatOpenAI } from "@langchain/openai";
+import { ToolMessage } from "@langchain/core/messages";
 import { z } from "zod";
 
 const [baseURL, model] = process.argv.slice(2);
@@ -37,5 +40,25 @@ for (const toolChoice of ["required", "auto"]) {
   });
   out.ai.steps = { steps: r.steps.length, executed, finish: r.finishReason, text: r.text,
     secondInput: r.steps[1]?.usage?.inputTokens ?? 0, firstInput: r.steps[0]?.usage?.inputTokens ?? 0 };
+}
+// LangChain on the Responses API
+{
+  const lc = new ChatOpenAI({ model, apiKey: "unused", configuration: { baseURL }, maxRetries: 0, temperature: 0, maxTokens: 200, useResponsesApi: true })
+    .bindTools([{ type: "function", function: { name: "get_weather", description: "Weather for a city",
+      parameters: { type: "object", properties: { city: { type: "string", maxLength: 12 }, days: { type: "integer", minimum: 1, maximum: 7 } },
+        required: ["city", "days"], additionalProperties: false } } }],
+      // a named choice: @langchain/openai 1 drops the string modes ("required") on the Responses API
+      { tool_choice: "get_weather", parallel_tool_calls: false });
+  const msg = await lc.invoke(prompt);
+  let acc;
+  for await (const chunk of await lc.stream(prompt)) acc = acc ? acc.concat(chunk) : chunk;
+  const turn2 = await lc.invoke([["human", prompt], msg,
+    new ToolMessage({ tool_call_id: msg.tool_calls[0].id, content: "sunny, 21 C" })]);
+  out.langchain = {
+    invoke: msg.tool_calls.map((c) => ({ name: c.name, args: c.args })),
+    invalid: msg.invalid_tool_calls?.length ?? 0,
+    stream: acc.tool_calls.map((c) => ({ name: c.name, args: c.args })),
+    turn2: { usage: turn2.usage_metadata, first: msg.usage_metadata },
+  };
 }
 console.log(JSON.stringify(out));
