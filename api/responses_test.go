@@ -137,7 +137,12 @@ func TestResponsesFormatAndRefusals(t *testing.T) {
 	for _, c := range []struct{ body, param string }{
 		{`"previous_response_id":"resp_1"`, "previous_response_id"},
 		{`"conversation":"c"`, "conversation"},
-		{`"tools":[{"type":"function","name":"f"}]`, "tools"},
+		{`"tools":[{"type":"web_search"}]`, "tools[0].type"},
+		{`"tools":[{"type":"function","function":{"name":"f"}}]`, "tools[0].function"},
+		{`"tools":[{"type":"function","name":"f","parameters":{"type":"string"}}]`, "tools[0].parameters"},
+		{`"tools":[{"type":"function","name":"f"}],"tool_choice":{"type":"function","name":"g"}`, "tool_choice"},
+		{`"tools":[{"type":"function","name":"f"}],"tool_choice":{"type":"file_search"}`, "tool_choice"},
+		{`"tool_choice":"required"`, "tool_choice"},
 		{`"background":true`, "background"},
 		{`"include":["reasoning.encrypted_content"]`, "include"},
 		{`"max_output_tokens":0`, "max_output_tokens"},
@@ -152,7 +157,19 @@ func TestResponsesFormatAndRefusals(t *testing.T) {
 			t.Fatalf("%s: %d %s, want a 400 naming %s", c.body, resp.StatusCode, body, c.param)
 		}
 	}
-	if resp, body := post(t, ts, "/v1/responses", `{"input":[{"type":"function_call_output","call_id":"c","output":"x"}]}`); resp.StatusCode != 400 || !strings.Contains(body, "function_call_output") {
-		t.Fatalf("%d %s", resp.StatusCode, body)
+	for _, c := range []struct{ input, param string }{
+		{`{"type":"function_call_output","call_id":"c","output":"x"}`, "input[0].call_id"},
+		{`{"type":"function_call","call_id":"c","name":"f","arguments":"[1]"}`, "input[0].arguments"},
+		{`{"type":"function_call","call_id":"c","arguments":"{}"}`, "input[0].name"},
+		{`{"type":"item_reference","id":"x"}`, "input[0].type"},
+	} {
+		resp, body := post(t, ts, "/v1/responses", `{"input":[`+c.input+`]}`)
+		var v struct {
+			Error apiError `json:"error"`
+		}
+		_ = json.Unmarshal([]byte(body), &v)
+		if resp.StatusCode != 400 || v.Error.Param != c.param {
+			t.Fatalf("%s: %d %s, want a 400 naming %s", c.input, resp.StatusCode, body, c.param)
+		}
 	}
 }

@@ -61,6 +61,9 @@ type outputEvents struct {
 	reasoning []byte
 	content   []byte
 	calls     []callDelta
+	// after is how many bytes at the end of content came after calls (text after the last call,
+	// or a call's head cut short: /v1/responses places it after the function_call items)
+	after int
 }
 
 // callDelta is new for one call: its header (the first time) and arguments text.
@@ -103,8 +106,12 @@ func (ev *outputEvents) addArgs(i int, s string) {
 
 func (o *chatOutput) emitContent(s string) {
 	if s != "" {
-		o.ev.content = append(o.ev.content, s...)
-		o.all.content = append(o.all.content, s...)
+		for _, ev := range []*outputEvents{&o.ev, &o.all} {
+			ev.content = append(ev.content, s...)
+			if len(ev.calls) > 0 {
+				ev.after += len(s)
+			}
+		}
 		o.anyText = true
 	}
 }
