@@ -112,6 +112,9 @@ func (sc *schemaCompiler) parseKeywords(j *jsonValue, p *parsed) error {
 	if j.kind == jsonBool {
 		if !j.b {
 			p.s.types, p.s.conflict = 0, "the schema false allows nothing"
+			if j.id < 0 { // made by negate: the negated schema holds for every value
+				p.s.conflict = "not: every value is valid against the negated schema"
+			}
 		}
 		return nil
 	}
