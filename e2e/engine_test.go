@@ -230,7 +230,7 @@ func TestOpenAIEndpoints(t *testing.T) {
 		t.Fatalf("/tokenize: %d %s", code, b)
 	}
 	resp, err := httpGet(e.base + "/metrics")
-	if err != nil || !strings.Contains(resp, "llm_time_to_first_token_seconds_bucket") || !strings.Contains(resp, "llm_rank_kv_tokens_capacity") {
+	if err != nil || !strings.Contains(resp, "vllm:time_to_first_token_seconds_bucket") || !strings.Contains(resp, "llm_rank_kv_tokens_capacity") {
 		t.Fatalf("/metrics: %v\n%s", err, tail(resp, 2000))
 	}
 }
