@@ -92,7 +92,8 @@ func serveCommand() *cli.Command {
 // serveRank runs the rank until ctx ends (SIGINT/SIGTERM).
 func serveRank(ctx context.Context, cfg *rankConfig) error {
 	rank := cfg.DPRank
-	log := cfg.Logger("schedulerd").With("rank", rank)
+	base := cfg.Logger("schedulerd")
+	log := base.With("rank", rank)
 	if err := cfg.Check(); err != nil {
 		return err
 	}
@@ -151,7 +152,7 @@ func serveRank(ctx context.Context, cfg *rankConfig) error {
 	r, err := runner.New(runner.Config{
 		Rank: rank, NumWorkers: cfg.TokenizerWorkerNum, RunDir: dir, Transport: tr,
 		Direct: cfg.SkipDetokenization || cfg.SkipTokenizerInit, Tokenizer: tok, Grammars: grammars,
-		Heartbeat: cfg.Heartbeat, Log: log,
+		Heartbeat: cfg.Heartbeat, Log: base, // the runner tags its lines with the rank itself
 	}, sched)
 	if err != nil {
 		return err
