@@ -221,6 +221,9 @@ func (s *Server) buildResponses(body *responsesRequest, start time.Time) (*Reque
 			case "response_format", "response_format.type", "response_format.json_schema.schema":
 				bre.Param = "text.format"
 			}
+			if bre.Param == "tool_choice" { // name this endpoint's fields
+				bre.Msg = strings.Replace(bre.Msg, "response_format / json_schema / regex", "text.format", 1)
+			}
 			if strings.HasPrefix(bre.Param, "tools[") {
 				bre.Param = strings.Replace(bre.Param, ".function.", ".", 1) // the Responses shape is flat
 			}
