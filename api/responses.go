@@ -1,8 +1,8 @@
 package api
 
 // /v1/responses, OpenAI's Responses API, stateless: nothing is stored, so previous_response_id
-// and conversation are refused. The input (a string or a list of messages) and instructions
-// become a chat conversation and run through the chat path (template, sampling, structured
+// and conversation are refused. The input (a string or a list of items: messages, reasoning,
+// function calls and their outputs) and instructions become a chat conversation and run through the chat path (template, sampling, structured
 // output, tool calling: responses_tools.go); the output is an assistant message with one
 // output_text part, with tools function_call items, and with a reasoning parser a reasoning item
 // (the thinking block), streamed as the typed events response.created ... response.completed.
@@ -86,7 +86,9 @@ func responsesMessages(body *responsesRequest) ([]map[string]any, error) {
 		return nil, badRequest("input", "must be a string or an array of input items")
 	}
 	calls := map[string]bool{} // call_ids of the function_call items so far
-	reasoning := ""            // a reasoning item's text, for the assistant message that follows it
+	// reasoning is the reasoning items' text, for the assistant message that follows them (before
+	// another message, it is dropped, as templates drop the thinking of earlier turns)
+	reasoning := ""
 	for i, it := range items {
 		param := fmt.Sprintf("input[%d]", i)
 		var typ, role string
@@ -220,6 +222,9 @@ func (s *Server) buildResponses(body *responsesRequest, start time.Time) (*Reque
 				bre.Param = "max_output_tokens"
 			case "response_format", "response_format.type", "response_format.json_schema.schema":
 				bre.Param = "text.format"
+			}
+			if bre.Param == "tool_choice" { // name this endpoint's fields
+				bre.Msg = strings.Replace(bre.Msg, "response_format / json_schema / regex", "text.format", 1)
 			}
 			if strings.HasPrefix(bre.Param, "tools[") {
 				bre.Param = strings.Replace(bre.Param, ".function.", ".", 1) // the Responses shape is flat

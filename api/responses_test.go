@@ -143,6 +143,7 @@ func TestResponsesFormatAndRefusals(t *testing.T) {
 		{`"tools":[{"type":"function","name":"f"}],"tool_choice":{"type":"function","name":"g"}`, "tool_choice"},
 		{`"tools":[{"type":"function","name":"f"}],"tool_choice":{"type":"file_search"}`, "tool_choice"},
 		{`"tool_choice":"required"`, "tool_choice"},
+		{`"tools":[{"type":"function","name":"f"}],"tool_choice":"required","text":{"format":{"type":"json_object"}}`, "tool_choice"},
 		{`"background":true`, "background"},
 		{`"include":["reasoning.encrypted_content"]`, "include"},
 		{`"max_output_tokens":0`, "max_output_tokens"},
@@ -156,6 +157,9 @@ func TestResponsesFormatAndRefusals(t *testing.T) {
 		if resp.StatusCode != 400 || v.Error.Param != c.param {
 			t.Fatalf("%s: %d %s, want a 400 naming %s", c.body, resp.StatusCode, body, c.param)
 		}
+	}
+	if _, body := post(t, ts, "/v1/responses", `{"input":"x","tools":[{"type":"function","name":"f"}],"tool_choice":"required","text":{"format":{"type":"json_object"}}}`); !strings.Contains(body, "text.format") {
+		t.Fatalf("tools with a text format: %s, want the reason naming text.format", body)
 	}
 	for _, c := range []struct{ input, param string }{
 		{`{"type":"function_call_output","call_id":"c","output":"x"}`, "input[0].call_id"},

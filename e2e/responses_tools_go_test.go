@@ -13,9 +13,16 @@ import (
 // TestOpenAIGoResponsesTools drives Responses function tools with the official Go client
 // (openai-go): a named tool_choice, whole and streamed (greedy: the same call, the argument
 // deltas concatenating to it), the call validating against the schema, and a second turn with
-// the call passed back (ToParam) and a function_call_output.
+// the call passed back (ToParam) and a function_call_output; in the default mode and with 3
+// workers and --skip-detokenization.
 func TestOpenAIGoResponsesTools(t *testing.T) {
-	e := startEngine(t, engineOpts{workers: 1})
+	for name, o := range map[string]engineOpts{"default": {workers: 1}, "3 workers, skip detok": {workers: 3, skipDetok: true}} {
+		t.Run(name, func(t *testing.T) { openAIGoResponsesTools(t, o) })
+	}
+}
+
+func openAIGoResponsesTools(t *testing.T, o engineOpts) {
+	e := startEngine(t, o)
 	ctx := context.Background()
 	client := openai.NewClient(option.WithBaseURL(e.base+"/v1/"), option.WithAPIKey("unused"), option.WithMaxRetries(0))
 	var schema map[string]any
