@@ -43,11 +43,13 @@ func goDotQ8_0(w []byte, a *acts, i int) float32 {
 	for b := range a.nb {
 		blk := w[34*b : 34*b+34]
 		aq := a.qs[(i*a.nb+b)*qk:][:qk]
-		var s int32
-		for k, v := range aq {
-			s += int32(int8(blk[2+k])) * int32(v)
+		wq := (*[qk]byte)(blk[2:])
+		var s0, s1 int32
+		for k := 0; k < qk; k += 2 {
+			s0 += int32(int8(wq[k])) * int32(aq[k])
+			s1 += int32(int8(wq[k+1])) * int32(aq[k+1])
 		}
-		acc += float32(f16at(blk, 0)*a.d[i*a.nb+b]) * float32(s)
+		acc += float32(f16at(blk, 0)*a.d[i*a.nb+b]) * float32(s0+s1)
 	}
 	return acc
 }
@@ -78,10 +80,13 @@ func goDotQ4_K(w []byte, a *acts, i int) float32 {
 		for slot, sub := range q4kOrder {
 			s, m := scaleMinK4(sub, sc)
 			g, shift := sub/2, uint(4*(sub%2))
-			var dot int32
-			for k := range 32 {
-				dot += int32(q[32*g+k]>>shift&0xf) * int32(aq[32*slot+k])
+			wq, av := (*[32]byte)(q[32*g:]), (*[32]int8)(aq[32*slot:])
+			var d0, d1 int32
+			for k := 0; k < 32; k += 2 {
+				d0 += int32(wq[k]>>shift&0xf) * int32(av[k])
+				d1 += int32(wq[k+1]>>shift&0xf) * int32(av[k+1])
 			}
+			dot := d0 + d1
 			isum += int32(s) * dot
 			msum += int32(m) * int32(sums[sub])
 		}
