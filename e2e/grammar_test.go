@@ -262,6 +262,11 @@ func TestStructuredOutputBadInput(t *testing.T) {
 		{"bad regex", map[string]any{"regex": `[0-9`}, "regex"},
 		{"too large", map[string]any{"json_schema": large}, "limit"},
 		{"too deep", map[string]any{"json_schema": deep}, "deep"},
+		// Schemas that accept no document are refused when compiled, never a 500 after dispatch.
+		{"schema false", map[string]any{"json_schema": `false`}, "false"},
+		{"minimum over maximum", map[string]any{"json_schema": `{"type":"integer","minimum":5,"maximum":1}`}, "minimum"},
+		{"conflicting allOf", map[string]any{"json_schema": `{"allOf":[{"type":"string"},{"type":"integer"}]}`}, "type"},
+		{"required key forbidden", map[string]any{"json_schema": `{"type":"object","additionalProperties":false,"required":["a"]}`}, "required"},
 	}
 	for _, c := range cases {
 		c.sp["max_new_tokens"] = 8
