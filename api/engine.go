@@ -26,6 +26,8 @@ const (
 	// GrammarCompose is a composed grammar (tool calls, reasoning): GrammarSpec is a grammar.Part
 	// as JSON.
 	GrammarCompose
+	// GrammarGBNF is a context-free grammar in llama.cpp's GBNF syntax (start rule root).
+	GrammarGBNF
 )
 
 // Request is one validated generation request, ready to dispatch.

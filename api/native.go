@@ -30,6 +30,9 @@ type nativeSampling struct {
 	N                 *int            `json:"n"`
 	Regex             *string         `json:"regex"`
 	JSONSchema        *string         `json:"json_schema"`
+	// EBNF (SGLang's name) and Grammar are the same thing: a grammar in GBNF syntax.
+	EBNF    *string `json:"ebnf"`
+	Grammar *string `json:"grammar"`
 	// SpacesBetweenSpecialTokens is accepted; see ignoredNames.
 	SpacesBetweenSpecialTokens *bool `json:"spaces_between_special_tokens"`
 }
@@ -79,6 +82,7 @@ func (s *Server) buildGenerate(body *generateRequest, _ time.Time) (*Request, ou
 		PresencePenalty: sp.PresencePenalty, Seed: seed, Stop: sp.Stop, StopTokenIDs: sp.StopTokenIDs,
 		IgnoreEOS: sp.IgnoreEOS, MinTokens: sp.MinNewTokens, SkipSpecialTokens: sp.SkipSpecialTokens,
 		StreamInterval: sp.StreamInterval, N: sp.N, Regex: sp.Regex, JSONSchema: sp.JSONSchema,
+		EBNF: sp.EBNF, Grammar: sp.Grammar,
 		RoutedDPRank: body.RoutedDPRank,
 	}
 	if err := s.fillCommon(req, &common); err != nil {

@@ -14,31 +14,36 @@ import (
 // samplingFields are the sampling and stopping fields shared by the OpenAI endpoints, with the
 // SGLang/vLLM extensions. Pointers tell "absent" from zero.
 type samplingFields struct {
-	Temperature       *float64           `json:"temperature"`
-	TopP              *float64           `json:"top_p"`
-	TopK              *int               `json:"top_k"`
-	MinP              *float64           `json:"min_p"`
-	RepetitionPenalty *float64           `json:"repetition_penalty"`
-	FrequencyPenalty  *float64           `json:"frequency_penalty"`
-	PresencePenalty   *float64           `json:"presence_penalty"`
-	Seed              *int64             `json:"seed"`
-	Stop              json.RawMessage    `json:"stop"`
-	StopTokenIDs      []int32            `json:"stop_token_ids"`
-	IgnoreEOS         bool               `json:"ignore_eos"`
-	MinTokens         *int               `json:"min_tokens"`
-	SkipSpecialTokens *bool              `json:"skip_special_tokens"`
-	StreamInterval    *int               `json:"stream_interval"`
-	N                 *int               `json:"n"`
-	Regex             *string            `json:"regex"`
-	JSONSchema        *string            `json:"json_schema"`
-	ResponseFormat    *responseFormat    `json:"response_format"`
-	ReturnTokenIDs    bool               `json:"return_token_ids"`
-	RoutedDPRank      *int               `json:"routed_dp_rank"`
-	LogitBias         map[string]float64 `json:"logit_bias"`
+	Temperature       *float64        `json:"temperature"`
+	TopP              *float64        `json:"top_p"`
+	TopK              *int            `json:"top_k"`
+	MinP              *float64        `json:"min_p"`
+	RepetitionPenalty *float64        `json:"repetition_penalty"`
+	FrequencyPenalty  *float64        `json:"frequency_penalty"`
+	PresencePenalty   *float64        `json:"presence_penalty"`
+	Seed              *int64          `json:"seed"`
+	Stop              json.RawMessage `json:"stop"`
+	StopTokenIDs      []int32         `json:"stop_token_ids"`
+	IgnoreEOS         bool            `json:"ignore_eos"`
+	MinTokens         *int            `json:"min_tokens"`
+	SkipSpecialTokens *bool           `json:"skip_special_tokens"`
+	StreamInterval    *int            `json:"stream_interval"`
+	N                 *int            `json:"n"`
+	Regex             *string         `json:"regex"`
+	JSONSchema        *string         `json:"json_schema"`
+	// EBNF is SGLang's name for a grammar in GBNF syntax; Grammar is /generate's plain name
+	// for the same (set from sampling_params.grammar, never read from an OpenAI body).
+	EBNF           *string            `json:"ebnf"`
+	Grammar        *string            `json:"-"`
+	ResponseFormat *responseFormat    `json:"response_format"`
+	ReturnTokenIDs bool               `json:"return_token_ids"`
+	RoutedDPRank   *int               `json:"routed_dp_rank"`
+	LogitBias      map[string]float64 `json:"logit_bias"`
 	// Aliases of response_format (policy.go): vLLM's guided decoding and structured outputs.
 	GuidedJSON        json.RawMessage    `json:"guided_json"`
 	GuidedRegex       *string            `json:"guided_regex"`
 	GuidedChoice      []string           `json:"guided_choice"`
+	GuidedGrammar     *string            `json:"guided_grammar"`
 	StructuredOutputs *structuredOutputs `json:"structured_outputs"`
 	// vLLM's: the stop string that ended the output stays in its text; keep only the prompt's
 	// last k tokens (-1: as many as the context holds).
@@ -198,7 +203,7 @@ func (s *Server) fillCommon(req *Request, f *samplingFields) error {
 }
 
 // fillGrammar sets the structured-output constraint from response_format or the SGLang fields.
-func (s *Server) fillGrammar(req *Request, rf *responseFormat, regex, schema *string) error {
+func (s *Server) fillGrammar(req *Request, rf *responseFormat, regex, schema, gbnf *string) error {
 	n := 0
 	if rf != nil && rf.Type != "" && rf.Type != "text" {
 		n++
@@ -222,13 +227,17 @@ func (s *Server) fillGrammar(req *Request, rf *responseFormat, regex, schema *st
 		n++
 		req.GrammarKind, req.GrammarSpec = GrammarJSONSchema, *schema
 	}
+	if gbnf != nil {
+		n++
+		req.GrammarKind, req.GrammarSpec = GrammarGBNF, *gbnf
+	}
 	if n > 1 {
-		return badRequest("response_format", "give at most one of response_format, regex and json_schema")
+		return badRequest("response_format", "give at most one of response_format, regex, json_schema and ebnf")
 	}
 	if req.GrammarKind == GrammarNone {
 		return nil
 	}
-	if err := s.needTokenizer("structured output (response_format / json_schema / regex)"); err != nil {
+	if err := s.needTokenizer("structured output (response_format / json_schema / regex / ebnf)"); err != nil {
 		return err
 	}
 	if err := s.engine.CheckGrammar(req.GrammarKind, req.GrammarSpec); err != nil {

@@ -99,12 +99,13 @@ func (s *Server) reportIgnored(w http.ResponseWriter, endpoint string, body any)
 }
 
 // structuredOutputs is vLLM's structured_outputs object (the successor of its guided_* fields).
-// Its other members (grammar, structural_tag, ...) are unknown fields: a 400 naming them.
+// Its other members (structural_tag, ...) are unknown fields: a 400 naming them.
 type structuredOutputs struct {
 	JSON       json.RawMessage `json:"json"`        // a JSON Schema, as an object or a string
 	Regex      *string         `json:"regex"`       // a regular expression
 	Choice     []string        `json:"choice"`      // one of these strings exactly
 	JSONObject *bool           `json:"json_object"` // any JSON object
+	Grammar    *string         `json:"grammar"`     // a grammar in GBNF syntax
 }
 
 // constraint is one structured-output constraint a request stated, with the field that stated it.
@@ -113,11 +114,12 @@ type constraint struct {
 	rf    *responseFormat // set for response_format and the JSON-object forms
 	regex *string
 	json  *string
+	gbnf  *string
 }
 
 // constraints lists every structured-output constraint f states, response_format's and its
-// aliases': vLLM's guided_json / guided_regex / guided_choice / structured_outputs and SGLang's
-// json_schema / regex.
+// aliases': vLLM's guided_json / guided_regex / guided_choice / guided_grammar /
+// structured_outputs and SGLang's json_schema / regex / ebnf (and /generate's grammar).
 func (f *samplingFields) constraints() ([]constraint, error) {
 	var out []constraint
 	if rf := f.ResponseFormat; rf != nil && rf.Type != "" && rf.Type != "text" {
@@ -128,6 +130,12 @@ func (f *samplingFields) constraints() ([]constraint, error) {
 	}
 	if f.JSONSchema != nil {
 		out = append(out, constraint{field: "json_schema", json: f.JSONSchema})
+	}
+	if f.EBNF != nil {
+		out = append(out, constraint{field: "ebnf", gbnf: f.EBNF})
+	}
+	if f.Grammar != nil {
+		out = append(out, constraint{field: "grammar", gbnf: f.Grammar})
 	}
 	addJSON := func(field string, raw json.RawMessage) error {
 		if len(raw) == 0 || string(raw) == "null" {
@@ -160,6 +168,9 @@ func (f *samplingFields) constraints() ([]constraint, error) {
 	if err := addChoice("guided_choice", f.GuidedChoice); err != nil {
 		return nil, err
 	}
+	if f.GuidedGrammar != nil {
+		out = append(out, constraint{field: "guided_grammar", gbnf: f.GuidedGrammar})
+	}
 	if so := f.StructuredOutputs; so != nil {
 		if err := addJSON("structured_outputs.json", so.JSON); err != nil {
 			return nil, err
@@ -169,6 +180,9 @@ func (f *samplingFields) constraints() ([]constraint, error) {
 		}
 		if err := addChoice("structured_outputs.choice", so.Choice); err != nil {
 			return nil, err
+		}
+		if so.Grammar != nil {
+			out = append(out, constraint{field: "structured_outputs.grammar", gbnf: so.Grammar})
 		}
 		if so.JSONObject != nil && *so.JSONObject {
 			out = append(out, constraint{field: "structured_outputs.json_object", rf: &responseFormat{Type: "json_object"}})
@@ -243,7 +257,7 @@ func (s *Server) fillConstraint(req *Request, f *samplingFields) error {
 		js.Schema = schema
 		c.rf = &responseFormat{Type: rf.Type, JSONSchema: &js}
 	}
-	if err := s.fillGrammar(req, c.rf, c.regex, c.json); err != nil {
+	if err := s.fillGrammar(req, c.rf, c.regex, c.json, c.gbnf); err != nil {
 		var bre *BadRequestError
 		if c.rf == nil && errors.As(err, &bre) && bre.Param == "response_format" {
 			bre.Param = c.field // name the field the client used

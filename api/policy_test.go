@@ -101,15 +101,15 @@ func TestIgnoredFieldsAreNamed(t *testing.T) {
 	if resp.StatusCode != 200 || resp.Header.Get(IgnoredFieldsHeader) != "" {
 		t.Fatalf("status %d, ignored %q: nothing was ignored", resp.StatusCode, resp.Header.Get(IgnoredFieldsHeader))
 	}
-	for _, field := range []string{"guided_grammar", "guided_decoding_backend"} {
+	for _, field := range []string{"guided_decoding_backend"} {
 		resp, body = post(t, ts, "/v1/completions", `{"prompt":"hi","`+field+`":"x"}`)
 		if resp.StatusCode != 400 || !strings.Contains(body, field) {
 			t.Fatalf("%s: status %d %s, want a 400 naming it", field, resp.StatusCode, body)
 		}
 	}
-	resp, body = post(t, ts, "/v1/completions", `{"prompt":"hi","structured_outputs":{"grammar":"root ::= x"}}`)
-	if resp.StatusCode != 400 || !strings.Contains(body, "grammar") {
-		t.Fatalf("structured_outputs.grammar: status %d %s, want a 400 naming it", resp.StatusCode, body)
+	resp, body = post(t, ts, "/v1/completions", `{"prompt":"hi","structured_outputs":{"structural_tag":"x"}}`)
+	if resp.StatusCode != 400 || !strings.Contains(body, "structural_tag") {
+		t.Fatalf("structured_outputs.structural_tag: status %d %s, want a 400 naming it", resp.StatusCode, body)
 	}
 }
 
@@ -134,6 +134,9 @@ func TestStructuredOutputAliases(t *testing.T) {
 		{`"structured_outputs":{"json_object":true}`, GrammarJSONObject, ""},
 		{`"guided_choice":["yes","no"]`, GrammarRegex, "(yes|no)"},
 		{`"structured_outputs":{"choice":["a.b","c"]}`, GrammarRegex, `(a\.b|c)`},
+		{`"guided_grammar":"root ::= \"x\""`, GrammarGBNF, `root ::= "x"`},
+		{`"structured_outputs":{"grammar":"root ::= [0-9]+"}`, GrammarGBNF, "root ::= [0-9]+"},
+		{`"ebnf":"root ::= \"a\" | \"b\""`, GrammarGBNF, `root ::= "a" | "b"`},
 	} {
 		resp, body := post(t, ts, "/v1/completions", `{"prompt":"hi","max_tokens":1,`+c.fields+`}`)
 		if resp.StatusCode != 200 {

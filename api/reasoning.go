@@ -114,6 +114,8 @@ func (s *Server) composeOutputGrammar(req *Request, tr *toolRequest, thinking bo
 			p = grammar.SchemaPart(json.RawMessage(`{"type":"object"}`))
 		case GrammarRegex:
 			p = grammar.Part{Regex: req.GrammarSpec}
+		case GrammarGBNF:
+			p = grammar.Part{GBNF: req.GrammarSpec}
 		}
 		base = &p
 	} else if thinking && budget > 0 {

@@ -24,6 +24,8 @@ type Part struct {
 	Text *FreeText `json:"text,omitempty"`
 	// Regex is text fully matching this regular expression (the dialect of Compiler.Regex).
 	Regex string `json:"regex,omitempty"`
+	// GBNF is text in the language of this grammar in GBNF syntax (start rule root).
+	GBNF string `json:"gbnf,omitempty"`
 	// Seq is its parts one after another (an empty Seq is the empty string).
 	Seq []Part `json:"seq,omitempty"`
 	// Alt is any one of its parts.
@@ -109,13 +111,13 @@ func (cc *composer) part(p *Part, depth int) (fragment, error) {
 		return fragment{}, errf("composed grammar nests deeper than %d", cc.c.opts.Limits.MaxDepth)
 	}
 	set := 0
-	for _, on := range []bool{p.Lit != "", p.Schema != nil, p.Text != nil, p.Regex != "", p.Seq != nil, p.Alt != nil, p.Repeat != nil} {
+	for _, on := range []bool{p.Lit != "", p.Schema != nil, p.Text != nil, p.Regex != "", p.GBNF != "", p.Seq != nil, p.Alt != nil, p.Repeat != nil} {
 		if on {
 			set++
 		}
 	}
 	if set != 1 {
-		return fragment{}, errf("composed grammar: a part sets %d of lit, schema, text, regex, seq, alt, repeat; want exactly one", set)
+		return fragment{}, errf("composed grammar: a part sets %d of lit, schema, text, regex, gbnf, seq, alt, repeat; want exactly one", set)
 	}
 	b := cc.b
 	switch {
@@ -139,6 +141,12 @@ func (cc *composer) part(p *Part, depth int) (fragment, error) {
 			return fragment{}, errf("composed grammar: regex: %v", err)
 		}
 		return b.rawChars(d), nil
+	case p.GBNF != "":
+		r, err := cc.c.buildGBNF(b, p.GBNF)
+		if err != nil {
+			return fragment{}, err
+		}
+		return b.call(r), nil
 	case p.Seq != nil:
 		fs := make([]fragment, 0, len(p.Seq))
 		for i := range p.Seq {

@@ -196,3 +196,32 @@ func validateInstance(schema string, doc []byte) error {
 	}
 	return sch.Validate(inst)
 }
+
+// TestComposeGBNF: a GBNF grammar inside a composition (after a reasoning block) keeps its own
+// rules and language, and its errors keep their line and column.
+func TestComposeGBNF(t *testing.T) {
+	e := env(t, "llama3")
+	arith := "root ::= expr\nexpr ::= num ((\"+\" | \"*\") num)*\nnum ::= [0-9]+\n"
+	g := composeGrammar(t, e.comp, Sequence(Literal("<think>"), TextUntil("</think>"), Literal("</think>"), Part{GBNF: arith}))
+	for _, c := range []struct {
+		doc  string
+		want bool
+	}{
+		{"<think>hmm</think>1+2*3", true},
+		{"<think></think>42", true},
+		{"<think>x</think>1+", false},
+		{"<think>x</think>", false},
+		{"1+2", false},
+	} {
+		if got := acceptBytes(g, c.doc); got != c.want {
+			t.Errorf("%q: accepted %v, want %v", c.doc, got, c.want)
+		}
+	}
+	spec, err := ComposeSpec(Sequence(Literal("a"), Part{GBNF: "root ::= \"x\"\nbad ::= (\"y\"\n"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.comp.Compose(spec.Text); err == nil || !strings.Contains(err.Error(), "line 2 column") {
+		t.Errorf("malformed GBNF in a composition: %v, want an error naming line 2 and a column", err)
+	}
+}

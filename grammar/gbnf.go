@@ -417,45 +417,56 @@ func (c *Compiler) GBNF(grammar string) (*Grammar, error) {
 		return nil, errf("grammar is %d bytes, over the %d byte limit", len(grammar), c.opts.Limits.MaxSchemaBytes)
 	}
 	return c.cached("g\x00"+grammar, func() (*Grammar, error) {
-		rules, err := parseGBNF(grammar)
+		b := c.newBuilder()
+		b.g.rules = []int32{-1}
+		b.emptyWhat = "the grammar accepts no text"
+		root, err := c.buildGBNF(b, grammar)
 		if err != nil {
 			return nil, err
 		}
-		gc := &gbnfCompiler{b: c.newBuilder(), rules: map[string]int32{}, defs: map[string]*gbnfRule{}}
-		for i := range rules {
-			r := &rules[i]
-			if prev := gc.defs[r.name]; prev != nil {
-				return nil, errf("gbnf: line %d column %d: rule %q is already defined at line %d", r.at.line, r.at.col, r.name, prev.at.line)
-			}
-			gc.defs[r.name] = r
-		}
-		if gc.defs["root"] == nil {
-			return nil, errf("gbnf: no rule named root")
-		}
-		if err := gc.checkRefs(rules); err != nil {
-			return nil, err
-		}
-		if err := gc.checkLeftRecursion(rules); err != nil {
-			return nil, err
-		}
-		b := gc.b
-		b.g.rules = []int32{-1}
-		b.emptyWhat = "the grammar accepts no text"
-		for _, r := range rules {
-			gc.rules[r.name] = int32(len(b.g.rules))
-			b.g.rules = append(b.g.rules, -1)
-		}
-		for _, r := range rules {
-			b.rule = gc.rules[r.name]
-			f := gc.build(r.body)
-			if b.over {
-				return nil, errf("grammar compiles to more than %d automaton nodes", c.opts.Limits.MaxStates)
-			}
-			b.g.nodes[f.out].final = true
-			b.g.rules[gc.rules[r.name]] = f.in
-		}
-		return c.finish(b, b.call(gc.rules["root"]))
+		return c.finish(b, b.call(root))
 	})
+}
+
+// buildGBNF parses grammar and adds its rules to b, returning the rule of root. A composition
+// (compose.go) builds a grammar into its own builder this way.
+func (c *Compiler) buildGBNF(b *builder, grammar string) (int32, error) {
+	rules, err := parseGBNF(grammar)
+	if err != nil {
+		return 0, err
+	}
+	defer func(outer int32) { b.rule = outer }(b.rule) // empty-language reasons stay the caller's
+	gc := &gbnfCompiler{b: b, rules: map[string]int32{}, defs: map[string]*gbnfRule{}}
+	for i := range rules {
+		r := &rules[i]
+		if prev := gc.defs[r.name]; prev != nil {
+			return 0, errf("gbnf: line %d column %d: rule %q is already defined at line %d", r.at.line, r.at.col, r.name, prev.at.line)
+		}
+		gc.defs[r.name] = r
+	}
+	if gc.defs["root"] == nil {
+		return 0, errf("gbnf: no rule named root")
+	}
+	if err := gc.checkRefs(rules); err != nil {
+		return 0, err
+	}
+	if err := gc.checkLeftRecursion(rules); err != nil {
+		return 0, err
+	}
+	for _, r := range rules {
+		gc.rules[r.name] = int32(len(b.g.rules))
+		b.g.rules = append(b.g.rules, -1)
+	}
+	for _, r := range rules {
+		b.rule = gc.rules[r.name]
+		f := gc.build(r.body)
+		if b.over {
+			return 0, errf("grammar compiles to more than %d automaton nodes", c.opts.Limits.MaxStates)
+		}
+		b.g.nodes[f.out].final = true
+		b.g.rules[gc.rules[r.name]] = f.in
+	}
+	return gc.rules["root"], nil
 }
 
 // checkRefs refuses references to rules that are not defined.

@@ -16,6 +16,7 @@ const (
 	KindJSONObject             // any JSON object; Text is empty
 	KindRegex                  // Text is a regular expression
 	KindCompose                // Text is the JSON of a Part (compose.go): tool calls, reasoning
+	KindGBNF                   // Text is a grammar in llama.cpp's GBNF syntax (gbnf.go)
 )
 
 func (k Kind) String() string {
@@ -30,6 +31,8 @@ func (k Kind) String() string {
 		return "regex"
 	case KindCompose:
 		return "compose"
+	case KindGBNF:
+		return "gbnf"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
@@ -75,6 +78,8 @@ func (c *Compiler) compileSpec(s Spec) (*Grammar, error) {
 		return c.Regex(s.Text)
 	case KindCompose:
 		return c.Compose(s.Text)
+	case KindGBNF:
+		return c.GBNF(s.Text)
 	}
 	return nil, fmt.Errorf("compile: unknown grammar kind %v", s.Kind)
 }

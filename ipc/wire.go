@@ -52,9 +52,10 @@ const (
 	GrammarJSONObject GrammarKind = 2 // any JSON object; Spec is empty
 	GrammarRegex      GrammarKind = 3 // Spec is a regular expression
 	GrammarCompose    GrammarKind = 4 // Spec is a composed grammar (grammar.Part as JSON)
+	GrammarGBNF       GrammarKind = 5 // Spec is a grammar in llama.cpp's GBNF syntax
 )
 
-const maxGrammarKind = GrammarCompose
+const maxGrammarKind = GrammarGBNF
 
 func (k GrammarKind) String() string {
 	switch k {
@@ -68,6 +69,8 @@ func (k GrammarKind) String() string {
 		return "regex"
 	case GrammarCompose:
 		return "compose"
+	case GrammarGBNF:
+		return "gbnf"
 	}
 	return fmt.Sprintf("GrammarKind(%d)", uint8(k))
 }

@@ -84,6 +84,8 @@ func grammarFromWire(g ipc.Grammar) (grammar.Spec, error) {
 		return grammar.Spec{Kind: grammar.KindRegex, Text: g.Spec}, nil
 	case ipc.GrammarCompose:
 		return grammar.Spec{Kind: grammar.KindCompose, Text: g.Spec}, nil
+	case ipc.GrammarGBNF:
+		return grammar.Spec{Kind: grammar.KindGBNF, Text: g.Spec}, nil
 	}
 	return grammar.Spec{}, fmt.Errorf("unknown grammar kind %v", g.Kind)
 }

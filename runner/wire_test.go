@@ -165,6 +165,7 @@ func TestGrammarKindCrossing(t *testing.T) {
 		{api.GrammarJSONObject, grammar.KindJSONObject},
 		{api.GrammarRegex, grammar.KindRegex},
 		{api.GrammarCompose, grammar.KindCompose},
+		{api.GrammarGBNF, grammar.KindGBNF},
 	} {
 		m, err := worker.RequestToWire(&api.Request{GrammarKind: c.api, GrammarSpec: "x"}, "r", 0, 1, time.Now())
 		if err != nil {
@@ -179,10 +180,10 @@ func TestGrammarKindCrossing(t *testing.T) {
 			t.Errorf("api kind %d: the worker's own check compiles %v, want %v", c.api, direct.Kind, c.want)
 		}
 	}
-	if _, err := worker.RequestToWire(&api.Request{GrammarKind: api.GrammarCompose + 1}, "r", 0, 1, time.Now()); err == nil {
+	if _, err := worker.RequestToWire(&api.Request{GrammarKind: api.GrammarGBNF + 1}, "r", 0, 1, time.Now()); err == nil {
 		t.Error("an unknown API grammar kind was converted")
 	}
-	if _, err := grammarFromWire(ipc.Grammar{Kind: ipc.GrammarCompose + 1}); err == nil || !strings.Contains(err.Error(), "unknown") {
+	if _, err := grammarFromWire(ipc.Grammar{Kind: ipc.GrammarGBNF + 1}); err == nil || !strings.Contains(err.Error(), "unknown") {
 		t.Errorf("an unknown wire grammar kind: %v", err)
 	}
 }

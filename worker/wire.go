@@ -97,6 +97,8 @@ func grammarKindToWire(k api.GrammarKind) (ipc.GrammarKind, error) {
 		return ipc.GrammarRegex, nil
 	case api.GrammarCompose:
 		return ipc.GrammarCompose, nil
+	case api.GrammarGBNF:
+		return ipc.GrammarGBNF, nil
 	}
 	return 0, fmt.Errorf("unknown grammar kind %d", k)
 }
@@ -115,6 +117,8 @@ func GrammarSpec(k api.GrammarKind, text string) (grammar.Spec, error) {
 		return grammar.Spec{Kind: grammar.KindRegex, Text: text}, nil
 	case api.GrammarCompose:
 		return grammar.Spec{Kind: grammar.KindCompose, Text: text}, nil
+	case api.GrammarGBNF:
+		return grammar.Spec{Kind: grammar.KindGBNF, Text: text}, nil
 	}
 	return grammar.Spec{}, fmt.Errorf("unknown grammar kind %d", k)
 }
