@@ -154,13 +154,20 @@ func (e *engine) constrained(c constrainedCall, seed int) (string, string, error
 		}
 		body = map[string]any{"text": "Answer in JSON: ", "sampling_params": sp, "stream": c.stream}
 	}
-	if !c.stream {
+	return e.sendConstrained(path, body, c.chat, c.stream)
+}
+
+// sendConstrained posts body to path (chat: an OpenAI chat body, else a /generate body) and
+// returns the generated text (for streams, the concatenated deltas, checked against the ids'
+// count) and the finish reason.
+func (e *engine) sendConstrained(path string, body map[string]any, chat, stream bool) (string, string, error) {
+	if !stream {
 		code, out := postWith(http.DefaultClient, e.base+path, body)
 		if code != 200 {
 			return "", "", fmt.Errorf("status %d: %s", code, out)
 		}
 		resp := []byte(out)
-		if c.chat {
+		if chat {
 			var r struct {
 				Choices []struct {
 					Message      struct{ Content string } `json:"message"`
@@ -216,7 +223,7 @@ func (e *engine) constrained(c constrainedCall, seed int) (string, string, error
 		if err := json.Unmarshal([]byte(ev), &ch); err != nil {
 			return "", "", fmt.Errorf("chunk %q: %w", ev, err)
 		}
-		if c.chat {
+		if chat {
 			for _, x := range ch.Choices {
 				text += x.Delta.Content
 				if x.FinishReason != nil {
@@ -236,7 +243,7 @@ func (e *engine) constrained(c constrainedCall, seed int) (string, string, error
 			finish = fr.Type
 		}
 	}
-	if !c.chat && ids != usage {
+	if !chat && ids != usage {
 		return "", "", fmt.Errorf("stream carried %d ids, completion_tokens %d", ids, usage)
 	}
 	if usage <= 0 {
