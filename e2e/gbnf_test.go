@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // gbnfGrammars are bounded (counted repetitions, two levels of nesting) so that a random walk
@@ -243,5 +244,30 @@ func TestGBNFMalformed(t *testing.T) {
 	r := generate(t, e, map[string]any{"text": "x", "sampling_params": map[string]any{"max_new_tokens": 40, "grammar": `root ::= "yes" | "no"`}})
 	if r.Text != "yes" && r.Text != "no" {
 		t.Errorf("grammar yes|no after bad requests gave %q", r.Text)
+	}
+}
+
+// TestGBNFAfterReasoning: with thinking on (Qwen3's template), the grammar applies after the
+// reasoning block, which max_reasoning_chars bounds: the content is recognized, streamed and not.
+func TestGBNFAfterReasoning(t *testing.T) {
+	e := startEngine(t, engineOpts{model: qwen3ToolModel(t), skipDetok: true, rankTimeout: 10 * time.Second})
+	text, err := os.ReadFile("testdata/gbnf/arithmetic.gbnf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seed := 1; seed <= 2; seed++ {
+		body := map[string]any{"messages": []map[string]any{{"role": "user", "content": "Compute."}}, "temperature": 1,
+			"seed": seed, "max_tokens": 200, "max_reasoning_chars": 40, "guided_grammar": string(text)}
+		whole := e.chatWhole(t, body)
+		streamed := e.chatStream(t, body)
+		if !whole.same(streamed) {
+			t.Fatalf("seed %d: streamed\n%v\nnon-streamed\n%v", seed, streamed, whole)
+		}
+		if whole.Reasoning == "" || whole.Finish != "stop" {
+			t.Fatalf("seed %d: reasoning %q, finish %s", seed, whole.Reasoning, whole.Finish)
+		}
+		if err := checkArithmetic(whole.Content); err != nil {
+			t.Fatalf("seed %d: content %q: %v", seed, whole.Content, err)
+		}
 	}
 }
