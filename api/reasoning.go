@@ -101,7 +101,7 @@ func (s *Server) composeOutputGrammar(req *Request, tr *toolRequest, thinking bo
 	var base *grammar.Part
 	if tr.active() {
 		if req.GrammarKind != GrammarNone {
-			return badRequest("tool_choice", "tools with tool_choice "+choiceName(tr)+" cannot be combined with response_format / json_schema / regex: use tool_choice none")
+			return badRequest("tool_choice", "tools with tool_choice "+choiceName(tr)+" cannot be combined with response_format / json_schema / regex / grammar: use tool_choice none")
 		}
 		p := tr.grammar()
 		base = &p
