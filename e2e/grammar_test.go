@@ -302,7 +302,7 @@ func TestStructuredOutputBadInput(t *testing.T) {
 // TestStructuredOutputSkipTokenizerInit: a constrained request needs the tokenizer.
 func TestStructuredOutputSkipTokenizerInit(t *testing.T) {
 	e := startEngine(t, engineOpts{skipTokInit: true})
-	for _, sp := range []map[string]any{{"json_schema": `{"type":"integer"}`}, {"regex": "a+"}} {
+	for _, sp := range []map[string]any{{"json_schema": `{"type":"integer"}`}, {"regex": "a+"}, {"grammar": `root ::= "a"+`}} {
 		sp["max_new_tokens"] = 4
 		code, b := e.post("/generate", map[string]any{"input_ids": promptIDs, "sampling_params": sp})
 		if code != 400 || !strings.Contains(string(b), "--skip-tokenizer-init") {
