@@ -12,8 +12,8 @@ import (
 )
 
 // Benchmarks report tokens/s and the rate (GFLOP/s) the weight projections reached in gemm.
-// Run them with a small -benchtime (for example 2x): the Qwen3-0.6B-shaped model holds 2.4 GB of
-// float32 weights and one 128-token prefill is about 0.1 TFLOP.
+// Run them with a small -benchtime (for example 2x): the Qwen3-0.6B-shaped model holds 1.2 GB of
+// BF16 weights and one 128-token prefill is about 0.1 TFLOP.
 
 var (
 	qwen06Once  sync.Once

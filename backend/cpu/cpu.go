@@ -1,6 +1,8 @@
-// Package cpu runs a model's forward pass on the CPU in float32: the whole batch's tokens go
-// through every projection as one matrix product (gemm), and attention reads past keys and values
-// from a paged KV cache addressed through each sequence's block table.
+// Package cpu runs a model's forward pass on the CPU in float32 arithmetic over weights kept in
+// their stored precision: the whole batch's tokens go through every projection as one product
+// (package linear: streaming kernels for decode, blocked matrix products for prefill), and
+// attention reads past keys and values from a paged KV cache (float32 or 16-bit) addressed
+// through each sequence's block table.
 package cpu
 
 import (

@@ -6,6 +6,7 @@ import (
 
 	"github.com/llmserve/llmserve/backend/cpu/linear"
 	"github.com/llmserve/llmserve/model"
+	"github.com/llmserve/llmserve/quant"
 )
 
 // checkWeights reports the first matrix of m whose storage type this backend cannot multiply.
@@ -42,9 +43,16 @@ func (b *Backend) project(w model.Matrix, m int, x []float32, ldx int, out []flo
 	b.stats.GEMMFlops += 2 * float64(m) * float64(w.Rows) * float64(w.Cols)
 }
 
-// widenRow writes row r of a float matrix to dst as float32. The types were checked by New.
+// widenRow writes row r of w to dst as float32 (dequantized for block types). The types were
+// checked by New.
 func widenRow(w model.Matrix, r int, dst []float32) {
-	if err := model.RowFloat32(w, r, dst); err != nil {
+	var err error
+	if w.Type.Quantized() {
+		err = quant.Dequantize(w.Type, w.Row(r), dst)
+	} else {
+		err = model.RowFloat32(w, r, dst)
+	}
+	if err != nil {
 		panic(fmt.Sprintf("cpu backend: %v", err))
 	}
 }

@@ -57,6 +57,13 @@ func main() {
 	pair4x1(&b)
 	pair4x4(&b)
 	pairRows(&b)
+	for _, is := range isas {
+		for _, e := range elems {
+			if !(is.reg == "Z" && e.name == "BF16") { // AVX-512 BF16 has the pair kernel
+				rows(&b, is, e)
+			}
+		}
+	}
 	if err := os.WriteFile("kernels_amd64.s", b.Bytes(), 0o644); err != nil {
 		panic(err)
 	}
@@ -320,6 +327,42 @@ func pairRows(b *bytes.Buffer) {
 	fmt.Fprintf(b, "%s_reduce:\n", name)
 	b.WriteString("\tVADDPS Z1, Z0, Z0\n\tVADDPS Z3, Z2, Z2\n\tVADDPS Z5, Z4, Z4\n\tVADDPS Z7, Z6, Z6\n\tVADDPS Z2, Z0, Z0\n\tVADDPS Z6, Z4, Z4\n\tVADDPS Z4, Z0, Z0\n")
 	b.WriteString("\tVEXTRACTF64X4 $1, Z0, Y1\n\tVADDPS Y1, Y0, Y0\n\tVEXTRACTF128 $1, Y0, X1\n\tVADDPS X1, X0, X0\n")
+	b.WriteString("\tVHADDPS X0, X0, X0\n\tVHADDPS X0, X0, X0\n\tVMOVSS X0, (DX)\n")
+	fmt.Fprintf(b, "\tADDQ $4, DX\n\tDECQ R8\n\tJNZ %s_row\n%s_done:\n\tVZEROUPPER\n\tRET\n", name, name)
+}
+
+// rows writes dotRows<E><ISA>(w *byte, rows int, x *float32, k int, out *float32): out[r] =
+// Σ_p w[r][p]·x[p] for rows consecutive rows of k weights (k a multiple of the lane count), one
+// row after another so the weights stream through memory in one sequential pass.
+func rows(b *bytes.Buffer, is isa, e elem) {
+	name := fmt.Sprintf("dotRows%s%s", e.name, is.name)
+	R := is.reg
+	vb := is.lanes * e.bytes
+	fmt.Fprintf(b, "\n// func %s(w *byte, rows int, x *float32, k int, out *float32)\n", name)
+	fmt.Fprintf(b, "TEXT ·%s(SB), NOSPLIT, $0-40\n", name)
+	b.WriteString("\tMOVQ w+0(FP), SI\n\tMOVQ rows+8(FP), R8\n\tMOVQ x+16(FP), R9\n\tMOVQ k+24(FP), R10\n\tMOVQ out+32(FP), DX\n")
+	fmt.Fprintf(b, "\tSHRQ $%d, R10\n", log2(is.lanes))
+	fmt.Fprintf(b, "\tTESTQ R8, R8\n\tJZ %s_done\n%s_row:\n", name, name)
+	b.WriteString("\tMOVQ R9, DI\n\tMOVQ R10, CX\n")
+	for r := range 4 {
+		fmt.Fprintf(b, "\tVXORPS %s%d, %s%d, %s%d\n", R, r, R, r, R, r)
+	}
+	fmt.Fprintf(b, "%s_loop4:\n\tCMPQ CX, $4\n\tJLT %s_loop1\n", name, name)
+	for v := range 4 {
+		b.WriteString(e.widen(fmt.Sprintf("%d(SI)", v*vb), fmt.Sprintf("%s%d", R, 4+v)))
+		fmt.Fprintf(b, "\tVFMADD231PS %d(DI), %s%d, %s%d\n", v*4*is.lanes, R, 4+v, R, v)
+	}
+	fmt.Fprintf(b, "\tADDQ $%d, SI\n\tADDQ $%d, DI\n\tSUBQ $4, CX\n\tJMP %s_loop4\n", 4*vb, 16*is.lanes, name)
+	fmt.Fprintf(b, "%s_loop1:\n\tTESTQ CX, CX\n\tJZ %s_reduce\n", name, name)
+	b.WriteString(e.widen("(SI)", R+"4"))
+	fmt.Fprintf(b, "\tVFMADD231PS (DI), %s4, %s0\n", R, R)
+	fmt.Fprintf(b, "\tADDQ $%d, SI\n\tADDQ $%d, DI\n\tDECQ CX\n\tJMP %s_loop1\n", vb, 4*is.lanes, name)
+	fmt.Fprintf(b, "%s_reduce:\n", name)
+	fmt.Fprintf(b, "\tVADDPS %s1, %s0, %s0\n\tVADDPS %s3, %s2, %s2\n\tVADDPS %s2, %s0, %s0\n", R, R, R, R, R, R, R, R, R)
+	if R == "Z" {
+		b.WriteString("\tVEXTRACTF64X4 $1, Z0, Y1\n\tVADDPS Y1, Y0, Y0\n")
+	}
+	b.WriteString("\tVEXTRACTF128 $1, Y0, X1\n\tVADDPS X1, X0, X0\n")
 	b.WriteString("\tVHADDPS X0, X0, X0\n\tVHADDPS X0, X0, X0\n\tVMOVSS X0, (DX)\n")
 	fmt.Fprintf(b, "\tADDQ $4, DX\n\tDECQ R8\n\tJNZ %s_row\n%s_done:\n\tVZEROUPPER\n\tRET\n", name, name)
 }

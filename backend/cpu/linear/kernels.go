@@ -55,8 +55,16 @@ type kernelSet struct {
 	pair1 dot4x1Func
 	pair4 dot4x4Func
 	// pairRows, where set, handles one activation row against consecutive BF16 weight rows.
-	pairRows func(w *byte, rows int, x *float32, k int, out *float32)
+	pairRows rowsFunc
+	// rows, where set, handles one activation row (not in pair layout) against consecutive
+	// weight rows.
+	rows [numFloatTypes]rowsFunc
 }
+
+// rowsFunc sets out[r] = Σ_{p<k} w_r[p]·x[p] for rows consecutive weight rows of k elements
+// starting at w, reading them one after another; k is a multiple of the set's lane count (of
+// pairBlock for the pair kernels).
+type rowsFunc func(w *byte, rows int, x *float32, k int, out *float32)
 
 // pairBlock is the block length of the pair layout.
 const pairBlock = 32

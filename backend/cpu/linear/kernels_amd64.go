@@ -47,6 +47,21 @@ func dot4x4BF16PairAVX512(w *byte, ldw int, x *float32, ldx int, k int, out *[16
 func dotRowsBF16PairAVX512(w *byte, rows int, x *float32, k int, out *float32)
 
 //go:noescape
+func dotRowsF16AVX512(w *byte, rows int, x *float32, k int, out *float32)
+
+//go:noescape
+func dotRowsF32AVX512(w *byte, rows int, x *float32, k int, out *float32)
+
+//go:noescape
+func dotRowsBF16AVX2(w *byte, rows int, x *float32, k int, out *float32)
+
+//go:noescape
+func dotRowsF16AVX2(w *byte, rows int, x *float32, k int, out *float32)
+
+//go:noescape
+func dotRowsF32AVX2(w *byte, rows int, x *float32, k int, out *float32)
+
+//go:noescape
 func widenBF16AVX512(src *byte, dst *float32, n int)
 
 //go:noescape
@@ -79,6 +94,7 @@ var avx512Kernels = &kernelSet{
 	pair1:    dot4x1BF16PairAVX512,
 	pair4:    dot4x4BF16PairAVX512,
 	pairRows: dotRowsBF16PairAVX512,
+	rows:     [numFloatTypes]rowsFunc{idxF16: dotRowsF16AVX512, idxF32: dotRowsF32AVX512},
 }
 
 var avx2Kernels = &kernelSet{
@@ -88,6 +104,7 @@ var avx2Kernels = &kernelSet{
 		idxBF16: dot4x1BF16AVX2, idxF16: dot4x1F16AVX2, idxF32: dot4x1F32AVX2,
 	},
 	widen: [numFloatTypes]widenFunc{idxBF16: widenBF16AVX2, idxF16: widenF16AVX2},
+	rows:  [numFloatTypes]rowsFunc{idxBF16: dotRowsBF16AVX2, idxF16: dotRowsF16AVX2, idxF32: dotRowsF32AVX2},
 }
 
 // kernelSets lists the kernel sets this CPU can run, fastest first; the portable set is last.

@@ -1,5 +1,6 @@
 // Package linear multiplies activations by weight matrices kept in their storage type (float32,
-// BF16, F16): the linear layers of the CPU backend.
+// BF16, F16, and llama.cpp's block quantizations through package quant): the linear layers of
+// the CPU backend.
 //
 // Few activation rows (decode) take the streaming path: every weight row is read once, in place,
 // by dot-product kernels that widen 16-bit weights in registers and accumulate in float32 with
@@ -9,8 +10,8 @@
 // float32 and multiplied by gemm's blocked kernel (OpenBLAS where built with cgo), where each
 // widened weight is reused by every activation row.
 //
-// Both paths compute in float32 from the exact stored weights, so results differ from a float32
-// reference only in summation order.
+// Both float paths compute in float32 from the exact stored weights, so results differ from a
+// float32 reference only in summation order.
 package linear
 
 //go:generate go run gen_kernels.go
@@ -53,16 +54,18 @@ type Multiplier struct {
 	wide [][]float32
 	// pairs holds the activations in pair layout for the BF16 pair kernels.
 	pairs []float32
+	// packed and sum are the quantized path's dense activation rows and products to add.
+	packed, sum []float32
 	// set is the kernel set in use (sets[0] unless a test picks another).
 	set *kernelSet
 }
 
 // Supported reports whether MatMul can multiply matrices of w's type, or why not.
 func Supported(w model.Matrix) error {
-	if _, ok := floatIndex(w.Type); !ok {
-		return fmt.Errorf("%s weights have no CPU kernel yet", w.Type)
+	if _, ok := floatIndex(w.Type); ok || (w.Type.Known() && w.Type.Quantized()) {
+		return nil
 	}
-	return nil
+	return fmt.Errorf("%s weights have no CPU kernel", w.Type)
 }
 
 // MatMul computes out[i·ldo+j] = Σ_p x[i·ldx+p]·w[j][p] for i < m, j < w.Rows (added to out when
@@ -71,7 +74,7 @@ func Supported(w model.Matrix) error {
 func (mu *Multiplier) MatMul(w model.Matrix, m int, x []float32, ldx int, out []float32, ldo int, accumulate bool) {
 	n, k := w.Rows, w.Cols
 	ti, ok := floatIndex(w.Type)
-	if !ok {
+	if !ok && Supported(w) != nil {
 		panic(fmt.Sprintf("linear.MatMul: %s weights are not supported", w.Type))
 	}
 	rb := w.RowBytes()
@@ -87,11 +90,15 @@ func (mu *Multiplier) MatMul(w model.Matrix, m int, x []float32, ldx int, out []
 	if len(x) < (m-1)*ldx+k || len(out) < (m-1)*ldo+n {
 		panic(fmt.Sprintf("linear.MatMul: x has %d floats, out %d, for m=%d ldx=%d ldo=%d k=%d n=%d", len(x), len(out), m, ldx, ldo, k, n))
 	}
+	threads := max(1, mu.Threads)
+	if !ok {
+		mu.quantized(w, m, x, ldx, out, ldo, accumulate, threads)
+		return
+	}
 	set := mu.set
 	if set == nil {
 		set = sets[0]
 	}
-	threads := max(1, mu.Threads)
 	limit := mu.StreamMaxRows
 	if limit == 0 {
 		limit = StreamMaxRows
@@ -113,6 +120,41 @@ func (mu *Multiplier) MatMul(w model.Matrix, m int, x []float32, ldx int, out []
 		return
 	}
 	mu.widened(set, ti, w, m, x, ldx, out, ldo, accumulate, threads)
+}
+
+// quantized multiplies by block-quantized weights through package quant (integer dot products
+// on 8-bit quantized activations, as llama.cpp does), which takes dense activation rows and sets
+// its output: strided rows are packed first, and accumulation goes through scratch.
+func (mu *Multiplier) quantized(w model.Matrix, m int, x []float32, ldx int, out []float32, ldo int, accumulate bool, threads int) {
+	n, k := w.Rows, w.Cols
+	xs := x[:(m-1)*ldx+k]
+	if ldx != k && m > 1 {
+		mu.packed = growFloats(mu.packed, m*k)
+		for i := range m {
+			copy(mu.packed[i*k:(i+1)*k], x[i*ldx:i*ldx+k])
+		}
+		xs = mu.packed
+	}
+	if !accumulate {
+		quant.MatMul(w.Type, w.Data, n, k, xs, m, out, ldo, threads)
+		return
+	}
+	mu.sum = growFloats(mu.sum, m*n)
+	quant.MatMul(w.Type, w.Data, n, k, xs, m, mu.sum, n, threads)
+	for i := range m {
+		o := out[i*ldo : i*ldo+n]
+		for j, v := range mu.sum[i*n : (i+1)*n] {
+			o[j] += v
+		}
+	}
+}
+
+// growFloats returns buf resliced to n, reallocated when too small.
+func growFloats(buf []float32, n int) []float32 {
+	if cap(buf) < n {
+		return make([]float32, n)
+	}
+	return buf[:n]
 }
 
 // widened is the matrix-product path for 16-bit weights: the weight rows are cut into panels
@@ -193,9 +235,13 @@ func (mu *Multiplier) stream(set *kernelSet, ti int, w model.Matrix, m int, x []
 		// One activation row: stream the chunk's rows one after another (one sequential pass,
 		// which the prefetchers follow at nearly the full read bandwidth; four interleaved rows
 		// reach about half of it).
-		if m == 1 && paired && kv == k && set.pairRows != nil {
+		rowsK := set.rows[ti]
+		if paired {
+			rowsK = set.pairRows
+		}
+		if m == 1 && kv == k && rowsK != nil {
 			var buf [streamChunkRows]float32
-			set.pairRows(&w.Data[j0*rb], j1-j0, &xk[0], kv, &buf[0])
+			rowsK(&w.Data[j0*rb], j1-j0, &xk[0], kv, &buf[0])
 			for j := j0; j < j1; j++ {
 				put(0, j, buf[j-j0])
 			}

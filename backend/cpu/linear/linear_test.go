@@ -133,9 +133,8 @@ func TestWidenAllKernels(t *testing.T) {
 }
 
 func TestMatMulRejects(t *testing.T) {
-	q, _ := model.NewMatrix(quant.Q8_0, 1, 32, make([]byte, 34))
-	if err := Supported(q); err == nil {
-		t.Error("q8_0 reported supported")
+	if err := Supported(model.Matrix{Type: quant.Type(99), Rows: 1, Cols: 1}); err == nil {
+		t.Error("an unknown type reported supported")
 	}
 	w, _ := randomMatrix(rand.New(rand.NewPCG(1, 1)), quant.BF16, 4, 16)
 	defer func() {
@@ -144,4 +143,61 @@ func TestMatMulRejects(t *testing.T) {
 		}
 	}()
 	(&Multiplier{Threads: 1}).MatMul(w, 2, make([]float32, 20), 16, make([]float32, 8), 4, false)
+}
+
+// TestMatMulQuantized runs a Q8_0 matrix through MatMul with strided activations, both with and
+// without accumulation, against the dequantized weights: quant's integer kernels quantize the
+// activations to 8 bits per block, so the bound is that rounding (1% of the magnitude).
+func TestMatMulQuantized(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	const m, n, k = 3, 20, 64
+	vals := make([]float32, n*k)
+	for i := range vals {
+		vals[i] = float32(2*rng.Float64() - 1)
+	}
+	data, err := quant.Quantize(quant.Q8_0, vals, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := model.NewMatrix(quant.Q8_0, n, k, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Supported(w); err != nil {
+		t.Fatal(err)
+	}
+	deq := make([]float32, n*k)
+	if err := quant.Dequantize(quant.Q8_0, data, deq); err != nil {
+		t.Fatal(err)
+	}
+	ldx, ldo := k+5, n+2
+	x := make([]float32, m*ldx)
+	for i := range x {
+		x[i] = float32(2*rng.Float64() - 1)
+	}
+	for _, acc := range []bool{false, true} {
+		out := make([]float32, m*ldo)
+		for i := range out {
+			out[i] = 1
+		}
+		(&Multiplier{Threads: 2}).MatMul(w, m, x, ldx, out, ldo, acc)
+		for i := range m {
+			for j := range n {
+				var want, mag float64
+				for p := range k {
+					want += float64(x[i*ldx+p]) * float64(deq[j*k+p])
+					mag += math.Abs(float64(x[i*ldx+p]) * float64(deq[j*k+p]))
+				}
+				if acc {
+					want++
+				}
+				if got := float64(out[i*ldo+j]); math.Abs(got-want) > 0.01*mag {
+					t.Fatalf("acc=%v out[%d][%d] = %v, want %v (±%v)", acc, i, j, got, want, 0.01*mag)
+				}
+			}
+			if out[i*ldo+n] != 1 {
+				t.Fatalf("wrote past column %d", n)
+			}
+		}
+	}
 }
