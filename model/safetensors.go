@@ -9,6 +9,8 @@ import (
 	"math/bits"
 	"slices"
 	"strings"
+
+	"github.com/llmserve/llmserve/internal/mmap"
 )
 
 // DType is a safetensors element type, spelled as in the file header.
@@ -210,7 +212,7 @@ type File struct {
 
 // OpenSafetensors maps path into memory and parses its header. Close releases the mapping.
 func OpenSafetensors(path string) (*File, error) {
-	data, unmap, err := mapFile(path)
+	data, unmap, err := mmap.File(path)
 	if err != nil {
 		return nil, fmt.Errorf("open safetensors %s: %w", path, err)
 	}

@@ -1,0 +1,2 @@
+// Package mmap maps weight files read-only into memory, for the GGUF and safetensors readers.
+package mmap
