@@ -11,30 +11,38 @@ import (
 	"github.com/llmserve/llmserve/sampling"
 )
 
+// samplingCore are the sampling and stopping fields that the OpenAI bodies and /generate's
+// sampling_params spell alike. Pointers tell "absent" from zero.
+type samplingCore struct {
+	Temperature       *float64        `json:"temperature"`
+	TopP              *float64        `json:"top_p"`
+	TopK              *int            `json:"top_k"`
+	MinP              *float64        `json:"min_p"`
+	RepetitionPenalty *float64        `json:"repetition_penalty"`
+	FrequencyPenalty  *float64        `json:"frequency_penalty"`
+	PresencePenalty   *float64        `json:"presence_penalty"`
+	Seed              *int64          `json:"seed"`
+	Stop              json.RawMessage `json:"stop"`
+	StopTokenIDs      []int32         `json:"stop_token_ids"`
+	IgnoreEOS         bool            `json:"ignore_eos"`
+	SkipSpecialTokens *bool           `json:"skip_special_tokens"`
+	StreamInterval    *int            `json:"stream_interval"`
+	N                 *int            `json:"n"`
+	Regex             *string         `json:"regex"`
+	JSONSchema        *string         `json:"json_schema"`
+	// SpacesBetweenSpecialTokens is vLLM's; see ignoredNames.
+	SpacesBetweenSpecialTokens *bool `json:"spaces_between_special_tokens"`
+}
+
 // samplingFields are the sampling and stopping fields shared by the OpenAI endpoints, with the
-// SGLang/vLLM extensions. Pointers tell "absent" from zero.
+// SGLang/vLLM extensions.
 type samplingFields struct {
-	Temperature       *float64           `json:"temperature"`
-	TopP              *float64           `json:"top_p"`
-	TopK              *int               `json:"top_k"`
-	MinP              *float64           `json:"min_p"`
-	RepetitionPenalty *float64           `json:"repetition_penalty"`
-	FrequencyPenalty  *float64           `json:"frequency_penalty"`
-	PresencePenalty   *float64           `json:"presence_penalty"`
-	Seed              *int64             `json:"seed"`
-	Stop              json.RawMessage    `json:"stop"`
-	StopTokenIDs      []int32            `json:"stop_token_ids"`
-	IgnoreEOS         bool               `json:"ignore_eos"`
-	MinTokens         *int               `json:"min_tokens"`
-	SkipSpecialTokens *bool              `json:"skip_special_tokens"`
-	StreamInterval    *int               `json:"stream_interval"`
-	N                 *int               `json:"n"`
-	Regex             *string            `json:"regex"`
-	JSONSchema        *string            `json:"json_schema"`
-	ResponseFormat    *responseFormat    `json:"response_format"`
-	ReturnTokenIDs    bool               `json:"return_token_ids"`
-	RoutedDPRank      *int               `json:"routed_dp_rank"`
-	LogitBias         map[string]float64 `json:"logit_bias"`
+	samplingCore
+	MinTokens      *int               `json:"min_tokens"`
+	ResponseFormat *responseFormat    `json:"response_format"`
+	ReturnTokenIDs bool               `json:"return_token_ids"`
+	RoutedDPRank   *int               `json:"routed_dp_rank"`
+	LogitBias      map[string]float64 `json:"logit_bias"`
 	// Aliases of response_format (policy.go): vLLM's guided decoding and structured outputs.
 	GuidedJSON        json.RawMessage    `json:"guided_json"`
 	GuidedRegex       *string            `json:"guided_regex"`
@@ -44,8 +52,6 @@ type samplingFields struct {
 	// last k tokens (-1: as many as the context holds).
 	IncludeStopStrInOutput bool `json:"include_stop_str_in_output"`
 	TruncatePromptTokens   *int `json:"truncate_prompt_tokens"`
-	// SpacesBetweenSpecialTokens is vLLM's; see ignoredNames.
-	SpacesBetweenSpecialTokens *bool `json:"spaces_between_special_tokens"`
 	// Accepted and ignored (named in the response): they change nothing about generation.
 	ignoredFields
 }
