@@ -255,6 +255,27 @@ func (e *engine) waitHealthy(timeout time.Duration) {
 	e.t.Fatalf("engine not healthy after %v", timeout)
 }
 
+// runNodeClient runs e2e/node/script (an official JavaScript client) against a fresh one-worker
+// engine serving pico and returns what it printed on stdout; the test is skipped where node is
+// not installed.
+func runNodeClient(t *testing.T, script string) []byte {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed")
+	}
+	e := startEngine(t, engineOpts{workers: 1})
+	cmd := exec.Command(node, script, e.base+"/v1", "pico")
+	cmd.Dir = "node"
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node %s: %v\n%s%s", script, err, out, stderr.Bytes())
+	}
+	return out
+}
+
 func tail(s string, n int) string {
 	if len(s) > n {
 		return "..." + s[len(s)-n:]

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"encoding/json"
-	"os/exec"
 	"strings"
 	"testing"
 
@@ -45,17 +44,7 @@ func validateArgs(t *testing.T, s *jsonschema.Schema, what, args string) {
 // (toolChoice required and auto) and streamText (required) against pico, whose template has no tools: the engine's
 // fallback syntax carries them.
 func TestToolCallsNodeClients(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not installed")
-	}
-	e := startEngine(t, engineOpts{workers: 1})
-	cmd := exec.Command(node, "tools_clients.mjs", e.base+"/v1", "pico")
-	cmd.Dir = "node"
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("node clients: %v\n%s", err, out)
-	}
+	out := runNodeClient(t, "tools_clients.mjs")
 	type call struct {
 		ID       string `json:"id"`
 		Function struct {
