@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 var binDir string
@@ -253,6 +255,25 @@ func (e *engine) waitHealthy(timeout time.Duration) {
 		time.Sleep(25 * time.Millisecond)
 	}
 	e.t.Fatalf("engine not healthy after %v", timeout)
+}
+
+// compileSchema compiles a JSON schema for the independent validator the tests check outputs
+// with.
+func compileSchema(t *testing.T, text string) *jsonschema.Schema {
+	t.Helper()
+	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource("s.json", doc); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Compile("s.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // runNodeClient runs e2e/node/script (an official JavaScript client) against a fresh one-worker

@@ -11,23 +11,6 @@ import (
 // weatherSchema is get_weather's parameters in e2e/node/tools_clients.mjs and the openai-go test.
 const weatherSchema = `{"type":"object","properties":{"city":{"type":"string","maxLength":12},"days":{"type":"integer","minimum":1,"maximum":7}},"required":["city","days"],"additionalProperties":false}`
 
-func compileSchema(t *testing.T, text string) *jsonschema.Schema {
-	t.Helper()
-	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(text))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := jsonschema.NewCompiler()
-	if err := c.AddResource("s.json", doc); err != nil {
-		t.Fatal(err)
-	}
-	s, err := c.Compile("s.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 func validateArgs(t *testing.T, s *jsonschema.Schema, what, args string) {
 	t.Helper()
 	inst, err := jsonschema.UnmarshalJSON(strings.NewReader(args))
