@@ -1,6 +1,7 @@
 package model
 
 import (
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -129,9 +130,9 @@ func ParseHeader(file []byte) (*Header, error) {
 	}
 	slices.SortFunc(h.Tensors, func(a, b TensorInfo) int {
 		if a.Begin != b.Begin {
-			return compareInt64(a.Begin, b.Begin)
+			return cmp.Compare(a.Begin, b.Begin)
 		}
-		return compareInt64(a.End, b.End)
+		return cmp.Compare(a.End, b.End)
 	})
 	// Sorted by Begin, a non-empty tensor overlaps an earlier one exactly when it starts before
 	// the furthest end seen so far. Empty tensors occupy no bytes and may sit anywhere.
@@ -189,16 +190,6 @@ func parseTensorInfo(name string, msg json.RawMessage, dataLen int64) (TensorInf
 			name, r.DType, r.Shape, want, begin, end, end-begin)
 	}
 	return TensorInfo{Name: name, DType: r.DType, Shape: shape, Begin: begin, End: end}, nil
-}
-
-func compareInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // File is an open, memory-mapped safetensors file.
