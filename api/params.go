@@ -310,17 +310,7 @@ func (s *Server) parsePrompts(raw json.RawMessage) ([][]int32, error) {
 		if err := json.Unmarshal(raw, &lists); err != nil {
 			return nil, badRequest("prompt", "must be a string, an array of token ids, or an array of either")
 		}
-		if err := s.checkBatch(len(lists)); err != nil {
-			return nil, err
-		}
-		out := make([][]int32, len(lists))
-		for i, l := range lists {
-			var err error
-			if out[i], err = s.promptIDs(l, fmt.Sprintf("prompt[%d]", i)); err != nil {
-				return nil, err
-			}
-		}
-		return out, nil
+		return batchPrompts(s, lists, "prompt", s.promptIDs)
 	}
 	ids, err := s.promptIDs(raw, "prompt")
 	return [][]int32{ids}, err
@@ -328,7 +318,7 @@ func (s *Server) parsePrompts(raw json.RawMessage) ([][]int32, error) {
 
 // promptIDs reads a prompt given as token ids, refusing it as soon as it has more ids than the
 // context holds, and checks each against the vocabulary.
-func (s *Server) promptIDs(raw []byte, param string) ([]int32, error) {
+func (s *Server) promptIDs(raw json.RawMessage, param string) ([]int32, error) {
 	ids, err := parseTokenIDs(raw, param, s.cfg.ContextLength-1)
 	if err != nil {
 		var bre *BadRequestError
