@@ -297,14 +297,7 @@ func (s *Server) parsePrompts(raw json.RawMessage) ([][]int32, error) {
 		if err := json.Unmarshal(raw, &texts); err != nil {
 			return nil, badRequest("prompt", "must be a string, an array of token ids, or an array of either")
 		}
-		out := make([][]int32, len(texts))
-		for i, t := range texts {
-			var err error
-			if out[i], err = s.encode(t, fmt.Sprintf("prompt[%d]", i)); err != nil {
-				return nil, err
-			}
-		}
-		return out, s.checkBatch(len(out))
+		return batchPrompts(s, texts, "prompt", s.encode) // the batch size is checked before any prompt is tokenized
 	case len(rest) > 0 && rest[0] == '[':
 		var lists []json.RawMessage
 		if err := json.Unmarshal(raw, &lists); err != nil {
