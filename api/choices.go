@@ -29,6 +29,22 @@ func (s *Server) checkBatch(n int) error {
 	return nil
 }
 
+// batchPrompts refuses a batch larger than MaxChoices, then reads each of its items into a
+// prompt with read, which names item i field[i] in its errors.
+func batchPrompts[T any](s *Server, items []T, field string, read func(T, string) ([]int32, error)) ([][]int32, error) {
+	if err := s.checkBatch(len(items)); err != nil {
+		return nil, err
+	}
+	out := make([][]int32, len(items))
+	for i, it := range items {
+		var err error
+		if out[i], err = read(it, fmt.Sprintf("%s[%d]", field, i)); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
 // RankFinder is an optional Engine capability: the data-parallel rank a live request was
 // dispatched to, so a request's siblings can follow it there and reuse its prompt's KV.
 type RankFinder interface {
@@ -429,15 +445,9 @@ func (s *Server) nativePrompts(body *generateRequest) ([][]int32, bool, error) {
 		if json.Unmarshal(body.Text, &texts) != nil || len(texts) == 0 {
 			return nil, false, badRequest("text", "must be a string or a non-empty list of strings")
 		}
-		if err := s.checkBatch(len(texts)); err != nil {
+		out, err := batchPrompts(s, texts, "text", s.encode)
+		if err != nil {
 			return nil, false, err
-		}
-		out := make([][]int32, len(texts))
-		for i, t := range texts {
-			var err error
-			if out[i], err = s.encode(t, fmt.Sprintf("text[%d]", i)); err != nil {
-				return nil, false, err
-			}
 		}
 		return out, true, nil
 	case hasIDs:
@@ -449,15 +459,9 @@ func (s *Server) nativePrompts(body *generateRequest) ([][]int32, bool, error) {
 				if json.Unmarshal(raw, &lists) != nil || len(lists) == 0 {
 					return nil, false, badRequest("input_ids", "must be a list of token ids or a non-empty list of such lists")
 				}
-				if err := s.checkBatch(len(lists)); err != nil {
+				out, err := batchPrompts(s, lists, "input_ids", s.promptIDs)
+				if err != nil {
 					return nil, false, err
-				}
-				out := make([][]int32, len(lists))
-				for i, l := range lists {
-					var err error
-					if out[i], err = s.promptIDs(l, fmt.Sprintf("input_ids[%d]", i)); err != nil {
-						return nil, false, err
-					}
 				}
 				return out, true, nil
 			}

@@ -150,11 +150,7 @@ func TestStreamedChoices(t *testing.T) {
 	finished := map[int]int{}
 	roles := map[int]int{}
 	var usage *usageOut
-	for line := range strings.SplitSeq(body, "\n") {
-		data, ok := strings.CutPrefix(line, "data: ")
-		if !ok || data == "[DONE]" {
-			continue
-		}
+	for data := range sseData(body) {
 		var c struct {
 			Choices []struct {
 				Index int `json:"index"`
@@ -251,11 +247,7 @@ func TestBatchedGenerate(t *testing.T) {
 		t.Fatalf("%d %s", resp.StatusCode, body)
 	}
 	got := map[int]int{}
-	for line := range strings.SplitSeq(body, "\n") {
-		data, ok := strings.CutPrefix(line, "data: ")
-		if !ok || data == "[DONE]" {
-			continue
-		}
+	for data := range sseData(body) {
 		var c struct {
 			Index     int     `json:"index"`
 			OutputIDs []int32 `json:"output_ids"`

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http/httptest"
-	"strings"
 	"testing"
 
 	"github.com/llmserve/llmserve/metrics"
@@ -90,11 +89,7 @@ func TestChoicesParseTheirOwnOutput(t *testing.T) {
 		t.Fatalf("%d %s", resp.StatusCode, body)
 	}
 	streamed := make([]choice, 3)
-	for line := range strings.SplitSeq(body, "\n") {
-		data, ok := strings.CutPrefix(line, "data: ")
-		if !ok || data == "[DONE]" {
-			continue
-		}
+	for data := range sseData(body) {
 		var ch struct {
 			Choices []struct {
 				Index int `json:"index"`

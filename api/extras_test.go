@@ -68,11 +68,7 @@ func TestIncludeStopStrInOutput(t *testing.T) {
 		}
 		_, body = post(t, ts, "/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"max_tokens":3,"stream":true,"include_stop_str_in_output":`+inc+`}`)
 		var text strings.Builder
-		for line := range strings.SplitSeq(body, "\n") {
-			data, ok := strings.CutPrefix(line, "data: ")
-			if !ok || data == "[DONE]" {
-				continue
-			}
+		for data := range sseData(body) {
 			var c struct {
 				Choices []struct {
 					Delta struct{ Content string } `json:"delta"`

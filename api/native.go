@@ -11,30 +11,12 @@ import (
 
 // nativeSampling is SGLang's sampling_params object.
 type nativeSampling struct {
-	MaxNewTokens      *int            `json:"max_new_tokens"`
-	MinNewTokens      *int            `json:"min_new_tokens"`
-	Temperature       *float64        `json:"temperature"`
-	TopP              *float64        `json:"top_p"`
-	TopK              *int            `json:"top_k"`
-	MinP              *float64        `json:"min_p"`
-	RepetitionPenalty *float64        `json:"repetition_penalty"`
-	FrequencyPenalty  *float64        `json:"frequency_penalty"`
-	PresencePenalty   *float64        `json:"presence_penalty"`
-	Seed              *int64          `json:"seed"`
-	SamplingSeed      *int64          `json:"sampling_seed"`
-	Stop              json.RawMessage `json:"stop"`
-	StopTokenIDs      []int32         `json:"stop_token_ids"`
-	IgnoreEOS         bool            `json:"ignore_eos"`
-	SkipSpecialTokens *bool           `json:"skip_special_tokens"`
-	StreamInterval    *int            `json:"stream_interval"`
-	N                 *int            `json:"n"`
-	Regex             *string         `json:"regex"`
-	JSONSchema        *string         `json:"json_schema"`
-	// EBNF (SGLang's name) and Grammar are the same thing: a grammar in GBNF syntax.
-	EBNF    *string `json:"ebnf"`
+	samplingCore
+	MaxNewTokens *int   `json:"max_new_tokens"`
+	MinNewTokens *int   `json:"min_new_tokens"`
+	SamplingSeed *int64 `json:"sampling_seed"` // seed's alias; seed wins when both are given
+	// Grammar is the same thing as ebnf: a grammar in GBNF syntax.
 	Grammar *string `json:"grammar"`
-	// SpacesBetweenSpecialTokens is accepted; see ignoredNames.
-	SpacesBetweenSpecialTokens *bool `json:"spaces_between_special_tokens"`
 }
 
 type generateRequest struct {
@@ -72,18 +54,9 @@ func (s *Server) buildGenerate(body *generateRequest, _ time.Time) (*Request, ou
 		return nil, nil, badRequest("rid", "give no rid with a batch: each prompt gets its own")
 	}
 	req.InputIDs = prompts[0]
-	seed := sp.Seed
-	if seed == nil {
-		seed = sp.SamplingSeed
-	}
-	common := samplingFields{
-		Temperature: sp.Temperature, TopP: sp.TopP, TopK: sp.TopK, MinP: sp.MinP,
-		RepetitionPenalty: sp.RepetitionPenalty, FrequencyPenalty: sp.FrequencyPenalty,
-		PresencePenalty: sp.PresencePenalty, Seed: seed, Stop: sp.Stop, StopTokenIDs: sp.StopTokenIDs,
-		IgnoreEOS: sp.IgnoreEOS, MinTokens: sp.MinNewTokens, SkipSpecialTokens: sp.SkipSpecialTokens,
-		StreamInterval: sp.StreamInterval, N: sp.N, Regex: sp.Regex, JSONSchema: sp.JSONSchema,
-		EBNF: sp.EBNF, Grammar: sp.Grammar,
-		RoutedDPRank: body.RoutedDPRank,
+	common := samplingFields{samplingCore: sp.samplingCore, MinTokens: sp.MinNewTokens, RoutedDPRank: body.RoutedDPRank, Grammar: sp.Grammar}
+	if common.Seed == nil {
+		common.Seed = sp.SamplingSeed
 	}
 	if err := s.fillCommon(req, &common); err != nil {
 		return nil, nil, err

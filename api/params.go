@@ -11,9 +11,9 @@ import (
 	"github.com/llmserve/llmserve/sampling"
 )
 
-// samplingFields are the sampling and stopping fields shared by the OpenAI endpoints, with the
-// SGLang/vLLM extensions. Pointers tell "absent" from zero.
-type samplingFields struct {
+// samplingCore are the sampling and stopping fields that the OpenAI bodies and /generate's
+// sampling_params spell alike. Pointers tell "absent" from zero.
+type samplingCore struct {
 	Temperature       *float64        `json:"temperature"`
 	TopP              *float64        `json:"top_p"`
 	TopK              *int            `json:"top_k"`
@@ -25,15 +25,24 @@ type samplingFields struct {
 	Stop              json.RawMessage `json:"stop"`
 	StopTokenIDs      []int32         `json:"stop_token_ids"`
 	IgnoreEOS         bool            `json:"ignore_eos"`
-	MinTokens         *int            `json:"min_tokens"`
 	SkipSpecialTokens *bool           `json:"skip_special_tokens"`
 	StreamInterval    *int            `json:"stream_interval"`
 	N                 *int            `json:"n"`
 	Regex             *string         `json:"regex"`
 	JSONSchema        *string         `json:"json_schema"`
-	// EBNF is SGLang's name for a grammar in GBNF syntax; Grammar is /generate's plain name
-	// for the same (set from sampling_params.grammar, never read from an OpenAI body).
-	EBNF           *string            `json:"ebnf"`
+	// EBNF is SGLang's name for a grammar in GBNF syntax.
+	EBNF *string `json:"ebnf"`
+	// SpacesBetweenSpecialTokens is vLLM's; see ignoredNames.
+	SpacesBetweenSpecialTokens *bool `json:"spaces_between_special_tokens"`
+}
+
+// samplingFields are the sampling and stopping fields shared by the OpenAI endpoints, with the
+// SGLang/vLLM extensions.
+type samplingFields struct {
+	samplingCore
+	MinTokens *int `json:"min_tokens"`
+	// Grammar is /generate's plain name for a GBNF grammar (set from sampling_params.grammar,
+	// never read from an OpenAI body).
 	Grammar        *string            `json:"-"`
 	ResponseFormat *responseFormat    `json:"response_format"`
 	ReturnTokenIDs bool               `json:"return_token_ids"`
@@ -49,8 +58,6 @@ type samplingFields struct {
 	// last k tokens (-1: as many as the context holds).
 	IncludeStopStrInOutput bool `json:"include_stop_str_in_output"`
 	TruncatePromptTokens   *int `json:"truncate_prompt_tokens"`
-	// SpacesBetweenSpecialTokens is vLLM's; see ignoredNames.
-	SpacesBetweenSpecialTokens *bool `json:"spaces_between_special_tokens"`
 	// Accepted and ignored (named in the response): they change nothing about generation.
 	ignoredFields
 }
@@ -300,30 +307,13 @@ func (s *Server) parsePrompts(raw json.RawMessage) ([][]int32, error) {
 		if err := json.Unmarshal(raw, &texts); err != nil {
 			return nil, badRequest("prompt", "must be a string, an array of token ids, or an array of either")
 		}
-		out := make([][]int32, len(texts))
-		for i, t := range texts {
-			var err error
-			if out[i], err = s.encode(t, fmt.Sprintf("prompt[%d]", i)); err != nil {
-				return nil, err
-			}
-		}
-		return out, s.checkBatch(len(out))
+		return batchPrompts(s, texts, "prompt", s.encode) // the batch size is checked before any prompt is tokenized
 	case len(rest) > 0 && rest[0] == '[':
 		var lists []json.RawMessage
 		if err := json.Unmarshal(raw, &lists); err != nil {
 			return nil, badRequest("prompt", "must be a string, an array of token ids, or an array of either")
 		}
-		if err := s.checkBatch(len(lists)); err != nil {
-			return nil, err
-		}
-		out := make([][]int32, len(lists))
-		for i, l := range lists {
-			var err error
-			if out[i], err = s.promptIDs(l, fmt.Sprintf("prompt[%d]", i)); err != nil {
-				return nil, err
-			}
-		}
-		return out, nil
+		return batchPrompts(s, lists, "prompt", s.promptIDs)
 	}
 	ids, err := s.promptIDs(raw, "prompt")
 	return [][]int32{ids}, err
@@ -331,7 +321,7 @@ func (s *Server) parsePrompts(raw json.RawMessage) ([][]int32, error) {
 
 // promptIDs reads a prompt given as token ids, refusing it as soon as it has more ids than the
 // context holds, and checks each against the vocabulary.
-func (s *Server) promptIDs(raw []byte, param string) ([]int32, error) {
+func (s *Server) promptIDs(raw json.RawMessage, param string) ([]int32, error) {
 	ids, err := parseTokenIDs(raw, param, s.cfg.ContextLength-1)
 	if err != nil {
 		var bre *BadRequestError

@@ -301,11 +301,7 @@ func TestContinuousUsageStats(t *testing.T) {
 		t.Fatalf("status %d %s", resp.StatusCode, body)
 	}
 	total, chunks, final := 0, 0, 0
-	for line := range strings.SplitSeq(body, "\n") {
-		data, ok := strings.CutPrefix(line, "data: ")
-		if !ok || data == "[DONE]" {
-			continue
-		}
+	for data := range sseData(body) {
 		var c struct {
 			Choices []struct {
 				TokenIDs []int32 `json:"token_ids"`

@@ -144,6 +144,22 @@ const respWeatherTool = `{"type":"function","name":"get_weather","description":"
 
 // TestResponsesFunctionCalls: function_call items, whole and streamed (every way of cutting the
 // text), with the same items either way; auto writes its text as a message first.
+// sameOutputStreamed posts req (a /v1/responses body less its closing brace) streamed and fails
+// unless its output items equal whole, ids aside (they are per request; whole's are cleared).
+func sameOutputStreamed(t *testing.T, ts *httptest.Server, req string, whole []respItem, sizes []int) {
+	t.Helper()
+	_, body := post(t, ts, "/v1/responses", req+`,"stream":true}`)
+	items, _ := readResponseStream(t, body)
+	for i := range whole {
+		whole[i].ID, whole[i].CallID, items[i].ID, items[i].CallID = "", "", "", ""
+	}
+	a, _ := json.Marshal(items)
+	b, _ := json.Marshal(whole)
+	if string(a) != string(b) {
+		t.Fatalf("%v: streamed %s, whole %s", sizes, a, b)
+	}
+}
+
 func TestResponsesFunctionCalls(t *testing.T) {
 	call := func(city string) string {
 		return "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"" + city + "\"}}\n</tool_call>"
@@ -299,16 +315,7 @@ func TestResponsesReasoningItems(t *testing.T) {
 			o[1].Type != "message" || o[1].Content[0].Text != "Checking." || o[2].Type != "function_call" || o[2].Arguments != `{"city": "Paris"}` {
 			t.Fatalf("%v: %s", sizes, body)
 		}
-		_, body = post(t, ts, "/v1/responses", req+`,"stream":true}`)
-		items, _ := readResponseStream(t, body)
-		for i := range whole.Output { // ids are per request
-			whole.Output[i].ID, whole.Output[i].CallID, items[i].ID, items[i].CallID = "", "", "", ""
-		}
-		a, _ := json.Marshal(items)
-		b, _ := json.Marshal(whole.Output)
-		if string(a) != string(b) {
-			t.Fatalf("%v: streamed %s, whole %s", sizes, a, b)
-		}
+		sameOutputStreamed(t, ts, req, whole.Output, sizes)
 		ts.Close()
 	}
 	msgs, err := responsesMessages(&responsesRequest{Input: json.RawMessage(`[{"role":"user","content":"Weather?"},
@@ -397,15 +404,6 @@ func TestResponsesTextAfterCalls(t *testing.T) {
 			o[2].Content[0].Text != "<tool_call>\n{\"" || o[2].Status != "incomplete" || o[2].ID != o[0].ID+"_1" {
 			t.Fatalf("%v: %s", sizes, body)
 		}
-		_, body = post(t, ts, "/v1/responses", req+`,"stream":true}`)
-		items, _ := readResponseStream(t, body)
-		for i := range whole.Output { // ids are per request
-			whole.Output[i].ID, whole.Output[i].CallID, items[i].ID, items[i].CallID = "", "", "", ""
-		}
-		a, _ := json.Marshal(items)
-		b, _ := json.Marshal(whole.Output)
-		if string(a) != string(b) {
-			t.Fatalf("%v: streamed %s, whole %s", sizes, a, b)
-		}
+		sameOutputStreamed(t, ts, req, whole.Output, sizes)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"log/slog"
 	"net"
 	"net/http"
@@ -150,6 +151,21 @@ func nextEvent(t *testing.T, r *bufio.Reader) (c sseChunk, done bool) {
 		}
 		c.Usage = raw.Usage
 		return c, false
+	}
+}
+
+// sseData yields the data payloads of a whole SSE body, in order, without the final [DONE].
+func sseData(body string) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for line := range strings.SplitSeq(body, "\n") {
+			data, ok := strings.CutPrefix(line, "data: ")
+			if !ok || data == "[DONE]" {
+				continue
+			}
+			if !yield(data) {
+				return
+			}
+		}
 	}
 }
 

@@ -505,17 +505,7 @@ func generateWith(t *testing.T, e *engine, path string, body map[string]any) []i
 // TestAPIExtensionsNodeClient runs e2e/node/api_ext.mjs (the official OpenAI Node client)
 // against a real engine and checks what it read.
 func TestAPIExtensionsNodeClient(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not installed")
-	}
-	e := startEngine(t, engineOpts{workers: 1})
-	cmd := exec.Command(node, "api_ext.mjs", e.base+"/v1", "pico")
-	cmd.Dir = "node"
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("openai client: %v\n%s", err, out)
-	}
+	out := runNodeClient(t, "api_ext.mjs")
 	type usage struct {
 		Prompt     int `json:"prompt_tokens"`
 		Completion int `json:"completion_tokens"`
@@ -622,17 +612,7 @@ func TestAPIExtensionsNodeClient(t *testing.T) {
 
 // TestLangChainClient runs e2e/node/langchain.mjs (LangChain's ChatOpenAI) against a real engine.
 func TestLangChainClient(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not installed")
-	}
-	e := startEngine(t, engineOpts{workers: 1})
-	cmd := exec.Command(node, "langchain.mjs", e.base+"/v1", "pico")
-	cmd.Dir = "node"
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("langchain: %v\n%s", err, out)
-	}
+	out := runNodeClient(t, "langchain.mjs")
 	type usage struct {
 		Input  int `json:"input_tokens"`
 		Output int `json:"output_tokens"`
@@ -680,17 +660,7 @@ func TestLangChainClient(t *testing.T) {
 // TestVercelAIClient runs e2e/node/vercel_ext.mjs (the Vercel AI SDK's OpenAI provider, on the
 // Responses API by default) against a real engine.
 func TestVercelAIClient(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not installed")
-	}
-	e := startEngine(t, engineOpts{workers: 1})
-	cmd := exec.Command(node, "vercel_ext.mjs", e.base+"/v1", "pico")
-	cmd.Dir = "node"
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("vercel ai: %v\n%s", err, out)
-	}
+	out := runNodeClient(t, "vercel_ext.mjs")
 	type usage struct {
 		Input  int `json:"inputTokens"`
 		Output int `json:"outputTokens"`

@@ -236,17 +236,7 @@ func TestOpenAIEndpoints(t *testing.T) {
 }
 
 func TestOpenAINodeClient(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not installed")
-	}
-	e := startEngine(t, engineOpts{workers: 1})
-	cmd := exec.Command(node, "chat_stream.mjs", e.base+"/v1", "pico")
-	cmd.Dir = "node"
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("openai client: %v\n%s", err, out)
-	}
+	out := runNodeClient(t, "chat_stream.mjs")
 	var res struct {
 		Content string `json:"content"`
 		Chunks  int    `json:"chunks"`

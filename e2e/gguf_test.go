@@ -145,18 +145,7 @@ func TestMakeRunGGUF(t *testing.T) {
 	}
 
 	schema := constrainedSchemas["person"]
-	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(schema))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := jsonschema.NewCompiler()
-	if err := c.AddResource("person.json", doc); err != nil {
-		t.Fatal(err)
-	}
-	sch, err := c.Compile("person.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	sch := compileSchema(t, schema)
 	for _, st := range []bool{false, true} {
 		call := constrainedCall{schema: "person", chat: true, stream: st}
 		out, _, err := e.constrained(call, 11)

@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 var binDir string
@@ -253,6 +255,46 @@ func (e *engine) waitHealthy(timeout time.Duration) {
 		time.Sleep(25 * time.Millisecond)
 	}
 	e.t.Fatalf("engine not healthy after %v", timeout)
+}
+
+// compileSchema compiles a JSON schema for the independent validator the tests check outputs
+// with.
+func compileSchema(t *testing.T, text string) *jsonschema.Schema {
+	t.Helper()
+	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource("s.json", doc); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Compile("s.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// runNodeClient runs e2e/node/script (an official JavaScript client) against a fresh one-worker
+// engine serving pico and returns what it printed on stdout; the test is skipped where node is
+// not installed.
+func runNodeClient(t *testing.T, script string) []byte {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed")
+	}
+	e := startEngine(t, engineOpts{workers: 1})
+	cmd := exec.Command(node, script, e.base+"/v1", "pico")
+	cmd.Dir = "node"
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node %s: %v\n%s%s", script, err, out, stderr.Bytes())
+	}
+	return out
 }
 
 func tail(s string, n int) string {

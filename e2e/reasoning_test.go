@@ -17,18 +17,7 @@ import (
 func TestReasoning(t *testing.T) {
 	e := startEngine(t, engineOpts{model: qwen3ToolModel(t), skipDetok: true, rankTimeout: 10 * time.Second})
 	schemaText := `{"type":"object","properties":{"answer":{"type":"integer","minimum":0,"maximum":99},"unit":{"enum":["m","s"]}},"required":["answer","unit"],"additionalProperties":false}`
-	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(schemaText))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := jsonschema.NewCompiler()
-	if err := c.AddResource("a.json", doc); err != nil {
-		t.Fatal(err)
-	}
-	sch, err := c.Compile("a.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	sch := compileSchema(t, schemaText)
 	user := []map[string]any{{"role": "user", "content": "How far, in meters?"}}
 	schemas := toolSchemas(t)
 	for seed := 1; seed <= 3; seed++ {

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"encoding/json"
-	"os/exec"
 	"reflect"
 	"testing"
 )
@@ -14,17 +13,7 @@ import (
 // an independent validator, a second turn with a function_call_output item; and chat n=3 tool
 // calls at temperature 1, each choice its own call, streamed == non-streamed per index.
 func TestResponsesToolsNodeClient(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not installed")
-	}
-	e := startEngine(t, engineOpts{workers: 1})
-	cmd := exec.Command(node, "responses_tools.mjs", e.base+"/v1", "pico")
-	cmd.Dir = "node"
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("node client: %v\n%s", err, out)
-	}
+	out := runNodeClient(t, "responses_tools.mjs")
 	type call struct {
 		ID        string `json:"id"`
 		CallID    string `json:"call_id"`
@@ -129,17 +118,7 @@ func TestResponsesToolsNodeClient(t *testing.T) {
 // tools (invoke = stream, a turn with a ToolMessage). Every call's input validates against the
 // schema.
 func TestResponsesToolsVercelAI(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not installed")
-	}
-	e := startEngine(t, engineOpts{workers: 1})
-	cmd := exec.Command(node, "responses_tools_clients.mjs", e.base+"/v1", "pico")
-	cmd.Dir = "node"
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("vercel ai: %v\n%s", err, out)
-	}
+	out := runNodeClient(t, "responses_tools_clients.mjs")
 	type run struct {
 		Finish string `json:"finish"`
 		Calls  []struct {

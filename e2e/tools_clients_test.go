@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"encoding/json"
-	"os/exec"
 	"strings"
 	"testing"
 
@@ -11,23 +10,6 @@ import (
 
 // weatherSchema is get_weather's parameters in e2e/node/tools_clients.mjs and the openai-go test.
 const weatherSchema = `{"type":"object","properties":{"city":{"type":"string","maxLength":12},"days":{"type":"integer","minimum":1,"maximum":7}},"required":["city","days"],"additionalProperties":false}`
-
-func compileSchema(t *testing.T, text string) *jsonschema.Schema {
-	t.Helper()
-	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(text))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := jsonschema.NewCompiler()
-	if err := c.AddResource("s.json", doc); err != nil {
-		t.Fatal(err)
-	}
-	s, err := c.Compile("s.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
 
 func validateArgs(t *testing.T, s *jsonschema.Schema, what, args string) {
 	t.Helper()
@@ -45,17 +27,7 @@ func validateArgs(t *testing.T, s *jsonschema.Schema, what, args string) {
 // (toolChoice required and auto) and streamText (required) against pico, whose template has no tools: the engine's
 // fallback syntax carries them.
 func TestToolCallsNodeClients(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not installed")
-	}
-	e := startEngine(t, engineOpts{workers: 1})
-	cmd := exec.Command(node, "tools_clients.mjs", e.base+"/v1", "pico")
-	cmd.Dir = "node"
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("node clients: %v\n%s", err, out)
-	}
+	out := runNodeClient(t, "tools_clients.mjs")
 	type call struct {
 		ID       string `json:"id"`
 		Function struct {

@@ -169,19 +169,7 @@ func toolSchemas(t *testing.T) map[string]*jsonschema.Schema {
 		if params == nil {
 			params = json.RawMessage(`{"type":"object","additionalProperties":false}`)
 		}
-		doc, err := jsonschema.UnmarshalJSON(strings.NewReader(string(params)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := jsonschema.NewCompiler()
-		if err := c.AddResource(name+".json", doc); err != nil {
-			t.Fatal(err)
-		}
-		s, err := c.Compile(name + ".json")
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[name] = s
+		out[name] = compileSchema(t, string(params))
 	}
 	return out
 }

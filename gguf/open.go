@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/llmserve/llmserve/internal/mmap"
 )
 
 // Open maps the GGUF file at path and parses it. Tensor data views point into the mapping and
 // stay valid until Close.
 func Open(path string) (*File, error) {
-	data, unmap, err := mapFile(path)
+	data, unmap, err := mmap.File(path)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}

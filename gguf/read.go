@@ -352,11 +352,7 @@ func decodeFixed(et ValueType, p []byte, n int) (any, error) {
 	case TypeUint8:
 		return slices.Clone(p), nil
 	case TypeInt8:
-		out := make([]int8, n)
-		for i := range out {
-			out[i] = int8(p[i])
-		}
-		return out, nil
+		return decodeEach(p, n, 1, func(b []byte) int8 { return int8(b[0]) }), nil
 	case TypeBool:
 		out := make([]bool, n)
 		for i := range out {
@@ -367,55 +363,32 @@ func decodeFixed(et ValueType, p []byte, n int) (any, error) {
 		}
 		return out, nil
 	case TypeUint16:
-		out := make([]uint16, n)
-		for i := range out {
-			out[i] = le.Uint16(p[2*i:])
-		}
-		return out, nil
+		return decodeEach(p, n, 2, le.Uint16), nil
 	case TypeInt16:
-		out := make([]int16, n)
-		for i := range out {
-			out[i] = int16(le.Uint16(p[2*i:]))
-		}
-		return out, nil
+		return decodeEach(p, n, 2, func(b []byte) int16 { return int16(le.Uint16(b)) }), nil
 	case TypeUint32:
-		out := make([]uint32, n)
-		for i := range out {
-			out[i] = le.Uint32(p[4*i:])
-		}
-		return out, nil
+		return decodeEach(p, n, 4, le.Uint32), nil
 	case TypeInt32:
-		out := make([]int32, n)
-		for i := range out {
-			out[i] = int32(le.Uint32(p[4*i:]))
-		}
-		return out, nil
+		return decodeEach(p, n, 4, func(b []byte) int32 { return int32(le.Uint32(b)) }), nil
 	case TypeFloat32:
-		out := make([]float32, n)
-		for i := range out {
-			out[i] = math.Float32frombits(le.Uint32(p[4*i:]))
-		}
-		return out, nil
+		return decodeEach(p, n, 4, func(b []byte) float32 { return math.Float32frombits(le.Uint32(b)) }), nil
 	case TypeUint64:
-		out := make([]uint64, n)
-		for i := range out {
-			out[i] = le.Uint64(p[8*i:])
-		}
-		return out, nil
+		return decodeEach(p, n, 8, le.Uint64), nil
 	case TypeInt64:
-		out := make([]int64, n)
-		for i := range out {
-			out[i] = int64(le.Uint64(p[8*i:]))
-		}
-		return out, nil
+		return decodeEach(p, n, 8, func(b []byte) int64 { return int64(le.Uint64(b)) }), nil
 	case TypeFloat64:
-		out := make([]float64, n)
-		for i := range out {
-			out[i] = math.Float64frombits(le.Uint64(p[8*i:]))
-		}
-		return out, nil
+		return decodeEach(p, n, 8, func(b []byte) float64 { return math.Float64frombits(le.Uint64(b)) }), nil
 	}
 	return nil, fmt.Errorf("array of unknown type %s", et)
+}
+
+// decodeEach decodes n elements of size bytes each from p with get.
+func decodeEach[T any](p []byte, n, size int, get func([]byte) T) []T {
+	out := make([]T, n)
+	for i := range out {
+		out[i] = get(p[size*i:])
+	}
+	return out
 }
 
 func leUint(p []byte) uint64 {

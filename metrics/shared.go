@@ -4,11 +4,12 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
-	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"unsafe"
+
+	"github.com/llmserve/llmserve/internal/mmap"
 )
 
 // Shared is the metrics store the tokenizer workers of one engine share: a memory-mapped file in
@@ -48,17 +49,7 @@ func CreateShared(path string, workers int) error {
 	if workers < 1 {
 		return fmt.Errorf("create metrics store %s: %d workers", path, workers)
 	}
-	buf := make([]byte, sharedSize(workers))
-	copy(buf, sharedMagic)
-	binary.LittleEndian.PutUint32(buf[8:], uint32(workers))
-	binary.LittleEndian.PutUint32(buf[12:], slotCells)
-	// A new file renamed over the old one: a worker of a previous run that still maps the old
-	// file keeps writing there, not here.
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, buf, 0o600); err != nil {
-		return fmt.Errorf("create metrics store: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := mmap.CreateShared(path, sharedSize(workers), sharedMagic, uint32(workers), slotCells); err != nil {
 		return fmt.Errorf("create metrics store: %w", err)
 	}
 	return nil
@@ -69,27 +60,9 @@ func OpenShared(path string, workers, index int) (*Shared, error) {
 	if index < 0 || index >= workers {
 		return nil, fmt.Errorf("open metrics store %s: worker %d of %d", path, index, workers)
 	}
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	mem, err := mmap.OpenShared(path, sharedSize(workers), sharedMagic, uint32(workers), slotCells)
 	if err != nil {
-		return nil, fmt.Errorf("open metrics store: %w", err)
-	}
-	defer f.Close()
-	size := sharedSize(workers)
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("open metrics store: %w", err)
-	}
-	if st.Size() != int64(size) {
-		return nil, fmt.Errorf("open metrics store %s: %d bytes, want %d for %d workers", path, st.Size(), size, workers)
-	}
-	mem, err := syscall.Mmap(int(f.Fd()), 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
-	if err != nil {
-		return nil, fmt.Errorf("map metrics store %s: %w", path, err)
-	}
-	if string(mem[:8]) != sharedMagic || binary.LittleEndian.Uint32(mem[8:]) != uint32(workers) ||
-		binary.LittleEndian.Uint32(mem[12:]) != slotCells {
-		_ = syscall.Munmap(mem)
-		return nil, fmt.Errorf("open metrics store %s: header is not a store for %d workers", path, workers)
+		return nil, fmt.Errorf("open metrics store %s for %d workers: %w", path, workers, err)
 	}
 	s := &Shared{mem: mem, index: index, slots: make([][]atomic.Uint64, workers)}
 	for i := range workers {

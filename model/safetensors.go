@@ -1,6 +1,7 @@
 package model
 
 import (
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,8 @@ import (
 	"math/bits"
 	"slices"
 	"strings"
+
+	"github.com/llmserve/llmserve/internal/mmap"
 )
 
 // DType is a safetensors element type, spelled as in the file header.
@@ -127,9 +130,9 @@ func ParseHeader(file []byte) (*Header, error) {
 	}
 	slices.SortFunc(h.Tensors, func(a, b TensorInfo) int {
 		if a.Begin != b.Begin {
-			return compareInt64(a.Begin, b.Begin)
+			return cmp.Compare(a.Begin, b.Begin)
 		}
-		return compareInt64(a.End, b.End)
+		return cmp.Compare(a.End, b.End)
 	})
 	// Sorted by Begin, a non-empty tensor overlaps an earlier one exactly when it starts before
 	// the furthest end seen so far. Empty tensors occupy no bytes and may sit anywhere.
@@ -189,16 +192,6 @@ func parseTensorInfo(name string, msg json.RawMessage, dataLen int64) (TensorInf
 	return TensorInfo{Name: name, DType: r.DType, Shape: shape, Begin: begin, End: end}, nil
 }
 
-func compareInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
 // File is an open, memory-mapped safetensors file.
 type File struct {
 	Path   string
@@ -210,7 +203,7 @@ type File struct {
 
 // OpenSafetensors maps path into memory and parses its header. Close releases the mapping.
 func OpenSafetensors(path string) (*File, error) {
-	data, unmap, err := mapFile(path)
+	data, unmap, err := mmap.File(path)
 	if err != nil {
 		return nil, fmt.Errorf("open safetensors %s: %w", path, err)
 	}

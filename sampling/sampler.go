@@ -312,14 +312,7 @@ func (s *Sampler) draw() int32 {
 		ids, weights = s.nucleus(topP, minP)
 	case minP > 0:
 		// The best token has weight 1, so min-p compares weights with minP directly.
-		n := 0
-		for i, w := range weights {
-			if w >= minP {
-				ids[n], weights[n] = ids[i], w
-				n++
-			}
-		}
-		ids, weights = ids[:n], weights[:n]
+		ids, weights = keepAtLeast(ids, weights, minP)
 	}
 	var total float64
 	for _, w := range weights {
@@ -334,6 +327,19 @@ func (s *Sampler) draw() int32 {
 	}
 	// Rounding can leave u a hair above zero after the last weight.
 	return ids[len(ids)-1]
+}
+
+// keepAtLeast keeps, in place and in order, the candidates whose weight is at least minW (min-p:
+// weights are relative to the best's).
+func keepAtLeast(ids []int32, weights []float32, minW float32) ([]int32, []float32) {
+	n := 0
+	for i, w := range weights {
+		if w >= minW {
+			ids[n], weights[n] = ids[i], w
+			n++
+		}
+	}
+	return ids[:n], weights[:n]
 }
 
 // binShift sets the resolution of the nucleus histogram: weights are binned by their float32
@@ -357,14 +363,7 @@ func (s *Sampler) nucleus(topP, minP float32) ([]int32, []float32) {
 	// Tokens min-p drops can never be chosen; they still count in total above, because top-p is
 	// measured on the distribution before min-p.
 	if minP > 0 {
-		n := 0
-		for i, w := range weights {
-			if w >= minP {
-				ids[n], weights[n] = ids[i], w
-				n++
-			}
-		}
-		ids, weights = ids[:n], weights[:n]
+		ids, weights = keepAtLeast(ids, weights, minP)
 	}
 	const oneBits = 0x3f800000 // float32 1.0, the largest weight
 	bin := func(w float32) int {

@@ -21,11 +21,9 @@ type fixture struct {
 	} `json:"prompts"`
 }
 
-// TestRealModelGreedyMatchesTransformers serves the fixture prompts through the scheduler on the
-// real CPU backend — all at once, with a tight token budget (chunked prefill) and a KV cache too
-// small for all of them (preemption and recompute) — and then once more with the prefixes
-// cached. Greedy outputs must equal transformers' wherever the top-2 logit gap leaves no doubt.
-func TestRealModelGreedyMatchesTransformers(t *testing.T) {
+// loadQwen3 loads testdata/models/qwen3 and its fixture.
+func loadQwen3(t *testing.T) (*model.Model, *fixture) {
+	t.Helper()
 	dir := filepath.Join("..", "testdata", "models", "qwen3")
 	data, err := os.ReadFile(filepath.Join(dir, "expected.json"))
 	if err != nil {
@@ -39,6 +37,15 @@ func TestRealModelGreedyMatchesTransformers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return m, &fx
+}
+
+// TestRealModelGreedyMatchesTransformers serves the fixture prompts through the scheduler on the
+// real CPU backend — all at once, with a tight token budget (chunked prefill) and a KV cache too
+// small for all of them (preemption and recompute) — and then once more with the prefixes
+// cached. Greedy outputs must equal transformers' wherever the top-2 logit gap leaves no doubt.
+func TestRealModelGreedyMatchesTransformers(t *testing.T) {
+	m, fx := loadQwen3(t)
 	const bs, numBlocks = 4, 64 // 256 positions; the prompts and outputs need ~340
 	b, err := cpu.New(m, cpu.Options{NumBlocks: numBlocks, BlockSize: bs, Threads: 2})
 	if err != nil {

@@ -2,16 +2,12 @@ package scheduler
 
 import (
 	"context"
-	"encoding/json"
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 
 	"github.com/llmserve/llmserve/backend"
 	"github.com/llmserve/llmserve/backend/cpu"
-	"github.com/llmserve/llmserve/model"
 	"github.com/llmserve/llmserve/sampling"
 )
 
@@ -20,24 +16,12 @@ import (
 // forward over each prefix alone, although its prompt is chunked and was cached by an earlier
 // request (which it must not reuse).
 func TestPromptLogprobs(t *testing.T) {
-	dir := filepath.Join("..", "testdata", "models", "qwen3")
-	data, err := os.ReadFile(filepath.Join(dir, "expected.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var fx fixture
-	if err := json.Unmarshal(data, &fx); err != nil {
-		t.Fatal(err)
-	}
+	m, fx := loadQwen3(t)
 	prompt := fx.Prompts[0].InputIDs
 	for _, p := range fx.Prompts {
 		if len(p.InputIDs) > len(prompt) {
 			prompt = p.InputIDs
 		}
-	}
-	m, err := model.Load(dir)
-	if err != nil {
-		t.Fatal(err)
 	}
 	b, err := cpu.New(m, cpu.Options{NumBlocks: 64, BlockSize: 4, Threads: 2})
 	if err != nil {

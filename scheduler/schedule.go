@@ -146,13 +146,7 @@ func (s *Scheduler) matchPrefix(st *liveRequest) {
 		limit = 0 // every prompt position's logits are needed
 	}
 	for len(st.blocks) < limit {
-		i := len(st.blocks)
-		var parent uint64
-		if i > 0 {
-			parent = st.hashes[i-1]
-		}
-		toks := st.tokens[i*s.bs : (i+1)*s.bs]
-		h := s.pool.blockHash(parent, toks)
+		h, parent, toks := s.blockKey(st, len(st.blocks))
 		b := s.pool.lookup(h, parent, toks)
 		if b < 0 {
 			break

@@ -436,15 +436,20 @@ func (s *Scheduler) release(st *liveRequest) {
 func (s *Scheduler) registerFull(st *liveRequest) {
 	for full := st.computed / s.bs; len(st.hashes) < full; {
 		i := len(st.hashes)
-		var parent uint64
-		if i > 0 {
-			parent = st.hashes[i-1]
-		}
-		toks := st.tokens[i*s.bs : (i+1)*s.bs]
-		h := s.pool.blockHash(parent, toks)
+		h, parent, toks := s.blockKey(st, i)
 		s.pool.register(st.blocks[i], h, parent, toks)
 		st.hashes = append(st.hashes, h)
 	}
+}
+
+// blockKey is what identifies st's full block i in the prefix cache: its hash, the hash of block
+// i-1 (0 for the first) and its tokens. Blocks before i must be hashed already.
+func (s *Scheduler) blockKey(st *liveRequest, i int) (h, parent uint64, toks []int32) {
+	if i > 0 {
+		parent = st.hashes[i-1]
+	}
+	toks = st.tokens[i*s.bs : (i+1)*s.bs]
+	return s.pool.blockHash(parent, toks), parent, toks
 }
 
 func (s *Scheduler) blocksFor(positions int) int { return (positions + s.bs - 1) / s.bs }

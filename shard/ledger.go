@@ -1,12 +1,12 @@
 package shard
 
 import (
-	"encoding/binary"
 	"fmt"
-	"os"
 	"sync/atomic"
 	"syscall"
 	"unsafe"
+
+	"github.com/llmserve/llmserve/internal/mmap"
 )
 
 // Ledger is the dispatch ledger that the tokenizer workers of one engine share: for every
@@ -38,17 +38,7 @@ func CreateLedger(path string, workers, ranks int) error {
 	if workers < 1 || ranks < 1 {
 		return fmt.Errorf("create dispatch ledger %s: %d workers x %d ranks", path, workers, ranks)
 	}
-	buf := make([]byte, ledgerSize(workers, ranks))
-	copy(buf, ledgerMagic)
-	binary.LittleEndian.PutUint32(buf[8:], uint32(workers))
-	binary.LittleEndian.PutUint32(buf[12:], uint32(ranks))
-	// Write a new file and rename it over the old one: a worker of a previous run that still
-	// has the old file mapped keeps writing there, not here.
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, buf, 0o600); err != nil {
-		return fmt.Errorf("create dispatch ledger: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := mmap.CreateShared(path, ledgerSize(workers, ranks), ledgerMagic, uint32(workers), uint32(ranks)); err != nil {
 		return fmt.Errorf("create dispatch ledger: %w", err)
 	}
 	return nil
@@ -56,27 +46,9 @@ func CreateLedger(path string, workers, ranks int) error {
 
 // OpenLedger maps the ledger at path, which must have been created for workers x ranks.
 func OpenLedger(path string, workers, ranks int) (*Ledger, error) {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	mem, err := mmap.OpenShared(path, ledgerSize(workers, ranks), ledgerMagic, uint32(workers), uint32(ranks))
 	if err != nil {
-		return nil, fmt.Errorf("open dispatch ledger: %w", err)
-	}
-	defer f.Close()
-	size := ledgerSize(workers, ranks)
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("open dispatch ledger: %w", err)
-	}
-	if st.Size() != int64(size) {
-		return nil, fmt.Errorf("open dispatch ledger %s: %d bytes, want %d for %d workers x %d ranks", path, st.Size(), size, workers, ranks)
-	}
-	mem, err := syscall.Mmap(int(f.Fd()), 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
-	if err != nil {
-		return nil, fmt.Errorf("map dispatch ledger %s: %w", path, err)
-	}
-	if string(mem[:8]) != ledgerMagic ||
-		binary.LittleEndian.Uint32(mem[8:]) != uint32(workers) || binary.LittleEndian.Uint32(mem[12:]) != uint32(ranks) {
-		_ = syscall.Munmap(mem)
-		return nil, fmt.Errorf("open dispatch ledger %s: header is not a ledger for %d workers x %d ranks", path, workers, ranks)
+		return nil, fmt.Errorf("open dispatch ledger %s for %d workers x %d ranks: %w", path, workers, ranks, err)
 	}
 	return &Ledger{mem: mem, workers: workers, ranks: ranks}, nil
 }

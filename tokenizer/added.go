@@ -40,6 +40,16 @@ func newTokenTrie() *tokenTrie {
 
 func (t *tokenTrie) empty() bool { return len(t.toks) == 0 }
 
+// child is node n's child by byte b, -1 if it has none.
+func (t *tokenTrie) child(n int32, b byte) int32 {
+	for _, e := range t.nodes[n].edges {
+		if e.b == b {
+			return e.next
+		}
+	}
+	return -1
+}
+
 func (t *tokenTrie) add(tok *addedToken) {
 	if tok.Content == "" {
 		return
@@ -47,13 +57,7 @@ func (t *tokenTrie) add(tok *addedToken) {
 	n := int32(0)
 	for i := 0; i < len(tok.Content); i++ {
 		b := tok.Content[i]
-		nx := int32(-1)
-		for _, e := range t.nodes[n].edges {
-			if e.b == b {
-				nx = e.next
-				break
-			}
-		}
+		nx := t.child(n, b)
 		if nx < 0 {
 			nx = int32(len(t.nodes))
 			t.nodes = append(t.nodes, trieNode{tok: -1})
@@ -74,14 +78,7 @@ func (t *tokenTrie) longestAt(s string, i int) (*addedToken, int) {
 	var best *addedToken
 	end := -1
 	for j := i; j < len(s); j++ {
-		b := s[j]
-		nx := int32(-1)
-		for _, e := range t.nodes[n].edges {
-			if e.b == b {
-				nx = e.next
-				break
-			}
-		}
+		nx := t.child(n, s[j])
 		if nx < 0 {
 			break
 		}

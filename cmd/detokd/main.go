@@ -11,26 +11,20 @@ import (
 	"syscall"
 
 	"github.com/llmserve/llmserve/cmd/internal/runflags"
-	"github.com/llmserve/llmserve/internal/version"
 	"github.com/llmserve/llmserve/tokenizer"
 	"github.com/urfave/cli/v3"
 )
 
 func main() {
 	var cfg runflags.Config
-	cmd := &cli.Command{
-		Name:    "detokd",
-		Usage:   "incremental detokenization between the schedulers and the tokenizer workers",
-		Version: version.String(),
-		Flags:   cfg.Flags(),
+	runflags.Main(&cli.Command{
+		Name:  "detokd",
+		Usage: "incremental detokenization between the schedulers and the tokenizer workers",
+		Flags: cfg.Flags(),
 		Action: func(ctx context.Context, _ *cli.Command) error {
 			return run(ctx, &cfg)
 		},
-	}
-	if err := cmd.Run(context.Background(), os.Args); err != nil {
-		fmt.Fprintln(os.Stderr, "detokd:", err)
-		os.Exit(runflags.ExitStatus(err))
-	}
+	})
 }
 
 // run serves detokd until ctx ends (SIGINT/SIGTERM).

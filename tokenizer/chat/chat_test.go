@@ -226,3 +226,19 @@ func TestOrderedTools(t *testing.T) {
 		t.Errorf("tools not rendered in source order:\n%s", got)
 	}
 }
+
+// TestBinaryOperatorsAssociateLeft: chained binary operators join left to right at each
+// precedence level, ** included. The wants are Jinja2 3.x's output for the same template.
+func TestBinaryOperatorsAssociateLeft(t *testing.T) {
+	tmpl, err := Compile(`{{ 2 ** 3 ** 2 }}|{{ 10 - 3 - 2 }}|{{ 20 // 3 % 4 * 2 }}|{{ false or 0 or "x" }}|{{ 1 and 2 and 0 }}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := tmpl.Apply(nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "64|5|4|x|0"; got != want {
+		t.Errorf("got %q want %q", got, want)
+	}
+}

@@ -360,27 +360,32 @@ func (k *kwargs) get(name string) any {
 func (ev *evaluator) evalArgs(args []expr, kwNames []string, kwVals []expr, f *frame) ([]any, *kwargs, error) {
 	var vals []any
 	if len(args) > 0 {
-		vals = make([]any, len(args))
-		for i, a := range args {
-			v, err := ev.eval(a, f)
-			if err != nil {
-				return nil, nil, err
-			}
-			vals[i] = v
+		var err error
+		if vals, err = ev.evalList(args, f); err != nil {
+			return nil, nil, err
 		}
 	}
 	if len(kwNames) == 0 {
 		return vals, nil, nil
 	}
-	kw := &kwargs{names: kwNames, vals: make([]any, len(kwVals))}
-	for i, a := range kwVals {
-		v, err := ev.eval(a, f)
-		if err != nil {
-			return nil, nil, err
-		}
-		kw.vals[i] = v
+	kwv, err := ev.evalList(kwVals, f)
+	if err != nil {
+		return nil, nil, err
 	}
-	return vals, kw, nil
+	return vals, &kwargs{names: kwNames, vals: kwv}, nil
+}
+
+// evalList evaluates xs in order into a new slice.
+func (ev *evaluator) evalList(xs []expr, f *frame) ([]any, error) {
+	out := make([]any, len(xs))
+	for i, x := range xs {
+		v, err := ev.eval(x, f)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = v
+	}
+	return out, nil
 }
 
 func (ev *evaluator) applyFilter(x *filterExpr, v any, f *frame) (any, error) {
@@ -520,25 +525,17 @@ func (ev *evaluator) eval(x expr, f *frame) (any, error) {
 		}
 		return ev.eval(x.els, f)
 	case *listExpr:
-		out := make([]any, len(x.items))
-		for i, it := range x.items {
-			v, err := ev.eval(it, f)
-			if err != nil {
-				return nil, err
-			}
-			out[i] = v
+		out, err := ev.evalList(x.items, f)
+		if err != nil {
+			return nil, err
 		}
 		return out, nil
 	case *tupleExpr:
-		out := make(tuple, len(x.items))
-		for i, it := range x.items {
-			v, err := ev.eval(it, f)
-			if err != nil {
-				return nil, err
-			}
-			out[i] = v
+		out, err := ev.evalList(x.items, f)
+		if err != nil {
+			return nil, err
 		}
-		return out, nil
+		return tuple(out), nil
 	case *dictExpr:
 		m := NewMap()
 		for i, k := range x.keys {

@@ -216,24 +216,26 @@ func filterDictsort(_ *evaluator, v any, args []any, kw *kwargs) (any, error) {
 	if !isDict(v) {
 		return nil, fmt.Errorf("can only sort a mapping")
 	}
-	byValue := false
+	field := 0 // of each (key, value) item
 	switch argOr(p[1], "key") {
 	case "key":
 	case "value":
-		byValue = true
+		field = 1
 	default:
 		return nil, fmt.Errorf("you can only sort by either \"key\" or \"value\"")
 	}
 	items, _ := dictMethod(v, "items", nil)
 	list := items.([]any)
-	caseSensitive := truthy(argOr(p[0], false))
+	err = sortBy(list, func(a any) any { return a.(tuple)[field] }, truthy(argOr(p[0], false)), truthy(argOr(p[2], false)))
+	return list, err
+}
+
+// sortBy sorts list stably by key(item), as the sort and dictsort filters do: case folded unless
+// caseSensitive, descending when reverse. It returns the first comparison error.
+func sortBy(list []any, key func(any) any, caseSensitive, reverse bool) error {
 	var sortErr error
 	slices.SortStableFunc(list, func(a, b any) int {
-		i := 0
-		if byValue {
-			i = 1
-		}
-		x, y := a.(tuple)[i], b.(tuple)[i]
+		x, y := key(a), key(b)
 		if !caseSensitive {
 			x, y = foldCase(x), foldCase(y)
 		}
@@ -243,10 +245,10 @@ func filterDictsort(_ *evaluator, v any, args []any, kw *kwargs) (any, error) {
 		}
 		return c
 	})
-	if truthy(argOr(p[2], false)) {
+	if reverse {
 		slices.Reverse(list)
 	}
-	return list, sortErr
+	return sortErr
 }
 
 func foldCase(v any) any {
@@ -666,26 +668,14 @@ func filterSort(_ *evaluator, v any, args []any, kw *kwargs) (any, error) {
 		return nil, err
 	}
 	out := append([]any{}, items...)
-	caseSensitive := truthy(argOr(p[1], false))
-	var sortErr error
-	slices.SortStableFunc(out, func(a, b any) int {
+	key := func(a any) any {
 		if given(p[2]) {
 			a, _ = attrPath(a, p[2])
-			b, _ = attrPath(b, p[2])
 		}
-		if !caseSensitive {
-			a, b = foldCase(a), foldCase(b)
-		}
-		c, err := compare(a, b)
-		if err != nil && sortErr == nil {
-			sortErr = err
-		}
-		return c
-	})
-	if truthy(argOr(p[0], false)) {
-		slices.Reverse(out)
+		return a
 	}
-	return out, sortErr
+	err = sortBy(out, key, truthy(argOr(p[1], false)), truthy(argOr(p[0], false)))
+	return out, err
 }
 
 func filterSum(_ *evaluator, v any, args []any, kw *kwargs) (any, error) {

@@ -531,34 +531,51 @@ func (p *parser) parseCondExpr() (expr, error) {
 	return x, nil
 }
 
-func (p *parser) parseOr() (expr, error) {
-	l, err := p.parseAnd()
+// leftAssoc parses `operand (op operand)*`, joining left to right: takeOp consumes the operator
+// at the cursor and returns it, or returns false where there is none.
+func (p *parser) leftAssoc(operand func() (expr, error), takeOp func() (string, bool), join func(op string, l, r expr) expr) (expr, error) {
+	l, err := operand()
 	if err != nil {
 		return nil, err
 	}
-	for p.skipName("or") {
-		r, err := p.parseAnd()
+	for {
+		op, ok := takeOp()
+		if !ok {
+			return l, nil
+		}
+		r, err := operand()
 		if err != nil {
 			return nil, err
 		}
-		l = &orExpr{l: l, r: r}
+		l = join(op, l, r)
 	}
-	return l, nil
+}
+
+// takeName is a leftAssoc operator: the keyword name.
+func (p *parser) takeName(name string) func() (string, bool) {
+	return func() (string, bool) { return name, p.skipName(name) }
+}
+
+// takeOps is a leftAssoc operator: any of ops.
+func (p *parser) takeOps(ops ...string) func() (string, bool) {
+	return func() (string, bool) {
+		for _, op := range ops {
+			if p.isOp(op) {
+				return p.next().val, true
+			}
+		}
+		return "", false
+	}
+}
+
+func binary(op string, l, r expr) expr { return &binExpr{op: op, l: l, r: r} }
+
+func (p *parser) parseOr() (expr, error) {
+	return p.leftAssoc(p.parseAnd, p.takeName("or"), func(_ string, l, r expr) expr { return &orExpr{l: l, r: r} })
 }
 
 func (p *parser) parseAnd() (expr, error) {
-	l, err := p.parseNot()
-	if err != nil {
-		return nil, err
-	}
-	for p.skipName("and") {
-		r, err := p.parseNot()
-		if err != nil {
-			return nil, err
-		}
-		l = &andExpr{l: l, r: r}
-	}
-	return l, nil
+	return p.leftAssoc(p.parseNot, p.takeName("and"), func(_ string, l, r expr) expr { return &andExpr{l: l, r: r} })
 }
 
 func (p *parser) parseNot() (expr, error) {
@@ -614,19 +631,7 @@ func (p *parser) parseCompare() (expr, error) {
 }
 
 func (p *parser) parseMath1() (expr, error) {
-	l, err := p.parseConcat()
-	if err != nil {
-		return nil, err
-	}
-	for p.isOp("+") || p.isOp("-") {
-		op := p.next().val
-		r, err := p.parseConcat()
-		if err != nil {
-			return nil, err
-		}
-		l = &binExpr{op: op, l: l, r: r}
-	}
-	return l, nil
+	return p.leftAssoc(p.parseConcat, p.takeOps("+", "-"), binary)
 }
 
 func (p *parser) parseConcat() (expr, error) {
@@ -649,34 +654,12 @@ func (p *parser) parseConcat() (expr, error) {
 }
 
 func (p *parser) parseMath2() (expr, error) {
-	l, err := p.parsePow()
-	if err != nil {
-		return nil, err
-	}
-	for p.isOp("*") || p.isOp("/") || p.isOp("//") || p.isOp("%") {
-		op := p.next().val
-		r, err := p.parsePow()
-		if err != nil {
-			return nil, err
-		}
-		l = &binExpr{op: op, l: l, r: r}
-	}
-	return l, nil
+	return p.leftAssoc(p.parsePow, p.takeOps("*", "/", "//", "%"), binary)
 }
 
+// parsePow is left-associative, as Jinja's is (2 ** 3 ** 2 is 64).
 func (p *parser) parsePow() (expr, error) {
-	l, err := p.parseUnary(true)
-	if err != nil {
-		return nil, err
-	}
-	for p.skipOp("**") {
-		r, err := p.parseUnary(true)
-		if err != nil {
-			return nil, err
-		}
-		l = &binExpr{op: "**", l: l, r: r}
-	}
-	return l, nil
+	return p.leftAssoc(func() (expr, error) { return p.parseUnary(true) }, p.takeOps("**"), binary)
 }
 
 func (p *parser) parseUnary(withFilter bool) (expr, error) {

@@ -5,6 +5,7 @@
 package runflags
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/llmserve/llmserve/grammar"
+	"github.com/llmserve/llmserve/internal/version"
 	"github.com/llmserve/llmserve/ipc"
 	"github.com/urfave/cli/v3"
 	"golang.org/x/sys/unix"
@@ -176,6 +178,16 @@ func ExitStatus(err error) int {
 		return ExitConflict
 	}
 	return 1
+}
+
+// Main runs an engine binary's command line: cmd, stamped with the build's version, on os.Args;
+// an error is printed after the command's name and ends the process with ExitStatus.
+func Main(cmd *cli.Command) {
+	cmd.Version = version.String()
+	if err := cmd.Run(context.Background(), os.Args); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", cmd.Name, err)
+		os.Exit(ExitStatus(err))
+	}
 }
 
 // LockRunDir takes role's exclusive lock in the run directory (role.lock, holding this

@@ -1,11 +1,11 @@
 //go:build !unix
 
-package model
+package mmap
 
 import "os"
 
-// mapFile reads the whole file where syscall.Mmap is unavailable.
-func mapFile(path string) ([]byte, func() error, error) {
+// File reads the whole file where syscall.Mmap is unavailable.
+func File(path string) ([]byte, func() error, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, nil, err

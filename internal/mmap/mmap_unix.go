@@ -1,6 +1,6 @@
 //go:build unix
 
-package gguf
+package mmap
 
 import (
 	"fmt"
@@ -8,9 +8,9 @@ import (
 	"syscall"
 )
 
-// mapFile maps path read-only and shared, so the page cache holds the weights once however many
-// views of them the process keeps.
-func mapFile(path string) ([]byte, func() error, error) {
+// File maps path read-only and shared, so the page cache holds the file once however many views
+// of it the process keeps, and the Go heap holds none of it. The returned function unmaps it.
+func File(path string) ([]byte, func() error, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, nil, err
