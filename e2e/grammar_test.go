@@ -77,11 +77,7 @@ func TestStructuredOutput(t *testing.T) {
 			}
 		}
 	}
-	for _, m := range []struct {
-		name      string
-		workers   int
-		skipDetok bool
-	}{{"detokd-1worker", 1, false}, {"detokd-3workers", 3, false}, {"skipdetok-1worker", 1, true}, {"skipdetok-3workers", 3, true}} {
+	for _, m := range outputModes {
 		t.Run(m.name, func(t *testing.T) {
 			e := startEngine(t, engineOpts{workers: m.workers, skipDetok: m.skipDetok})
 			var wg sync.WaitGroup

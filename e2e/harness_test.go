@@ -389,3 +389,11 @@ func httpGet(url string) (string, error) {
 	b, err := io.ReadAll(resp.Body)
 	return string(b), err
 }
+
+// outputModes are the output paths a constrained-decoding test runs in: detokd or the workers
+// detokenizing, with one and with three tokenizer workers.
+var outputModes = []struct {
+	name      string
+	workers   int
+	skipDetok bool
+}{{"detokd-1worker", 1, false}, {"detokd-3workers", 3, false}, {"skipdetok-1worker", 1, true}, {"skipdetok-3workers", 3, true}}
