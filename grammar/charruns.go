@@ -170,22 +170,41 @@ func totalStates(d *chardfa.DFA) []bool {
 		}
 		return in
 	}
-	for i, tr := range d.Trans {
-		in[i] = coversAll(tr)
-	}
-	// a state stops being total once any successor is not: propagate
-	// backwards from the states that are not (linear; a fixpoint sweep
-	// would take one pass per char of a long counted string)
 	preds := make([][]int32, n)
-	var work []int32
 	for i, tr := range d.Trans {
 		for _, t := range tr {
 			preds[t.To] = append(preds[t.To], int32(i))
 		}
+	}
+	// only states from which an accepting state is reachable count: a
+	// dead sink takes every char but the string can never close
+	live := make([]bool, n)
+	var work []int32
+	for i := range live {
+		if d.Accept[i] {
+			live[i] = true
+			work = append(work, int32(i))
+		}
+	}
+	for len(work) > 0 {
+		j := work[len(work)-1]
+		work = work[:len(work)-1]
+		for _, p := range preds[j] {
+			if !live[p] {
+				live[p] = true
+				work = append(work, p)
+			}
+		}
+	}
+	for i, tr := range d.Trans {
+		in[i] = live[i] && coversAll(tr)
 		if !in[i] {
 			work = append(work, int32(i))
 		}
 	}
+	// a state stops being total once any successor is not: propagate
+	// backwards from the states that are not (linear; a fixpoint sweep
+	// would take one pass per char of a long counted string)
 	for len(work) > 0 {
 		j := work[len(work)-1]
 		work = work[:len(work)-1]

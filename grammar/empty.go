@@ -139,3 +139,32 @@ func (b *builder) noteEmpty(reason string) {
 		b.reasons[b.rule] = append(b.reasons[b.rule], reason)
 	}
 }
+
+// prune removes every edge and epsilon edge into a node that cannot reach
+// the end of its rule (prod false), so that no configuration the DFA builds
+// is a dead end: a prefix the masks allow can always be completed. Without
+// it a member whose value schema is false (as `not required` writes) would
+// let its key through and then allow nothing. A call node is itself
+// unproductive unless its rule and its return are, so calls into rules
+// that accept nothing go too.
+func (g *Grammar) prune(prod []bool) {
+	for i := range g.nodes {
+		nd := &g.nodes[i]
+		k := nd.e0
+		for _, e := range g.edges[nd.e0:nd.e1] {
+			if prod[e.to] {
+				g.edges[k] = e
+				k++
+			}
+		}
+		nd.e1 = k
+		k = nd.p0
+		for _, t := range g.eps[nd.p0:nd.p1] {
+			if prod[t] {
+				g.eps[k] = t
+				k++
+			}
+		}
+		nd.p1 = k
+	}
+}

@@ -180,6 +180,8 @@ func (c *Compiler) finish(b *builder, root fragment) (*Grammar, error) {
 		err := b.emptyError(prod)
 		c.release(b, buf)
 		return nil, err
+	} else {
+		g.prune(prod)
 	}
 	c.release(b, buf)
 	g.initDFA(c.opts.Limits.MaxStates)

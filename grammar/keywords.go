@@ -118,9 +118,10 @@ func (sc *schemaCompiler) parseKeywords(j *jsonValue, p *parsed) error {
 		}
 		return nil
 	}
+	refOnly := sc.refAlone && j.id >= 0 && j.get("$ref") != nil
 	for i, k := range j.keys {
 		v := j.vals[i]
-		if annotationKeys[k] {
+		if annotationKeys[k] || refOnly && k != "$ref" {
 			continue
 		}
 		if unsupportedKeys[k] {

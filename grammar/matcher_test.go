@@ -143,6 +143,9 @@ var propertySchemas = []string{
 	// not, rewritten into the schema of what fails it
 	`{"type":"object","properties":{"k":{"type":"string","not":{"enum":["a","b"]},"maxLength":2},"n":{"type":"integer","minimum":0,"maximum":9,"not":{"const":5}},"z":{"not":{"type":["object","array","string","number"]}},"y":{"type":"boolean"}},"required":["k","n"],"not":{"required":["y","z"]},"additionalProperties":false}`,
 	`{"type":"array","items":{"not":{"anyOf":[{"type":"string","pattern":"[aeiou]"},{"type":"number","minimum":3}]}},"maxItems":4}`,
+	// members in any order: exactly tracked, and (past exactKeySetProps) by the required set
+	`{"type":"object","properties":{"a":false,"b":{"type":"integer"},"c":{"type":"boolean"},"d":{"enum":["x","y"]}},"required":["c"],"not":{"required":["b","d"]},"additionalProperties":false}`,
+	`{"type":"object","properties":{"p0":{"type":"null"},"p1":{"type":"boolean"},"p2":{"type":"integer"},"p3":{},"p4":{},"p5":{},"p6":{},"p7":{},"r1":{"type":"integer"},"r2":{"type":"string","maxLength":3}},"required":["r2","r1"],"additionalProperties":false}`,
 }
 
 // refusedPropertySchemas are the propertySchemas (by index) the compiler
@@ -213,7 +216,7 @@ func TestRandomGenerationValidates(t *testing.T) {
 					t.Fatalf("schema %d: dead end after %q", si, out)
 				}
 				if !m.Accept(pick) {
-					t.Fatalf("schema %d: masked token %d rejected", si, pick)
+					t.Fatalf("schema %d: masked token %d %q rejected after %q", si, pick, e.tok.TokenBytes(pick), out)
 				}
 				if pick == e.eos {
 					break

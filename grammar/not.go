@@ -289,7 +289,7 @@ func (sc *schemaCompiler) negateApplicator(v *jsonValue, k string, x *jsonValue,
 			return nil, errf("$ref must be a string")
 		}
 		for _, sib := range v.keys {
-			if sib != "$ref" && !annotationKeys[sib] {
+			if sib != "$ref" && !annotationKeys[sib] && !sc.refAlone {
 				// drafts up to 7 ignore them, later ones and them: the
 				// compiler ands them, which negated would be too loose
 				return nil, errf("not: cannot negate $ref with sibling keywords")

@@ -20,6 +20,7 @@ type patternKey struct {
 type objectMembers struct {
 	props    []prop          // named members in the order emitted, each with every schema that applies
 	required map[string]bool // names that must appear
+	reqOrder []string        // the required names in the order the schema lists them
 	names    map[string]bool // names an extra key may not take (defined or excluded)
 	patterns []patternKey    // patternProperties
 	nameDFA  *chardfa.DFA    // propertyNames as a language, or nil
@@ -219,6 +220,9 @@ func (sc *schemaCompiler) resolveMembers(s *constraints) (*objectMembers, error)
 		om.names[k] = true
 	}
 	for _, r := range s.required {
+		if !om.required[r] {
+			om.reqOrder = append(om.reqOrder, r)
+		}
 		om.required[r] = true
 	}
 	// Pattern properties: defined names matching a pattern take its schema too.
@@ -286,11 +290,167 @@ func (sc *schemaCompiler) resolveMembers(s *constraints) (*objectMembers, error)
 	return om, nil
 }
 
-// buildObject emits the object automaton: the named members in order,
-// each optional one skippable, and extra members (rule extra, -1 none).
+// exactKeySetProps is the most named properties an object tracks exactly
+// (which of them were written, each at most once, in any order): one
+// position per subset, so 2^n positions and n*2^(n-1) member call sites.
+const exactKeySetProps = 8
+
+// maxRequiredSetPositions bounds the positions of a larger object that
+// tracks the set of required properties written (2^r); past it, required
+// properties come in one of two orders (see planPositions).
+const maxRequiredSetPositions = 256
+
+// keySitesBudget bounds the member call sites (position, member) that the
+// exactly tracked objects of one compile may take together; objects past
+// it fall back to the two orders. A schema whose dependencies or oneOf
+// branches multiply one object into dozens would otherwise build
+// thousands of positions per branch (and pay for them in time to first
+// mask) for orders no document needs all of.
+const keySitesBudget = 4096
+
+// keyPositions says where an object's automaton is after each member: a
+// position records what has been written so far, as much as the object
+// must remember to close soundly.
+type keyPositions struct {
+	n     int                         // positions 0..n-1; 0 is the start
+	next  func(pos, member int) []int // positions after member from pos (none: not allowed there)
+	loops []bool                      // members that leave every position where it was (written by the shared loop rule)
+	close func(pos int) bool          // whether the object may close at pos
+}
+
+// planPositions chooses how an object tracks its named members. Small
+// objects remember exactly which members were written: any order, each at
+// most once. Larger ones remember only the required members, each exactly
+// once: as a set when there are few, else in the order of the properties
+// or in the order of the required list (documents tend to follow one of
+// them); their optional members may come anywhere and, as nothing
+// remembers them, repeat. A repeat is still valid to a validator (JSON
+// objects keep the last value, and every value written was checked against
+// the member's schema), and so are extra keys, which may already repeat.
+func planPositions(props []prop, required map[string]bool, reqOrder []string, budget *int) keyPositions {
+	n := len(props)
+	one := func(p int) []int { return []int{p} }
+	// afford takes the call sites of a plan of 2^k positions, k members
+	// each tracked, from the budget if it has them
+	afford := func(k int) bool {
+		sites := (k + 4) << max(k-1, 0)
+		if sites > *budget {
+			return false
+		}
+		*budget -= sites
+		return true
+	}
+	if n <= exactKeySetProps && afford(n) {
+		var need int
+		for i, p := range props {
+			if required[p.name] {
+				need |= 1 << i
+			}
+		}
+		return keyPositions{
+			n:     1 << n,
+			loops: make([]bool, n),
+			next: func(pos, m int) []int {
+				if pos&(1<<m) != 0 {
+					return nil
+				}
+				return one(pos | 1<<m)
+			},
+			close: func(pos int) bool { return pos&need == need },
+		}
+	}
+	// byProps[i] and byList[i]: required member i's rank among the
+	// required in properties order and in required-list order (-1 optional)
+	byProps, byList := make([]int, n), make([]int, n)
+	loops := make([]bool, n)
+	r := 0
+	for i, p := range props {
+		byProps[i], byList[i] = -1, -1
+		if required[p.name] {
+			byProps[i] = r
+			r++
+		} else {
+			loops[i] = true
+		}
+	}
+	k := 0
+	for _, name := range reqOrder {
+		if i := slices.IndexFunc(props, func(p prop) bool { return p.name == name }); i >= 0 {
+			byList[i] = k
+			k++
+		}
+	}
+	if r < 31 && 1<<r <= maxRequiredSetPositions && afford(r) {
+		return keyPositions{
+			n:     1 << r,
+			loops: loops,
+			next: func(pos, m int) []int {
+				switch {
+				case byProps[m] < 0:
+					return one(pos)
+				case pos&(1<<byProps[m]) != 0:
+					return nil
+				}
+				return one(pos | 1<<byProps[m])
+			},
+			close: func(pos int) bool { return pos == 1<<r-1 },
+		}
+	}
+	// Two chains of r+1 positions sharing the start: position k (k <= r)
+	// has written the first k required members in properties order;
+	// position r+k the first k in required-list order (r+r is complete).
+	return keyPositions{
+		n:     2*r + 1,
+		loops: loops,
+		next: func(pos, m int) []int {
+			if byProps[m] < 0 {
+				return one(pos)
+			}
+			var to []int
+			if pos <= r && byProps[m] == pos {
+				to = append(to, pos+1)
+			}
+			if (pos == 0 || pos > r) && byList[m] == max(pos-r, 0) {
+				to = append(to, r+byList[m]+1)
+			}
+			return to
+		},
+		close: func(pos int) bool { return pos == r || pos == 2*r },
+	}
+}
+
+// buildObject emits the object automaton: the named members in any order
+// (planPositions says what is remembered of them) and extra members (rule
+// extra, -1 none) anywhere. Each named member is a rule of its own, called
+// from every position that allows it, so a position costs a few nodes and
+// the member's key and value automata exist once; the members that loop
+// share one rule of their alternatives.
 func (sc *schemaCompiler) buildObject(om *objectMembers, extra int32) fragment {
 	b := sc.b
-	props, required := om.props, om.required
+	props := om.props
+	plan := planPositions(props, om.required, om.reqOrder, &sc.keySites)
+	memberBody := func(p prop) fragment {
+		return b.seq(b.lit(string(appendJSONString(nil, p.name))), sc.ws(), b.lit(":"), sc.ws(), sc.elem(p.conj))
+	}
+	newRule := func(f fragment) int32 {
+		r := int32(len(b.g.rules))
+		b.g.nodes[f.out].final = true
+		b.g.rules = append(b.g.rules, f.in)
+		return r
+	}
+	memberRule := make([]int32, len(props))
+	var looping []fragment
+	for i, p := range props {
+		if plan.loops[i] {
+			looping = append(looping, memberBody(p))
+		} else {
+			memberRule[i] = newRule(memberBody(p))
+		}
+	}
+	loopRule := int32(-1)
+	if len(looping) > 0 {
+		loopRule = newRule(b.alt(looping...))
+	}
 	open := b.seq(b.lit("{"), sc.ws())
 	end := b.node()
 	closeF := func(from int32) {
@@ -298,49 +458,47 @@ func (sc *schemaCompiler) buildObject(om *objectMembers, extra int32) fragment {
 		b.eps(from, f.in)
 		b.eps(f.out, end)
 	}
-	member := func(p prop) fragment {
-		return b.seq(b.lit(string(appendJSONString(nil, p.name))), sc.ws(), b.lit(":"), sc.ws(), sc.elem(p.conj))
-	}
-	comma := func(f fragment) fragment { return b.seq(sc.ws(), b.lit(","), sc.ws(), f) }
-	// noneYet[i]: before member i, nothing emitted; someEmitted[i]: something emitted.
-	// Extra members loop only at the hubs hub[i] (after member i-1 or an
-	// extra member) and at the start: an extra member between skipped
-	// optional properties can always be emitted before skipping them, so
-	// the language is the same as with a loop at every position, but the
-	// closure of a position reaches one open-key call site instead of one
-	// per remaining property (each with its own stack, hence DFA states and
-	// masks that could not be shared across positions).
-	noneYet, someEmitted, hub := make([]int32, len(props)+1), make([]int32, len(props)+1), make([]int32, len(props)+1)
-	for i := range noneYet {
-		noneYet[i], someEmitted[i], hub[i] = b.node(), b.node(), b.node()
-		b.eps(hub[i], someEmitted[i])
-	}
-	b.eps(open.out, noneYet[0])
-	for i, p := range props {
-		// one member, entered directly or after a comma
-		f := member(p)
-		b.eps(noneYet[i], f.in)
-		b.eps(f.out, hub[i+1])
+	// written[pos]: at least one member written, at position pos; each
+	// position's members follow a comma from afterComma[pos]. Before the
+	// first member (open.out) the same members come without a comma.
+	written, afterComma := make([]int32, plan.n), make([]int32, plan.n)
+	for pos := range written {
+		written[pos], afterComma[pos] = b.node(), b.node()
 		c := b.seq(sc.ws(), b.lit(","), sc.ws())
-		b.eps(someEmitted[i], c.in)
-		b.eps(c.out, f.in)
-		if !required[p.name] {
-			b.eps(noneYet[i], noneYet[i+1])
-			b.eps(someEmitted[i], someEmitted[i+1])
+		b.eps(written[pos], c.in)
+		b.eps(c.out, afterComma[pos])
+	}
+	// members adds the edges of the members allowed at pos, leaving from
+	// node from; rules are called once per (from, destination).
+	members := func(from int32, pos int) {
+		for i := range props {
+			if plan.loops[i] {
+				continue
+			}
+			for _, to := range plan.next(pos, i) {
+				f := b.call(memberRule[i])
+				b.eps(from, f.in)
+				b.eps(f.out, written[to])
+			}
+		}
+		for _, r := range []int32{loopRule, extra} {
+			if r >= 0 {
+				f := b.call(r)
+				b.eps(from, f.in)
+				b.eps(f.out, written[pos])
+			}
 		}
 	}
-	if extra >= 0 {
-		f := b.call(extra)
-		b.eps(noneYet[0], f.in)
-		b.eps(f.out, hub[0])
-		for i := range hub {
-			g := comma(b.call(extra))
-			b.eps(hub[i], g.in)
-			b.eps(g.out, hub[i])
+	members(open.out, 0)
+	for pos := range written {
+		members(afterComma[pos], pos)
+		if plan.close(pos) {
+			closeF(written[pos])
 		}
 	}
-	closeF(noneYet[len(props)])
-	closeF(someEmitted[len(props)])
+	if plan.close(0) {
+		closeF(open.out)
+	}
 	return fragment{open.in, end}
 }
 

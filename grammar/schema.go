@@ -10,21 +10,26 @@ import (
 )
 
 type schemaCompiler struct {
-	c       *Compiler
-	b       *builder
-	root    *jsonValue
-	flex    bool
-	strict  bool  // close what schemas leave open by default (Options.Strict, or per compile)
-	synthID int32 // the last id given to a synthesized schema node (negative; see synth)
-	ids     map[string]*jsonValue
-	dupIDs  map[string]bool // ids more than one schema claims
-	anchors map[string]*jsonValue
-	base    map[*jsonValue]string
-	rules   map[string]int32
-	queue   []queued
-	anyRule int32
-	one     map[*jsonValue]*parsed
-	depth   int
+	c      *Compiler
+	b      *builder
+	root   *jsonValue
+	flex   bool
+	strict bool // close what schemas leave open by default (Options.Strict, or per compile)
+	// refAlone: the root names draft 7 or earlier, where a schema with
+	// $ref is that reference alone (its sibling keywords are ignored)
+	refAlone bool
+	// keySites: member call sites left for exactly tracked objects (keySitesBudget)
+	keySites int
+	synthID  int32 // the last id given to a synthesized schema node (negative; see synth)
+	ids      map[string]*jsonValue
+	dupIDs   map[string]bool // ids more than one schema claims
+	anchors  map[string]*jsonValue
+	base     map[*jsonValue]string
+	rules    map[string]int32
+	queue    []queued
+	anyRule  int32
+	one      map[*jsonValue]*parsed
+	depth    int
 	// strings: the char automaton of each string constraint set seen, and
 	// the rule large ones are shared through (see strFrag)
 	strSets map[string]*strEnt
@@ -65,7 +70,8 @@ func (c *Compiler) compileSchema(text string, strict bool) (*Grammar, error) {
 	b := c.newBuilder()
 	sc := &schemaCompiler{c: c, b: b, root: root, flex: c.opts.Whitespace == Flexible, strict: strict,
 		ids: map[string]*jsonValue{}, dupIDs: map[string]bool{}, anchors: map[string]*jsonValue{}, base: map[*jsonValue]string{},
-		rules: map[string]int32{}, anyRule: -1, one: map[*jsonValue]*parsed{}}
+		rules: map[string]int32{}, anyRule: -1, one: map[*jsonValue]*parsed{}, keySites: keySitesBudget}
+	sc.refAlone = refIgnoresSiblings(root)
 	sc.index(root, "urn:grammar:root", 0)
 	b.g.rules = []int32{-1}
 	b.emptyWhat = "the schema allows no document"
@@ -85,6 +91,22 @@ func (c *Compiler) compileSchema(text string, strict bool) (*Grammar, error) {
 		b.g.rules[q.rule] = f.in
 	}
 	return c.finish(b, top)
+}
+
+// refIgnoresSiblings reports whether root's $schema names a draft (3 to 7)
+// in which keywords beside $ref are ignored; from 2019-09 on they apply
+// with it, and so they do when no draft is named.
+func refIgnoresSiblings(root *jsonValue) bool {
+	s := root.get("$schema")
+	if s == nil || s.kind != jsonString {
+		return false
+	}
+	for _, d := range []string{"draft-03", "draft-04", "draft-06", "draft-07"} {
+		if strings.Contains(s.str, "json-schema.org/"+d+"/schema") {
+			return true
+		}
+	}
+	return false
 }
 
 func (sc *schemaCompiler) ws() fragment {

@@ -19,9 +19,36 @@ type schemaCase struct {
 }
 
 var schemaCases = []schemaCase{
-	{"object order and optional", `{"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string"},"c":{"type":"boolean"}},"required":["a","c"],"additionalProperties":false}`,
-		[]string{`{"a":1,"c":true}`, `{"a":-5,"b":"x","c":false}`},
-		[]string{`{"c":true,"a":1}`, `{"a":1}`, `{"a":1.5,"c":true}`, `{"a":1,"c":true,"d":1}`, `{"a":1,"b":2,"c":true}`}},
+	// members come in any order, each at most once (MaskBench's documents
+	// often order keys otherwise than their schemas)
+	{"object members in any order", `{"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string"},"c":{"type":"boolean"}},"required":["a","c"],"additionalProperties":false}`,
+		[]string{`{"a":1,"c":true}`, `{"c":true,"a":1}`, `{"a":-5,"b":"x","c":false}`, `{"b":"x","c":false,"a":0}`},
+		[]string{`{"a":1}`, `{"c":true,"b":"x"}`, `{"a":1.5,"c":true}`, `{"a":1,"c":true,"d":1}`, `{"a":1,"b":2,"c":true}`,
+			`{"a":1,"c":true,"a":2}`, `{"c":true,"a":1,"c":false}`, `{"b":"x","a":1,"b":"y","c":true}`}},
+	{"open object members in any order", `{"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string"}},"required":["b"]}`,
+		[]string{`{"x":[],"b":"s","a":1}`, `{"a":1,"y":null,"b":"s","z":2}`, `{"b":""}`},
+		[]string{`{"a":1}`, `{"b":"s","b":"t"}`, `{"b":"s","a":1,"a":2}`, `{"a":"x","b":"s"}`}},
+	// past exactKeySetProps members, the required set is tracked and
+	// optional members may come (and repeat) anywhere
+	{"large object in any order", `{"type":"object","properties":{"p0":{},"p1":{},"p2":{},"p3":{},"p4":{},"p5":{},"p6":{},"p7":{},"r1":{"type":"integer"},"r2":{"type":"string"}},"required":["r2","r1"],"additionalProperties":false}`,
+		[]string{`{"r1":1,"r2":"s"}`, `{"p7":0,"r2":"s","p0":1,"r1":2,"p3":null}`, `{"r2":"s","p1":1,"r1":2,"p1":2}`},
+		[]string{`{"r1":1}`, `{"p0":1,"r2":"s"}`, `{"r1":1,"r2":"s","r1":2}`, `{"r1":1,"r2":"s","q":1}`, `{"r1":"1","r2":"s"}`}},
+	// past maxRequiredSetPositions, required members keep the order of
+	// the properties or of the required list among themselves (narrower
+	// than the schema, never wider); optional ones come anywhere
+	{"many required members", `{"type":"object","properties":{"a":{},"b":{},"c":{},"d":{},"e":{},"f":{},"g":{},"h":{},"i":{},"o1":{},"o2":{}},"required":["i","h","g","f","e","d","c","b","a"],"additionalProperties":false}`,
+		[]string{`{"i":1,"h":1,"g":1,"f":1,"e":1,"d":1,"c":1,"b":1,"a":1}`, `{"a":1,"b":1,"c":1,"o1":0,"d":1,"e":1,"f":1,"g":1,"h":1,"i":1}`, `{"o2":0,"i":1,"h":1,"o1":0,"g":1,"f":1,"e":1,"d":1,"c":1,"b":1,"a":1,"o2":3}`},
+		[]string{`{"i":1,"h":1,"g":1,"f":1,"e":1,"d":1,"c":1,"b":1}`, `{"i":1,"h":1,"g":1,"f":1,"e":1,"d":1,"c":1,"b":1,"a":1,"i":2}`}},
+	// drafts up to 7 ignore the keywords beside $ref; later ones apply them
+	{"draft-07 $ref alone", `{"$schema":"http://json-schema.org/draft-07/schema#","definitions":{"o":{"type":"object","properties":{"x":{"type":"integer"}},"required":["x"],"additionalProperties":false}},"type":"object","properties":{"s":{"type":"string","$ref":"#/definitions/o"}},"required":["s"],"additionalProperties":false}`,
+		[]string{`{"s":{"x":1}}`}, []string{`{"s":"str"}`, `{"s":{}}`}},
+	{"2020-12 $ref with siblings", `{"$defs":{"o":{"type":"object","properties":{"x":{"type":"integer"}}}},"properties":{"s":{"$ref":"#/$defs/o","required":["x"]}},"required":["s"],"additionalProperties":false}`,
+		[]string{`{"s":{"x":1}}`}, []string{`{"s":{}}`, `{"s":"str"}`}},
+	// a member whose schema is false is a forbidden key: its key is never
+	// allowed, so no prefix leads to a dead end
+	{"forbidden member", `{"type":"object","properties":{"a":false,"b":{"type":"integer"}},"not":{"required":["b","c"]}}`,
+		[]string{`{"b":1}`, `{"c":1}`, `{}`},
+		[]string{`{"a":1}`, `{"b":1,"c":2}`, `{"c":2,"b":1}`}},
 	{"additional properties open", `{"type":"object","properties":{"a":{"type":"integer"}}}`,
 		[]string{`{"a":1,"zz":[1,{"q":null}]}`, `{"x":"y"}`, `{}`},
 		[]string{`{"a":"s"}`, `{"a":1,"a":"s"}`}},
