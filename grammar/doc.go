@@ -78,7 +78,7 @@
 //     (exact, or refused);
 //   - dependencies / dependentRequired / dependentSchemas as "the key is
 //     absent, or present with what it brings";
-//   - `$ref` siblings are and-ed (draft <= 7 would ignore them: stricter);
+//   - `$ref` siblings are and-ed (from draft 2019-09, or with no `$schema`);
 //   - additional keys exclude every defined name, escaped or not, so a
 //     defined name appears at most once; patternProperties keys are split by
 //     which patterns they match;
@@ -92,7 +92,17 @@
 //     digits;
 //   - a maxLength over 20000 (with a minLength up to 2048) allows at most
 //     2048 chars;
-//   - property order follows the schema.
+//   - object members come in any order (buildObject, planPositions): an
+//     object of up to exactKeySetProps named members remembers which were
+//     written, each at most once; a larger one remembers its required
+//     members (as a set, or in properties or required-list order when
+//     there are too many), and its optional members, like extra keys, may
+//     repeat (a validator keeps the last value, which was checked);
+//     min/maxProperties objects keep schema order (buildCountedObject);
+//   - `$ref` under a root `$schema` of draft 3 to 7 ignores its siblings,
+//     as those drafts say;
+//   - edges into nodes that cannot finish their rule are pruned at compile
+//     time, so every prefix the masks allow can be completed.
 //
 // A schema that allows no document is a compile error naming the conflicting
 // keywords (empty.go), never a grammar that fails at run time.

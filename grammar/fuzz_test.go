@@ -43,11 +43,20 @@ func FuzzCompileSchema(f *testing.F) {
 		if w := g.NewMatcher(); !w.AcceptBytes(witness) || !w.CanEnd() {
 			t.Fatalf("%s: compiles, but its shortest document %q is not accepted", schema, witness)
 		}
+		// every prefix the masks allow can be finished: after each
+		// accepted token some token (or the end) is allowed
 		m := g.NewMatcher()
 		for _, id := range e.tok.Encode(doc, false) {
 			m.FillMask(mask)
-			if m.Accept(id) != (mask[id>>6]&(1<<(uint(id)&63)) != 0) {
+			accepted := m.Accept(id)
+			if accepted != (mask[id>>6]&(1<<(uint(id)&63)) != 0) {
 				t.Fatal("mask and Accept disagree")
+			}
+			if !accepted {
+				break
+			}
+			if m.FillMask(mask); slices.Max(mask) == 0 {
+				t.Fatalf("%s: dead end after token %d of %q", schema, id, doc)
 			}
 		}
 		m.ForcedBytes()
