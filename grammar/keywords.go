@@ -121,7 +121,7 @@ func (sc *schemaCompiler) parseKeywords(j *jsonValue, p *parsed) error {
 	refOnly := sc.refAlone && j.id >= 0 && j.get("$ref") != nil
 	for i, k := range j.keys {
 		v := j.vals[i]
-		if annotationKeys[k] || refOnly && k != "$ref" {
+		if annotationKeys[k] || refOnly && k != "$ref" || sc.unknown[k] && j.id >= 0 {
 			continue
 		}
 		if unsupportedKeys[k] {

@@ -97,9 +97,10 @@ func (sc *schemaCompiler) negate(v *jsonValue, depth int) (*jsonValue, error) {
 		return nil, errf("not must be a schema")
 	}
 	var alts []*jsonValue
+	refOnly := sc.refAlone && v.id >= 0 && v.get("$ref") != nil
 	for i, k := range v.keys {
-		if annotationKeys[k] {
-			continue
+		if annotationKeys[k] || refOnly && k != "$ref" || sc.unknown[k] && v.id >= 0 {
+			continue // what the draft ignores (as parseKeywords does)
 		}
 		f, err := sc.negateKeyword(v, k, v.vals[i], depth)
 		if err != nil {

@@ -18,6 +18,8 @@ type schemaCompiler struct {
 	// refAlone: the root names draft 7 or earlier, where a schema with
 	// $ref is that reference alone (its sibling keywords are ignored)
 	refAlone bool
+	// unknown: keywords the root's draft does not have (laterKeywords)
+	unknown map[string]bool
 	// keySites: member call sites left for exactly tracked objects (keySitesBudget)
 	keySites int
 	synthID  int32 // the last id given to a synthesized schema node (negative; see synth)
@@ -71,7 +73,8 @@ func (c *Compiler) compileSchema(text string, strict bool) (*Grammar, error) {
 	sc := &schemaCompiler{c: c, b: b, root: root, flex: c.opts.Whitespace == Flexible, strict: strict,
 		ids: map[string]*jsonValue{}, dupIDs: map[string]bool{}, anchors: map[string]*jsonValue{}, base: map[*jsonValue]string{},
 		rules: map[string]int32{}, anyRule: -1, one: map[*jsonValue]*parsed{}, keySites: keySitesBudget}
-	sc.refAlone = refIgnoresSiblings(root)
+	draft := draftOf(root)
+	sc.refAlone, sc.unknown = draft != 0, laterKeywords[draft]
 	sc.index(root, "urn:grammar:root", 0)
 	b.g.rules = []int32{-1}
 	b.emptyWhat = "the schema allows no document"
@@ -93,21 +96,37 @@ func (c *Compiler) compileSchema(text string, strict bool) (*Grammar, error) {
 	return c.finish(b, top)
 }
 
-// refIgnoresSiblings reports whether root's $schema names a draft (3 to 7)
-// in which keywords beside $ref are ignored; from 2019-09 on they apply
-// with it, and so they do when no draft is named.
-func refIgnoresSiblings(root *jsonValue) bool {
+// draftOf is the draft root's $schema names: 3, 4, 6 or 7, or 0 for
+// 2019-09, 2020-12, none or another URI (read as 2020-12).
+func draftOf(root *jsonValue) int {
 	s := root.get("$schema")
 	if s == nil || s.kind != jsonString {
-		return false
+		return 0
 	}
-	for _, d := range []string{"draft-03", "draft-04", "draft-06", "draft-07"} {
-		if strings.Contains(s.str, "json-schema.org/"+d+"/schema") {
-			return true
+	for _, d := range []int{3, 4, 6, 7} {
+		if strings.Contains(s.str, fmt.Sprintf("json-schema.org/draft-%02d/schema", d)) {
+			return d
 		}
 	}
-	return false
+	return 0
 }
+
+// laterKeywords are the keywords each draft before 2019-09 does not have:
+// to a validator of that draft they are unknown, hence annotations, and so
+// they are here (the draft-04 schema with an `if` holds without it).
+var laterKeywords = func() map[int]map[string]bool {
+	from2019 := []string{"dependentRequired", "dependentSchemas", "prefixItems", "minContains", "maxContains"}
+	from7 := append([]string{"if", "then", "else"}, from2019...)
+	from6 := append([]string{"const", "contains", "propertyNames"}, from7...)
+	set := func(ks []string) map[string]bool {
+		m := map[string]bool{}
+		for _, k := range ks {
+			m[k] = true
+		}
+		return m
+	}
+	return map[int]map[string]bool{3: set(from6), 4: set(from6), 6: set(from7), 7: set(from2019)}
+}()
 
 func (sc *schemaCompiler) ws() fragment {
 	if !sc.flex {

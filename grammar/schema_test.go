@@ -42,6 +42,14 @@ var schemaCases = []schemaCase{
 	// drafts up to 7 ignore the keywords beside $ref; later ones apply them
 	{"draft-07 $ref alone", `{"$schema":"http://json-schema.org/draft-07/schema#","definitions":{"o":{"type":"object","properties":{"x":{"type":"integer"}},"required":["x"],"additionalProperties":false}},"type":"object","properties":{"s":{"type":"string","$ref":"#/definitions/o"}},"required":["s"],"additionalProperties":false}`,
 		[]string{`{"s":{"x":1}}`}, []string{`{"s":"str"}`, `{"s":{}}`}},
+	// keywords a draft does not have are annotations to its validators
+	{"draft-04 without if", `{"$schema":"http://json-schema.org/draft-04/schema#","type":"object","properties":{"k":{"type":"string"},"v":{"type":"integer"}},"if":{"properties":{"k":{"const":"a"}}},"then":{"required":["v"]}}`,
+		[]string{`{"k":"a"}`, `{"v":1}`}, []string{`{"k":1}`, `{"v":"x"}`}},
+	// const is unknown too: the negated schema is "has k", whatever its value
+	{"draft-04 not without const", `{"$schema":"http://json-schema.org/draft-04/schema#","type":"object","properties":{"k":{"type":"string"},"v":{"type":"integer"}},"not":{"properties":{"k":{"const":"b"}},"required":["k"]}}`,
+		[]string{`{"v":1}`, `{}`}, []string{`{"k":"a"}`, `{"k":"b"}`, `{"k":1}`}},
+	{"draft-07 if and const", `{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"k":{"type":"string"},"v":{"type":"integer"}},"if":{"properties":{"k":{"const":"a"}},"required":["k"]},"then":{"required":["v"]}}`,
+		[]string{`{"k":"a","v":1}`, `{"k":"b"}`, `{}`}, []string{`{"k":"a"}`}},
 	{"2020-12 $ref with siblings", `{"$defs":{"o":{"type":"object","properties":{"x":{"type":"integer"}}}},"properties":{"s":{"$ref":"#/$defs/o","required":["x"]}},"required":["s"],"additionalProperties":false}`,
 		[]string{`{"s":{"x":1}}`}, []string{`{"s":{}}`, `{"s":"str"}`}},
 	// a member whose schema is false is a forbidden key: its key is never
