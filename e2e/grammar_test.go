@@ -19,7 +19,7 @@ var constrainedSchemas = map[string]string{
 	"person": `{"type":"object","properties":{"name":{"type":"string","minLength":1,"maxLength":12},
 		"age":{"type":"integer","minimum":0,"maximum":150},"tags":{"type":"array","items":{"enum":["a","b","c"]},"maxItems":3}},
 		"required":["name","age"],"additionalProperties":false}`,
-	"refs": `{"$defs":{"pt":{"type":"object","properties":{"x":{"type":"number","minimum":-10,"maximum":10},
+	"refs": `{"$defs":{"pt":{"type":"object","properties":{"x":{"type":"number","minimum":-10,"maximum":10,"multipleOf":0.01},
 		"y":{"type":"integer","minimum":0,"maximum":99}},"required":["x","y"],"additionalProperties":false}},
 		"type":"object","properties":{"kind":{"const":"line"},"points":{"type":"array","items":{"$ref":"#/$defs/pt"},"minItems":2,"maxItems":3}},
 		"required":["kind","points"],"additionalProperties":false}`,
