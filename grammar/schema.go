@@ -244,6 +244,71 @@ func (sc *schemaCompiler) value(conj []*jsonValue) (fragment, error) {
 	return sc.b.alt(fs...), nil
 }
 
+// numberForms matches the plain decimal spellings of the JSON number num
+// (an enum or const value): a validator compares numbers by value, so
+// 2.0 also matches 2 and 2.00, and 0.5 matches 0.50. An integral value
+// takes a zero fraction only when decimals may hold it (withFraction:
+// the type allows numbers, not just integers, which in draft 4 exclude
+// 2.0). Exponent forms are left out (narrower, never wider).
+func (sc *schemaCompiler) numberForms(num string, withFraction bool) fragment {
+	b := sc.b
+	r, ok := numRat(num)
+	if !ok || !r.IsInt() && !finiteDecimal(r) {
+		return b.lit(num)
+	}
+	neg := r.Sign() < 0
+	abs := new(big.Rat).Abs(r)
+	zeros := b.star(b.lit("0"))
+	if abs.IsInt() {
+		digits := abs.Num().String()
+		f := b.lit(digits)
+		if withFraction {
+			f = b.seq(f, b.opt(b.seq(b.lit(".0"), zeros)))
+		}
+		if abs.Sign() == 0 {
+			return b.seq(b.opt(b.lit("-")), f) // -0 equals 0
+		}
+		if neg {
+			return b.seq(b.lit("-"), f)
+		}
+		return f
+	}
+	text := strings.TrimRight(abs.FloatString(decimalDigits(abs)), "0")
+	if neg {
+		text = "-" + text
+	}
+	return b.seq(b.lit(text), zeros)
+}
+
+// finiteDecimal reports whether r has a finite decimal expansion (its
+// denominator divides a power of ten), as every JSON number does.
+func finiteDecimal(r *big.Rat) bool { return decimalDigits(r) >= 0 }
+
+// decimalDigits is the number of fraction digits r's decimal expansion
+// takes (the larger count of 2s and 5s in its denominator), or -1 when it
+// does not end.
+func decimalDigits(r *big.Rat) int {
+	d := new(big.Int).Set(r.Denom())
+	most := 0
+	for _, p := range []int64{2, 5} {
+		n := 0
+		q, m := new(big.Int), new(big.Int)
+		for {
+			q.QuoRem(d, big.NewInt(p), m)
+			if m.Sign() != 0 {
+				break
+			}
+			d.Set(q)
+			n++
+		}
+		most = max(most, n)
+	}
+	if d.Cmp(big.NewInt(1)) != 0 {
+		return -1
+	}
+	return most
+}
+
 // never is a fragment that accepts nothing, recording why.
 func (sc *schemaCompiler) never(reason string) fragment {
 	sc.b.noteEmpty(reason)
@@ -261,9 +326,18 @@ func (sc *schemaCompiler) schFrag(s *constraints) (fragment, error) {
 				return fragment{}, err
 			}
 			lit := string(appendCompact(nil, v))
+			if v.kind == jsonNumber {
+				if r, isNum := numRat(v.num); isNum {
+					lit = "n" + r.RatString() // 2, 2.0 and 20e-1 are one value
+				}
+			}
 			if ok && !seen[lit] {
 				seen[lit] = true
-				fs = append(fs, b.lit(lit))
+				if v.kind == jsonNumber {
+					fs = append(fs, sc.numberForms(v.num, s.types&tNum != 0))
+				} else {
+					fs = append(fs, b.lit(lit))
+				}
 			}
 		}
 		if len(fs) == 0 {

@@ -67,6 +67,10 @@ var schemaCases = []schemaCase{
 	{"enum and const", `{"type":"object","properties":{"k":{"enum":["a","b",3,null]},"c":{"const":{"x":[1,2]}}},"required":["k","c"]}`,
 		[]string{`{"k":"a","c":{"x":[1,2]}}`, `{"k":3,"c":{"x":[1,2]}}`, `{"k":null,"c":{"x":[1,2]}}`},
 		[]string{`{"k":"c","c":{"x":[1,2]}}`, `{"k":"a","c":{"x":[1]}}`}},
+	// numbers are compared by value: any plain decimal spelling matches
+	{"numeric enum by value", `{"type":"object","properties":{"n":{"enum":[2.0,0.125,-3,0]},"i":{"type":"integer","enum":[5]},"c":{"const":1.50}},"additionalProperties":false}`,
+		[]string{`{"n":2}`, `{"n":2.0}`, `{"n":2.000}`, `{"n":0.125}`, `{"n":0.1250}`, `{"n":-3}`, `{"n":-3.0}`, `{"n":0}`, `{"n":-0.0}`, `{"i":5}`, `{"c":1.5}`, `{"c":1.500}`},
+		[]string{`{"n":3}`, `{"n":0.12}`, `{"n":0.13}`, `{"n":-2}`, `{"n":2.01}`, `{"c":1.51}`, `{"c":15}`}},
 	{"enum and const together", `{"enum":["a","b","c"],"const":"c"}`, []string{`"c"`}, []string{`"a"`, `"b"`}},
 	// decimal bounds are exact: values between the bound and the next integer pass, and
 	// so do trailing zeros at a bound (MaskBench false rejections)
