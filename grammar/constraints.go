@@ -52,6 +52,7 @@ type constraints struct {
 	notPatterns   []string     // patterns a string may not match (from not)
 	fractional    bool         // numbers with a non-zero fraction only (not an integer)
 	contains      []*jsonValue // schemas some item must be valid against (each)
+	unique        bool         // uniqueItems: no two items are equal
 	// conflict says why no value satisfies these constraints once types is
 	// 0 (for the compile error of a schema that allows no document)
 	conflict string
@@ -147,6 +148,7 @@ func merge(a, b *constraints) (*constraints, error) {
 	m.notPatterns = append(m.notPatterns, b.notPatterns...)
 	m.fractional = a.fractional || b.fractional
 	m.contains = append(m.contains, b.contains...)
+	m.unique = a.unique || b.unique
 	return m, nil
 }
 

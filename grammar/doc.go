@@ -120,7 +120,11 @@
 // contains (minContains 1) tracks whether a matching item was seen; not of
 // items is "contains the negation".
 //
-// Refused by name: uniqueItems, minContains over 1, maxContains,
+// uniqueItems holds over items from a small finite set of scalars (enum or
+// const values, booleans, null; at most maxUniqueValues) by tracking the
+// subset written; with at most one item it holds by itself.
+//
+// Refused by name: uniqueItems over other items, minContains over 1, maxContains,
 // unevaluated*, $dynamicRef, counts over maxCountedPositions, oneOf whose
 // branches may overlap and cannot be negated, formats duration, json-pointer,
 // regex, uri-template and idn-*, lookaround, backreferences, \p{..}.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/big"
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -245,4 +246,47 @@ func (v *jsonValue) toAny() any {
 		return m
 	}
 	return nil
+}
+
+// valueKey is a key equal for JSON values that are equal as JSON Schema
+// compares them: numbers by value (1 and 1.0), objects whatever their key
+// order, arrays item by item.
+func valueKey(v *jsonValue) string {
+	var sb strings.Builder
+	var walk func(v *jsonValue)
+	walk = func(v *jsonValue) {
+		switch v.kind {
+		case jsonNumber:
+			if r, ok := numRat(v.num); ok {
+				sb.WriteString("n" + r.RatString())
+				return
+			}
+		case jsonObject:
+			order := make([]int, len(v.keys))
+			for i := range order {
+				order[i] = i
+			}
+			sort.Slice(order, func(a, b int) bool { return v.keys[order[a]] < v.keys[order[b]] })
+			sb.WriteByte('{')
+			for _, i := range order {
+				sb.Write(appendJSONString(nil, v.keys[i]))
+				sb.WriteByte(':')
+				walk(v.vals[i])
+				sb.WriteByte(',')
+			}
+			sb.WriteByte('}')
+			return
+		case jsonArray:
+			sb.WriteByte('[')
+			for _, e := range v.arr {
+				walk(e)
+				sb.WriteByte(',')
+			}
+			sb.WriteByte(']')
+			return
+		}
+		sb.Write(appendCompact(nil, v))
+	}
+	walk(v)
+	return sb.String()
 }

@@ -5,7 +5,6 @@ import "slices"
 // unsupportedKeys are validation keywords this compiler cannot enforce;
 // any other unknown keyword is an annotation to validators too.
 var unsupportedKeys = map[string]bool{
-	"uniqueItems":           true,
 	"unevaluatedProperties": true, "unevaluatedItems": true, "$dynamicRef": true, "$recursiveRef": true,
 }
 
@@ -78,6 +77,13 @@ var keywordHandlers = map[string]keywordHandler{
 		return nil // read with array-form items; alone it has no effect
 	},
 	"minItems": countKeyword(func(s *constraints, n int) { s.minItems = n }),
+	"uniqueItems": func(_ *schemaCompiler, _ *jsonValue, _ string, v *jsonValue, p *parsed) error {
+		if v.kind != jsonBool {
+			return errf("uniqueItems must be a boolean")
+		}
+		p.s.unique = p.s.unique || v.b
+		return nil
+	},
 	"maxItems": countKeyword(func(s *constraints, n int) { s.maxItems = n }),
 
 	"minLength": countKeyword(func(s *constraints, n int) { s.minLen = n }),
@@ -125,9 +131,6 @@ func (sc *schemaCompiler) parseKeywords(j *jsonValue, p *parsed) error {
 			continue
 		}
 		if unsupportedKeys[k] {
-			if k == "uniqueItems" && v.kind == jsonBool && !v.b {
-				continue
-			}
 			return errf("unsupported keyword %q", k)
 		}
 		if (k == kwExcluded || k == kwNotPattern || k == kwFractional) && j.id >= 0 {

@@ -3,6 +3,7 @@ package grammar
 import (
 	"fmt"
 	"math/big"
+	"math/bits"
 	"slices"
 	"sort"
 	"strconv"
@@ -417,6 +418,9 @@ func (sc *schemaCompiler) arrFrag(s *constraints) (fragment, error) {
 	if maxI >= 0 && s.minItems > maxI {
 		return sc.never(fmt.Sprintf("minItems %d is more than the %d items allowed (maxItems, or a closed tuple)", s.minItems, maxI)), nil
 	}
+	if s.unique && (maxI < 0 || maxI > 1) { // one item or none is always unique
+		return sc.uniqueArray(s, maxI)
+	}
 	conjAt := func(i int) []*jsonValue {
 		if i < len(s.prefix) {
 			return s.prefix[i]
@@ -610,6 +614,16 @@ func (sc *schemaCompiler) checkArray(v *jsonValue, s *constraints) (bool, error)
 			return false, err
 		}
 	}
+	if s.unique {
+		seen := map[string]bool{}
+		for _, e := range v.arr {
+			k := valueKey(e)
+			if seen[k] {
+				return false, nil
+			}
+			seen[k] = true
+		}
+	}
 	for _, c := range s.contains {
 		found := false
 		for _, e := range v.arr {
@@ -624,4 +638,118 @@ func (sc *schemaCompiler) checkArray(v *jsonValue, s *constraints) (bool, error)
 		}
 	}
 	return true, nil
+}
+
+// maxUniqueValues is the most distinct item values a uniqueItems array
+// tracks: one position per subset of them.
+const maxUniqueValues = 8
+
+// uniqueArray builds an array with uniqueItems whose items come from a
+// small finite set of scalars (enum or const values, booleans, null):
+// positions are the subsets of values written, so each value appears at
+// most once, and the count bounds follow from the subset's size. Items
+// from an unbounded set (strings, numbers, objects) cannot be told apart
+// by an automaton, so that is a compile error naming why.
+func (sc *schemaCompiler) uniqueArray(s *constraints, maxI int) (fragment, error) {
+	if len(s.prefix) > 0 || len(s.contains) > 0 {
+		return fragment{}, errf("uniqueItems with prefixItems, tuple items or contains is not supported")
+	}
+	values, fraction, err := sc.finiteValues(s.items)
+	if err != nil {
+		return fragment{}, err
+	}
+	if len(values) > maxUniqueValues {
+		return fragment{}, errf("uniqueItems over %d possible item values (at most %d are tracked)", len(values), maxUniqueValues)
+	}
+	b := sc.b
+	n := len(values)
+	if maxI < 0 || maxI > n {
+		maxI = n
+	}
+	if s.minItems > maxI {
+		return sc.never(fmt.Sprintf("minItems %d is more than the %d distinct items uniqueItems allows", s.minItems, maxI)), nil
+	}
+	open := b.seq(b.lit("["), sc.ws())
+	end := b.node()
+	written := make([]int32, 1<<n) // written[set]: after the values of set (open.out for none)
+	written[0] = open.out
+	for set := 1; set < len(written); set++ {
+		written[set] = b.node()
+	}
+	for set, at := range written {
+		k := bits.OnesCount(uint(set))
+		if k >= s.minItems {
+			f := b.seq(sc.ws(), b.lit("]"))
+			b.eps(at, f.in)
+			b.eps(f.out, end)
+		}
+		if k == maxI {
+			continue
+		}
+		for i, v := range values {
+			if set&(1<<i) != 0 {
+				continue
+			}
+			f := b.lit(string(appendCompact(nil, v)))
+			if v.kind == jsonNumber {
+				f = sc.numberForms(v.num, fraction[i])
+			}
+			if set != 0 {
+				f = b.seq(sc.ws(), b.lit(","), sc.ws(), f)
+			}
+			b.eps(at, f.in)
+			b.eps(f.out, written[set|1<<i])
+		}
+	}
+	return fragment{open.in, end}, nil
+}
+
+// finiteValues lists the distinct scalar values conj allows, when it
+// allows only finitely many (enum or const values, booleans, null), and
+// for each whether a number may be spelled with a zero fraction (its type
+// allows numbers, not only integers); else an error says why uniqueItems
+// cannot be enforced.
+func (sc *schemaCompiler) finiteValues(conj []*jsonValue) ([]*jsonValue, []bool, error) {
+	if len(conj) == 0 {
+		return nil, nil, errf("uniqueItems on items of any value is not supported (only a small finite set of scalars)")
+	}
+	disj, err := sc.expand(conj)
+	if err != nil {
+		return nil, nil, err
+	}
+	var out []*jsonValue
+	var fraction []bool
+	seen := map[string]bool{}
+	add := func(v *jsonValue, s *constraints) error {
+		if v.kind == jsonObject || v.kind == jsonArray {
+			return errf("uniqueItems on object or array items is not supported")
+		}
+		ok, err := sc.check(v, s)
+		if k := valueKey(v); err == nil && ok && !seen[k] {
+			seen[k] = true
+			out = append(out, v)
+			fraction = append(fraction, s.types&tNum != 0)
+		}
+		return err
+	}
+	for _, d := range disj {
+		switch {
+		case d.hasEnum:
+			for _, v := range d.enum {
+				if err := add(v, d); err != nil {
+					return nil, nil, err
+				}
+			}
+		case d.types&^(tBool|tNull) == 0:
+			for _, lit := range []string{"true", "false", "null"} {
+				v, _ := parseJSONValue([]byte(lit), 1)
+				if err := add(v, d); err != nil {
+					return nil, nil, err
+				}
+			}
+		default:
+			return nil, nil, errf("uniqueItems on items of type %s is not supported (only a small finite set of scalars)", typeNames(d.types))
+		}
+	}
+	return out, fraction, nil
 }

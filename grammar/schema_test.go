@@ -71,6 +71,16 @@ var schemaCases = []schemaCase{
 	{"numeric enum by value", `{"type":"object","properties":{"n":{"enum":[2.0,0.125,-3,0]},"i":{"type":"integer","enum":[5]},"c":{"const":1.50}},"additionalProperties":false}`,
 		[]string{`{"n":2}`, `{"n":2.0}`, `{"n":2.000}`, `{"n":0.125}`, `{"n":0.1250}`, `{"n":-3}`, `{"n":-3.0}`, `{"n":0}`, `{"n":-0.0}`, `{"i":5}`, `{"c":1.5}`, `{"c":1.500}`},
 		[]string{`{"n":3}`, `{"n":0.12}`, `{"n":0.13}`, `{"n":-2}`, `{"n":2.01}`, `{"c":1.51}`, `{"c":15}`}},
+	// uniqueItems over a small finite set of scalars: each value at most once
+	{"uniqueItems of enum values", `{"type":"array","items":{"enum":["a","b",1,true]},"uniqueItems":true,"minItems":1}`,
+		[]string{`["a"]`, `["b","a"]`, `[1,"a",true,"b"]`, `[1.0,true]`},
+		[]string{`[]`, `["a","a"]`, `["a","b","a"]`, `[1,1.0]`, `[true,true]`, `["c"]`}},
+	{"uniqueItems of booleans and null", `{"type":"object","properties":{"f":{"type":"array","items":{"type":["boolean","null"]},"uniqueItems":true,"maxItems":2}},"additionalProperties":false}`,
+		[]string{`{"f":[]}`, `{"f":[true,null]}`, `{"f":[false]}`},
+		[]string{`{"f":[true,true]}`, `{"f":[true,false,null]}`, `{"f":[1]}`}},
+	// at most one item is always unique
+	{"uniqueItems of one item", `{"type":"array","items":{"type":"string"},"uniqueItems":true,"maxItems":1}`,
+		[]string{`[]`, `["x"]`}, []string{`["x","y"]`}},
 	{"enum and const together", `{"enum":["a","b","c"],"const":"c"}`, []string{`"c"`}, []string{`"a"`, `"b"`}},
 	// decimal bounds are exact: values between the bound and the next integer pass, and
 	// so do trailing zeros at a bound (MaskBench false rejections)
@@ -272,6 +282,8 @@ func TestCompileErrors(t *testing.T) {
 		`{"type":"string","not":{"format":"email"}}`:                                     "not",
 		`{"type":"string","not":{"pattern":"\\d"}}`:                                      "not",
 		`{"type":"array","uniqueItems":true}`:                                            "uniqueItems",
+		`{"type":"array","items":{"type":"string"},"uniqueItems":true}`:                  "uniqueItems",
+		`{"type":"array","not":{"uniqueItems":true}}`:                                    "uniqueItems",
 		`{"type":"string","pattern":"(?=a)b"}`:                                           "pattern",
 		`{"type":"string","pattern":"(a"}`:                                               "pattern",
 		`{"$ref":"http://example.com/x.json"}`:                                           "",
