@@ -2,6 +2,7 @@ package grammar
 
 import (
 	"fmt"
+	"math/bits"
 	"slices"
 	"sort"
 
@@ -67,9 +68,121 @@ func (sc *schemaCompiler) objFrag(s *constraints) (fragment, error) {
 		if needMax {
 			maxP = s.maxProps
 		}
+		if f, ok := sc.buildCountedAnyOrder(om, extra, minP, maxP); ok {
+			return f, nil
+		}
 		return sc.buildCountedObject(om, extra, minP, maxP), nil
 	}
 	return sc.buildObject(om, extra), nil
+}
+
+// buildCountedAnyOrder is buildCountedObject for an object small enough to
+// remember exactly which named members were written (as buildObject does):
+// a position is that set and the extra members counted (each one toward a
+// maximum; toward a minimum only the first, as a second may repeat it), so
+// members come in any order. It reports false, building nothing, when the
+// object has too many members or positions for the compile's budget.
+func (sc *schemaCompiler) buildCountedAnyOrder(om *objectMembers, extra int32, minP, maxP int) (fragment, bool) {
+	n := len(om.props)
+	extras := 1 // extra-member counts 0..extras-1
+	if extra >= 0 {
+		extras = 2
+		if maxP >= 0 {
+			extras = maxP + 1
+		}
+	}
+	if n > exactKeySetProps {
+		return fragment{}, false
+	}
+	sites := (n + 2) << n * extras
+	if sites > sc.keySites {
+		return fragment{}, false
+	}
+	sc.keySites -= sites
+	b := sc.b
+	memberRule := make([]int32, n)
+	for i, p := range om.props {
+		memberRule[i] = sc.memberRule(p)
+	}
+	need := 0
+	for i, p := range om.props {
+		if om.required[p.name] {
+			need |= 1 << i
+		}
+	}
+	open := b.seq(b.lit("{"), sc.ws())
+	end := b.node()
+	closeF := func(from int32) {
+		f := b.seq(sc.ws(), b.lit("}"))
+		b.eps(from, f.in)
+		b.eps(f.out, end)
+	}
+	// position (set, x) is index set*extras+x; written after at least one
+	// member, afterComma after the comma that follows it
+	npos := extras << n
+	written, afterComma := make([]int32, npos), make([]int32, npos)
+	for i := range written {
+		written[i], afterComma[i] = b.node(), b.node()
+		c := b.seq(sc.ws(), b.lit(","), sc.ws())
+		b.eps(written[i], c.in)
+		b.eps(c.out, afterComma[i])
+	}
+	call := func(from int32, rule int32, to int) {
+		f := b.call(rule)
+		b.eps(from, f.in)
+		b.eps(f.out, written[to])
+	}
+	members := func(from int32, set, x int) {
+		count := bits.OnesCount(uint(set)) + x
+		room := maxP < 0 || count < maxP
+		for i := range om.props {
+			if set&(1<<i) == 0 && room {
+				call(from, memberRule[i], (set|1<<i)*extras+x)
+			}
+		}
+		switch {
+		case extra < 0:
+		case maxP >= 0:
+			if room {
+				call(from, extra, set*extras+x+1)
+			}
+		default:
+			call(from, extra, set*extras+1)
+		}
+	}
+	members(open.out, 0, 0)
+	if need == 0 && minP == 0 {
+		closeF(open.out)
+	}
+	for set := 0; set < 1<<n; set++ {
+		for x := range extras {
+			i := set*extras + x
+			members(afterComma[i], set, x)
+			if set&need == need && bits.OnesCount(uint(set))+x >= minP && (set != 0 || x != 0) {
+				closeF(written[i])
+			}
+		}
+	}
+	return fragment{open.in, end}, true
+}
+
+// memberBody matches one `"name": value` member of p.
+func (sc *schemaCompiler) memberBody(p prop) fragment {
+	b := sc.b
+	return b.seq(b.lit(string(appendJSONString(nil, p.name))), sc.ws(), b.lit(":"), sc.ws(), sc.elem(p.conj))
+}
+
+// memberRule is a rule of memberBody(p), called from every position that
+// allows the member.
+func (sc *schemaCompiler) memberRule(p prop) int32 { return sc.newRule(sc.memberBody(p)) }
+
+// newRule makes fragment f a rule of its own (f.out ends it).
+func (sc *schemaCompiler) newRule(f fragment) int32 {
+	b := sc.b
+	r := int32(len(b.g.rules))
+	b.g.nodes[f.out].final = true
+	b.g.rules = append(b.g.rules, f.in)
+	return r
 }
 
 // maxCountedPositions bounds the (count, position) pairs buildCountedObject
@@ -429,27 +542,18 @@ func (sc *schemaCompiler) buildObject(om *objectMembers, extra int32) fragment {
 	b := sc.b
 	props := om.props
 	plan := planPositions(props, om.required, om.reqOrder, &sc.keySites)
-	memberBody := func(p prop) fragment {
-		return b.seq(b.lit(string(appendJSONString(nil, p.name))), sc.ws(), b.lit(":"), sc.ws(), sc.elem(p.conj))
-	}
-	newRule := func(f fragment) int32 {
-		r := int32(len(b.g.rules))
-		b.g.nodes[f.out].final = true
-		b.g.rules = append(b.g.rules, f.in)
-		return r
-	}
 	memberRule := make([]int32, len(props))
 	var looping []fragment
 	for i, p := range props {
 		if plan.loops[i] {
-			looping = append(looping, memberBody(p))
+			looping = append(looping, sc.memberBody(p))
 		} else {
-			memberRule[i] = newRule(memberBody(p))
+			memberRule[i] = sc.memberRule(p)
 		}
 	}
 	loopRule := int32(-1)
 	if len(looping) > 0 {
-		loopRule = newRule(b.alt(looping...))
+		loopRule = sc.newRule(b.alt(looping...))
 	}
 	open := b.seq(b.lit("{"), sc.ws())
 	end := b.node()

@@ -124,6 +124,13 @@ var schemaCases = []schemaCase{
 		[]string{`{"a":1,"x":"s"}`, `{"x":"s","a":1}`}, []string{`{}`, `{"a":1}`, `{"x":"s"}`, `{"x":"s","x":"t"}`}},
 	{"minProperties one by extra keys", `{"type":"object","minProperties":1,"additionalProperties":{"type":"string"}}`,
 		[]string{`{"x":"s"}`, `{"x":"s","y":"t"}`}, []string{`{}`, `{"x":1}`}},
+	// counted objects take their members in any order too
+	{"minProperties in any order", `{"type":"object","properties":{"a":{},"b":{},"c":{"type":"integer"}},"required":["c"],"minProperties":2,"maxProperties":3,"additionalProperties":false}`,
+		[]string{`{"c":1,"a":2}`, `{"b":0,"c":1}`, `{"b":1,"a":2,"c":3}`},
+		[]string{`{"c":1}`, `{"a":1,"b":2}`, `{"c":1,"c":2}`, `{"c":1,"a":1,"a":2}`, `{"c":"x","a":1}`}},
+	{"maxProperties with extra keys in any order", `{"type":"object","properties":{"a":{"type":"integer"},"b":{}},"maxProperties":2}`,
+		[]string{`{"x":1,"a":2}`, `{"b":1,"a":2}`, `{"y":[]}`, `{}`},
+		[]string{`{"x":1,"a":2,"b":3}`, `{"x":1,"y":2,"z":3}`, `{"a":"s"}`, `{"a":1,"a":2}`}},
 	{"maxProperties zero", `{"type":"object","maxProperties":0}`, []string{`{}`}, []string{`{"a":1}`, `[]`}},
 	{"enum objects checked against the schema", `{"type":"object","properties":{"a":{"type":"integer","minimum":1}},"required":["a"],"maxProperties":2,"enum":[{"a":1},{"a":0},{"b":1},{"a":2,"b":[1]},{"a":3,"b":1,"c":1}]}`,
 		[]string{`{"a":1}`, `{"a":2,"b":[1]}`}, []string{`{"a":0}`, `{"b":1}`, `{"a":3,"b":1,"c":1}`}},
