@@ -28,10 +28,12 @@ var one = big.NewInt(1)
 // number syntax. It is sound and may be narrower than the schema:
 //   - integers only (type integer, or an integer multipleOf): an exact
 //     digit-range regex of [ceil(lo), floor(hi)], intersected with a mod-k
-//     DFA for multipleOf k (the lcm of the integer multipleOfs);
+//     DFA for multipleOf k (the lcm of the integer multipleOfs); numbers
+//     (not type integer) may add a zero fraction;
 //   - otherwise, a multipleOf of the form 10^-p allows at most p fraction
 //     digits (other fractional multipleOfs are refused), and bounds allow
-//     "integer part in range + any fraction" without an exponent (magRegex);
+//     "integer part in range + any fraction" without an exponent (magRegex),
+//     except that minimum 0 alone takes exponents too;
 //   - no bounds and no multipleOf: any JSON number.
 func (sc *schemaCompiler) numFrag(s *constraints) (fragment, error) {
 	k, fracDigits, intOnly, err := numberMultiples(s)
@@ -42,7 +44,14 @@ func (sc *schemaCompiler) numFrag(s *constraints) (fragment, error) {
 		if s.fractional {
 			return sc.never("type integer and not integer"), nil
 		}
-		return sc.integerFrag(s, k)
+		f, err := sc.integerFrag(s, k)
+		if err != nil || s.types&tNum == 0 {
+			return f, err
+		}
+		// a number that an integer multipleOf makes integral may still be
+		// written with a zero fraction (6000.0 is a multiple of 1)
+		b := sc.b
+		return b.seq(f, b.opt(b.seq(b.lit(".0"), b.star(b.lit("0"))))), nil
 	}
 	for _, v := range s.excluded {
 		if v.kind == jsonNumber {
@@ -196,6 +205,15 @@ func (sc *schemaCompiler) decimalFrag(s *constraints, fracDigits int) (fragment,
 		}
 		if !d.Empty() {
 			fs = append(fs, sc.b.rawChars(d))
+		}
+		// minimum 0 alone: every unsigned number qualifies, exponent or not
+		// (1e-06 is >= 0), which a bound elsewhere would not allow
+		if L.Sign() == 0 && !Lex && s.hi == nil && fracDigits < 0 && !s.fractional {
+			f, err := sc.rawRegex(`^(?:0|[1-9][0-9]*)(?:\.[0-9]+)?[eE][-+]?[0-9]+$`)
+			if err != nil {
+				return fragment{}, err
+			}
+			fs = append(fs, f)
 		}
 	}
 	// x < 0: magnitude m = -x > 0

@@ -131,6 +131,12 @@ var schemaCases = []schemaCase{
 	{"maxProperties with extra keys in any order", `{"type":"object","properties":{"a":{"type":"integer"},"b":{}},"maxProperties":2}`,
 		[]string{`{"x":1,"a":2}`, `{"b":1,"a":2}`, `{"y":[]}`, `{}`},
 		[]string{`{"x":1,"a":2,"b":3}`, `{"x":1,"y":2,"z":3}`, `{"a":"s"}`, `{"a":1,"a":2}`}},
+	// an integral number may keep a zero fraction; an integer may not (draft 4)
+	{"integer multipleOf on numbers", `{"type":"object","properties":{"n":{"type":"number","multipleOf":5,"minimum":0},"i":{"type":"integer","maximum":9}},"additionalProperties":false}`,
+		[]string{`{"n":10}`, `{"n":10.0}`, `{"n":0.00}`, `{"i":9}`},
+		[]string{`{"n":10.5}`, `{"n":7.0}`, `{"n":-5.0}`, `{"n":10.}`, `{"i":10}`}},
+	{"minimum 0 with exponents", `{"type":"number","minimum":0}`,
+		[]string{`1e-06`, `0`, `2.5E+3`, `0.0e5`, `12`}, []string{`-1e-06`, `-1`, `-0.5`}},
 	{"maxProperties zero", `{"type":"object","maxProperties":0}`, []string{`{}`}, []string{`{"a":1}`, `[]`}},
 	{"enum objects checked against the schema", `{"type":"object","properties":{"a":{"type":"integer","minimum":1}},"required":["a"],"maxProperties":2,"enum":[{"a":1},{"a":0},{"b":1},{"a":2,"b":[1]},{"a":3,"b":1,"c":1}]}`,
 		[]string{`{"a":1}`, `{"a":2,"b":[1]}`}, []string{`{"a":0}`, `{"b":1}`, `{"a":3,"b":1,"c":1}`}},
