@@ -401,7 +401,8 @@ func unpermutedRow(r, heads, rows int) int {
 // LoadGGUF reads a llama.cpp GGUF model file: the configuration from its metadata and the weights
 // as views of the memory-mapped file, each matrix in its stored type (F32, F16, BF16, Q8_0, Q4_0,
 // Q4_K, Q6_K). Groups the model fuses (q/k/v, gate/up) are copied into one matrix; a group whose
-// parts differ in type is widened to float32. The file stays mapped while any matrix views it.
+// tensors differ in type (q/k/v of a Q4_K_M file) keeps each in its own type (Matrix.Parts). The
+// file stays mapped while any matrix views it.
 func LoadGGUF(path string) (*Model, error) {
 	start := time.Now()
 	f, err := gguf.Open(path)
@@ -437,6 +438,7 @@ func modelFromGGUF(f *gguf.File) (*Model, bool, error) {
 	specs := m.specs()
 	infos := make([]gguf.TensorInfo, len(specs))
 	types := map[*Matrix]quant.Type{}
+	mixed := map[*Matrix]bool{} // fused groups whose tensors differ in type: kept as Parts
 	for i, s := range specs {
 		name, err := ggufName(s.name)
 		if err != nil {
@@ -455,14 +457,13 @@ func modelFromGGUF(f *gguf.File) (*Model, bool, error) {
 		infos[i] = info
 		if s.mat != nil {
 			if prev, ok := types[s.mat]; ok && prev != info.Type {
-				types[s.mat] = quant.F32
+				mixed[s.mat] = true
 			} else if !ok {
 				types[s.mat] = info.Type
 			}
 		}
 	}
 	viewed := false
-	var scratch []float32
 	for i, s := range specs {
 		info := infos[i]
 		raw, err := f.TensorData(info)
@@ -480,6 +481,23 @@ func modelFromGGUF(f *gguf.File) (*Model, bool, error) {
 					s.vec[r] = src[unpermutedRow(r, heads, len(src))]
 				}
 			}
+			continue
+		}
+		if mixed[s.mat] {
+			// one part per tensor, in its own type (specs list a group's tensors in row order)
+			part := Matrix{Type: info.Type, Rows: s.shape[0], Cols: s.shape[1], Data: raw}
+			if permuted {
+				part.Data = make([]byte, len(raw))
+				srcRB := len(raw) / part.Rows
+				for r := range part.Rows {
+					sr := unpermutedRow(r, heads, part.Rows)
+					copy(part.Data[r*srcRB:(r+1)*srcRB], raw[sr*srcRB:(sr+1)*srcRB])
+				}
+			} else {
+				viewed = true
+			}
+			s.mat.Parts = append(s.mat.Parts, part)
+			s.mat.Type = s.mat.Parts[0].Type
 			continue
 		}
 		t := types[s.mat]
@@ -505,27 +523,11 @@ func modelFromGGUF(f *gguf.File) (*Model, bool, error) {
 			}
 			src := raw[sr*srcRB : (sr+1)*srcRB]
 			dst := s.mat.Data[(s.row+r)*rb : (s.row+r+1)*rb]
-			if t == info.Type {
-				copy(dst, src)
-				continue
-			}
-			// A group of mixed types: widen this part to float32.
-			scratch = grow(scratch, s.mat.Cols)
-			if err := quant.Dequantize(info.Type, src, scratch); err != nil {
-				return nil, false, fmt.Errorf("tensor %q: %w", info.Name, err)
-			}
-			copy(bytesAsFloat32(dst), scratch)
+			copy(dst, src)
 		}
 	}
 	m.finishViews()
 	return m, viewed, nil
-}
-
-func grow(b []float32, n int) []float32 {
-	if cap(b) < n {
-		return make([]float32, n)
-	}
-	return b[:n]
 }
 
 // loadGGUFConfig reads the configuration of the GGUF file at path.

@@ -362,3 +362,101 @@ func FuzzGGUFModel(f *testing.F) {
 		}
 	})
 }
+
+// TestGGUFMixedGroups: a Q4_K_M-style file whose fused groups mix types (layer 0's v_proj in
+// Q6_K, layer 1's up_proj in Q8_0, as llama.cpp's Q4_K_M stores some v and ffn tensors with more
+// bits) loads each of those tensors in its own type (Matrix.Parts, not widened to float32), and
+// its logits match the same weights widened to float32 within the activation quantization the
+// quantized kernels do (on this random model, the fused Q4_K groups differ from their widened
+// selves by 3.3% of the largest logit; the parts by 4%: an error in which columns a part fills
+// would be of the order of the logits). backend/cpu's TestProjectParts checks the parts exactly.
+func TestGGUFMixedGroups(t *testing.T) {
+	q, err := model.Load("../models/pico")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := model.Quantize(q, quant.Q4_K); err != nil {
+		t.Fatal(err)
+	}
+	restore := func(w model.Matrix, typ quant.Type, asType quant.Type) model.Matrix {
+		vals := make([]float32, w.Rows*w.Cols)
+		if err := quant.Dequantize(w.Type, w.Data, vals); err != nil {
+			t.Fatal(err)
+		}
+		data, err := quant.Quantize(typ, vals, w.Cols)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if asType == quant.F32 {
+			if err := quant.Dequantize(typ, data, vals); err != nil {
+				t.Fatal(err)
+			}
+			data = make([]byte, 4*len(vals))
+			for i, v := range vals {
+				binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(v))
+			}
+			typ = quant.F32
+		}
+		out, err := model.NewMatrix(typ, w.Rows, w.Cols, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	l0, l1 := &q.Layers[0], &q.Layers[1]
+	l0.V = restore(l0.V, quant.Q6_K, quant.Q6_K)
+	l0.QKV = model.Matrix{Type: l0.Q.Type, Rows: l0.QKV.Rows, Cols: l0.QKV.Cols, Parts: []model.Matrix{l0.Q, l0.K, l0.V}}
+	l1.Up = restore(l1.Up, quant.Q8_0, quant.Q8_0)
+	l1.GateUp = model.Matrix{Type: l1.Gate.Type, Rows: l1.GateUp.Rows, Cols: l1.GateUp.Cols, Parts: []model.Matrix{l1.Gate, l1.Up}}
+	g, err := model.LoadGGUF(writeGGUF(t, q, "", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	types := func(m model.Matrix) []quant.Type {
+		var ts []quant.Type
+		for _, p := range m.Parts {
+			ts = append(ts, p.Type)
+		}
+		return ts
+	}
+	if got := types(g.Layers[0].QKV); !slices.Equal(got, []quant.Type{quant.Q4_K, quant.Q4_K, quant.Q6_K}) {
+		t.Fatalf("layer 0 qkv parts %v, want q4_k q4_k q6_k", got)
+	}
+	if got := types(g.Layers[1].GateUp); !slices.Equal(got, []quant.Type{quant.Q4_K, quant.Q8_0}) {
+		t.Fatalf("layer 1 gate_up parts %v, want q4_k q8_0", got)
+	}
+	if g.Layers[0].GateUp.Parts != nil || g.Layers[1].QKV.Parts != nil || g.Layers[1].QKV.Type != quant.Q4_K {
+		t.Fatal("groups of one type should stay fused")
+	}
+	for _, pair := range [][2]model.Matrix{{g.Layers[0].V, l0.V}, {g.Layers[0].K, l0.K}, {g.Layers[1].Up, l1.Up}} {
+		if pair[0].Type != pair[1].Type || !bytes.Equal(pair[0].Data, pair[1].Data) {
+			t.Fatalf("a %s part's bytes differ after the round trip", pair[1].Type)
+		}
+	}
+	// the reference: the same weights, the mixed groups widened to float32 as one matrix each
+	wide, err := model.LoadGGUF(writeGGUF(t, q, "", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	widen := func(m model.Matrix) model.Matrix {
+		var data []byte
+		for _, p := range m.Parts {
+			data = append(data, restore(p, p.Type, quant.F32).Data...)
+		}
+		out, err := model.NewMatrix(quant.F32, m.Rows, m.Cols, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	wl0, wl1 := &wide.Layers[0], &wide.Layers[1]
+	wl0.QKV = widen(wl0.QKV)
+	wl1.GateUp = widen(wl1.GateUp)
+	prompt := []int32{1, 5, 9, 200, 31, 7, 64, 3}
+	got, want := lastLogits(t, g, prompt), lastLogits(t, wide, prompt)
+	if d := relDiff(got, want); d > 8e-2 {
+		t.Errorf("logits with mixed parts differ from the widened weights by %.3g of max |logit| (bound 8e-2)", d)
+	} else {
+		t.Logf("logits with mixed parts vs widened: %.3g of max |logit|", d)
+	}
+}

@@ -49,7 +49,9 @@ func (m *Model) GGUFWriter() (*gguf.Writer, error) {
 	uniform := true
 	for _, l := range m.Layers {
 		for _, mat := range []Matrix{l.QKV, l.O, l.GateUp, l.Down} {
-			uniform = uniform && mat.Type == t
+			for _, blk := range mat.Blocks() {
+				uniform = uniform && blk.Type == t
+			}
 		}
 	}
 	if ft, ok := ggufFileType[t]; ok && uniform {

@@ -11,10 +11,32 @@ import (
 // [out_features][in_features] layout, each row Type.RowBytes(Cols) bytes of Data (float32 and
 // 16-bit floats little-endian, quantized types in llama.cpp's block layouts). Data may be a view
 // of a memory-mapped file.
+//
+// A fused group (q/k/v, gate/up) whose checkpoint tensors differ in type, as the q/k/v of
+// llama.cpp's Q4_K_M files do (v in Q6_K on some layers), keeps each tensor in its own type
+// instead: Parts holds them in row order, Data is nil and Type is the first part's.
 type Matrix struct {
 	Type       quant.Type
 	Rows, Cols int
 	Data       []byte
+	Parts      []Matrix // row blocks of their own types, or nil (see above)
+}
+
+// Blocks returns the row blocks of m that each have one storage type: its Parts, or m itself.
+func (m Matrix) Blocks() []Matrix {
+	if len(m.Parts) > 0 {
+		return m.Parts
+	}
+	return []Matrix{m}
+}
+
+// Bytes is the storage m takes.
+func (m Matrix) Bytes() int {
+	n := len(m.Data)
+	for _, p := range m.Parts {
+		n += len(p.Data)
+	}
+	return n
 }
 
 // NewMatrix checks that data holds rows×cols elements of type t and wraps it.

@@ -33,6 +33,25 @@ func Quantize(m *Model, t quant.Type) error {
 			slog.Warn("quantize: rows are not whole blocks; using another type", "matrix", name,
 				"cols", mat.Cols, "want", t, "using", target)
 		}
+		if len(mat.Parts) > 0 {
+			// a group of mixed types becomes one matrix of the target type again
+			data := make([]byte, 0, mat.Rows*len(mat.Parts[0].Data)/max(mat.Parts[0].Rows, 1))
+			for _, p := range mat.Parts {
+				if p.Type != target {
+					var err error
+					if p, err = convertMatrix(p, target); err != nil {
+						return fmt.Errorf("quantize %s: %w", name, err)
+					}
+				}
+				data = append(data, p.Data...)
+			}
+			out, err := NewMatrix(target, mat.Rows, mat.Cols, data)
+			if err != nil {
+				return fmt.Errorf("quantize %s: %w", name, err)
+			}
+			*mat = out
+			return nil
+		}
 		if mat.Type == target {
 			return nil
 		}

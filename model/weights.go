@@ -25,7 +25,8 @@ import (
 // H = HiddenSize, I = IntermediateSize, Q = QDim, KV = KVDim, D = HeadDim.
 //
 // The q, k and v projections are stored back to back in QKV (and gate and up in GateUp) so a
-// backend can run each group as one matrix product; Q, K, V, Gate and Up are views of those rows.
+// backend can run each group as one matrix product; Q, K, V, Gate and Up are views of those rows,
+// or, in a GGUF group whose tensors differ in type, its Parts.
 type Layer struct {
 	InputNorm []float32 // [H]
 	QKV       Matrix    // [Q+2·KV][H]
@@ -161,8 +162,16 @@ func (m *Model) finishViews() {
 	q, kv, inter := cfg.QDim(), cfg.KVDim(), cfg.IntermediateSize
 	for i := range m.Layers {
 		l := &m.Layers[i]
-		l.Q, l.K, l.V = RowRange(l.QKV, 0, q), RowRange(l.QKV, q, q+kv), RowRange(l.QKV, q+kv, q+2*kv)
-		l.Gate, l.Up = RowRange(l.GateUp, 0, inter), RowRange(l.GateUp, inter, 2*inter)
+		if p := l.QKV.Parts; len(p) == 3 {
+			l.Q, l.K, l.V = p[0], p[1], p[2]
+		} else {
+			l.Q, l.K, l.V = RowRange(l.QKV, 0, q), RowRange(l.QKV, q, q+kv), RowRange(l.QKV, q+kv, q+2*kv)
+		}
+		if p := l.GateUp.Parts; len(p) == 2 {
+			l.Gate, l.Up = p[0], p[1]
+		} else {
+			l.Gate, l.Up = RowRange(l.GateUp, 0, inter), RowRange(l.GateUp, inter, 2*inter)
+		}
 	}
 	if cfg.TieWordEmbeddings {
 		m.LMHead = m.Embed

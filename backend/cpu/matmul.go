@@ -25,8 +25,10 @@ func checkWeights(m *model.Model) error {
 	}
 	for i, l := range m.Layers {
 		for name, w := range map[string]model.Matrix{"qkv": l.QKV, "o_proj": l.O, "gate_up": l.GateUp, "down_proj": l.Down} {
-			if err := check(fmt.Sprintf("layer %d %s", i, name), w); err != nil {
-				return err
+			for _, blk := range w.Blocks() {
+				if err := check(fmt.Sprintf("layer %d %s", i, name), blk); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -38,7 +40,12 @@ func checkWeights(m *model.Model) error {
 // the work in b.stats.
 func (b *Backend) project(w model.Matrix, m int, x []float32, ldx int, out []float32, ldo int, accumulate bool) {
 	t := time.Now()
-	b.mul.MatMul(w, m, x, ldx, out, ldo, accumulate)
+	// a group of mixed types runs part by part, each into its columns of out
+	off := 0
+	for _, blk := range w.Blocks() {
+		b.mul.MatMul(blk, m, x, ldx, out[off:], ldo, accumulate)
+		off += blk.Rows
+	}
 	b.stats.GEMMTime += time.Since(t)
 	b.stats.GEMMFlops += 2 * float64(m) * float64(w.Rows) * float64(w.Cols)
 }

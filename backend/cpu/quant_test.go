@@ -1,6 +1,8 @@
 package cpu
 
 import (
+	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/llmserve/llmserve/model"
@@ -68,5 +70,65 @@ func TestQuantizedWeights(t *testing.T) {
 	}
 	if testing.Verbose() {
 		t.Logf("q8_0: worst last-logit difference %.3g", worst)
+	}
+}
+
+// TestProjectParts: a matrix of row blocks in different types (a Q4_K_M file's mixed q/k/v)
+// projects each block into its own columns of the output, exactly as the block alone would,
+// for decode and prefill shapes, with and without accumulation.
+func TestProjectParts(t *testing.T) {
+	b := newTestBackend(t, loadFixture(t, "qwen3", "config.json"), Options{NumBlocks: 8})
+	const cols = 256
+	rng := rand.New(rand.NewPCG(3, 4))
+	part := func(typ quant.Type, rows int) model.Matrix {
+		vals := make([]float32, rows*cols)
+		for i := range vals {
+			vals[i] = float32(rng.NormFloat64())
+		}
+		data, err := quant.Quantize(typ, vals, cols)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := model.NewMatrix(typ, rows, cols, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	parts := []model.Matrix{part(quant.Q4_K, 96), part(quant.Q6_K, 32), part(quant.Q8_0, 40), part(quant.BF16, 24)}
+	total := 0
+	for _, p := range parts {
+		total += p.Rows
+	}
+	w := model.Matrix{Type: parts[0].Type, Rows: total, Cols: cols, Parts: parts}
+	for _, m := range []int{1, 3, 37} {
+		for _, acc := range []bool{false, true} {
+			x := make([]float32, m*cols)
+			for i := range x {
+				x[i] = float32(rng.NormFloat64())
+			}
+			ldo := total + 5
+			got := make([]float32, m*ldo)
+			for i := range got {
+				got[i] = float32(i % 7)
+			}
+			want := slices.Clone(got)
+			b.project(w, m, x, cols, got, ldo, acc)
+			off := 0
+			for _, p := range parts {
+				alone := make([]float32, m*p.Rows)
+				for i := range m {
+					copy(alone[i*p.Rows:(i+1)*p.Rows], want[i*ldo+off:])
+				}
+				b.mul.MatMul(p, m, x, cols, alone, p.Rows, acc)
+				for i := range m {
+					copy(want[i*ldo+off:], alone[i*p.Rows:(i+1)*p.Rows])
+				}
+				off += p.Rows
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("m=%d accumulate=%v: the parts' products differ from each part alone", m, acc)
+			}
+		}
 	}
 }
