@@ -69,7 +69,7 @@ func (sc *schemaCompiler) exclusiveOneOf(p *parsed) error {
 	p.oneOfDone = true
 	for _, i := range p.oneOf {
 		alts := p.alternatives[i]
-		err := sc.checkDisjoint(alts)
+		err := sc.checkDisjoint(alts, p.s)
 		if err == nil {
 			continue
 		}
@@ -103,8 +103,11 @@ func (sc *schemaCompiler) exclusiveOneOf(p *parsed) error {
 }
 
 // checkDisjoint accepts oneOf only when at most one branch can match any
-// instance; otherwise treating it as anyOf could accept invalid documents.
-func (sc *schemaCompiler) checkDisjoint(alts []*jsonValue) error {
+// instance that also satisfies ctx (the schema's own keywords beside the
+// oneOf, which every valid instance satisfies too: `"type":"object"` next
+// to branches that only list properties); otherwise treating it as anyOf
+// could accept invalid documents. ctx may be nil.
+func (sc *schemaCompiler) checkDisjoint(alts []*jsonValue, ctx *constraints) error {
 	if len(alts) < 2 {
 		return nil
 	}
@@ -114,7 +117,18 @@ func (sc *schemaCompiler) checkDisjoint(alts []*jsonValue) error {
 		if err != nil {
 			return err
 		}
-		all = append(all, e)
+		var in []*constraints
+		for _, x := range e {
+			if ctx != nil {
+				if m, err := merge(x, ctx); err == nil {
+					x = m
+				}
+			}
+			if x.types != 0 {
+				in = append(in, x)
+			}
+		}
+		all = append(all, in)
 	}
 	for i := range all {
 		for j := i + 1; j < len(all); j++ {

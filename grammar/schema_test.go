@@ -81,6 +81,11 @@ var schemaCases = []schemaCase{
 	// at most one item is always unique
 	{"uniqueItems of one item", `{"type":"array","items":{"type":"string"},"uniqueItems":true,"maxItems":1}`,
 		[]string{`[]`, `["x"]`}, []string{`["x","y"]`}},
+	// oneOf branches that only list object keywords are disjoint among
+	// objects, which the sibling type makes every instance
+	{"oneOf disjoint under the sibling type", `{"type":"object","oneOf":[{"properties":{"a":{},"t":{"enum":["x","y"]}},"required":["a","t"],"additionalProperties":false},{"properties":{"b":{},"t":{"enum":["z"]}},"required":["t"],"additionalProperties":false}]}`,
+		[]string{`{"a":1,"t":"x"}`, `{"t":"z","b":2}`, `{"t":"z"}`},
+		[]string{`{"a":1,"t":"z"}`, `{"t":"x"}`, `{}`, `"s"`, `{"t":"z","a":1}`}},
 	{"enum and const together", `{"enum":["a","b","c"],"const":"c"}`, []string{`"c"`}, []string{`"a"`, `"b"`}},
 	// decimal bounds are exact: values between the bound and the next integer pass, and
 	// so do trailing zeros at a bound (MaskBench false rejections)
