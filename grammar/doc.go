@@ -82,7 +82,9 @@
 //   - additional keys exclude every defined name, escaped or not, so a
 //     defined name appears at most once; patternProperties keys are split by
 //     which patterns they match;
-//   - `\s`, `\S`, `\d`, `.` take the narrowest meaning across regex dialects;
+//   - `\s`, `\S`, `\d`, `\w`, `.` take the narrowest meaning across regex
+//     dialects, and in `not` of a pattern the widest (Python's Unicode classes,
+//     '$' before a final newline), whose complement holds in every dialect;
 //     dates exclude Feb 29 and leap seconds; email and hostname are
 //     conservative subsets, uri and uri-reference RFC 3986's ASCII syntax;
 //     none of these is negated (their complement would be too wide);

@@ -191,9 +191,6 @@ func (sc *schemaCompiler) negateValue(v *jsonValue, k string, x *jsonValue, dept
 		if k == kwNotPattern {
 			return sc.synthObject("type", sc.synthString("string"), "pattern", x), nil
 		}
-		if !dialectFree(x.str) {
-			return nil, errf("not: cannot negate pattern %q: \\d, \\s, \\w, '.' and '$' mean different sets in different regex dialects, and the grammar uses the narrowest", x.str)
-		}
 		return sc.synthObject("type", sc.synthString("string"), kwNotPattern, x), nil
 	case "format":
 		if x.kind != jsonString {
@@ -427,28 +424,4 @@ func (sc *schemaCompiler) negateType(x *jsonValue) (*jsonValue, error) {
 		alts = append(alts, sc.synthTypes(rest...))
 	}
 	return sc.anyOfOrOnly(alts), nil
-}
-
-// dialectFree reports whether pattern means the same set in every common
-// regex dialect, as far as negating it goes: no class escapes (\d \s \w and
-// their complements), no '.' outside a class, no '$' (some dialects match it
-// before a final newline), no word boundaries.
-func dialectFree(pattern string) bool {
-	inClass := false
-	for i := 0; i < len(pattern); i++ {
-		switch c := pattern[i]; {
-		case c == '\\':
-			if i+1 < len(pattern) && slices.Contains([]byte("dDsSwWbB"), pattern[i+1]) {
-				return false
-			}
-			i++
-		case c == '[':
-			inClass = true
-		case c == ']':
-			inClass = false
-		case !inClass && (c == '.' || c == '$'):
-			return false
-		}
-	}
-	return true
 }

@@ -44,7 +44,8 @@ func (sc *schemaCompiler) stringDFA(s *constraints) (*chardfa.DFA, error) {
 		}
 	}
 	for _, p := range s.notPatterns {
-		x, err := chardfa.Regex(p, true)
+		// the widest reading of the pattern, so its complement holds in every dialect
+		x, err := chardfa.RegexWide(p, true)
 		if err != nil {
 			return nil, inKeyword("not: pattern", err)
 		}

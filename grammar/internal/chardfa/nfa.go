@@ -212,10 +212,22 @@ const regexCacheMax = 4096
 
 // Regex returns the DFA of pat: anchored, or matching anywhere in the
 // string when search is set (JSON Schema pattern semantics).
-func Regex(pat string, search bool) (*DFA, error) {
+func Regex(pat string, search bool) (*DFA, error) { return regex(pat, search, false) }
+
+// RegexWide is Regex with the widest meaning any common dialect gives \d,
+// \w, \s, '.' and a final '$' (Python's Unicode classes, '$' before a final
+// newline): a language containing every dialect's, whose complement is
+// therefore a sound "does not match the pattern" (Regex's narrow meanings
+// make its language contained in every dialect's, sound for "matches").
+func RegexWide(pat string, search bool) (*DFA, error) { return regex(pat, search, true) }
+
+func regex(pat string, search, wide bool) (*DFA, error) {
 	key := "a" + pat
 	if search {
 		key = "s" + pat
+	}
+	if wide {
+		key = "w" + key
 	}
 	regexCache.Lock()
 	d, ok := regexCache.m[key]
@@ -223,7 +235,7 @@ func Regex(pat string, search bool) (*DFA, error) {
 	if ok {
 		return d, nil
 	}
-	d, err := buildRegexDFA(pat, search)
+	d, err := buildRegexDFA(pat, search, wide)
 	if err != nil {
 		return nil, err
 	}
@@ -239,8 +251,8 @@ func Regex(pat string, search bool) (*DFA, error) {
 	return d, nil
 }
 
-func buildRegexDFA(pat string, search bool) (*DFA, error) {
-	r, err := parseRegex(pat)
+func buildRegexDFA(pat string, search, wide bool) (*DFA, error) {
+	r, err := parseRegex(pat, wide)
 	if err != nil {
 		return nil, err
 	}
@@ -267,6 +279,9 @@ func buildRegexDFA(pat string, search bool) (*DFA, error) {
 		if len(items) > 0 && items[len(items)-1].op == rEOL {
 			eol = true
 			items = items[:len(items)-1]
+			if wide { // Python's '$' also matches before a final newline
+				items = append(items, &rnode{op: rRepeat, subs: []*rnode{{op: rClass, ranges: []Range{{'\n', '\n'}}}}, min: 0, max: 1})
+			}
 		}
 		var seq []*rnode
 		if !bol {

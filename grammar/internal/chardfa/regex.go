@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"unicode"
 )
 
 // MaxRune is the largest code point.
@@ -43,14 +44,22 @@ type rnode struct {
 type rparser struct {
 	s   []rune
 	pos int
+	// wide: give \d \w \s '.' the widest meaning any common dialect
+	// gives them (for a language that contains every dialect's, which
+	// negation needs); inNeg flips it inside a negated class, whose
+	// complement makes the narrow meaning the wide one
+	wide, inNeg bool
 }
+
+// widening is whether escapes at the current position take wide meanings.
+func (p *rparser) widening() bool { return p.wide != p.inNeg }
 
 func regexErr(pat, msg string) error {
 	return fmt.Errorf("regex %q: %s", pat, msg)
 }
 
-func parseRegex(pat string) (*rnode, error) {
-	p := &rparser{s: []rune(pat)}
+func parseRegex(pat string, wide bool) (*rnode, error) {
+	p := &rparser{s: []rune(pat), wide: wide}
 	n, err := p.alt()
 	if err != nil {
 		return nil, regexErr(pat, err.Error())
@@ -190,6 +199,9 @@ func (p *rparser) atom() (*rnode, error) {
 	case '$':
 		return &rnode{op: rEOL}, nil
 	case '.':
+		if p.wide {
+			return &rnode{op: rClass, ranges: negate([]Range{{'\n', '\n'}})}, nil
+		}
 		return &rnode{op: rClass, ranges: negate([]Range{{'\n', '\n'}, {'\r', '\r'}, {0x2028, 0x2029}})}, nil
 	case '(':
 		if p.more() && p.peek() == '?' {
@@ -257,7 +269,25 @@ var (
 	// everything any dialect calls space, so neither over-accepts.
 	spaceNarrow = []Range{{'\t', '\r'}, {' ', ' '}}
 	spaceWide   = []Range{{'\t', '\r'}, {0x1c, ' '}, {0x85, 0x85}, {0xa0, 0xa0}, {0x1680, 0x1680}, {0x2000, 0x200a}, {0x2028, 0x2029}, {0x202f, 0x202f}, {0x205f, 0x205f}, {0x3000, 0x3000}, {0xfeff, 0xfeff}}
+	// digitWide and wordWide hold everything any common dialect's \d and
+	// \w match (Python's: Unicode digits; letters, numbers and _; marks and
+	// connector punctuation added), each table range taken whole (a
+	// superset where a table strides)
+	digitWide = normRanges(append(tableRanges(unicode.N), digitRanges...))
+	wordWide  = normRanges(append(append(append(append(tableRanges(unicode.L), tableRanges(unicode.N)...), tableRanges(unicode.M)...), tableRanges(unicode.Pc)...), wordRanges...))
 )
+
+// tableRanges is a superset of t's code points as ranges (strided ranges taken whole).
+func tableRanges(t *unicode.RangeTable) []Range {
+	var rs []Range
+	for _, r := range t.R16 {
+		rs = append(rs, Range{rune(r.Lo), rune(r.Hi)})
+	}
+	for _, r := range t.R32 {
+		rs = append(rs, Range{rune(r.Lo), rune(r.Hi)})
+	}
+	return rs
+}
 
 // escape parses after a backslash; inClass selects class-context meanings.
 func (p *rparser) escape(inClass bool) ([]Range, error) {
@@ -267,19 +297,38 @@ func (p *rparser) escape(inClass bool) ([]Range, error) {
 	c := p.peek()
 	p.pos++
 	one := func(r rune) ([]Range, error) { return []Range{{r, r}}, nil }
+	wide := p.widening()
 	switch c {
 	case 'd':
+		if wide {
+			return digitWide, nil
+		}
 		return digitRanges, nil
 	case 'D':
+		if wide {
+			return negate(digitRanges), nil
+		}
 		// Some dialects' \d covers all Unicode digits; stay ASCII-only outside them.
 		return negate(append([]Range{{'0', '9'}}, Range{0x80, MaxRune})), nil
 	case 'w':
+		if wide {
+			return wordWide, nil
+		}
 		return wordRanges, nil
 	case 'W':
+		if wide {
+			return negate(wordRanges), nil
+		}
 		return negate(append(append([]Range{}, wordRanges...), Range{0x80, MaxRune})), nil
 	case 's':
+		if wide {
+			return spaceWide, nil
+		}
 		return spaceNarrow, nil
 	case 'S':
+		if wide {
+			return negate(spaceNarrow), nil
+		}
 		return negate(spaceWide), nil
 	case 'n':
 		return one('\n')
@@ -346,6 +395,8 @@ func (p *rparser) class() (*rnode, error) {
 		neg = true
 		p.pos++
 	}
+	p.inNeg = neg
+	defer func() { p.inNeg = false }()
 	var rs []Range
 	first := true
 	for {
