@@ -48,6 +48,7 @@ type constraints struct {
 	loEx          bool     // lo is exclusive
 	hiEx          bool     // hi is exclusive
 	mults         []*big.Rat
+	notMults      []*big.Int   // integers an integer instance is not a multiple of (from not)
 	excluded      []*jsonValue // values the instance may not equal (from not)
 	notPatterns   []string     // patterns a string may not match (from not)
 	fractional    bool         // numbers with a non-zero fraction only (not an integer)
@@ -96,6 +97,7 @@ func (s *constraints) clone() *constraints {
 	c.patterns = slices.Clone(s.patterns)
 	c.formats = slices.Clone(s.formats)
 	c.mults = slices.Clone(s.mults)
+	c.notMults = slices.Clone(s.notMults)
 	c.excluded = slices.Clone(s.excluded)
 	c.notPatterns = slices.Clone(s.notPatterns)
 	c.contains = slices.Clone(s.contains)
@@ -144,6 +146,7 @@ func merge(a, b *constraints) (*constraints, error) {
 		m.setHi(b.hi, b.hiEx)
 	}
 	m.mults = append(m.mults, b.mults...)
+	m.notMults = append(m.notMults, b.notMults...)
 	m.excluded = append(m.excluded, b.excluded...)
 	m.notPatterns = append(m.notPatterns, b.notPatterns...)
 	m.fractional = a.fractional || b.fractional

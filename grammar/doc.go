@@ -110,7 +110,9 @@
 // keywords (empty.go), never a grammar that fails at run time.
 //
 // `not` is compiled by rewriting its schema into the schema of what fails it
-// (not.go), refused where that cannot be exact.
+// (not.go), refused where that cannot be exact (or narrower): of an integer
+// multipleOf k, the integers k does not divide and the numbers with a
+// fraction.
 //
 // minProperties/maxProperties beyond what the named members decide are
 // counted (buildCountedObject; toward the minimum, extra keys count once, as

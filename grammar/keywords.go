@@ -107,6 +107,14 @@ func init() {
 	keywordHandlers["not"] = notKeyword
 	keywordHandlers[kwExcluded] = excludedKeyword
 	keywordHandlers[kwNotPattern] = notPatternKeyword
+	keywordHandlers[kwNotMultiple] = func(_ *schemaCompiler, _ *jsonValue, _ string, v *jsonValue, p *parsed) error {
+		r, ok := numRat(v.num)
+		if v.kind != jsonNumber || !ok || !r.IsInt() {
+			return errf("internal: bad %s", kwNotMultiple)
+		}
+		p.s.notMults = append(p.s.notMults, r.Num())
+		return nil
+	}
 	keywordHandlers[kwFractional] = func(_ *schemaCompiler, _ *jsonValue, _ string, _ *jsonValue, p *parsed) error {
 		p.s.fractional = true
 		return nil
@@ -133,7 +141,7 @@ func (sc *schemaCompiler) parseKeywords(j *jsonValue, p *parsed) error {
 		if unsupportedKeys[k] {
 			return errf("unsupported keyword %q", k)
 		}
-		if (k == kwExcluded || k == kwNotPattern || k == kwFractional) && j.id >= 0 {
+		if (k == kwExcluded || k == kwNotPattern || k == kwFractional || k == kwNotMultiple) && j.id >= 0 {
 			continue // private to synthesized schemas
 		}
 		if h := keywordHandlers[k]; h != nil {

@@ -19,9 +19,10 @@ import (
 // them: no JSON Schema keyword starts with a NUL, and parseKeywords reads
 // them only in synthesized nodes (negative ids).
 const (
-	kwExcluded     = "\x00excluded"   // array of values the instance may not equal
-	kwNotPattern   = "\x00notPattern" // a pattern the string may not match
-	kwFractional   = "\x00fractional" // true: a number with a non-zero fraction (not an integer)
+	kwExcluded     = "\x00excluded"    // array of values the instance may not equal
+	kwNotPattern   = "\x00notPattern"  // a pattern the string may not match
+	kwFractional   = "\x00fractional"  // true: a number with a non-zero fraction (not an integer)
+	kwNotMultiple  = "\x00notMultiple" // an integer the (integer) instance is not a multiple of
 	maxNegateDepth = 16
 )
 
@@ -161,6 +162,7 @@ func init() {
 	negators["not"] = (*schemaCompiler).negateApplicator
 	negators["$ref"] = (*schemaCompiler).negateApplicator
 	negators["if"] = (*schemaCompiler).negateApplicator
+	negators["multipleOf"] = (*schemaCompiler).negateMultiple
 	negators["required"] = (*schemaCompiler).negateContainer
 	negators["properties"] = (*schemaCompiler).negateContainer
 	negators["items"] = (*schemaCompiler).negateContainer
@@ -390,6 +392,24 @@ func (sc *schemaCompiler) negateContainer(v *jsonValue, k string, x *jsonValue, 
 		return sc.synthObject("type", sc.synthString("array"), "items", n), nil
 	}
 	return nil, errf("not: cannot negate %q", k)
+}
+
+// negateMultiple negates an integer multipleOf k: an integer k does not
+// divide, or a number with a fraction (no multiple of an integer has one);
+// like every number keyword it holds for other types, so its negation
+// wants a number. A fractional multipleOf is refused.
+func (sc *schemaCompiler) negateMultiple(_ *jsonValue, _ string, x *jsonValue, _ int) (*jsonValue, error) {
+	r, ok := numRat(x.num)
+	if x.kind != jsonNumber || !ok || r.Sign() <= 0 {
+		return nil, errf("multipleOf must be a positive number")
+	}
+	if !r.IsInt() {
+		return nil, errf("not: cannot negate multipleOf %s (only integer ones)", r.RatString())
+	}
+	return sc.anyOfOrOnly([]*jsonValue{
+		sc.synthObject("type", sc.synthString("integer"), kwNotMultiple, x),
+		sc.synthObject("type", sc.synthString("number"), kwFractional, sc.synthBool(true)),
+	}), nil
 }
 
 // negateType is the schema of the instances whose type is not in x.

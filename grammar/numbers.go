@@ -59,6 +59,9 @@ func (sc *schemaCompiler) numFrag(s *constraints) (fragment, error) {
 			return fragment{}, errf("not: excluding a number from non-integer numbers is not supported")
 		}
 	}
+	if len(s.notMults) > 0 {
+		return fragment{}, errf("not: multipleOf on non-integer numbers is not supported")
+	}
 	return sc.decimalFrag(s, fracDigits)
 }
 
@@ -137,6 +140,14 @@ func (sc *schemaCompiler) integerFrag(s *constraints, k *big.Int) (fragment, err
 		}
 		if d.Empty() {
 			return sc.never(fmt.Sprintf("multipleOf %s: no multiple within minimum/maximum", k)), nil
+		}
+	}
+	for _, nk := range s.notMults {
+		if !nk.IsInt64() || nk.Int64() > 10000 {
+			return fragment{}, errf("not: multipleOf %s is too large", nk)
+		}
+		if d, err = chardfa.Intersect(d, chardfa.Complement(chardfa.Multiples(int(nk.Int64())))); err != nil {
+			return fragment{}, err
 		}
 	}
 	if ex := excludedIntegers(s); ex != "" {

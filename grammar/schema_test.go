@@ -89,6 +89,11 @@ var schemaCases = []schemaCase{
 	// not pattern takes the pattern's widest reading across dialects
 	{"not a dialect-dependent pattern", `{"type":"string","not":{"pattern":"^\\w+\\s\\d$"}}`,
 		[]string{`"ab 1x"`, `"a1"`, `""`, `"ab\t"`}, []string{`"ab 1"`, `"a_ 9"`, `"x\t0"`}},
+	// not multipleOf k: integers k does not divide, fractions, other types
+	{"not multipleOf", `{"type":["number","string"],"not":{"multipleOf":3},"maximum":20}`,
+		[]string{`1`, `-4`, `20`, `1.5`}, []string{`3`, `0`, `-9`, `18`, `21`, `"s"`}},
+	{"oneOf of integers by multiples", `{"type":"integer","minimum":0,"maximum":30,"oneOf":[{"multipleOf":3},{"multipleOf":5}]}`,
+		[]string{`3`, `5`, `9`, `25`}, []string{`15`, `0`, `30`, `7`}},
 	{"enum and const together", `{"enum":["a","b","c"],"const":"c"}`, []string{`"c"`}, []string{`"a"`, `"b"`}},
 	// decimal bounds are exact: values between the bound and the next integer pass, and
 	// so do trailing zeros at a bound (MaskBench false rejections)
