@@ -54,6 +54,7 @@ type constraints struct {
 	fractional    bool         // numbers with a non-zero fraction only (not an integer)
 	contains      []*jsonValue // schemas some item must be valid against (each)
 	unique        bool         // uniqueItems: no two items are equal
+	witness       []keyWitness // members the object must have one of each (from not)
 	// conflict says why no value satisfies these constraints once types is
 	// 0 (for the compile error of a schema that allows no document)
 	conflict string
@@ -64,6 +65,19 @@ type constraints struct {
 	// gave its tail schema. Closing each schema alone would forbid the keys
 	// and items the others list.
 	closeKeys, openKeys, closeItems, openItems bool
+}
+
+// keyWitness asks for a member whose key is none of excludedNames, matches
+// none of excludedPatterns (in their widest reading), matches pattern ("" any)
+// and is valid against keySchema (nil any), and whose value is valid
+// against value: the members that make additionalProperties,
+// patternProperties or propertyNames fail (not.go).
+type keyWitness struct {
+	excludedNames    []string
+	excludedPatterns []string
+	pattern          string
+	keySchema        *jsonValue
+	value            *jsonValue
 }
 
 type prop struct {
@@ -98,6 +112,7 @@ func (s *constraints) clone() *constraints {
 	c.formats = slices.Clone(s.formats)
 	c.mults = slices.Clone(s.mults)
 	c.notMults = slices.Clone(s.notMults)
+	c.witness = slices.Clone(s.witness)
 	c.excluded = slices.Clone(s.excluded)
 	c.notPatterns = slices.Clone(s.notPatterns)
 	c.contains = slices.Clone(s.contains)
@@ -152,6 +167,7 @@ func merge(a, b *constraints) (*constraints, error) {
 	m.fractional = a.fractional || b.fractional
 	m.contains = append(m.contains, b.contains...)
 	m.unique = a.unique || b.unique
+	m.witness = append(m.witness, b.witness...)
 	return m, nil
 }
 

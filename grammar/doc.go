@@ -112,7 +112,11 @@
 // `not` is compiled by rewriting its schema into the schema of what fails it
 // (not.go), refused where that cannot be exact (or narrower): of an integer
 // multipleOf k, the integers k does not divide and the numbers with a
-// fraction.
+// fraction; of additionalProperties, patternProperties or propertyNames,
+// an object with a witness member (a key they govern whose value fails
+// them, or a key failing propertyNames): each position of the object
+// exists before and after the witness (objectWitness), and a witness among
+// the extra keys must match none of the object's patterns.
 //
 // minProperties/maxProperties beyond what the named members decide are
 // counted (buildCountedObject; toward the minimum, extra keys count once, as

@@ -115,6 +115,27 @@ func init() {
 		p.s.notMults = append(p.s.notMults, r.Num())
 		return nil
 	}
+	keywordHandlers[kwWitness] = func(_ *schemaCompiler, _ *jsonValue, _ string, v *jsonValue, p *parsed) error {
+		w := keyWitness{value: v.get("value"), keySchema: v.get("keySchema")}
+		strs := func(key string) []string {
+			var out []string
+			if a := v.get(key); a != nil {
+				for _, e := range a.arr {
+					out = append(out, e.str)
+				}
+			}
+			return out
+		}
+		w.excludedNames, w.excludedPatterns = strs("names"), strs("patterns")
+		if pat := v.get("pattern"); pat != nil {
+			w.pattern = pat.str
+		}
+		if w.value == nil {
+			return errf("internal: bad %s", kwWitness)
+		}
+		p.s.witness = append(p.s.witness, w)
+		return nil
+	}
 	keywordHandlers[kwFractional] = func(_ *schemaCompiler, _ *jsonValue, _ string, _ *jsonValue, p *parsed) error {
 		p.s.fractional = true
 		return nil
@@ -141,7 +162,7 @@ func (sc *schemaCompiler) parseKeywords(j *jsonValue, p *parsed) error {
 		if unsupportedKeys[k] {
 			return errf("unsupported keyword %q", k)
 		}
-		if (k == kwExcluded || k == kwNotPattern || k == kwFractional || k == kwNotMultiple) && j.id >= 0 {
+		if (k == kwExcluded || k == kwNotPattern || k == kwFractional || k == kwNotMultiple || k == kwWitness) && j.id >= 0 {
 			continue // private to synthesized schemas
 		}
 		if h := keywordHandlers[k]; h != nil {

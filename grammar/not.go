@@ -23,6 +23,7 @@ const (
 	kwNotPattern   = "\x00notPattern"  // a pattern the string may not match
 	kwFractional   = "\x00fractional"  // true: a number with a non-zero fraction (not an integer)
 	kwNotMultiple  = "\x00notMultiple" // an integer the (integer) instance is not a multiple of
+	kwWitness      = "\x00witness"     // a member the object must have (see keyWitness)
 	maxNegateDepth = 16
 )
 
@@ -163,6 +164,9 @@ func init() {
 	negators["$ref"] = (*schemaCompiler).negateApplicator
 	negators["if"] = (*schemaCompiler).negateApplicator
 	negators["multipleOf"] = (*schemaCompiler).negateMultiple
+	negators["additionalProperties"] = (*schemaCompiler).negateMembers
+	negators["patternProperties"] = (*schemaCompiler).negateMembers
+	negators["propertyNames"] = (*schemaCompiler).negateMembers
 	negators["required"] = (*schemaCompiler).negateContainer
 	negators["properties"] = (*schemaCompiler).negateContainer
 	negators["items"] = (*schemaCompiler).negateContainer
@@ -444,4 +448,66 @@ func (sc *schemaCompiler) negateType(x *jsonValue) (*jsonValue, error) {
 		alts = append(alts, sc.synthTypes(rest...))
 	}
 	return sc.anyOfOrOnly(alts), nil
+}
+
+// negateMembers negates the keywords about members other than the named
+// ones: some member fails them. additionalProperties fails on a key outside
+// properties and patternProperties whose value fails its schema;
+// patternProperties on a key matching a pattern whose value fails that
+// pattern's schema; propertyNames on a key that fails the name schema.
+func (sc *schemaCompiler) negateMembers(v *jsonValue, k string, x *jsonValue, depth int) (*jsonValue, error) {
+	witness := func(kv ...any) *jsonValue {
+		return sc.synthObject("type", sc.synthString("object"), kwWitness, sc.synthObject(kv...))
+	}
+	isFalse := func(j *jsonValue) bool { return j.kind == jsonBool && !j.b }
+	switch k {
+	case "additionalProperties":
+		if !isSchema(x) {
+			return nil, errf("additionalProperties must be a schema")
+		}
+		n, err := sc.negate(x, depth+1)
+		if err != nil || isFalse(n) {
+			return nil, err // every value passes: nothing fails the keyword
+		}
+		var names, pats []*jsonValue
+		if p := v.get("properties"); p != nil && p.kind == jsonObject {
+			for _, name := range p.keys {
+				names = append(names, sc.synthString(name))
+			}
+		}
+		if p := v.get("patternProperties"); p != nil && p.kind == jsonObject {
+			for _, pat := range p.keys {
+				pats = append(pats, sc.synthString(pat))
+			}
+		}
+		return witness("names", sc.synthArray(names...), "patterns", sc.synthArray(pats...), "value", n), nil
+	case "patternProperties":
+		if x.kind != jsonObject {
+			return nil, errf("patternProperties must be an object")
+		}
+		var alts []*jsonValue
+		for i, pat := range x.keys {
+			n, err := sc.negate(x.vals[i], depth+1)
+			if err != nil {
+				return nil, err
+			}
+			if !isFalse(n) {
+				alts = append(alts, witness("pattern", sc.synthString(pat), "value", n))
+			}
+		}
+		if len(alts) == 0 {
+			return nil, nil
+		}
+		return sc.anyOfOrOnly(alts), nil
+	case "propertyNames":
+		if !isSchema(x) {
+			return nil, errf("propertyNames must be a schema")
+		}
+		n, err := sc.negate(x, depth+1)
+		if err != nil || isFalse(n) {
+			return nil, err
+		}
+		return witness("keySchema", n, "value", sc.synthBool(true)), nil
+	}
+	return nil, errf("not: cannot negate %q", k)
 }

@@ -63,6 +63,13 @@ func (sc *schemaCompiler) objFrag(s *constraints) (fragment, error) {
 		}
 		extra = r
 	}
+	wit, err := sc.objectWitness(s, om)
+	if err != nil {
+		return fragment{}, err
+	}
+	if wit != nil && (needMin || needMax) {
+		return fragment{}, errf("not of additionalProperties, patternProperties or propertyNames together with minProperties/maxProperties is not supported")
+	}
 	if needMin || needMax {
 		minP, maxP := s.minProps, -1
 		if needMax {
@@ -73,7 +80,109 @@ func (sc *schemaCompiler) objFrag(s *constraints) (fragment, error) {
 		}
 		return sc.buildCountedObject(om, extra, minP, maxP), nil
 	}
-	return sc.buildObject(om, extra), nil
+	return sc.buildObject(om, extra, wit), nil
+}
+
+// objWitness is an object's need for at least one member whose key is in
+// keys and whose value is also valid against value: what fails
+// additionalProperties, patternProperties or propertyNames (from not).
+type objWitness struct {
+	keys  *chardfa.DFA
+	value []*jsonValue
+	extra int32 // rule of an extra member that is a witness, or -1
+}
+
+// valueOr is w's value schemas (nil for no witness).
+func (w *objWitness) valueOr() []*jsonValue {
+	if w == nil {
+		return nil
+	}
+	return w.value
+}
+
+// objectWitness builds s's witness requirement (nil none). A witness among
+// the extra keys must match none of the object's patternProperties (so only
+// its additional schema and the witness value apply): narrower, never wider.
+func (sc *schemaCompiler) objectWitness(s *constraints, om *objectMembers) (*objWitness, error) {
+	switch len(s.witness) {
+	case 0:
+		return nil, nil
+	case 1:
+	default:
+		return nil, errf("more than one not of additionalProperties, patternProperties or propertyNames on one object is not supported")
+	}
+	kw := s.witness[0]
+	d := chardfa.Length(0, -1)
+	and := func(x *chardfa.DFA, err error) error {
+		if err == nil {
+			d, err = chardfa.Intersect(d, x)
+		}
+		return err
+	}
+	if len(kw.excludedNames) > 0 {
+		if err := and(chardfa.Exclude(kw.excludedNames), nil); err != nil {
+			return nil, err
+		}
+	}
+	for _, p := range kw.excludedPatterns {
+		x, err := chardfa.RegexWide(p, true)
+		if err != nil {
+			return nil, inKeyword("not: patternProperties", err)
+		}
+		if err := and(chardfa.Complement(x), nil); err != nil {
+			return nil, err
+		}
+	}
+	if kw.pattern != "" {
+		if err := and(chardfa.Regex(kw.pattern, true)); err != nil {
+			return nil, inKeyword("not: patternProperties", err)
+		}
+	}
+	if kw.keySchema != nil {
+		disj, err := sc.expand([]*jsonValue{kw.keySchema})
+		if err != nil {
+			return nil, err
+		}
+		if len(disj) != 1 || disj[0].hasEnum || disj[0].types&tStr == 0 {
+			return nil, errf("not: cannot negate this propertyNames schema")
+		}
+		kd, err := sc.stringDFA(disj[0])
+		if err != nil {
+			return nil, err
+		}
+		if kd != nil {
+			if err := and(kd, nil); err != nil {
+				return nil, err
+			}
+		}
+	}
+	w := &objWitness{keys: d, value: []*jsonValue{kw.value}, extra: -1}
+	if om.extra && !s.noAdditional {
+		var names []string
+		for n := range om.names {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		// an extra key: none of the object's names, none of its patterns
+		x, err := chardfa.Intersect(d, chardfa.Exclude(names))
+		for _, pk := range om.patterns {
+			if err == nil {
+				x, err = chardfa.Intersect(x, chardfa.Complement(pk.d))
+			}
+		}
+		if err == nil && om.nameDFA != nil {
+			x, err = chardfa.Intersect(x, om.nameDFA)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if !x.Empty() {
+			b := sc.b
+			conj := append(slices.Clone(s.additional), kw.value)
+			w.extra = sc.newRule(b.seq(b.charString(x), sc.ws(), b.lit(":"), sc.ws(), sc.elem(conj)))
+		}
+	}
+	return w, nil
 }
 
 // buildCountedAnyOrder is buildCountedObject for an object small enough to
@@ -538,22 +647,44 @@ func planPositions(props []prop, required map[string]bool, reqOrder []string, bu
 // from every position that allows it, so a position costs a few nodes and
 // the member's key and value automata exist once; the members that loop
 // share one rule of their alternatives.
-func (sc *schemaCompiler) buildObject(om *objectMembers, extra int32) fragment {
+func (sc *schemaCompiler) buildObject(om *objectMembers, extra int32, wit *objWitness) fragment {
 	b := sc.b
 	props := om.props
 	plan := planPositions(props, om.required, om.reqOrder, &sc.keySites)
-	memberRule := make([]int32, len(props))
-	var looping []fragment
+	// layers: 1, or 2 with a witness (layer 1 after the witness member);
+	// the object closes only in the last layer
+	layers := 1
+	if wit != nil {
+		layers = 2
+	}
+	memberRule, witnessRule := make([]int32, len(props)), make([]int32, len(props))
+	var looping, loopingWitness []fragment
 	for i, p := range props {
+		witnessRule[i] = -1
+		canWitness := wit != nil && wit.keys.Matches(p.name)
+		wp := prop{p.name, append(slices.Clone(p.conj), wit.valueOr()...)}
 		if plan.loops[i] {
 			looping = append(looping, sc.memberBody(p))
-		} else {
-			memberRule[i] = sc.memberRule(p)
+			if canWitness {
+				loopingWitness = append(loopingWitness, sc.memberBody(wp))
+			}
+			continue
+		}
+		memberRule[i] = sc.memberRule(p)
+		if canWitness {
+			witnessRule[i] = sc.memberRule(wp)
 		}
 	}
-	loopRule := int32(-1)
+	loopRule, loopWitnessRule := int32(-1), int32(-1)
 	if len(looping) > 0 {
 		loopRule = sc.newRule(b.alt(looping...))
+	}
+	if len(loopingWitness) > 0 {
+		loopWitnessRule = sc.newRule(b.alt(loopingWitness...))
+	}
+	extraWitness := int32(-1)
+	if wit != nil {
+		extraWitness = wit.extra
 	}
 	open := b.seq(b.lit("{"), sc.ws())
 	end := b.node()
@@ -562,45 +693,62 @@ func (sc *schemaCompiler) buildObject(om *objectMembers, extra int32) fragment {
 		b.eps(from, f.in)
 		b.eps(f.out, end)
 	}
-	// written[pos]: at least one member written, at position pos; each
-	// position's members follow a comma from afterComma[pos]. Before the
-	// first member (open.out) the same members come without a comma.
-	written, afterComma := make([]int32, plan.n), make([]int32, plan.n)
-	for pos := range written {
-		written[pos], afterComma[pos] = b.node(), b.node()
-		c := b.seq(sc.ws(), b.lit(","), sc.ws())
-		b.eps(written[pos], c.in)
-		b.eps(c.out, afterComma[pos])
+	// written[l][pos]: at least one member written, at position pos of
+	// layer l; each position's members follow a comma from
+	// afterComma[l][pos]. Before the first member (open.out) the same
+	// members come without a comma.
+	written, afterComma := make([][]int32, layers), make([][]int32, layers)
+	for l := range layers {
+		written[l], afterComma[l] = make([]int32, plan.n), make([]int32, plan.n)
+		for pos := range written[l] {
+			written[l][pos], afterComma[l][pos] = b.node(), b.node()
+			c := b.seq(sc.ws(), b.lit(","), sc.ws())
+			b.eps(written[l][pos], c.in)
+			b.eps(c.out, afterComma[l][pos])
+		}
 	}
-	// members adds the edges of the members allowed at pos, leaving from
-	// node from; rules are called once per (from, destination).
-	members := func(from int32, pos int) {
+	call := func(from int32, rule int32, to int32) {
+		f := b.call(rule)
+		b.eps(from, f.in)
+		b.eps(f.out, to)
+	}
+	// members adds the edges of the members allowed at (layer l, pos),
+	// leaving from node from; rules are called once per (from, destination).
+	members := func(from int32, l, pos int) {
 		for i := range props {
 			if plan.loops[i] {
 				continue
 			}
 			for _, to := range plan.next(pos, i) {
-				f := b.call(memberRule[i])
-				b.eps(from, f.in)
-				b.eps(f.out, written[to])
+				call(from, memberRule[i], written[l][to])
+				if l == 0 && witnessRule[i] >= 0 {
+					call(from, witnessRule[i], written[1][to])
+				}
 			}
 		}
 		for _, r := range []int32{loopRule, extra} {
 			if r >= 0 {
-				f := b.call(r)
-				b.eps(from, f.in)
-				b.eps(f.out, written[pos])
+				call(from, r, written[l][pos])
+			}
+		}
+		if l == 0 {
+			for _, r := range []int32{loopWitnessRule, extraWitness} {
+				if r >= 0 {
+					call(from, r, written[1][pos])
+				}
 			}
 		}
 	}
-	members(open.out, 0)
-	for pos := range written {
-		members(afterComma[pos], pos)
-		if plan.close(pos) {
-			closeF(written[pos])
+	members(open.out, 0, 0)
+	for l := range layers {
+		for pos := range written[l] {
+			members(afterComma[l][pos], l, pos)
+			if plan.close(pos) && l == layers-1 {
+				closeF(written[l][pos])
+			}
 		}
 	}
-	if plan.close(0) {
+	if plan.close(0) && layers == 1 {
 		closeF(open.out)
 	}
 	return fragment{open.in, end}

@@ -94,6 +94,20 @@ var schemaCases = []schemaCase{
 		[]string{`1`, `-4`, `20`, `1.5`}, []string{`3`, `0`, `-9`, `18`, `21`, `"s"`}},
 	{"oneOf of integers by multiples", `{"type":"integer","minimum":0,"maximum":30,"oneOf":[{"multipleOf":3},{"multipleOf":5}]}`,
 		[]string{`3`, `5`, `9`, `25`}, []string{`15`, `0`, `30`, `7`}},
+	// not of additionalProperties, patternProperties, propertyNames: some
+	// member fails them (a witness member the object must have)
+	{"not additionalProperties", `{"type":"object","not":{"properties":{"a":{}},"additionalProperties":false}}`,
+		[]string{`{"b":1}`, `{"a":1,"c":2}`, `{"c":[],"a":1}`}, []string{`{}`, `{"a":1}`}},
+	{"not additionalProperties of a schema", `{"type":"object","properties":{"a":{"type":"integer"}},"not":{"additionalProperties":{"type":"string"}}}`,
+		// the negated schema has no properties: "a" is additional to it
+		[]string{`{"b":1}`, `{"a":1,"c":null}`, `{"a":1}`, `{"a":1,"b":"s"}`}, []string{`{}`, `{"b":"s"}`, `{"b":"s","c":"t"}`}},
+	{"oneOf of closed objects", `{"oneOf":[{"type":"object","properties":{"d":{"const":"x"},"x":{"type":"boolean"}},"additionalProperties":false},{"type":"object","properties":{"d":{"const":"y"},"y":{"type":"boolean"}},"additionalProperties":false}]}`,
+		[]string{`{"x":true}`, `{"d":"y"}`, `{"d":"x","x":false}`, `{"y":false,"d":"y"}`},
+		[]string{`{}`, `{"d":"x","y":true}`, `{"x":1}`, `{"x":true,"y":true}`}},
+	{"not patternProperties", `{"type":"object","not":{"patternProperties":{"^n_":{"type":"number"}}}}`,
+		[]string{`{"n_a":"s"}`, `{"b":1,"n_":null}`}, []string{`{}`, `{"n_a":1}`, `{"b":"x"}`}},
+	{"not propertyNames", `{"type":"object","not":{"propertyNames":{"maxLength":2}}}`,
+		[]string{`{"abc":1}`, `{"a":1,"long":2}`}, []string{`{}`, `{"ab":1}`}},
 	{"enum and const together", `{"enum":["a","b","c"],"const":"c"}`, []string{`"c"`}, []string{`"a"`, `"b"`}},
 	// decimal bounds are exact: values between the bound and the next integer pass, and
 	// so do trailing zeros at a bound (MaskBench false rejections)
