@@ -114,9 +114,9 @@
 // multipleOf k, the integers k does not divide and the numbers with a
 // fraction; of additionalProperties, patternProperties or propertyNames,
 // an object with a witness member (a key they govern whose value fails
-// them, or a key failing propertyNames): each position of the object
-// exists before and after the witness (objectWitness), and a witness among
-// the extra keys must match none of the object's patterns.
+// them, or a key failing propertyNames), written last (a later member with
+// the same key would replace its value) and, among the extra keys,
+// matching none of the object's patterns (objectWitness).
 //
 // minProperties/maxProperties beyond what the named members decide are
 // counted (buildCountedObject; toward the minimum, extra keys count once, as

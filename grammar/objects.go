@@ -651,8 +651,8 @@ func (sc *schemaCompiler) buildObject(om *objectMembers, extra int32, wit *objWi
 	b := sc.b
 	props := om.props
 	plan := planPositions(props, om.required, om.reqOrder, &sc.keySites)
-	// layers: 1, or 2 with a witness (layer 1 after the witness member);
-	// the object closes only in the last layer
+	// layers: 1, or 2 with a witness (layer 1 after the witness member,
+	// which ends the object); the object closes only in the last layer
 	layers := 1
 	if wit != nil {
 		layers = 2
@@ -742,7 +742,12 @@ func (sc *schemaCompiler) buildObject(om *objectMembers, extra int32, wit *objWi
 	members(open.out, 0, 0)
 	for l := range layers {
 		for pos := range written[l] {
-			members(afterComma[l][pos], l, pos)
+			// The witness is the last member: a later member with its key
+			// (an extra key, or an optional member of a large object, may
+			// repeat) would replace its value, as a validator keeps the last.
+			if l == 0 {
+				members(afterComma[l][pos], l, pos)
+			}
 			if plan.close(pos) && l == layers-1 {
 				closeF(written[l][pos])
 			}
