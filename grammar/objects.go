@@ -49,6 +49,11 @@ func (sc *schemaCompiler) objFrag(s *constraints) (fragment, error) {
 	}
 	needMin := s.minProps > nReq
 	needMax := s.maxProps >= 0 && (om.extra || len(om.props) > s.maxProps)
+	if needMin && om.extra && s.minProps > len(om.props)+1 {
+		// distinct keys are what counts, and an automaton cannot tell a
+		// repeated extra key from a new one: only the first is sure
+		return fragment{}, errf("minProperties %d needs more keys than the %d named properties and one extra key, the most that can be told apart (extra keys may repeat)", s.minProps, len(om.props))
+	}
 	if needMin && needMax && om.extra {
 		return fragment{}, errf("minProperties and maxProperties together with additional keys are not supported")
 	}

@@ -325,6 +325,7 @@ func TestCompileErrors(t *testing.T) {
 		`{"type":"string","not":{"format":"email"}}`:                                     "not",
 		`{"type":"array","uniqueItems":true}`:                                            "uniqueItems",
 		`{"type":"array","items":{"type":"string"},"uniqueItems":true}`:                  "uniqueItems",
+		`{"type":"object","properties":{"a":{}},"minProperties":3}`:                      "minProperties",
 		`{"type":"array","not":{"uniqueItems":true}}`:                                    "uniqueItems",
 		`{"type":"string","pattern":"(?=a)b"}`:                                           "pattern",
 		`{"type":"string","pattern":"(a"}`:                                               "pattern",
