@@ -44,11 +44,23 @@ func (g *Grammar) productive() []bool {
 		preds[fill[t]] = p
 		fill[t]++
 	}
-	callers := map[int32][]int32{} // rule -> its call nodes
-	starts := map[int32][]int32{}  // node -> the rules starting there
+	// callers of each rule, and the rules starting at each node, as
+	// linked lists threaded through slices (maps cost a third of this
+	// function on large grammars)
+	firstCaller := make([]int32, len(g.rules)) // rule -> a call node, or -1
+	nextCaller := make([]int32, n)             // call node -> another call node of its rule, or -1
+	firstStart := make([]int32, n)             // node -> a rule starting there, or -1
+	nextStart := make([]int32, len(g.rules))   // rule -> another rule starting at its node, or -1
+	for i := range firstCaller {
+		firstCaller[i] = -1
+	}
+	for i := range firstStart {
+		firstStart[i] = -1
+	}
 	for r, s := range g.rules {
+		nextStart[r] = -1
 		if s >= 0 {
-			starts[s] = append(starts[s], int32(r))
+			nextStart[r], firstStart[s] = firstStart[s], int32(r)
 		}
 	}
 	for i := int32(0); i < n; i++ {
@@ -61,7 +73,7 @@ func (g *Grammar) productive() []bool {
 		}
 		if nd.call >= 0 {
 			add(nd.ret, -i-1)
-			callers[nd.call] = append(callers[nd.call], i)
+			nextCaller[i], firstCaller[nd.call] = firstCaller[nd.call], i
 		}
 	}
 	ruleProd := make([]bool, len(g.rules))
@@ -87,9 +99,9 @@ func (g *Grammar) productive() []bool {
 				mark(c)
 			}
 		}
-		for _, r := range starts[t] {
+		for r := firstStart[t]; r >= 0; r = nextStart[r] {
 			ruleProd[r] = true
-			for _, c := range callers[r] {
+			for c := firstCaller[r]; c >= 0; c = nextCaller[c] {
 				if prod[g.nodes[c].ret] {
 					mark(c)
 				}
