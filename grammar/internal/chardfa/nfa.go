@@ -2,6 +2,7 @@ package chardfa
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -19,6 +20,10 @@ type cedge struct {
 type cnfa struct {
 	edges [][]cedge
 	eps   [][]int32
+	// closure's scratch: visit stamps (seen[s] == gen: visited) and stack
+	seen  []uint32
+	gen   uint32
+	stack []int32
 }
 
 func (n *cnfa) add() int32 {
@@ -98,21 +103,26 @@ func (n *cnfa) build(r *rnode, budget *int) (int32, int32, error) {
 }
 
 func (n *cnfa) closure(set []int32) []int32 {
-	seen := map[int32]bool{}
+	// seen[s] == n.gen marks s visited in this call: one slice for every
+	// closure of a determinization instead of a map per call
+	if len(n.seen) < len(n.eps) {
+		n.seen = make([]uint32, len(n.eps))
+	}
+	n.gen++
 	var out []int32
-	var stack []int32
-	stack = append(stack, set...)
+	stack := append(n.stack[:0], set...)
 	for len(stack) > 0 {
 		s := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		if seen[s] {
+		if n.seen[s] == n.gen {
 			continue
 		}
-		seen[s] = true
+		n.seen[s] = n.gen
 		out = append(out, s)
 		stack = append(stack, n.eps[s]...)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	n.stack = stack
+	slices.Sort(out)
 	return out
 }
 
