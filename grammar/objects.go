@@ -92,13 +92,13 @@ func (sc *schemaCompiler) objFrag(s *constraints) (fragment, error) {
 // keys and whose value is also valid against value: what fails
 // additionalProperties, patternProperties or propertyNames (from not).
 type objWitness struct {
-	keys  *chardfa.DFA
-	value []*jsonValue
-	extra int32 // rule of an extra member that is a witness, or -1
+	keys  *chardfa.DFA // the keys a witness may have
+	value []*jsonValue // schemas a witness's value is valid against, beside its member's
+	extra int32        // rule of an extra member that is a witness, or -1
 }
 
-// valueOr is w's value schemas (nil for no witness).
-func (w *objWitness) valueOr() []*jsonValue {
+// values is w's value schemas (nil for no witness).
+func (w *objWitness) values() []*jsonValue {
 	if w == nil {
 		return nil
 	}
@@ -667,7 +667,7 @@ func (sc *schemaCompiler) buildObject(om *objectMembers, extra int32, wit *objWi
 	for i, p := range props {
 		witnessRule[i] = -1
 		canWitness := wit != nil && wit.keys.Matches(p.name)
-		wp := prop{p.name, append(slices.Clone(p.conj), wit.valueOr()...)}
+		wp := prop{p.name, append(slices.Clone(p.conj), wit.values()...)}
 		if plan.loops[i] {
 			looping = append(looping, sc.memberBody(p))
 			if canWitness {
