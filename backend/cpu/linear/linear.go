@@ -242,8 +242,13 @@ func (mu *Multiplier) stream(set *kernelSet, ti int, w model.Matrix, m int, x []
 		if m == 1 && kv == k && rowsK != nil {
 			var buf [streamChunkRows]float32
 			rowsK(&w.Data[j0*rb], j1-j0, &xk[0], kv, &buf[0])
-			for j := j0; j < j1; j++ {
-				put(0, j, buf[j-j0])
+			dst := out[j0:j1]
+			if accumulate {
+				for r, v := range buf[:j1-j0] {
+					dst[r] += v
+				}
+			} else {
+				copy(dst, buf[:j1-j0])
 			}
 			return
 		}
