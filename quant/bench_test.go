@@ -22,6 +22,12 @@ func BenchmarkMatMulDecode(b *testing.B) {
 	benchMatMul(b, 1, benchThreads())
 }
 
+// BenchmarkMatMulDecode16: 16 activation rows (decode of 16 sequences) on 2 threads; MB/s is
+// weight bytes per second, and GMAC/s the multiply-adds.
+func BenchmarkMatMulDecode16(b *testing.B) {
+	benchMatMul(b, 16, benchThreads())
+}
+
 // BenchmarkMatMulPrefill: 512 activation rows (a prefill chunk) on 2 threads; MB/s is weight
 // bytes per second, and GMAC/s the multiply-adds.
 func BenchmarkMatMulPrefill(b *testing.B) {

@@ -43,3 +43,110 @@
 #undef VNNI
 #undef DPBUSD
 #undef DPWSSD
+
+// Q8_0 with 512-bit VNNI, tiled over up to 4 weight rows x 4 activation rows: each step covers
+// two blocks (64 weights), loads each weight row's pair of blocks once for every activation row
+// of the tile and each activation pair once for every weight row, so at 16 activation rows
+// (decode of 16 sequences) the weights are unpacked a quarter as often as row by row. The
+// weights enter vpdpbusd as unsigned bytes w+128; the -128*sum(a) each block then owes starts
+// the block's accumulator, spread as -16*sum(a) over its 8 lanes (alane).
+#define Q8_TARGET "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512dq,avx512vnni"
+
+static inline __attribute__((always_inline, target(Q8_TARGET))) float q8_hsum512(__m512 v) {
+    __m256 s = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_movehdup_ps(h));
+    return _mm_cvtss_f32(h);
+}
+
+// q8_0_tile512 sets out[t*ldo + r] for r < NW weight rows (rb bytes apart, nb blocks) and t < NA
+// activation rows (aq: nb*32 quants each, ad: nb scales, alane: nb lane biases).
+static inline __attribute__((always_inline, target(Q8_TARGET))) void q8_0_tile512(
+    const uint8_t *w, int64_t rb, int nb, const int8_t *aq, const float *ad, const int32_t *alane, int NW, int NA,
+    float *out, int64_t ldo) {
+    __m512 acc[4][4];
+#pragma GCC unroll 4
+    for (int r = 0; r < NW; r++)
+#pragma GCC unroll 4
+        for (int t = 0; t < NA; t++) acc[r][t] = _mm512_setzero_ps();
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    // Lanes 0-7 take the first block's value, lanes 8-15 the second's.
+    const __m512i pairIdx = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    // Two blocks per step; an odd last block pairs with zeros (weights 0x80 flip to 0, its
+    // activations are zero-extended, its second scale and bias are 0).
+    for (int b = 0; b < nb; b += 2) {
+        const int two = b + 1 < nb;
+        const __mmask8 m2 = two ? 0x3 : 0x1;
+        __m512i wv[4];
+        __m512 dv[4];
+#pragma GCC unroll 4
+        for (int r = 0; r < NW; r++) {
+            const uint8_t *blk = w + r * rb + 34 * b;
+            __m256i lo = _mm256_loadu_si256((const __m256i *)(blk + 2));
+            __m256i hi = two ? _mm256_loadu_si256((const __m256i *)(blk + 36)) : _mm256_set1_epi8((char)0x80);
+            wv[r] = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), flip);
+            uint16_t h0, h1 = 0;
+            memcpy(&h0, blk, 2);
+            if (two) memcpy(&h1, blk + 34, 2);
+            __m128 d2 = _mm_cvtph_ps(_mm_cvtsi32_si128((int)h0 | (int)h1 << 16));
+            dv[r] = _mm512_permutexvar_ps(pairIdx, _mm512_castps128_ps512(d2));
+        }
+#pragma GCC unroll 4
+        for (int t = 0; t < NA; t++) {
+            const int8_t *a = aq + (int64_t)t * nb * 32 + 32 * b;
+            __m512i av = two ? _mm512_loadu_si512((const void *)a) : _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)a));
+            __m512 da = _mm512_permutexvar_ps(pairIdx, _mm512_castps128_ps512(_mm_maskz_loadu_ps(m2, ad + (int64_t)t * nb + b)));
+            __m512i bias = _mm512_permutexvar_epi32(pairIdx, _mm512_castsi128_si512(_mm_maskz_loadu_epi32(m2, alane + (int64_t)t * nb + b)));
+#pragma GCC unroll 4
+            for (int r = 0; r < NW; r++) {
+                __m512i dot = _mm512_dpbusd_epi32(bias, wv[r], av);
+                acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(dv[r], da), acc[r][t]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < NW; r++)
+#pragma GCC unroll 4
+        for (int t = 0; t < NA; t++) out[(int64_t)t * ldo + r] = q8_hsum512(acc[r][t]);
+}
+
+#define Q8_TILE(NW, NA)                                                                                             \
+    static __attribute__((noinline, target(Q8_TARGET))) void q8_0_tile512_##NW##x##NA(                            \
+        const uint8_t *w, int64_t rb, int nb, const int8_t *aq, const float *ad, const int32_t *alane, float *out, \
+        int64_t ldo) {                                                                                            \
+        q8_0_tile512(w, rb, nb, aq, ad, alane, NW, NA, out, ldo);                                                 \
+    }
+#define Q8_TILES(NW) Q8_TILE(NW, 1) Q8_TILE(NW, 2) Q8_TILE(NW, 3) Q8_TILE(NW, 4)
+Q8_TILES(1)
+Q8_TILES(2)
+Q8_TILES(3)
+Q8_TILES(4)
+
+typedef void (*q8_tile_fn)(const uint8_t *, int64_t, int, const int8_t *, const float *, const int32_t *, float *,
+                           int64_t);
+static const q8_tile_fn q8_tiles[4][4] = {
+    {q8_0_tile512_1x1, q8_0_tile512_1x2, q8_0_tile512_1x3, q8_0_tile512_1x4},
+    {q8_0_tile512_2x1, q8_0_tile512_2x2, q8_0_tile512_2x3, q8_0_tile512_2x4},
+    {q8_0_tile512_3x1, q8_0_tile512_3x2, q8_0_tile512_3x3, q8_0_tile512_3x4},
+    {q8_0_tile512_4x1, q8_0_tile512_4x2, q8_0_tile512_4x3, q8_0_tile512_4x4},
+};
+
+// q8_0_vnni512: rows weight rows (rb bytes apart, nb blocks each) against m activation rows
+// (aq: nb*32 quants per row, ad: nb scales, alane: nb lane biases), out[i*ldo + j].
+__attribute__((target(Q8_TARGET))) void q8_0_vnni512(const uint8_t *w, int64_t rb, int rows, int nb,
+                                                      const int8_t *aq, const float *ad, const int32_t *alane, int m,
+                                                      float *out, int64_t ldo) {
+    // Few activation rows are memory-bound: one weight row at a time keeps the weights one
+    // sequential stream, which the prefetchers follow at nearly the full bandwidth (four
+    // interleaved rows reach much less). The tile shape does not change any result.
+    const int tw = m < 4 ? 1 : 4;
+    for (int j = 0; j < rows; j += tw) {
+        const int nw = rows - j < tw ? rows - j : tw;
+        for (int i = 0; i < m; i += 4) {
+            const int na = m - i < 4 ? m - i : 4;
+            q8_tiles[nw - 1][na - 1](w + (int64_t)j * rb, rb, nb, aq + (int64_t)i * nb * 32, ad + (int64_t)i * nb,
+                                     alane + (int64_t)i * nb, out + (int64_t)i * ldo + j, ldo);
+        }
+    }
+}

@@ -11,6 +11,7 @@ void q8_0_##isa(const uint8_t *w, int64_t rb, int rows, int nb, const int8_t *aq
 void q4_0_##isa(const uint8_t *w, int64_t rb, int rows, int nb, const int8_t *aq, const float *ad, const int32_t *ax, int64_t epb, int m, float *out, int64_t ldo); \
 void q4_k_##isa(const uint8_t *w, int64_t rb, int rows, int nb, const int8_t *aq, const float *ad, const int16_t *ax, int64_t epb, int m, float *out, int64_t ldo); \
 void q6_k_##isa(const uint8_t *w, int64_t rb, int rows, int nb, const int8_t *aq, const float *ad, const int16_t *ax, int64_t epb, int m, float *out, int64_t ldo);
+void q8_0_vnni512(const uint8_t *w, int64_t rb, int rows, int nb, const int8_t *aq, const float *ad, const int32_t *alane, int m, float *out, int64_t ldo);
 DECL(avx2)
 DECL(avxvnni)
 DECL(vnni256)
@@ -27,6 +28,9 @@ import (
 type cKernels struct {
 	q8_0, q4_0 func(w *C.uint8_t, rb C.int64_t, rows, nb C.int, aq *C.int8_t, ad *C.float, ax *C.int32_t, epb C.int64_t, m C.int, out *C.float, ldo C.int64_t)
 	q4_k, q6_k func(w *C.uint8_t, rb C.int64_t, rows, nb C.int, aq *C.int8_t, ad *C.float, ax *C.int16_t, epb C.int64_t, m C.int, out *C.float, ldo C.int64_t)
+	// wide512 selects the 512-bit tiled Q8_0 kernel, which takes the activations' lane biases
+	// instead of their bias rows.
+	wide512 bool
 }
 
 func (k *cKernels) rows(t Type, w []byte, rowBytes, rows, cols int, a *acts, m int, out []float32, ldo int) {
@@ -37,6 +41,10 @@ func (k *cKernels) rows(t Type, w []byte, rowBytes, rows, cols int, a *acts, m i
 	rb, r, nb, mm, lo := C.int64_t(rowBytes), C.int(rows), C.int(a.nb), C.int(m), C.int64_t(ldo)
 	switch t {
 	case Q8_0:
+		if k.wide512 {
+			C.q8_0_vnni512(wp, rb, r, nb, aq, ad, (*C.int32_t)(unsafe.Pointer(&a.lane[0])), mm, op, lo)
+			return
+		}
 		k.q8_0(wp, rb, r, nb, aq, ad, (*C.int32_t)(unsafe.Pointer(&a.bias[0])), 8, mm, op, lo)
 	case Q4_0:
 		k.q4_0(wp, rb, r, nb, aq, ad, (*C.int32_t)(unsafe.Pointer(&a.bias[0])), 8, mm, op, lo)
@@ -91,6 +99,7 @@ var (
 		q6_k: func(w *C.uint8_t, rb C.int64_t, rows, nb C.int, aq *C.int8_t, ad *C.float, ax *C.int16_t, epb C.int64_t, m C.int, out *C.float, ldo C.int64_t) {
 			C.q6_k_vnni256(w, rb, rows, nb, aq, ad, ax, epb, m, out, ldo)
 		},
+		wide512: true,
 	})
 )
 

@@ -125,6 +125,9 @@ type acts struct {
 	// bias holds, for Q8_0/Q4_0, eight int32 per block: the first is the block's correction
 	// -off*sum(qs) (off 128 for Q8_0's sign-offset trick, 8 for Q4_0's stored offset), the rest 0.
 	bias []int32
+	// lane holds, for Q8_0, -16*sum(qs) per block: the 512-bit kernel starts each of a block's
+	// 8 int32 lanes with it, which adds the block's -128*sum(qs).
+	lane []int32
 	// sums is the K-quants' sums of qs: per 32 elements for Q4_K, per 16 for Q6_K.
 	sums []int16
 	// nb is the number of blocks in one row.
@@ -167,6 +170,9 @@ func (a *acts) shape(t Type, m, cols int) int {
 	switch t {
 	case Q8_0, Q4_0:
 		a.bias = grow(a.bias, 8*m*a.nb)
+		if t == Q8_0 {
+			a.lane = grow(a.lane, m*a.nb)
+		}
 	case Q4_K:
 		a.sums = grow(a.sums, 8*m*a.nb)
 	case Q6_K:
@@ -192,6 +198,9 @@ func (a *acts) setBlock(t Type, b int, q []int8, d float32) {
 		bb := a.bias[8*b : 8*b+8]
 		clear(bb)
 		bb[0] = -off * s
+		if t == Q8_0 {
+			a.lane[b] = -16 * s
+		}
 	case Q4_K, Q6_K:
 		per := 8
 		if t == Q6_K {

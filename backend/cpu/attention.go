@@ -40,7 +40,8 @@ func (b *Backend) attention(l int, spans []seqSpan) {
 }
 
 // attendDirect handles a short chunk (typically one decode token) with dot products straight
-// over the cache blocks, a block's rows at a time.
+// over the cache blocks, a block's rows at a time. Each block is read (and widened, from a 16-bit
+// cache) once for all the query heads that share its KV head.
 func (b *Backend) attendDirect(l int, sp seqSpan, kh int, s *attnScratch) {
 	cfg := b.cfg
 	hd, bs, nkv := cfg.HeadDim, b.blockSize, cfg.NumKVHeads
@@ -49,27 +50,40 @@ func (b *Backend) attendDirect(l int, sp seqSpan, kh int, s *attnScratch) {
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	table := sp.seq.BlockTable
 	simd := b.simd && hd%8 == 0
-	s.scores = grow(s.scores, sp.seq.Pos+sp.n)
+	maxCtx := sp.seq.Pos + sp.n
+	s.scores = grow(s.scores, group*maxCtx)
 	s.block = grow(s.block, bs*hd)
 	for i := range sp.n {
 		r := sp.start + i
 		ctxLen := sp.seq.Pos + i + 1
-		scores := s.scores[:ctxLen]
-		for g := range group {
+		// Head g of the group keeps its scores at [g·maxCtx, g·maxCtx+ctxLen).
+		scores := func(g int) []float32 { return s.scores[g*maxCtx : g*maxCtx+ctxLen] }
+		query := func(g int) []float32 {
 			qh := kh*group + g
-			q := b.qkv[r*qkvDim+qh*hd : r*qkvDim+(qh+1)*hd]
-			for j0 := 0; j0 < ctxLen; j0 += bs {
-				cnt := min(bs, ctxLen-j0)
-				off := (int(table[j0/bs])*nkv + kh) * bs * hd
-				dotRows(q, b.kv.keys(l, off, cnt*hd, s.block), hd, scores[j0:j0+cnt], simd)
+			return b.qkv[r*qkvDim+qh*hd : r*qkvDim+(qh+1)*hd]
+		}
+		output := func(g int) []float32 {
+			qh := kh*group + g
+			return b.attn[r*qDim+qh*hd : r*qDim+(qh+1)*hd]
+		}
+		for j0 := 0; j0 < ctxLen; j0 += bs {
+			cnt := min(bs, ctxLen-j0)
+			off := (int(table[j0/bs])*nkv + kh) * bs * hd
+			keys := b.kv.keys(l, off, cnt*hd, s.block)
+			for g := range group {
+				dotRows(query(g), keys, hd, scores(g)[j0:j0+cnt], simd)
 			}
-			softmaxScaled(scores, scale)
-			out := b.attn[r*qDim+qh*hd : r*qDim+(qh+1)*hd]
-			clear(out)
-			for j0 := 0; j0 < ctxLen; j0 += bs {
-				cnt := min(bs, ctxLen-j0)
-				off := (int(table[j0/bs])*nkv + kh) * bs * hd
-				axpyRows(scores[j0:j0+cnt], b.kv.values(l, off, cnt*hd, s.block), hd, out, simd)
+		}
+		for g := range group {
+			softmaxScaled(scores(g), scale)
+			clear(output(g))
+		}
+		for j0 := 0; j0 < ctxLen; j0 += bs {
+			cnt := min(bs, ctxLen-j0)
+			off := (int(table[j0/bs])*nkv + kh) * bs * hd
+			values := b.kv.values(l, off, cnt*hd, s.block)
+			for g := range group {
+				axpyRows(scores(g)[j0:j0+cnt], values, hd, output(g), simd)
 			}
 		}
 	}

@@ -32,5 +32,6 @@ func File(path string) ([]byte, func() error, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("mmap: %w", err)
 	}
+	adviseHuge(data)
 	return data, func() error { return syscall.Munmap(data) }, nil
 }
