@@ -142,6 +142,20 @@ func init() {
 	}
 }
 
+// ignores reports whether keyword k of schema j asserts nothing: an
+// annotation, a sibling of $ref or a keyword of a later draft under a root
+// draft 3 to 7 (refAlone, unknown). Synthesized schemas (id < 0) are
+// read whole.
+func (sc *schemaCompiler) ignores(j *jsonValue, k string) bool {
+	if annotationKeys[k] {
+		return true
+	}
+	if j.id < 0 {
+		return false
+	}
+	return sc.refAlone && k != "$ref" && j.get("$ref") != nil || sc.unknown[k]
+}
+
 // parseKeywords reads schema j's own keywords into p.
 func (sc *schemaCompiler) parseKeywords(j *jsonValue, p *parsed) error {
 	if j.kind == jsonBool {
@@ -153,10 +167,9 @@ func (sc *schemaCompiler) parseKeywords(j *jsonValue, p *parsed) error {
 		}
 		return nil
 	}
-	refOnly := sc.refAlone && j.id >= 0 && j.get("$ref") != nil
 	for i, k := range j.keys {
 		v := j.vals[i]
-		if annotationKeys[k] || refOnly && k != "$ref" || sc.unknown[k] && j.id >= 0 {
+		if sc.ignores(j, k) {
 			continue
 		}
 		if unsupportedKeys[k] {

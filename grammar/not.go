@@ -99,10 +99,9 @@ func (sc *schemaCompiler) negate(v *jsonValue, depth int) (*jsonValue, error) {
 		return nil, errf("not must be a schema")
 	}
 	var alts []*jsonValue
-	refOnly := sc.refAlone && v.id >= 0 && v.get("$ref") != nil
 	for i, k := range v.keys {
-		if annotationKeys[k] || refOnly && k != "$ref" || sc.unknown[k] && v.id >= 0 {
-			continue // what the draft ignores (as parseKeywords does)
+		if sc.ignores(v, k) {
+			continue
 		}
 		f, err := sc.negateKeyword(v, k, v.vals[i], depth)
 		if err != nil {
@@ -293,7 +292,7 @@ func (sc *schemaCompiler) negateApplicator(v *jsonValue, k string, x *jsonValue,
 			return nil, errf("$ref must be a string")
 		}
 		for _, sib := range v.keys {
-			if sib != "$ref" && !annotationKeys[sib] && !sc.refAlone {
+			if sib != "$ref" && !sc.ignores(v, sib) {
 				// drafts up to 7 ignore them, later ones and them: the
 				// compiler ands them, which negated would be too loose
 				return nil, errf("not: cannot negate $ref with sibling keywords")
