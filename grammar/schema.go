@@ -245,6 +245,15 @@ func (sc *schemaCompiler) value(conj []*jsonValue) (fragment, error) {
 	return sc.b.alt(fs...), nil
 }
 
+// valueLiteral matches the spellings of enum/const value v: a number by
+// value (numberForms; withFraction as there), anything else as written.
+func (sc *schemaCompiler) valueLiteral(v *jsonValue, withFraction bool) fragment {
+	if v.kind == jsonNumber {
+		return sc.numberForms(v.num, withFraction)
+	}
+	return sc.b.lit(string(appendCompact(nil, v)))
+}
+
 // numberForms matches the plain decimal spellings of the JSON number num
 // (an enum or const value): a validator compares numbers by value, so
 // 2.0 also matches 2 and 2.00, and 0.5 matches 0.50. An integral value
@@ -254,7 +263,7 @@ func (sc *schemaCompiler) value(conj []*jsonValue) (fragment, error) {
 func (sc *schemaCompiler) numberForms(num string, withFraction bool) fragment {
 	b := sc.b
 	r, ok := numRat(num)
-	if !ok || !r.IsInt() && !finiteDecimal(r) {
+	if !ok || decimalDigits(r) < 0 {
 		return b.lit(num)
 	}
 	neg := r.Sign() < 0
@@ -280,10 +289,6 @@ func (sc *schemaCompiler) numberForms(num string, withFraction bool) fragment {
 	}
 	return b.seq(b.lit(text), zeros)
 }
-
-// finiteDecimal reports whether r has a finite decimal expansion (its
-// denominator divides a power of ten), as every JSON number does.
-func finiteDecimal(r *big.Rat) bool { return decimalDigits(r) >= 0 }
 
 // decimalDigits is the number of fraction digits r's decimal expansion
 // takes (the larger count of 2s and 5s in its denominator), or -1 when it
@@ -326,19 +331,13 @@ func (sc *schemaCompiler) schFrag(s *constraints) (fragment, error) {
 			if err != nil {
 				return fragment{}, err
 			}
-			lit := string(appendCompact(nil, v))
+			key := string(appendCompact(nil, v))
 			if v.kind == jsonNumber {
-				if r, isNum := numRat(v.num); isNum {
-					lit = "n" + r.RatString() // 2, 2.0 and 20e-1 are one value
-				}
+				key = valueKey(v) // 2, 2.0 and 20e-1 are one value
 			}
-			if ok && !seen[lit] {
-				seen[lit] = true
-				if v.kind == jsonNumber {
-					fs = append(fs, sc.numberForms(v.num, s.types&tNum != 0))
-				} else {
-					fs = append(fs, b.lit(lit))
-				}
+			if ok && !seen[key] {
+				seen[key] = true
+				fs = append(fs, sc.valueLiteral(v, s.types&tNum != 0))
 			}
 		}
 		if len(fs) == 0 {
@@ -690,10 +689,7 @@ func (sc *schemaCompiler) uniqueArray(s *constraints, maxI int) (fragment, error
 			if set&(1<<i) != 0 {
 				continue
 			}
-			f := b.lit(string(appendCompact(nil, v)))
-			if v.kind == jsonNumber {
-				f = sc.numberForms(v.num, fraction[i])
-			}
+			f := sc.valueLiteral(v, fraction[i])
 			if set != 0 {
 				f = b.seq(sc.ws(), b.lit(","), sc.ws(), f)
 			}
