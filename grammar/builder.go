@@ -182,6 +182,13 @@ func (b *builder) call(rule int32) fragment {
 	return fragment{in, out}
 }
 
+// callBetween adds a call of rule from node from, returning to node to.
+func (b *builder) callBetween(from, rule, to int32) {
+	f := b.call(rule)
+	b.eps(from, f.in)
+	b.eps(f.out, to)
+}
+
 type builderScratch struct {
 	nodes     []node
 	edgeLinks []edgeLink

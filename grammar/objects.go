@@ -163,20 +163,15 @@ func (sc *schemaCompiler) objectWitness(s *constraints, om *objectMembers) (*obj
 	}
 	w := &objWitness{keys: d, value: []*jsonValue{kw.value}, extra: -1}
 	if om.extra && !s.noAdditional {
-		var names []string
-		for n := range om.names {
-			names = append(names, n)
+		// an extra key matching none of the object's patterns
+		x, err := extraKeys(om.names, om.nameDFA)
+		if err == nil {
+			x, err = chardfa.Intersect(x, d)
 		}
-		sort.Strings(names)
-		// an extra key: none of the object's names, none of its patterns
-		x, err := chardfa.Intersect(d, chardfa.Exclude(names))
 		for _, pk := range om.patterns {
 			if err == nil {
 				x, err = chardfa.Intersect(x, chardfa.Complement(pk.d))
 			}
-		}
-		if err == nil && om.nameDFA != nil {
-			x, err = chardfa.Intersect(x, om.nameDFA)
 		}
 		if err != nil {
 			return nil, err
@@ -224,28 +219,11 @@ func (sc *schemaCompiler) buildCountedAnyOrder(om *objectMembers, extra int32, m
 			need |= 1 << i
 		}
 	}
-	open := b.seq(b.lit("{"), sc.ws())
-	end := b.node()
-	closeF := func(from int32) {
-		f := b.seq(sc.ws(), b.lit("}"))
-		b.eps(from, f.in)
-		b.eps(f.out, end)
-	}
+	open, end, closeF := sc.objectShell()
 	// position (set, x) is index set*extras+x; written after at least one
 	// member, afterComma after the comma that follows it
-	npos := extras << n
-	written, afterComma := make([]int32, npos), make([]int32, npos)
-	for i := range written {
-		written[i], afterComma[i] = b.node(), b.node()
-		c := b.seq(sc.ws(), b.lit(","), sc.ws())
-		b.eps(written[i], c.in)
-		b.eps(c.out, afterComma[i])
-	}
-	call := func(from int32, rule int32, to int) {
-		f := b.call(rule)
-		b.eps(from, f.in)
-		b.eps(f.out, written[to])
-	}
+	written, afterComma := sc.positionNodes(extras << n)
+	call := func(from int32, rule int32, to int) { b.callBetween(from, rule, written[to]) }
 	members := func(from int32, set, x int) {
 		count := bits.OnesCount(uint(set)) + x
 		room := maxP < 0 || count < maxP
@@ -290,6 +268,49 @@ func (sc *schemaCompiler) memberBody(p prop) fragment {
 // allows the member.
 func (sc *schemaCompiler) memberRule(p prop) int32 { return sc.newRule(sc.memberBody(p)) }
 
+// objectShell starts an object automaton: open is "{" and whitespace, end
+// its last node, and closeF(from) leads from a node through whitespace and
+// "}" to end.
+func (sc *schemaCompiler) objectShell() (open fragment, end int32, closeF func(from int32)) {
+	b := sc.b
+	open, end = b.seq(b.lit("{"), sc.ws()), b.node()
+	closeF = func(from int32) {
+		f := b.seq(sc.ws(), b.lit("}"))
+		b.eps(from, f.in)
+		b.eps(f.out, end)
+	}
+	return open, end, closeF
+}
+
+// positionNodes makes n object positions: written[i], after a member, and
+// afterComma[i], after the comma that may follow it.
+func (sc *schemaCompiler) positionNodes(n int) (written, afterComma []int32) {
+	b := sc.b
+	written, afterComma = make([]int32, n), make([]int32, n)
+	for i := range written {
+		written[i], afterComma[i] = b.node(), b.node()
+		c := b.seq(sc.ws(), b.lit(","), sc.ws())
+		b.eps(written[i], c.in)
+		b.eps(c.out, afterComma[i])
+	}
+	return written, afterComma
+}
+
+// extraKeys is the language of the keys an extra member may have: none of
+// names (escaped or not), and within nameDFA (propertyNames) when given.
+func extraKeys(names map[string]bool, nameDFA *chardfa.DFA) (*chardfa.DFA, error) {
+	list := make([]string, 0, len(names))
+	for n := range names {
+		list = append(list, n)
+	}
+	sort.Strings(list)
+	d := chardfa.Exclude(list)
+	if nameDFA == nil {
+		return d, nil
+	}
+	return chardfa.Intersect(d, nameDFA)
+}
+
 // newRule makes fragment f a rule of its own (f.out ends it).
 func (sc *schemaCompiler) newRule(f fragment) int32 {
 	b := sc.b
@@ -332,16 +353,8 @@ func (sc *schemaCompiler) buildCountedObject(om *objectMembers, extra int32, min
 		}
 		return K
 	}
-	open := b.seq(b.lit("{"), sc.ws())
-	end := b.node()
-	closeF := func(from int32) {
-		f := b.seq(sc.ws(), b.lit("}"))
-		b.eps(from, f.in)
-		b.eps(f.out, end)
-	}
-	member := func(p prop) fragment {
-		return b.seq(b.lit(string(appendJSONString(nil, p.name))), sc.ws(), b.lit(":"), sc.ws(), sc.elem(p.conj))
-	}
+	open, end, closeF := sc.objectShell()
+	member := sc.memberBody
 	comma := func(f fragment) fragment { return b.seq(sc.ws(), b.lit(","), sc.ws(), f) }
 	// noneYet[i]: before member i, nothing emitted; some/hub[c][e][i]: before
 	// member i after count c (and e), hub where extra members may follow
@@ -691,32 +704,16 @@ func (sc *schemaCompiler) buildObject(om *objectMembers, extra int32, wit *objWi
 	if wit != nil {
 		extraWitness = wit.extra
 	}
-	open := b.seq(b.lit("{"), sc.ws())
-	end := b.node()
-	closeF := func(from int32) {
-		f := b.seq(sc.ws(), b.lit("}"))
-		b.eps(from, f.in)
-		b.eps(f.out, end)
-	}
+	open, end, closeF := sc.objectShell()
 	// written[l][pos]: at least one member written, at position pos of
 	// layer l; each position's members follow a comma from
 	// afterComma[l][pos]. Before the first member (open.out) the same
 	// members come without a comma.
 	written, afterComma := make([][]int32, layers), make([][]int32, layers)
 	for l := range layers {
-		written[l], afterComma[l] = make([]int32, plan.n), make([]int32, plan.n)
-		for pos := range written[l] {
-			written[l][pos], afterComma[l][pos] = b.node(), b.node()
-			c := b.seq(sc.ws(), b.lit(","), sc.ws())
-			b.eps(written[l][pos], c.in)
-			b.eps(c.out, afterComma[l][pos])
-		}
+		written[l], afterComma[l] = sc.positionNodes(plan.n)
 	}
-	call := func(from int32, rule int32, to int32) {
-		f := b.call(rule)
-		b.eps(from, f.in)
-		b.eps(f.out, to)
-	}
+	call := b.callBetween
 	// members adds the edges of the members allowed at (layer l, pos),
 	// leaving from node from; rules are called once per (from, destination).
 	members := func(from int32, l, pos int) {
@@ -767,24 +764,16 @@ func (sc *schemaCompiler) buildObject(om *objectMembers, extra int32, wit *objWi
 // extraRule matches one `"key":value` member for keys outside properties.
 func (sc *schemaCompiler) extraRule(names map[string]bool, pats []patternKey, s *constraints, nameDFA *chardfa.DFA) (int32, error) {
 	b := sc.b
-	var list []string
-	for n := range names {
-		list = append(list, n)
-	}
-	sort.Strings(list)
-	excl := chardfa.Exclude(list)
-	if nameDFA != nil {
-		var err error
-		if excl, err = chardfa.Intersect(excl, nameDFA); err != nil {
-			return 0, err
-		}
+	excl, err := extraKeys(names, nameDFA)
+	if err != nil {
+		return 0, err
 	}
 	var alts []fragment
 	member := func(key *chardfa.DFA, conj []*jsonValue) {
 		alts = append(alts, b.seq(b.charString(key), sc.ws(), b.lit(":"), sc.ws(), sc.elem(conj)))
 	}
 	if len(pats) == 0 {
-		if len(list) == 0 && nameDFA == nil {
+		if len(names) == 0 && nameDFA == nil {
 			alts = append(alts, b.seq(b.freeString(), sc.ws(), b.lit(":"), sc.ws(), sc.elem(s.additional)))
 		} else {
 			member(excl, s.additional)
