@@ -488,11 +488,7 @@ func modelFromGGUF(f *gguf.File) (*Model, bool, error) {
 			part := Matrix{Type: info.Type, Rows: s.shape[0], Cols: s.shape[1], Data: raw}
 			if permuted {
 				part.Data = make([]byte, len(raw))
-				srcRB := len(raw) / part.Rows
-				for r := range part.Rows {
-					sr := unpermutedRow(r, heads, part.Rows)
-					copy(part.Data[r*srcRB:(r+1)*srcRB], raw[sr*srcRB:(sr+1)*srcRB])
-				}
+				copyRows(part.Data, raw, part.Rows, heads)
 			} else {
 				viewed = true
 			}
@@ -515,19 +511,25 @@ func modelFromGGUF(f *gguf.File) (*Model, bool, error) {
 			s.mat.Data = make([]byte, s.mat.Rows*rb)
 		}
 		rows := s.shape[0]
-		srcRB := len(raw) / rows
-		for r := range rows {
-			sr := r
-			if permuted {
-				sr = unpermutedRow(r, heads, rows)
-			}
-			src := raw[sr*srcRB : (sr+1)*srcRB]
-			dst := s.mat.Data[(s.row+r)*rb : (s.row+r+1)*rb]
-			copy(dst, src)
+		dst := s.mat.Data[s.row*rb : (s.row+rows)*rb]
+		if permuted {
+			copyRows(dst, raw, rows, heads)
+		} else {
+			copy(dst, raw)
 		}
 	}
 	m.finishViews()
 	return m, viewed, nil
+}
+
+// copyRows copies the rows of a q or k projection from a GGUF tensor's bytes (raw) to dst in
+// Hugging Face's order (see unpermutedRow).
+func copyRows(dst, raw []byte, rows, heads int) {
+	rb := len(raw) / rows
+	for r := range rows {
+		sr := unpermutedRow(r, heads, rows)
+		copy(dst[r*rb:(r+1)*rb], raw[sr*rb:(sr+1)*rb])
+	}
 }
 
 // loadGGUFConfig reads the configuration of the GGUF file at path.
