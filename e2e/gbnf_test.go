@@ -7,7 +7,6 @@ import (
 	"os"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -177,33 +176,22 @@ func TestGBNFOutput(t *testing.T) {
 	for _, m := range outputModes {
 		t.Run(m.name, func(t *testing.T) {
 			e := startEngine(t, engineOpts{workers: m.workers, skipDetok: m.skipDetok})
-			var wg sync.WaitGroup
-			errs := make(chan error, len(calls))
-			for i, c := range calls {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					path, body := c.body(texts[c.grammar], 1000*i+c.seed)
-					text, finish, err := e.sendConstrained(path, body, c.chat, c.stream)
-					if err != nil {
-						errs <- fmt.Errorf("%v: %w", c, err)
-						return
-					}
-					if finish != "stop" {
-						errs <- fmt.Errorf("%v: finish %q (text %q); a bounded grammar must end", c, finish, text)
-						return
-					}
-					t.Logf("%v: %q", c, text)
-					if err := gbnfGrammars[c.grammar].check(text); err != nil {
-						errs <- fmt.Errorf("%v: output %q: %w", c, text, err)
-					}
-				}()
-			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				t.Error(err)
-			}
+			concurrently(t, len(calls), func(i int) error {
+				c := calls[i]
+				path, body := c.body(texts[c.grammar], 1000*i+c.seed)
+				text, finish, err := e.sendConstrained(path, body, c.chat, c.stream)
+				if err != nil {
+					return fmt.Errorf("%v: %w", c, err)
+				}
+				if finish != "stop" {
+					return fmt.Errorf("%v: finish %q (text %q); a bounded grammar must end", c, finish, text)
+				}
+				t.Logf("%v: %q", c, text)
+				if err := gbnfGrammars[c.grammar].check(text); err != nil {
+					return fmt.Errorf("%v: output %q: %w", c, text, err)
+				}
+				return nil
+			})
 		})
 	}
 }

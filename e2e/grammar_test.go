@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -80,45 +79,33 @@ func TestStructuredOutput(t *testing.T) {
 	for _, m := range outputModes {
 		t.Run(m.name, func(t *testing.T) {
 			e := startEngine(t, engineOpts{workers: m.workers, skipDetok: m.skipDetok})
-			var wg sync.WaitGroup
-			errs := make(chan error, len(calls))
-			for i, c := range calls {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					text, finish, err := e.constrained(c, 1000*i+c.seed)
-					if err != nil {
-						errs <- fmt.Errorf("%v: %w", c, err)
-						return
+			concurrently(t, len(calls), func(i int) error {
+				c := calls[i]
+				text, finish, err := e.constrained(c, 1000*i+c.seed)
+				if err != nil {
+					return fmt.Errorf("%v: %w", c, err)
+				}
+				if finish != "stop" {
+					return fmt.Errorf("%v: finish %q (text %q); a bounded constraint must end", c, finish, text)
+				}
+				if c.schema == "" {
+					if !re.MatchString(text) {
+						return fmt.Errorf("%v: %q does not match %s", c, text, constrainedRegex)
 					}
-					if finish != "stop" {
-						errs <- fmt.Errorf("%v: finish %q (text %q); a bounded constraint must end", c, finish, text)
-						return
-					}
-					if c.schema == "" {
-						if !re.MatchString(text) {
-							errs <- fmt.Errorf("%v: %q does not match %s", c, text, constrainedRegex)
-						}
-						return
-					}
-					doc, err := jsonschema.UnmarshalJSON(strings.NewReader(text))
-					if err != nil {
-						errs <- fmt.Errorf("%v: output %q is not JSON: %w", c, text, err)
-						return
-					}
-					if err := compiled[c.schema].Validate(doc); err != nil {
-						errs <- fmt.Errorf("%v: output %q does not validate: %w", c, text, err)
-					}
-					if obj, ok := doc.(map[string]any); ok && c.schema == "implicit" && len(obj) != 2 {
-						errs <- fmt.Errorf("%v: output %q has keys beyond the listed properties", c, text)
-					}
-				}()
-			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				t.Error(err)
-			}
+					return nil
+				}
+				doc, err := jsonschema.UnmarshalJSON(strings.NewReader(text))
+				if err != nil {
+					return fmt.Errorf("%v: output %q is not JSON: %w", c, text, err)
+				}
+				if err := compiled[c.schema].Validate(doc); err != nil {
+					return fmt.Errorf("%v: output %q does not validate: %w", c, text, err)
+				}
+				if obj, ok := doc.(map[string]any); ok && c.schema == "implicit" && len(obj) != 2 {
+					return fmt.Errorf("%v: output %q has keys beyond the listed properties", c, text)
+				}
+				return nil
+			})
 		})
 	}
 }

@@ -397,3 +397,22 @@ var outputModes = []struct {
 	workers   int
 	skipDetok bool
 }{{"detokd-1worker", 1, false}, {"detokd-3workers", 3, false}, {"skipdetok-1worker", 1, true}, {"skipdetok-3workers", 3, true}}
+
+// concurrently runs check(i) for every i < n at once and reports each error it returns.
+func concurrently(t *testing.T, n int, check func(i int) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Go(func() {
+			if err := check(i); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
