@@ -4,7 +4,8 @@ import (
 	"fmt"
 	"math"
 	"sync"
-	"sync/atomic"
+
+	"github.com/llmserve/llmserve/internal/parallel"
 )
 
 // MatMul sets out[i*ldo+j] = dot(x[i*cols:(i+1)*cols], row j of w) for i < m and j < rows, where
@@ -55,24 +56,7 @@ func MatMul(t Type, w []byte, rows, cols int, x []float32, m int, out []float32,
 	parts := min(4*threads, (rows+15)/16)
 	per := ((rows+parts-1)/parts + 15) &^ 15
 	parts = (rows + per - 1) / per
-	// Goroutines claim chunks as they come free. (A pool of polling workers measured slower on
-	// this busy 2-core machine than starting goroutines per call.)
-	var next atomic.Int32
-	work := func() {
-		for c := int(next.Add(1) - 1); c < parts; c = int(next.Add(1) - 1) {
-			run(c*per, min(rows, (c+1)*per))
-		}
-	}
-	var wg sync.WaitGroup
-	for range threads - 1 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			work()
-		}()
-	}
-	work()
-	wg.Wait()
+	parallel.For(parts, threads, func(_, c int) { run(c*per, min(rows, (c+1)*per)) })
 }
 
 // minRowsPerThread keeps tiny matrices on one goroutine, where starting others costs more than

@@ -2,8 +2,8 @@ package gemm
 
 import (
 	"runtime"
-	"sync"
-	"sync/atomic"
+
+	"github.com/llmserve/llmserve/internal/parallel"
 )
 
 // The pure-Go kernel is compiled in every build so that tests and benchmarks can compare it
@@ -324,29 +324,6 @@ func axpy(c []float32, alpha float32, x []float32) {
 	}
 }
 
-// ParallelFor calls fn(w, i) for every i in [0, n) on up to workers goroutines that take the
-// next index from a shared counter (so uneven items balance themselves); w in [0, workers) names
-// the goroutine, for per-worker scratch. workers <= 1 runs inline with w = 0.
-func ParallelFor(n, workers int, fn func(w, i int)) {
-	workers = min(workers, n)
-	if workers <= 1 {
-		for i := range n {
-			fn(0, i)
-		}
-		return
-	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
-				fn(w, i)
-			}
-		})
-	}
-	wg.Wait()
-}
+// ParallelFor calls fn(w, i) for every i in [0, n) on up to workers goroutines; see
+// parallel.For.
+func ParallelFor(n, workers int, fn func(w, i int)) { parallel.For(n, workers, fn) }
