@@ -25,6 +25,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -79,16 +80,21 @@ func main() {
 	batch := flag.Int("batch", 1, "internal: decode sequences")
 	logits := flag.String("logits", "", "internal: prompts file; print our logits on -worker's GGUF")
 	widen := flag.Bool("widen", false, "internal: with -logits, dequantize the weights to float32 first")
+	cpuProfile := flag.String("cpuprofile", "", "with -worker, write a CPU profile of our engine's run to this file (go tool pprof)")
 	flag.Parse()
 	log.SetFlags(0)
 	log.SetPrefix("cpumodel: ")
 	if *worker != "" {
-		var err error
+		stop, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			log.Fatal(err)
+		}
 		if *logits != "" {
 			err = runOursLogits(*worker, *logits, *widen)
 		} else {
 			err = runOurs(*worker, *what, *batch)
 		}
+		stop()
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -811,4 +817,26 @@ func summarizeLog(o options, path string) error {
 		files[typ] = filepath.Join(o.work, "gguf", "llmserve-"+filepath.Base(o.modelDir)+"-"+t.String()+".gguf")
 	}
 	return report(o, files, runs, bws)
+}
+
+// startCPUProfile starts a CPU profile written to path (none when path is empty) and returns
+// the function that stops it.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu profile %s: %w", path, err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			log.Printf("cpu profile %s: %v", path, err)
+		}
+	}, nil
 }
