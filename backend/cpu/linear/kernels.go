@@ -59,6 +59,50 @@ type kernelSet struct {
 	// rows, where set, handles one activation row (not in pair layout) against consecutive
 	// weight rows.
 	rows [numFloatTypes]rowsFunc
+	// dp, where set, multiplies BF16 weights by BF16 activations on the streaming path and
+	// rounds activations to BF16 for the others.
+	dp *dpKernels
+}
+
+// dpKernels are the BF16 dot-product kernels (VDPBF16PS) of a set: they take activation rows
+// rounded to BF16 in natural order and k a multiple of dpBlock.
+type dpKernels struct {
+	dot4x1 func(w *byte, ldw int, x *uint16, k int, out *[4]float32)
+	// dot4x4's ldx is the distance between activation rows in bytes.
+	dot4x4 func(w *byte, ldw int, x *uint16, ldx int, k int, out *[16]float32)
+	rows   func(w *byte, rows int, x *uint16, k int, out *float32)
+	// toBF16 rounds n floats (a multiple of 16) to BF16 as roundBF16 does; round does the
+	// same and widens the results back to float32.
+	toBF16 func(src *float32, dst *uint16, n int)
+	round  func(src *float32, dst *float32, n int)
+}
+
+// dpBlock is the number of elements the BF16 dot-product kernels take per step.
+const dpBlock = 32
+
+// roundBF16 rounds f to the nearest BF16 (ties to even), as VCVTNEPS2BF16 does: denormals become
+// zeros of the same sign, NaNs stay NaNs (quieted), overflow goes to infinity.
+func roundBF16(f float32) uint16 {
+	b := math.Float32bits(f)
+	switch {
+	case b&0x7f800000 == 0:
+		return uint16(b>>16) & 0x8000
+	case b&0x7fffffff > 0x7f800000:
+		return uint16(b>>16) | 0x40
+	}
+	b += 0x7fff + (b>>16)&1
+	return uint16(b >> 16)
+}
+
+// roundRowsGo writes the first k elements of each of m rows of x (stride ldx) to dst (stride k)
+// rounded to BF16 and widened back to float32.
+func roundRowsGo(dst, x []float32, m, ldx, k int) {
+	for i := range m {
+		d := dst[i*k : (i+1)*k]
+		for p, v := range x[i*ldx : i*ldx+k] {
+			d[p] = math.Float32frombits(uint32(roundBF16(v)) << 16)
+		}
+	}
 }
 
 // rowsFunc sets out[r] = Σ_{p<k} w_r[p]·x[p] for rows consecutive weight rows of k elements
