@@ -70,7 +70,6 @@ func main() {
 	}
 	dp4x4(&b)
 	dp4x1(&b)
-	dpRows(&b)
 	toBF16(&b, false)
 	toBF16(&b, true)
 	if err := os.WriteFile("kernels_amd64.s", b.Bytes(), 0o644); err != nil {
@@ -467,37 +466,6 @@ func dp4x1(b *bytes.Buffer) {
 	}
 	reduce4(b, isas[0], [4]int{0, 1, 2, 3}, 8, 0)
 	b.WriteString("\tVZEROUPPER\n\tRET\n")
-}
-
-// dpRows writes dotRowsBF16DP(w *byte, rows int, x *uint16, k int, out *float32): out[r] =
-// Σ_p w[r][p]·x[p] for rows consecutive rows of k BF16 weights, read one after another so the
-// weights stream through memory in one sequential pass.
-func dpRows(b *bytes.Buffer) {
-	name := "dotRowsBF16DP"
-	fmt.Fprintf(b, "\n// func %s(w *byte, rows int, x *uint16, k int, out *float32)\n", name)
-	fmt.Fprintf(b, "TEXT ·%s(SB), NOSPLIT, $0-40\n", name)
-	b.WriteString("\tMOVQ w+0(FP), SI\n\tMOVQ rows+8(FP), R8\n\tMOVQ x+16(FP), R9\n\tMOVQ k+24(FP), R10\n\tMOVQ out+32(FP), DX\n")
-	// R10: the row length in bytes; R11: the last offset at which four blocks remain.
-	b.WriteString("\tSHLQ $1, R10\n\tLEAQ -256(R10), R11\n")
-	fmt.Fprintf(b, "\tTESTQ R8, R8\n\tJZ %s_done\n%s_row:\n\tXORL AX, AX\n", name, name)
-	for r := range 4 {
-		fmt.Fprintf(b, "\tVXORPS Z%d, Z%d, Z%d\n", r, r, r)
-	}
-	fmt.Fprintf(b, "%s_loop4:\n\tCMPQ AX, R11\n\tJGT %s_loop1\n", name, name)
-	for v := range 4 {
-		fmt.Fprintf(b, "\tVMOVUPS %d(SI)(AX*1), Z%d\n\tVMOVUPS %d(R9)(AX*1), Z%d\n", 64*v, 4+v, 64*v, 8+v)
-		dpbf16(b, 4+v, 8+v, v)
-	}
-	fmt.Fprintf(b, "\tADDQ $256, AX\n\tJMP %s_loop4\n", name)
-	fmt.Fprintf(b, "%s_loop1:\n\tCMPQ AX, R10\n\tJGE %s_reduce\n", name, name)
-	b.WriteString("\tVMOVUPS (SI)(AX*1), Z4\n\tVMOVUPS (R9)(AX*1), Z8\n")
-	dpbf16(b, 4, 8, 0)
-	fmt.Fprintf(b, "\tADDQ $64, AX\n\tJMP %s_loop1\n", name)
-	fmt.Fprintf(b, "%s_reduce:\n", name)
-	b.WriteString("\tVADDPS Z1, Z0, Z0\n\tVADDPS Z3, Z2, Z2\n\tVADDPS Z2, Z0, Z0\n")
-	b.WriteString("\tVEXTRACTF64X4 $1, Z0, Y1\n\tVADDPS Y1, Y0, Y0\n\tVEXTRACTF128 $1, Y0, X1\n\tVADDPS X1, X0, X0\n")
-	b.WriteString("\tVHADDPS X0, X0, X0\n\tVHADDPS X0, X0, X0\n\tVMOVSS X0, (DX)\n")
-	fmt.Fprintf(b, "\tADDQ R10, SI\n\tADDQ $4, DX\n\tDECQ R8\n\tJNZ %s_row\n%s_done:\n\tVZEROUPPER\n\tRET\n", name, name)
 }
 
 // toBF16 writes toBF16AVX512BF16(src *float32, dst *uint16, n int) (dst[p] = src[p] rounded to

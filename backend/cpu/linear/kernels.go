@@ -59,8 +59,8 @@ type kernelSet struct {
 	// rows, where set, handles one activation row (not in pair layout) against consecutive
 	// weight rows.
 	rows [numFloatTypes]rowsFunc
-	// dp, where set, multiplies BF16 weights by BF16 activations on the streaming path and
-	// rounds activations to BF16 for the others.
+	// dp, where set, multiplies BF16 weights by BF16 activations on the streaming path (see
+	// useDP) and rounds activations to BF16 for the others.
 	dp *dpKernels
 }
 
@@ -70,11 +70,19 @@ type dpKernels struct {
 	dot4x1 func(w *byte, ldw int, x *uint16, k int, out *[4]float32)
 	// dot4x4's ldx is the distance between activation rows in bytes.
 	dot4x4 func(w *byte, ldw int, x *uint16, ldx int, k int, out *[16]float32)
-	rows   func(w *byte, rows int, x *uint16, k int, out *float32)
 	// toBF16 rounds n floats (a multiple of 16) to BF16 as roundBF16 does; round does the
 	// same and widens the results back to float32.
 	toBF16 func(src *float32, dst *uint16, n int)
 	round  func(src *float32, dst *float32, n int)
+}
+
+// useDP reports whether the set's dp kernels multiply weights of type index ti by m activation
+// rows on the streaming path. One row (decode) keeps the pair kernels, which every set with dp
+// kernels has: it is bound by the memory's read rate, and a one-row VDPBF16PS kernel read the
+// weights a few percent slower than the pair one (single thread 24-26 GB/s against 25-27) and
+// decoded slower end to end.
+func (s *kernelSet) useDP(ti, m int) bool {
+	return ti == idxBF16 && s.dp != nil && m > 1
 }
 
 // dpBlock is the number of elements the BF16 dot-product kernels take per step.

@@ -80,9 +80,6 @@ func dot4x4BF16DP(w *byte, ldw int, x *uint16, ldx int, k int, out *[16]float32)
 func dot4x1BF16DP(w *byte, ldw int, x *uint16, k int, out *[4]float32)
 
 //go:noescape
-func dotRowsBF16DP(w *byte, rows int, x *uint16, k int, out *float32)
-
-//go:noescape
 func toBF16AVX512BF16(src *float32, dst *uint16, n int)
 
 //go:noescape
@@ -116,14 +113,13 @@ var avx512Kernels = &kernelSet{
 }
 
 // avx512BF16Kernels is the AVX-512 set with VDPBF16PS kernels for BF16 weights (32 products per
-// instruction, twice an FMA's); other weight types, and the widening of the matrix-product path,
-// use the AVX-512 kernels.
+// instruction, twice an FMA's) on more than one activation row; other weight types, one row, and
+// the widening of the matrix-product path use the AVX-512 kernels.
 var avx512BF16Kernels = func() *kernelSet {
 	s := *avx512Kernels
 	s.name = "avx512bf16"
-	s.pair1, s.pair4, s.pairRows = nil, nil, nil
 	s.dp = &dpKernels{
-		dot4x1: dot4x1BF16DP, dot4x4: dot4x4BF16DP, rows: dotRowsBF16DP,
+		dot4x1: dot4x1BF16DP, dot4x4: dot4x4BF16DP,
 		toBF16: toBF16AVX512BF16, round: roundBF16AVX512BF16,
 	}
 	return &s

@@ -6,12 +6,12 @@
 // by dot-product kernels that widen 16-bit weights in registers and accumulate in float32 with
 // FMA (AVX-512, else AVX2 + FMA + F16C, else portable Go, chosen at run time from the CPU's
 // features), four weight rows against one or four activation rows per call, rows spread over all
-// workers. Where the CPU has AVX512_BF16, BF16 weights instead meet activations converted to
-// BF16 in VDPBF16PS, which does twice the multiplications of an FMA per instruction; that
-// streaming tile outruns the widened product at any row count, so BF16 weights always stream
-// there. Otherwise many rows (prefill) take the matrix-product path: panels of weight rows are
-// widened to float32 and multiplied by gemm's blocked kernel (OpenBLAS where built with cgo),
-// where each widened weight is reused by every activation row.
+// workers. Where the CPU has AVX512_BF16, BF16 weights against more than one activation row
+// instead meet activations converted to BF16 in VDPBF16PS, which does twice the multiplications
+// of an FMA per instruction; that streaming tile outruns the widened product at any row count,
+// so BF16 weights always stream there. Otherwise many rows (prefill) take the matrix-product
+// path: panels of weight rows are widened to float32 and multiplied by gemm's blocked kernel
+// (OpenBLAS where built with cgo), where each widened weight is reused by every activation row.
 //
 // F32 and F16 weights are multiplied exactly, in float32, so results differ from a float32
 // reference only in summation order. BF16 weights are multiplied by activations rounded to BF16
@@ -133,7 +133,7 @@ func (mu *Multiplier) MatMul(w model.Matrix, m int, x []float32, ldx int, out []
 		return
 	}
 	if ti == idxBF16 {
-		if m <= limit && set.dp != nil {
+		if m <= limit && set.useDP(ti, m) {
 			mu.stream(set, ti, w, m, x, ldx, out, ldo, accumulate, threads)
 			return
 		}
@@ -220,7 +220,7 @@ func (mu *Multiplier) widened(set *kernelSet, ti int, w model.Matrix, m int, x [
 // stream is the path for few activation rows: weight rows are split into chunks of
 // streamChunkRows over the workers, and each group of four rows meets every activation row
 // while it is in the L1 cache. BF16 weights take activations already rounded to BF16, except
-// with a set's dp kernels, which round them here into the BF16 array they read.
+// where the set's dp kernels run (useDP), which round them here into the BF16 array they read.
 func (mu *Multiplier) stream(set *kernelSet, ti int, w model.Matrix, m int, x []float32, ldx int, out []float32, ldo int, accumulate bool, threads int) {
 	n, k := w.Rows, w.Cols
 	rb := w.RowBytes()
@@ -232,7 +232,7 @@ func (mu *Multiplier) stream(set *kernelSet, ti int, w model.Matrix, m int, x []
 	var xb []uint16
 	var dp *dpKernels
 	switch {
-	case ti == idxBF16 && set.dp != nil:
+	case set.useDP(ti, m):
 		dp = set.dp
 		kv = k - k%dpBlock
 		xb = mu.bf16Rows(dp, m, x, ldx, k)
@@ -246,7 +246,7 @@ func (mu *Multiplier) stream(set *kernelSet, ti int, w model.Matrix, m int, x []
 		pairLayout(xk, x, m, ldx, kv)
 	}
 	if dp != nil {
-		d4 = nil // the dp kernels are called below in its place
+		d4, rowsK = nil, nil // the dp kernels are called below in their place
 	}
 	tasks := (n + streamChunkRows - 1) / streamChunkRows
 	if n*k*max(m, 4) < 1<<16 {
@@ -282,13 +282,9 @@ func (mu *Multiplier) stream(set *kernelSet, ti int, w model.Matrix, m int, x []
 		// One activation row: stream the chunk's rows one after another (one sequential pass,
 		// which the prefetchers follow at nearly the full read bandwidth; four interleaved rows
 		// reach about half of it).
-		if m == 1 && kv == k && (rowsK != nil || dp != nil) {
+		if m == 1 && kv == k && rowsK != nil {
 			var buf [streamChunkRows]float32
-			if dp != nil {
-				dp.rows(&w.Data[j0*rb], j1-j0, &xb[0], kv, &buf[0])
-			} else {
-				rowsK(&w.Data[j0*rb], j1-j0, &xk[0], kv, &buf[0])
-			}
+			rowsK(&w.Data[j0*rb], j1-j0, &xk[0], kv, &buf[0])
 			dst := out[j0:j1]
 			if accumulate {
 				for r, v := range buf[:j1-j0] {
