@@ -89,11 +89,11 @@ func roundBF16AVX512BF16(src *float32, dst *float32, n int)
 // forms on 128/256-bit registers the reductions use).
 var haveAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL
 
-// haveAVX2 needs AVX2 and FMA; x/sys/cpu does not report F16C (VCVTPH2PS), which every x86 CPU
-// with AVX2 and FMA has.
 // haveAVX512BF16 adds VDPBF16PS and VCVTNEPS2BF16 to the AVX-512 kernels' needs.
 var haveAVX512BF16 = haveAVX512 && cpu.X86.HasAVX512BF16
 
+// haveAVX2 needs AVX2 and FMA; x/sys/cpu does not report F16C (VCVTPH2PS), which every x86 CPU
+// with AVX2 and FMA has.
 var haveAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 
 var avx512Kernels = &kernelSet{
