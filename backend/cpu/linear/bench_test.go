@@ -13,7 +13,8 @@ import (
 
 // BenchmarkMatMul times one Qwen3-0.6B-shaped projection set (gate/up 6144×1024, down 1024×3072,
 // 8 layers' worth so the weights do not fit in cache) for each kernel set, weight type and row
-// count (auto: the default path; widened and stream: each path forced), reporting the weight read rate (GB/s) and arithmetic rate (GFLOP/s).
+// count (auto: the default path; widened and stream: each path forced), reporting the weight
+// read rate (GB/s) and arithmetic rate (GFLOP/s).
 func BenchmarkMatMul(b *testing.B) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for _, typ := range []quant.Type{quant.BF16, quant.F32} {
