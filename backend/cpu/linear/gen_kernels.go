@@ -72,6 +72,9 @@ func main() {
 	dp4x1(&b)
 	toBF16(&b, false)
 	toBF16(&b, true)
+	for _, is := range isas {
+		roundInt(&b, is)
+	}
 	if err := os.WriteFile("kernels_amd64.s", b.Bytes(), 0o644); err != nil {
 		panic(err)
 	}
@@ -485,5 +488,47 @@ func toBF16(b *bytes.Buffer, widen bool) {
 	insn(b, evex.CVTNEPS2BF16(0, 1), "VCVTNEPS2BF16 Z0, Y1")
 	b.WriteString(out)
 	fmt.Fprintf(b, "\tADDQ $64, SI\n\tDECQ CX\n\tJNZ %s_loop\n", name)
+	fmt.Fprintf(b, "%s_done:\n\tVZEROUPPER\n\tRET\n", name)
+}
+
+// roundInt writes roundBF16<ISA>(src *float32, dst *float32, n int): dst[p] = src[p] rounded to
+// the nearest even BF16 and widened back, in integer arithmetic for CPUs without VCVTNEPS2BF16,
+// with its results (denormals to zeros of the same sign, NaNs quieted); n is a multiple of the
+// lane count.
+func roundInt(b *bytes.Buffer, is isa) {
+	name := "roundBF16" + is.name
+	R := is.reg
+	fmt.Fprintf(b, "\n// func %s(src *float32, dst *float32, n int)\n", name)
+	fmt.Fprintf(b, "TEXT ·%s(SB), NOSPLIT, $0-24\n", name)
+	b.WriteString("\tMOVQ src+0(FP), SI\n\tMOVQ dst+8(FP), DI\n\tMOVQ n+16(FP), CX\n")
+	// Constants: 1, the rounding bias 0x7fff, the high-half mask, the exponent mask, the sign
+	// bit, the magnitude mask and the quiet-NaN bit.
+	consts := []struct {
+		v   uint32
+		reg int
+	}{{1, 15}, {0x7fff, 14}, {0xffff0000, 13}, {0x7f800000, 12}, {0x80000000, 11}, {0x7fffffff, 10}, {0x00400000, 9}}
+	for _, c := range consts {
+		fmt.Fprintf(b, "\tMOVL $0x%x, AX\n\tMOVD AX, X%d\n\tVPBROADCASTD X%d, %s%d\n", c.v, c.reg, c.reg, R, c.reg)
+	}
+	fmt.Fprintf(b, "\tSHRQ $%d, CX\n\tJZ %s_done\n%s_loop:\n", log2(is.lanes), name, name)
+	// R1: x + 0x7fff + bit 16 of x, high half: the rounding of finite numbers and infinities.
+	and, or, mov := "VPAND", "VPOR", "VMOVDQU"
+	if R == "Z" {
+		and, or, mov = "VPANDD", "VPORD", "VMOVDQU32"
+	}
+	fmt.Fprintf(b, "\t%s (SI), %s0\n\tVPSRLD $16, %s0, %s1\n", mov, R, R, R)
+	fmt.Fprintf(b, "\t%s %s15, %s1, %s1\n\tVPADDD %s14, %s1, %s1\n\tVPADDD %s0, %s1, %s1\n\t%s %s13, %s1, %s1\n", and, R, R, R, R, R, R, R, R, R, and, R, R, R)
+	// R3: a NaN's high half with the quiet bit; R4: the sign alone, for zeros and denormals.
+	fmt.Fprintf(b, "\t%s %s9, %s0, %s3\n\t%s %s13, %s3, %s3\n\t%s %s11, %s0, %s4\n", or, R, R, R, and, R, R, R, and, R, R, R)
+	// R2: the magnitude, compared with infinity's to find NaNs.
+	fmt.Fprintf(b, "\t%s %s10, %s0, %s2\n", and, R, R, R)
+	if R == "Z" {
+		b.WriteString("\tVPCMPGTD Z12, Z2, K1\n\tVMOVDQA32 Z3, K1, Z1\n")
+		b.WriteString("\tVPTESTNMD Z12, Z0, K2\n\tVMOVDQA32 Z4, K2, Z1\n")
+	} else {
+		b.WriteString("\tVPCMPGTD Y12, Y2, Y2\n\tVPBLENDVB Y2, Y3, Y1, Y1\n")
+		b.WriteString("\tVPAND Y12, Y0, Y5\n\tVPXOR Y6, Y6, Y6\n\tVPCMPEQD Y6, Y5, Y5\n\tVPBLENDVB Y5, Y4, Y1, Y1\n")
+	}
+	fmt.Fprintf(b, "\t%s %s1, (DI)\n\tADDQ $%d, SI\n\tADDQ $%d, DI\n\tDECQ CX\n\tJNZ %s_loop\n", mov, R, 4*is.lanes, 4*is.lanes, name)
 	fmt.Fprintf(b, "%s_done:\n\tVZEROUPPER\n\tRET\n", name)
 }

@@ -59,8 +59,11 @@ type kernelSet struct {
 	// rows, where set, handles one activation row (not in pair layout) against consecutive
 	// weight rows.
 	rows [numFloatTypes]rowsFunc
+	// round, where set, rounds n floats (a multiple of lanes) to BF16 as roundBF16 does and
+	// widens them back: the activations of BF16 weights outside the dp kernels.
+	round func(src *float32, dst *float32, n int)
 	// dp, where set, multiplies BF16 weights by BF16 activations on the streaming path (see
-	// useDP) and rounds activations to BF16 for the others.
+	// useDP).
 	dp *dpKernels
 }
 
@@ -70,10 +73,8 @@ type dpKernels struct {
 	dot4x1 func(w *byte, ldw int, x *uint16, k int, out *[4]float32)
 	// dot4x4's ldx is the distance between activation rows in bytes.
 	dot4x4 func(w *byte, ldw int, x *uint16, ldx int, k int, out *[16]float32)
-	// toBF16 rounds n floats (a multiple of 16) to BF16 as roundBF16 does; round does the
-	// same and widens the results back to float32.
+	// toBF16 rounds n floats (a multiple of 16) to BF16 as roundBF16 does.
 	toBF16 func(src *float32, dst *uint16, n int)
-	round  func(src *float32, dst *float32, n int)
 }
 
 // useDP reports whether the set's dp kernels multiply weights of type index ti by m activation

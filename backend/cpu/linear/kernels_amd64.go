@@ -85,6 +85,12 @@ func toBF16AVX512BF16(src *float32, dst *uint16, n int)
 //go:noescape
 func roundBF16AVX512BF16(src *float32, dst *float32, n int)
 
+//go:noescape
+func roundBF16AVX512(src *float32, dst *float32, n int)
+
+//go:noescape
+func roundBF16AVX2(src *float32, dst *float32, n int)
+
 // haveAVX512 needs F (the arithmetic), BW (VPMOVZXWD on 512-bit registers) and VL (the EVEX
 // forms on 128/256-bit registers the reductions use).
 var haveAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL
@@ -110,6 +116,7 @@ var avx512Kernels = &kernelSet{
 	pair4:    dot4x4BF16PairAVX512,
 	pairRows: dotRowsBF16PairAVX512,
 	rows:     [numFloatTypes]rowsFunc{idxF16: dotRowsF16AVX512, idxF32: dotRowsF32AVX512},
+	round:    roundBF16AVX512,
 }
 
 // avx512BF16Kernels is the AVX-512 set with VDPBF16PS kernels for BF16 weights (32 products per
@@ -120,8 +127,9 @@ var avx512BF16Kernels = func() *kernelSet {
 	s.name = "avx512bf16"
 	s.dp = &dpKernels{
 		dot4x1: dot4x1BF16DP, dot4x4: dot4x4BF16DP,
-		toBF16: toBF16AVX512BF16, round: roundBF16AVX512BF16,
+		toBF16: toBF16AVX512BF16,
 	}
+	s.round = roundBF16AVX512BF16
 	return &s
 }()
 
@@ -133,6 +141,7 @@ var avx2Kernels = &kernelSet{
 	},
 	widen: [numFloatTypes]widenFunc{idxBF16: widenBF16AVX2, idxF16: widenF16AVX2},
 	rows:  [numFloatTypes]rowsFunc{idxBF16: dotRowsBF16AVX2, idxF16: dotRowsF16AVX2, idxF32: dotRowsF32AVX2},
+	round: roundBF16AVX2,
 }
 
 // kernelSets lists the kernel sets this CPU can run, fastest first; the portable set is last.

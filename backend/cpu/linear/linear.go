@@ -381,15 +381,15 @@ func (mu *Multiplier) bf16Rows(dp *dpKernels, m int, x []float32, ldx, k int) []
 func (mu *Multiplier) rounded(set *kernelSet, m int, x []float32, ldx, k int) []float32 {
 	mu.round = growFloats(mu.round, m*k)
 	xr := mu.round
-	if set.dp == nil {
+	if set.round == nil {
 		roundRowsGo(xr, x, m, ldx, k)
 		return xr
 	}
-	kv := k - k%16
+	kv := k - k%set.lanes
 	for i := range m {
 		src, dst := x[i*ldx:i*ldx+k], xr[i*k:(i+1)*k]
 		if kv > 0 {
-			set.dp.round(&src[0], &dst[0], kv)
+			set.round(&src[0], &dst[0], kv)
 		}
 		roundRowsGo(dst[kv:], src[kv:], 1, k-kv, k-kv)
 	}
