@@ -13,7 +13,8 @@ import (
 
 // BenchmarkMatMul times one Qwen3-0.6B-shaped projection set (gate/up 6144×1024, down 1024×3072,
 // 8 layers' worth so the weights do not fit in cache) for each kernel set, weight type and row
-// count, reporting the weight read rate (GB/s) and arithmetic rate (GFLOP/s).
+// count (auto: the default path; widened and stream: each path forced), reporting the weight
+// read rate (GB/s) and arithmetic rate (GFLOP/s).
 func BenchmarkMatMul(b *testing.B) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for _, typ := range []quant.Type{quant.BF16, quant.F32} {
@@ -32,8 +33,11 @@ func BenchmarkMatMul(b *testing.B) {
 				if m > 16 && set != sets[0] {
 					continue
 				}
-				for _, path := range []string{"auto", "widened"} {
+				for _, path := range []string{"auto", "widened", "stream"} {
 					if path == "widened" && (m == 1 || set != sets[0]) {
+						continue
+					}
+					if path == "stream" && (m <= StreamMaxRows || set != sets[0]) {
 						continue
 					}
 					b.Run(fmt.Sprintf("%s/%s/m%d/%s", typ, set.name, m, path), func(b *testing.B) {
@@ -43,8 +47,11 @@ func BenchmarkMatMul(b *testing.B) {
 							x[i] = rng.Float32()
 						}
 						mu := &Multiplier{Threads: runtime.GOMAXPROCS(0), set: set}
-						if path == "widened" {
+						switch path {
+						case "widened":
 							mu.StreamMaxRows = -1
+						case "stream":
+							mu.StreamMaxRows = m
 						}
 						var bytes, flops float64
 						for b.Loop() {

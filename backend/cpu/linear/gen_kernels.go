@@ -3,13 +3,17 @@
 // gen_kernels writes kernels_amd64.s: the dot-product kernels of package linear for each weight
 // storage type (BF16, F16, F32) and instruction set (AVX-512, AVX2). Run `go generate` after
 // editing it. The kernels widen weights in registers and accumulate in float32 with FMA, so their
-// results match a float32 reference up to summation order.
+// results match a float32 reference up to summation order; the AVX512_BF16 kernels multiply BF16
+// weights by activations already rounded to BF16, with VDPBF16PS.
 package main
 
 import (
 	"bytes"
 	"fmt"
 	"os"
+	"strings"
+
+	"github.com/llmserve/llmserve/backend/cpu/linear/internal/evex"
 )
 
 // elem describes one weight type: its name, size in bytes, and how a vector of it is loaded and
@@ -63,6 +67,13 @@ func main() {
 				rows(&b, is, e)
 			}
 		}
+	}
+	dp4x4(&b)
+	dp4x1(&b)
+	toBF16(&b, false)
+	toBF16(&b, true)
+	for _, is := range isas {
+		roundInt(&b, is)
 	}
 	if err := os.WriteFile("kernels_amd64.s", b.Bytes(), 0o644); err != nil {
 		panic(err)
@@ -365,4 +376,159 @@ func rows(b *bytes.Buffer, is isa, e elem) {
 	b.WriteString("\tVEXTRACTF128 $1, Y0, X1\n\tVADDPS X1, X0, X0\n")
 	b.WriteString("\tVHADDPS X0, X0, X0\n\tVHADDPS X0, X0, X0\n\tVMOVSS X0, (DX)\n")
 	fmt.Fprintf(b, "\tADDQ $4, DX\n\tDECQ R8\n\tJNZ %s_row\n%s_done:\n\tVZEROUPPER\n\tRET\n", name, name)
+}
+
+// insn writes an instruction Go's assembler does not know as BYTE directives, with its mnemonic
+// in a comment.
+func insn(b *bytes.Buffer, code []byte, mnemonic string) {
+	parts := make([]string, len(code))
+	for i, c := range code {
+		parts[i] = fmt.Sprintf("BYTE $0x%02x", c)
+	}
+	fmt.Fprintf(b, "\t%s // %s\n", strings.Join(parts, "; "), mnemonic)
+}
+
+// dpbf16 writes VDPBF16PS Z<src2>, Z<src1>, Z<dst>: dst.f32[i] += the two products of BF16
+// pairs 2i, 2i+1 of src1 and src2.
+func dpbf16(b *bytes.Buffer, src2, src1, dst int) {
+	insn(b, evex.DPBF16PS(src2, src1, dst), fmt.Sprintf("VDPBF16PS Z%d, Z%d, Z%d", src2, src1, dst))
+}
+
+// The DP kernels multiply BF16 weights by activations rounded to BF16 (natural order, k a
+// multiple of 32) with VDPBF16PS, which multiplies 32 pairs per instruction: twice the products
+// of an FMA on widened weights. Both operands are loaded into registers first (the encoder has
+// only the register form); one byte offset (AX) indexes weight and activation rows alike, since
+// both are two bytes per element.
+
+// dp4x4 writes dot4x4BF16DP(w *byte, ldw int, x *uint16, ldx int, k int, out *[16]float32):
+// out[4i+r] = Σ_{p<k} w[r][p]·x[i][p] for four weight rows ldw bytes apart and four BF16
+// activation rows ldx bytes apart; 16 accumulators, each weight vector feeds four products.
+func dp4x4(b *bytes.Buffer) {
+	name := "dot4x4BF16DP"
+	fmt.Fprintf(b, "\n// func %s(w *byte, ldw int, x *uint16, ldx int, k int, out *[16]float32)\n", name)
+	fmt.Fprintf(b, "TEXT ·%s(SB), NOSPLIT, $0-48\n", name)
+	b.WriteString("\tMOVQ w+0(FP), SI\n\tMOVQ ldw+8(FP), AX\n\tMOVQ x+16(FP), DI\n\tMOVQ ldx+24(FP), BX\n\tMOVQ k+32(FP), CX\n\tMOVQ out+40(FP), DX\n")
+	b.WriteString("\tLEAQ (SI)(AX*1), R8\n\tLEAQ (R8)(AX*1), R9\n\tLEAQ (R9)(AX*1), R10\n")
+	b.WriteString("\tLEAQ (DI)(BX*1), R11\n\tLEAQ (R11)(BX*1), R12\n\tLEAQ (R12)(BX*1), R13\n")
+	b.WriteString("\tSHLQ $1, CX\n\tXORL AX, AX\n")
+	for r := range 16 {
+		fmt.Fprintf(b, "\tVXORPS Z%d, Z%d, Z%d\n", r, r, r)
+	}
+	fmt.Fprintf(b, "\tTESTQ CX, CX\n\tJZ %s_reduce\n%s_loop:\n", name, name)
+	for r, p := range wptr {
+		fmt.Fprintf(b, "\tVMOVUPS (%s)(AX*1), Z%d\n", p, 16+r)
+	}
+	for i, p := range xptr {
+		fmt.Fprintf(b, "\tVMOVUPS (%s)(AX*1), Z%d\n", p, 20+i)
+	}
+	for i := range 4 {
+		for r := range 4 {
+			dpbf16(b, 16+r, 20+i, 4*i+r)
+		}
+	}
+	fmt.Fprintf(b, "\tADDQ $64, AX\n\tCMPQ AX, CX\n\tJLT %s_loop\n%s_reduce:\n", name, name)
+	for i := range 4 {
+		reduce4(b, isas[0], [4]int{4 * i, 4*i + 1, 4*i + 2, 4*i + 3}, 16, 16*i)
+	}
+	b.WriteString("\tVZEROUPPER\n\tRET\n")
+}
+
+// dp4x1 writes dot4x1BF16DP(w *byte, ldw int, x *uint16, k int, out *[4]float32): out[r] =
+// Σ_{p<k} w[r][p]·x[p] for four weight rows ldw bytes apart. Two blocks per row per iteration
+// (eight accumulators), with the pair kernels' prefetch.
+func dp4x1(b *bytes.Buffer) {
+	name := "dot4x1BF16DP"
+	fmt.Fprintf(b, "\n// func %s(w *byte, ldw int, x *uint16, k int, out *[4]float32)\n", name)
+	fmt.Fprintf(b, "TEXT ·%s(SB), NOSPLIT, $0-40\n", name)
+	b.WriteString("\tMOVQ w+0(FP), SI\n\tMOVQ ldw+8(FP), AX\n\tMOVQ x+16(FP), DI\n\tMOVQ k+24(FP), CX\n\tMOVQ out+32(FP), DX\n")
+	b.WriteString("\tLEAQ (SI)(AX*1), R8\n\tLEAQ (R8)(AX*1), R9\n\tLEAQ (R9)(AX*1), R10\n")
+	// CX: the row length in bytes; BX: the last offset at which two blocks remain.
+	b.WriteString("\tSHLQ $1, CX\n\tLEAQ -128(CX), BX\n\tXORL AX, AX\n")
+	for r := range 8 {
+		fmt.Fprintf(b, "\tVXORPS Z%d, Z%d, Z%d\n", r, r, r)
+	}
+	fmt.Fprintf(b, "%s_loop2:\n\tCMPQ AX, BX\n\tJGT %s_tail\n", name, name)
+	b.WriteString("\tVMOVUPS (DI)(AX*1), Z8\n\tVMOVUPS 64(DI)(AX*1), Z9\n")
+	for _, p := range wptr {
+		fmt.Fprintf(b, "\tPREFETCHT0 %d(%s)(AX*1)\n\tPREFETCHT0 %d(%s)(AX*1)\n", prefetchAhead, p, prefetchAhead+64, p)
+	}
+	for r, p := range wptr {
+		fmt.Fprintf(b, "\tVMOVUPS (%s)(AX*1), Z%d\n\tVMOVUPS 64(%s)(AX*1), Z%d\n", p, 10+r, p, 14+r)
+		dpbf16(b, 10+r, 8, r)
+		dpbf16(b, 14+r, 9, 4+r)
+	}
+	fmt.Fprintf(b, "\tADDQ $128, AX\n\tJMP %s_loop2\n", name)
+	fmt.Fprintf(b, "%s_tail:\n\tCMPQ AX, CX\n\tJGE %s_reduce\n\tVMOVUPS (DI)(AX*1), Z8\n", name, name)
+	for r, p := range wptr {
+		fmt.Fprintf(b, "\tVMOVUPS (%s)(AX*1), Z%d\n", p, 10+r)
+		dpbf16(b, 10+r, 8, r)
+	}
+	fmt.Fprintf(b, "%s_reduce:\n", name)
+	for r := range 4 {
+		fmt.Fprintf(b, "\tVADDPS Z%d, Z%d, Z%d\n", 4+r, r, r)
+	}
+	reduce4(b, isas[0], [4]int{0, 1, 2, 3}, 8, 0)
+	b.WriteString("\tVZEROUPPER\n\tRET\n")
+}
+
+// toBF16 writes toBF16AVX512BF16(src *float32, dst *uint16, n int) (dst[p] = src[p] rounded to
+// the nearest even BF16) or, when widen is set, roundBF16AVX512BF16(src *float32, dst *float32,
+// n int) (the same values widened back to float32); n is a multiple of 16. VCVTNEPS2BF16 turns
+// denormal inputs into zeros of the same sign and quiets NaNs.
+func toBF16(b *bytes.Buffer, widen bool) {
+	name, dst, out := "toBF16AVX512BF16", "*uint16", "\tVMOVDQU Y1, (DI)\n\tADDQ $32, DI\n"
+	if widen {
+		name, dst = "roundBF16AVX512BF16", "*float32"
+		out = "\tVPMOVZXWD Y1, Z1\n\tVPSLLD $16, Z1, Z1\n\tVMOVUPS Z1, (DI)\n\tADDQ $64, DI\n"
+	}
+	fmt.Fprintf(b, "\n// func %s(src *float32, dst %s, n int)\n", name, dst)
+	fmt.Fprintf(b, "TEXT ·%s(SB), NOSPLIT, $0-24\n", name)
+	b.WriteString("\tMOVQ src+0(FP), SI\n\tMOVQ dst+8(FP), DI\n\tMOVQ n+16(FP), CX\n")
+	fmt.Fprintf(b, "\tSHRQ $4, CX\n\tJZ %s_done\n%s_loop:\n\tVMOVUPS (SI), Z0\n", name, name)
+	insn(b, evex.CVTNEPS2BF16(0, 1), "VCVTNEPS2BF16 Z0, Y1")
+	b.WriteString(out)
+	fmt.Fprintf(b, "\tADDQ $64, SI\n\tDECQ CX\n\tJNZ %s_loop\n", name)
+	fmt.Fprintf(b, "%s_done:\n\tVZEROUPPER\n\tRET\n", name)
+}
+
+// roundInt writes roundBF16<ISA>(src *float32, dst *float32, n int): dst[p] = src[p] rounded to
+// the nearest even BF16 and widened back, in integer arithmetic for CPUs without VCVTNEPS2BF16,
+// with its results (denormals to zeros of the same sign, NaNs quieted); n is a multiple of the
+// lane count.
+func roundInt(b *bytes.Buffer, is isa) {
+	name := "roundBF16" + is.name
+	R := is.reg
+	fmt.Fprintf(b, "\n// func %s(src *float32, dst *float32, n int)\n", name)
+	fmt.Fprintf(b, "TEXT ·%s(SB), NOSPLIT, $0-24\n", name)
+	b.WriteString("\tMOVQ src+0(FP), SI\n\tMOVQ dst+8(FP), DI\n\tMOVQ n+16(FP), CX\n")
+	// Constants: 1, the rounding bias 0x7fff, the high-half mask, the exponent mask, the sign
+	// bit, the magnitude mask and the quiet-NaN bit.
+	consts := []struct {
+		v   uint32
+		reg int
+	}{{1, 15}, {0x7fff, 14}, {0xffff0000, 13}, {0x7f800000, 12}, {0x80000000, 11}, {0x7fffffff, 10}, {0x00400000, 9}}
+	for _, c := range consts {
+		fmt.Fprintf(b, "\tMOVL $0x%x, AX\n\tMOVD AX, X%d\n\tVPBROADCASTD X%d, %s%d\n", c.v, c.reg, c.reg, R, c.reg)
+	}
+	fmt.Fprintf(b, "\tSHRQ $%d, CX\n\tJZ %s_done\n%s_loop:\n", log2(is.lanes), name, name)
+	// R1: x + 0x7fff + bit 16 of x, high half: the rounding of finite numbers and infinities.
+	and, or, mov := "VPAND", "VPOR", "VMOVDQU"
+	if R == "Z" {
+		and, or, mov = "VPANDD", "VPORD", "VMOVDQU32"
+	}
+	fmt.Fprintf(b, "\t%s (SI), %s0\n\tVPSRLD $16, %s0, %s1\n", mov, R, R, R)
+	fmt.Fprintf(b, "\t%s %s15, %s1, %s1\n\tVPADDD %s14, %s1, %s1\n\tVPADDD %s0, %s1, %s1\n\t%s %s13, %s1, %s1\n", and, R, R, R, R, R, R, R, R, R, and, R, R, R)
+	// R3: a NaN's high half with the quiet bit; R4: the sign alone, for zeros and denormals.
+	fmt.Fprintf(b, "\t%s %s9, %s0, %s3\n\t%s %s13, %s3, %s3\n\t%s %s11, %s0, %s4\n", or, R, R, R, and, R, R, R, and, R, R, R)
+	// R2: the magnitude, compared with infinity's to find NaNs.
+	fmt.Fprintf(b, "\t%s %s10, %s0, %s2\n", and, R, R, R)
+	if R == "Z" {
+		b.WriteString("\tVPCMPGTD Z12, Z2, K1\n\tVMOVDQA32 Z3, K1, Z1\n")
+		b.WriteString("\tVPTESTNMD Z12, Z0, K2\n\tVMOVDQA32 Z4, K2, Z1\n")
+	} else {
+		b.WriteString("\tVPCMPGTD Y12, Y2, Y2\n\tVPBLENDVB Y2, Y3, Y1, Y1\n")
+		b.WriteString("\tVPAND Y12, Y0, Y5\n\tVPXOR Y6, Y6, Y6\n\tVPCMPEQD Y6, Y5, Y5\n\tVPBLENDVB Y5, Y4, Y1, Y1\n")
+	}
+	fmt.Fprintf(b, "\t%s %s1, (DI)\n\tADDQ $%d, SI\n\tADDQ $%d, DI\n\tDECQ CX\n\tJNZ %s_loop\n", mov, R, 4*is.lanes, 4*is.lanes, name)
+	fmt.Fprintf(b, "%s_done:\n\tVZEROUPPER\n\tRET\n", name)
 }

@@ -59,6 +59,59 @@ type kernelSet struct {
 	// rows, where set, handles one activation row (not in pair layout) against consecutive
 	// weight rows.
 	rows [numFloatTypes]rowsFunc
+	// round, where set, rounds n floats (a multiple of lanes) to BF16 as roundBF16 does and
+	// widens them back: the activations of BF16 weights outside the dp kernels.
+	round func(src *float32, dst *float32, n int)
+	// dp, where set, multiplies BF16 weights by BF16 activations on the streaming path (see
+	// useDP).
+	dp *dpKernels
+}
+
+// dpKernels are the BF16 dot-product kernels (VDPBF16PS) of a set: they take activation rows
+// rounded to BF16 in natural order and k a multiple of dpBlock.
+type dpKernels struct {
+	dot4x1 func(w *byte, ldw int, x *uint16, k int, out *[4]float32)
+	// dot4x4's ldx is the distance between activation rows in bytes.
+	dot4x4 func(w *byte, ldw int, x *uint16, ldx int, k int, out *[16]float32)
+	// toBF16 rounds n floats (a multiple of 16) to BF16 as roundBF16 does.
+	toBF16 func(src *float32, dst *uint16, n int)
+}
+
+// useDP reports whether the set's dp kernels multiply weights of type index ti by m activation
+// rows on the streaming path. One row (decode) keeps the pair kernels, which every set with dp
+// kernels has: it is bound by the memory's read rate, and a one-row VDPBF16PS kernel read the
+// weights a few percent slower than the pair one (single thread 24-26 GB/s against 25-27) and
+// decoded slower end to end.
+func (s *kernelSet) useDP(ti, m int) bool {
+	return ti == idxBF16 && s.dp != nil && m > 1
+}
+
+// dpBlock is the number of elements the BF16 dot-product kernels take per step.
+const dpBlock = 32
+
+// roundBF16 rounds f to the nearest BF16 (ties to even), as VCVTNEPS2BF16 does: denormals become
+// zeros of the same sign, NaNs stay NaNs (quieted), overflow goes to infinity.
+func roundBF16(f float32) uint16 {
+	b := math.Float32bits(f)
+	switch {
+	case b&0x7f800000 == 0:
+		return uint16(b>>16) & 0x8000
+	case b&0x7fffffff > 0x7f800000:
+		return uint16(b>>16) | 0x40
+	}
+	b += 0x7fff + (b>>16)&1
+	return uint16(b >> 16)
+}
+
+// roundRowsGo writes the first k elements of each of m rows of x (stride ldx) to dst (stride k)
+// rounded to BF16 and widened back to float32.
+func roundRowsGo(dst, x []float32, m, ldx, k int) {
+	for i := range m {
+		d := dst[i*k : (i+1)*k]
+		for p, v := range x[i*ldx : i*ldx+k] {
+			d[p] = math.Float32frombits(uint32(roundBF16(v)) << 16)
+		}
+	}
 }
 
 // rowsFunc sets out[r] = Σ_{p<k} w_r[p]·x[p] for rows consecutive weight rows of k elements

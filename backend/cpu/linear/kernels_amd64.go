@@ -73,9 +73,30 @@ func widenBF16AVX2(src *byte, dst *float32, n int)
 //go:noescape
 func widenF16AVX2(src *byte, dst *float32, n int)
 
+//go:noescape
+func dot4x4BF16DP(w *byte, ldw int, x *uint16, ldx int, k int, out *[16]float32)
+
+//go:noescape
+func dot4x1BF16DP(w *byte, ldw int, x *uint16, k int, out *[4]float32)
+
+//go:noescape
+func toBF16AVX512BF16(src *float32, dst *uint16, n int)
+
+//go:noescape
+func roundBF16AVX512BF16(src *float32, dst *float32, n int)
+
+//go:noescape
+func roundBF16AVX512(src *float32, dst *float32, n int)
+
+//go:noescape
+func roundBF16AVX2(src *float32, dst *float32, n int)
+
 // haveAVX512 needs F (the arithmetic), BW (VPMOVZXWD on 512-bit registers) and VL (the EVEX
 // forms on 128/256-bit registers the reductions use).
 var haveAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL
+
+// haveAVX512BF16 adds VDPBF16PS and VCVTNEPS2BF16 to the AVX-512 kernels' needs.
+var haveAVX512BF16 = haveAVX512 && cpu.X86.HasAVX512BF16
 
 // haveAVX2 needs AVX2 and FMA; x/sys/cpu does not report F16C (VCVTPH2PS), which every x86 CPU
 // with AVX2 and FMA has.
@@ -95,7 +116,22 @@ var avx512Kernels = &kernelSet{
 	pair4:    dot4x4BF16PairAVX512,
 	pairRows: dotRowsBF16PairAVX512,
 	rows:     [numFloatTypes]rowsFunc{idxF16: dotRowsF16AVX512, idxF32: dotRowsF32AVX512},
+	round:    roundBF16AVX512,
 }
+
+// avx512BF16Kernels is the AVX-512 set with VDPBF16PS kernels for BF16 weights (32 products per
+// instruction, twice an FMA's) on more than one activation row; other weight types, one row, and
+// the widening of the matrix-product path use the AVX-512 kernels.
+var avx512BF16Kernels = func() *kernelSet {
+	s := *avx512Kernels
+	s.name = "avx512bf16"
+	s.dp = &dpKernels{
+		dot4x1: dot4x1BF16DP, dot4x4: dot4x4BF16DP,
+		toBF16: toBF16AVX512BF16,
+	}
+	s.round = roundBF16AVX512BF16
+	return &s
+}()
 
 var avx2Kernels = &kernelSet{
 	name:  "avx2",
@@ -105,11 +141,15 @@ var avx2Kernels = &kernelSet{
 	},
 	widen: [numFloatTypes]widenFunc{idxBF16: widenBF16AVX2, idxF16: widenF16AVX2},
 	rows:  [numFloatTypes]rowsFunc{idxBF16: dotRowsBF16AVX2, idxF16: dotRowsF16AVX2, idxF32: dotRowsF32AVX2},
+	round: roundBF16AVX2,
 }
 
 // kernelSets lists the kernel sets this CPU can run, fastest first; the portable set is last.
 func kernelSets() []*kernelSet {
 	var sets []*kernelSet
+	if haveAVX512BF16 {
+		sets = append(sets, avx512BF16Kernels)
+	}
 	if haveAVX512 {
 		sets = append(sets, avx512Kernels)
 	}

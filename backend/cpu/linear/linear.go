@@ -6,18 +6,28 @@
 // by dot-product kernels that widen 16-bit weights in registers and accumulate in float32 with
 // FMA (AVX-512, else AVX2 + FMA + F16C, else portable Go, chosen at run time from the CPU's
 // features), four weight rows against one or four activation rows per call, rows spread over all
-// workers. Many rows (prefill) take the matrix-product path: panels of weight rows are widened to
-// float32 and multiplied by gemm's blocked kernel (OpenBLAS where built with cgo), where each
-// widened weight is reused by every activation row.
+// workers. Where the CPU has AVX512_BF16, BF16 weights against more than one activation row
+// instead meet activations converted to BF16 in VDPBF16PS, which does twice the multiplications
+// of an FMA per instruction; that streaming tile outruns the widened product at any row count,
+// so BF16 weights always stream there. Otherwise many rows (prefill) take the matrix-product
+// path: panels of weight rows are widened to float32 and multiplied by gemm's blocked kernel
+// (OpenBLAS where built with cgo), where each widened weight is reused by every activation row.
 //
-// Both float paths compute in float32 from the exact stored weights, so results differ from a
-// float32 reference only in summation order.
+// F32 and F16 weights are multiplied exactly, in float32, so results differ from a float32
+// reference only in summation order. BF16 weights are multiplied by activations rounded to BF16
+// (to nearest even; denormals to zero, as VCVTNEPS2BF16 does) on every path and kernel set, then
+// summed in float32: this is what llama.cpp (which converts activations to its BF16 dot-product
+// type) and transformers in bf16 do, and rounding everywhere, not only where VDPBF16PS runs,
+// keeps a sequence's results independent of the CPU and of how many rows share its product (up
+// to summation order). Denormal BF16 weights count as zero in VDPBF16PS and exactly elsewhere.
 package linear
 
 //go:generate go run gen_kernels.go
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math"
 	"unsafe"
 
 	"github.com/llmserve/llmserve/backend/cpu/gemm"
@@ -26,7 +36,8 @@ import (
 )
 
 // StreamMaxRows is the largest number of activation rows that takes the streaming path by
-// default; more rows go through the widened matrix product.
+// default; more rows go through the widened matrix product (BF16 weights on CPUs with
+// AVX512_BF16 stream at any count).
 const StreamMaxRows = 32
 
 // widePanelFloats bounds the float32 panel of weight rows one worker widens and multiplies at a
@@ -38,7 +49,8 @@ const widePanelFloats = 1 << 18
 // (the kernels' row step), small enough that the workers finish together.
 const streamChunkRows = 32
 
-// Kernels names the kernel set MatMul uses on this machine ("avx512", "avx2" or "go").
+// Kernels names the kernel set MatMul uses on this machine ("avx512bf16", "avx512", "avx2" or
+// "go").
 func Kernels() string { return sets[0].name }
 
 // sets are the kernel sets this machine can run, fastest first.
@@ -48,12 +60,17 @@ var sets = kernelSets()
 type Multiplier struct {
 	// Threads is the number of workers (at least 1).
 	Threads int
-	// StreamMaxRows is the row count up to which the streaming path runs (StreamMaxRows when 0).
+	// StreamMaxRows is the row count up to which the streaming path runs (when 0:
+	// StreamMaxRows, and no limit for BF16 weights with VDPBF16PS kernels).
 	StreamMaxRows int
 	// wide holds each worker's float32 panel for the matrix-product path.
 	wide [][]float32
 	// pairs holds the activations in pair layout for the BF16 pair kernels.
 	pairs []float32
+	// round holds the activations rounded to BF16 (as float32) for BF16 weights; bf16 holds
+	// them as BF16 for the dp kernels.
+	round []float32
+	bf16  []uint16
 	// packed and sum are the quantized path's dense activation rows and products to add.
 	packed, sum []float32
 	// set is the kernel set in use (sets[0] unless a test picks another).
@@ -102,6 +119,10 @@ func (mu *Multiplier) MatMul(w model.Matrix, m int, x []float32, ldx int, out []
 	limit := mu.StreamMaxRows
 	if limit == 0 {
 		limit = StreamMaxRows
+		if ti == idxBF16 && set.dp != nil {
+			// The dp kernels' 4x4 tile outruns the widened product at every row count measured.
+			limit = math.MaxInt
+		}
 	}
 	if k == 0 {
 		if !accumulate {
@@ -110,6 +131,13 @@ func (mu *Multiplier) MatMul(w model.Matrix, m int, x []float32, ldx int, out []
 			}
 		}
 		return
+	}
+	if ti == idxBF16 {
+		if m <= limit && set.useDP(ti, m) {
+			mu.stream(set, ti, w, m, x, ldx, out, ldo, accumulate, threads)
+			return
+		}
+		x, ldx = mu.rounded(set, m, x, ldx, k), k
 	}
 	if m <= limit || (ti == idxF32 && gemm.Impl() == "go" && m <= 4*limit) {
 		mu.stream(set, ti, w, m, x, ldx, out, ldo, accumulate, threads)
@@ -191,23 +219,34 @@ func (mu *Multiplier) widened(set *kernelSet, ti int, w model.Matrix, m int, x [
 
 // stream is the path for few activation rows: weight rows are split into chunks of
 // streamChunkRows over the workers, and each group of four rows meets every activation row
-// while it is in the L1 cache.
+// while it is in the L1 cache. BF16 weights take activations already rounded to BF16, except
+// where the set's dp kernels run (useDP), which round them here into the BF16 array they read.
 func (mu *Multiplier) stream(set *kernelSet, ti int, w model.Matrix, m int, x []float32, ldx int, out []float32, ldo int, accumulate bool, threads int) {
 	n, k := w.Rows, w.Cols
 	rb := w.RowBytes()
 	kv := k - k%set.lanes
-	d1, d4 := set.dot4x1[ti], set.dot4x4[ti]
-	// xk is what the kernels read: x itself, or x in pair layout for the BF16 pair kernels.
+	d1, d4, rowsK := set.dot4x1[ti], set.dot4x4[ti], set.rows[ti]
+	// xk is what the float kernels read: x itself, or x in pair layout for the BF16 pair
+	// kernels; xb is x in BF16 for the dp kernels (dp non-nil).
 	xk, ldk := x, ldx
-	paired := ti == idxBF16 && set.pair1 != nil && k >= pairBlock
-	if paired {
+	var xb []uint16
+	var dp *dpKernels
+	switch {
+	case set.useDP(ti, m):
+		dp = set.dp
+		kv = k - k%dpBlock
+		xb = mu.bf16Rows(dp, m, x, ldx, k)
+	case ti == idxBF16 && set.pair1 != nil && k >= pairBlock:
 		kv = k - k%pairBlock
-		d1, d4 = set.pair1, set.pair4
+		d1, d4, rowsK = set.pair1, set.pair4, set.pairRows
 		if cap(mu.pairs) < m*kv {
 			mu.pairs = make([]float32, m*kv)
 		}
 		xk, ldk = mu.pairs[:m*kv], kv
 		pairLayout(xk, x, m, ldx, kv)
+	}
+	if dp != nil {
+		d4, rowsK = nil, nil // the dp kernels are called below in their place
 	}
 	tasks := (n + streamChunkRows - 1) / streamChunkRows
 	if n*k*max(m, 4) < 1<<16 {
@@ -220,10 +259,18 @@ func (mu *Multiplier) stream(set *kernelSet, ti int, w model.Matrix, m int, x []
 			out[i*ldo+j] = v
 		}
 	}
+	// tail returns the product of weight row j and activation row i over the columns from p0,
+	// in plain Go.
+	tail := func(i, j, p0 int) float32 {
+		if dp != nil {
+			return dotTailBF16(w, j, xb[i*k:(i+1)*k], p0)
+		}
+		return dotTail(w, j, x[i*ldx:i*ldx+k], p0)
+	}
 	// store adds the columns past the kernels' lane multiple to a kernel's result.
 	store := func(i, j int, v float32) {
 		if kv < k {
-			v += dotTail(w, j, x[i*ldx:i*ldx+k], kv)
+			v += tail(i, j, kv)
 		}
 		put(i, j, v)
 	}
@@ -235,10 +282,6 @@ func (mu *Multiplier) stream(set *kernelSet, ti int, w model.Matrix, m int, x []
 		// One activation row: stream the chunk's rows one after another (one sequential pass,
 		// which the prefetchers follow at nearly the full read bandwidth; four interleaved rows
 		// reach about half of it).
-		rowsK := set.rows[ti]
-		if paired {
-			rowsK = set.pairRows
-		}
 		if m == 1 && kv == k && rowsK != nil {
 			var buf [streamChunkRows]float32
 			rowsK(&w.Data[j0*rb], j1-j0, &xk[0], kv, &buf[0])
@@ -259,9 +302,13 @@ func (mu *Multiplier) stream(set *kernelSet, ti int, w model.Matrix, m int, x []
 			if kv == 0 {
 				clear(o4[:])
 			}
-			if d4 != nil && kv > 0 {
+			if (d4 != nil || dp != nil) && kv > 0 {
 				for ; i+4 <= m; i += 4 {
-					d4(wp, rb, &xk[i*ldk], 4*ldk, kv, &o16)
+					if dp != nil {
+						dp.dot4x4(wp, rb, &xb[i*k], 2*k, kv, &o16)
+					} else {
+						d4(wp, rb, &xk[i*ldk], 4*ldk, kv, &o16)
+					}
 					if kv < k {
 						for ii := range 4 {
 							for r := range 4 {
@@ -288,7 +335,11 @@ func (mu *Multiplier) stream(set *kernelSet, ti int, w model.Matrix, m int, x []
 			}
 			for ; i < m; i++ {
 				if kv > 0 {
-					d1(wp, rb, &xk[i*ldk], kv, &o4)
+					if dp != nil {
+						dp.dot4x1(wp, rb, &xb[i*k], kv, &o4)
+					} else {
+						d1(wp, rb, &xk[i*ldk], kv, &o4)
+					}
 				}
 				for r := range 4 {
 					store(i, j+r, o4[r])
@@ -298,10 +349,62 @@ func (mu *Multiplier) stream(set *kernelSet, ti int, w model.Matrix, m int, x []
 		// The last rows of a matrix whose height is not a multiple of 4.
 		for ; j < j1; j++ {
 			for i := range m {
-				put(i, j, dotTail(w, j, x[i*ldx:i*ldx+k], 0))
+				put(i, j, tail(i, j, 0))
 			}
 		}
 	})
+}
+
+// bf16Rows returns the first k elements of each of m rows of x (stride ldx) rounded to BF16, in
+// m rows of k in the Multiplier's scratch.
+func (mu *Multiplier) bf16Rows(dp *dpKernels, m int, x []float32, ldx, k int) []uint16 {
+	if cap(mu.bf16) < m*k {
+		mu.bf16 = make([]uint16, m*k)
+	}
+	xb := mu.bf16[:m*k]
+	kv := k - k%16
+	for i := range m {
+		src, dst := x[i*ldx:i*ldx+k], xb[i*k:(i+1)*k]
+		if kv > 0 {
+			dp.toBF16(&src[0], &dst[0], kv)
+		}
+		for p := kv; p < k; p++ {
+			dst[p] = roundBF16(src[p])
+		}
+	}
+	return xb
+}
+
+// rounded returns the first k elements of each of m rows of x (stride ldx) rounded to BF16 and
+// widened back, in m rows of k in the Multiplier's scratch: the activations BF16 weights are
+// multiplied by.
+func (mu *Multiplier) rounded(set *kernelSet, m int, x []float32, ldx, k int) []float32 {
+	mu.round = growFloats(mu.round, m*k)
+	xr := mu.round
+	if set.round == nil {
+		roundRowsGo(xr, x, m, ldx, k)
+		return xr
+	}
+	kv := k - k%set.lanes
+	for i := range m {
+		src, dst := x[i*ldx:i*ldx+k], xr[i*k:(i+1)*k]
+		if kv > 0 {
+			set.round(&src[0], &dst[0], kv)
+		}
+		roundRowsGo(dst[kv:], src[kv:], 1, k-kv, k-kv)
+	}
+	return xr
+}
+
+// dotTailBF16 returns Σ_{p0≤p<k} w[j][p]·x[p] in plain Go for BF16 weights and activations.
+func dotTailBF16(w model.Matrix, j int, x []uint16, p0 int) float32 {
+	row := w.Row(j)
+	var s float32
+	for p := p0; p < w.Cols; p++ {
+		wv := math.Float32frombits(uint32(binary.LittleEndian.Uint16(row[2*p:])) << 16)
+		s += wv * math.Float32frombits(uint32(x[p])<<16)
+	}
+	return s
 }
 
 // dotTail returns Σ_{p0≤p<k} w[j][p]·x[p] in plain Go: the columns past the kernels' lane

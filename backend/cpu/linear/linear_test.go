@@ -43,7 +43,8 @@ func randomMatrix(rng *rand.Rand, t quant.Type, n, k int) (model.Matrix, []float
 	return m, ref
 }
 
-// TestMatMulAllKernels checks every kernel set this machine runs (AVX-512, AVX2, portable Go),
+// TestMatMulAllKernels checks every kernel set this machine runs (AVX-512 with and without BF16
+// instructions, AVX2, portable Go),
 // both paths (streaming and widened matrix product) and every float type against a float64
 // reference, over shapes with ragged edges (heights not a multiple of 4, widths not a multiple
 // of the lane count) and leading dimensions wider than the rows.
@@ -51,7 +52,7 @@ func TestMatMulAllKernels(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	shapes := []struct{ m, n, k int }{
 		{1, 4, 16}, {1, 1, 1}, {1, 7, 33}, {1, 37, 64}, {1, 70, 1024}, {2, 64, 128}, {3, 5, 100}, {4, 8, 64}, {5, 13, 48},
-		{8, 36, 1024}, {17, 20, 31}, {40, 9, 80},
+		{8, 36, 1024}, {17, 20, 31}, {40, 9, 80}, {16, 12, 96}, {7, 8, 200}, {6, 16, 288},
 	}
 	if len(sets) < 2 && testing.Verbose() {
 		t.Logf("only the portable kernels run on this machine")
@@ -86,8 +87,13 @@ func TestMatMulAllKernels(t *testing.T) {
 								}
 								var want, mag float64
 								for p := range sh.k {
-									want += float64(x[i*ldx+p]) * wref[j*sh.k+p]
-									mag += math.Abs(float64(x[i*ldx+p]) * wref[j*sh.k+p])
+									xv := float64(x[i*ldx+p])
+									if typ == quant.BF16 {
+										// BF16 weights meet activations rounded to BF16.
+										xv = float64(math.Float32frombits(uint32(model.Float32ToBF16(x[i*ldx+p])) << 16))
+									}
+									want += xv * wref[j*sh.k+p]
+									mag += math.Abs(xv * wref[j*sh.k+p])
 								}
 								if acc {
 									want += float64(before[i*ldo+j])
@@ -197,6 +203,59 @@ func TestMatMulQuantized(t *testing.T) {
 			}
 			if out[i*ldo+n] != 1 {
 				t.Fatalf("wrote past column %d", n)
+			}
+		}
+	}
+}
+
+// TestRoundBF16 checks the activation rounding against the model package's float32 to BF16
+// conversion (round to nearest even) on normal numbers, and each set's vector rounding against
+// it on normals, denormals, zeros, infinities and NaNs.
+func TestRoundBF16(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	var vals []float32
+	for _, b := range []uint32{0, 0x80000000, 1, 0x807fffff, 0x007f8000, 0x00800000, 0x3f808000, 0x3f818000,
+		0x3f80ffff, 0x7f7fffff, 0xff7f8000, 0x7f800000, 0xff800000, 0x7fc00000, 0x7f800001, 0xffa00000} {
+		vals = append(vals, math.Float32frombits(b))
+	}
+	for len(vals) < 1<<14 {
+		vals = append(vals, math.Float32frombits(rng.Uint32()))
+	}
+	for _, v := range vals {
+		b := math.Float32bits(v)
+		got := roundBF16(v)
+		switch {
+		case b&0x7f800000 == 0:
+			if got != uint16(b>>16)&0x8000 {
+				t.Fatalf("roundBF16(%#08x) = %#04x, want a zero of its sign", b, got)
+			}
+		case v != v:
+			if got&0x7fc0 != 0x7fc0 || got>>15 != uint16(b>>31) {
+				t.Fatalf("roundBF16(%#08x) = %#04x, want a quiet NaN of its sign", b, got)
+			}
+		default:
+			if want := model.Float32ToBF16(v); got != want {
+				t.Fatalf("roundBF16(%#08x) = %#04x, want %#04x", b, got, want)
+			}
+		}
+	}
+	for _, set := range sets {
+		if set.round != nil {
+			xr := make([]float32, len(vals))
+			set.round(&vals[0], &xr[0], len(vals))
+			for i, v := range vals {
+				if want := roundBF16(v); math.Float32bits(xr[i]) != uint32(want)<<16 {
+					t.Fatalf("%s: %#08x rounds to %#08x, want %#04x", set.name, math.Float32bits(v), math.Float32bits(xr[i]), want)
+				}
+			}
+		}
+		if set.dp != nil {
+			xb := make([]uint16, len(vals))
+			set.dp.toBF16(&vals[0], &xb[0], len(vals))
+			for i, v := range vals {
+				if want := roundBF16(v); xb[i] != want {
+					t.Fatalf("%s: %#08x rounds to BF16 %#04x, want %#04x", set.name, math.Float32bits(v), xb[i], want)
+				}
 			}
 		}
 	}
