@@ -24,8 +24,8 @@ const (
 	// the rounding of a cached element by one 16-bit ulp (2^-8 relative for bf16), so runs agree
 	// only to about that, not to float32 precision.
 	kv16Tol = 2e-3
-	// bf16ActTol is the same bound for BF16 weights, which package linear multiplies by
-	// activations rounded to BF16: a summation-order difference upstream flips the rounding of
+	// bf16ActTol is the same bound for BF16 weights with Options.BF16Activations, which package
+	// linear then multiplies by activations rounded to BF16: a summation-order difference upstream flips the rounding of
 	// an activation by one BF16 ulp (2^-8 relative) as it does a cached element's, and every
 	// projection's inputs are rounded, so runs agree only to about one BF16 ulp (2^-8 ≈ 3.9e-3)
 	// of the logits' scale.
@@ -34,7 +34,7 @@ const (
 
 // consistencyTol is the tolerance between two runs of the same prompt on backend b.
 func consistencyTol(b *Backend) float64 {
-	if b.m.Layers[0].QKV.Type == quant.BF16 {
+	if b.mul.BF16Activations && b.m.Layers[0].QKV.Type == quant.BF16 {
 		return bf16ActTol
 	}
 	if b.KVCacheDType() == KVF32 {
@@ -115,40 +115,51 @@ func TestMatchesReference(t *testing.T) {
 
 // TestBatchedMatchesAlone runs all prompts of a fixture in shared Forward calls, joining at
 // different steps with different chunk sizes (so prefill chunks and decodes of other sequences
-// share a batch), and checks each against the reference and against its own solo run.
+// share a batch), and checks each against the reference and against its own solo run; BF16
+// fixtures also with their activations rounded to BF16 (Options.BF16Activations).
 func TestBatchedMatchesAlone(t *testing.T) {
 	for _, name := range fixtureModels {
-		t.Run(name, func(t *testing.T) {
-			ref := loadReference(t, name)
+		for _, bf16Acts := range []bool{false, true} {
 			m := loadFixture(t, name, "config.json")
-			b := newTestBackend(t, m, Options{NumBlocks: 200, Threads: 2})
-			pool := newBlockPool(b.NumBlocks(), 11)
-			chunks := []int{16, 5, 0, 1}
-			starts := []int{3, 0, 5, 1}
-			var batched, solo []*seqRun
-			for p, prompt := range ref.Prompts {
-				batched = append(batched, newSeqRun(prompt.InputIDs, chunks[p], len(prompt.GreedyNewIDs), starts[p]))
-				// A duplicate of the prompt in the same batch must not disturb its twin.
-				batched = append(batched, newSeqRun(prompt.InputIDs, 3, len(prompt.GreedyNewIDs), starts[p]+2))
-				alone := newSeqRun(prompt.InputIDs, 0, len(prompt.GreedyNewIDs), 0)
-				runSeqs(t, b, pool, []*seqRun{alone})
-				solo = append(solo, alone, alone)
+			if bf16Acts && m.Layers[0].QKV.Type != quant.BF16 {
+				continue
 			}
-			runSeqs(t, b, pool, batched)
-			for i, s := range batched {
-				p := i / 2
-				checkAgainstReference(t, ref, p, s)
-				if d := relDiff(t, s.prefill, solo[i].prefill); d > consistencyTol(b) {
-					t.Errorf("seq %d: batched prefill logits differ from solo by %.3g", i, d)
-				}
-				if ref.Prompts[p].MinTop2Gap > clearGap && !slices.Equal(s.generated, solo[i].generated) {
-					t.Errorf("seq %d: batched greedy ids %v, solo %v", i, s.generated, solo[i].generated)
-				}
-			}
-			if len(pool.free) != b.NumBlocks() {
-				t.Errorf("%d blocks leaked", b.NumBlocks()-len(pool.free))
-			}
-		})
+			t.Run(fmt.Sprintf("%s/bf16acts=%v", name, bf16Acts), func(t *testing.T) {
+				batchedMatchesAlone(t, name, m, bf16Acts)
+			})
+		}
+	}
+}
+
+// batchedMatchesAlone is one case of TestBatchedMatchesAlone.
+func batchedMatchesAlone(t *testing.T, name string, m *model.Model, bf16Acts bool) {
+	ref := loadReference(t, name)
+	b := newTestBackend(t, m, Options{NumBlocks: 200, Threads: 2, BF16Activations: bf16Acts})
+	pool := newBlockPool(b.NumBlocks(), 11)
+	chunks := []int{16, 5, 0, 1}
+	starts := []int{3, 0, 5, 1}
+	var batched, solo []*seqRun
+	for p, prompt := range ref.Prompts {
+		batched = append(batched, newSeqRun(prompt.InputIDs, chunks[p], len(prompt.GreedyNewIDs), starts[p]))
+		// A duplicate of the prompt in the same batch must not disturb its twin.
+		batched = append(batched, newSeqRun(prompt.InputIDs, 3, len(prompt.GreedyNewIDs), starts[p]+2))
+		alone := newSeqRun(prompt.InputIDs, 0, len(prompt.GreedyNewIDs), 0)
+		runSeqs(t, b, pool, []*seqRun{alone})
+		solo = append(solo, alone, alone)
+	}
+	runSeqs(t, b, pool, batched)
+	for i, s := range batched {
+		p := i / 2
+		checkAgainstReference(t, ref, p, s)
+		if d := relDiff(t, s.prefill, solo[i].prefill); d > consistencyTol(b) {
+			t.Errorf("seq %d: batched prefill logits differ from solo by %.3g", i, d)
+		}
+		if ref.Prompts[p].MinTop2Gap > clearGap && !slices.Equal(s.generated, solo[i].generated) {
+			t.Errorf("seq %d: batched greedy ids %v, solo %v", i, s.generated, solo[i].generated)
+		}
+	}
+	if len(pool.free) != b.NumBlocks() {
+		t.Errorf("%d blocks leaked", b.NumBlocks()-len(pool.free))
 	}
 }
 

@@ -55,6 +55,8 @@ type options struct {
 	// exactLogits and fixtures select the parts of -exactness beyond dequantization.
 	exactLogits bool
 	fixtures    string
+	// bf16Acts runs our engine with --bf16-activations.
+	bf16Acts bool
 }
 
 func main() {
@@ -71,6 +73,7 @@ func main() {
 	flag.BoolVar(&o.force, "force", false, "rewrite the GGUF files even if they exist")
 	flag.Float64Var(&o.quietIdle, "quiet-idle", 0.8, "idle share of the cores to wait for before each timed run")
 	flag.DurationVar(&o.quietWait, "quiet-wait", 90*time.Second, "longest wait for -quiet-idle (the run goes ahead after it either way)")
+	flag.BoolVar(&o.bf16Acts, "bf16-activations", false, "run our engine as with --bf16-activations (activations rounded to bf16 for BF16 weights, as llama.cpp does); with -worker, the worker's mode")
 	exactness := flag.Bool("exactness", false, "check dequantization and logits against llama.cpp instead of timing")
 	flag.BoolVar(&o.exactLogits, "exactness-logits", true, "with -exactness, also compare logits (slow: llama.cpp and ours on every prompt)")
 	flag.StringVar(&o.fixtures, "fixtures", "testdata/models", "with -exactness, fixture models whose GGUF (our writer) llama.cpp must run as Hugging Face did; empty: skip")
@@ -92,7 +95,7 @@ func main() {
 		if *logits != "" {
 			err = runOursLogits(*worker, *logits, *widen)
 		} else {
-			err = runOurs(*worker, *what, *batch)
+			err = runOurs(*worker, *what, *batch, o.bf16Acts)
 		}
 		stop()
 		if err != nil {
@@ -283,7 +286,7 @@ func timeOurs(o options, path, what string) (float64, error) {
 	}
 	th := strconv.Itoa(o.threads)
 	out, err := locked(o, []string{"GOMAXPROCS=" + th, "OPENBLAS_NUM_THREADS=" + th}, exe,
-		"-worker", path, "-what", w, "-batch", strconv.Itoa(b))
+		"-worker", path, "-what", w, "-batch", strconv.Itoa(b), "-bf16-activations="+strconv.FormatBool(o.bf16Acts))
 	if err != nil {
 		return 0, err
 	}
@@ -457,6 +460,9 @@ func report(o options, files map[string]string, runs []run, bws []float64) error
 		filepath.Base(o.modelDir), cfg.NumLayers, cfg.HiddenSize, cfg.VocabSize, o.threads, o.rounds, o.lock)
 	fmt.Printf("Read bandwidth (membw, %d threads, 1 GiB): best of each measurement (one before each workload) %s GB/s; the roofline uses %.1f GB/s.\n",
 		o.threads, joinF(bws), bw/1e9)
+	if o.bf16Acts {
+		fmt.Printf("llmserve runs with --bf16-activations (activations rounded to bf16 for BF16 weights, as llama.cpp does).\n")
+	}
 	fmt.Printf("Roofline (decode): every GGUF tensor read once per step, plus K and V of the average context (%.1f positions; llmserve %d bytes per element, llama.cpp f16).\n\n", avgCtx, o.oursKVBytes)
 	fmt.Println("| workload | weights | llmserve tok/s min / median | llama.cpp tok/s min / median | llmserve / llama.cpp (median) | roofline tok/s llmserve / llama.cpp | fraction of roofline llmserve / llama.cpp (median) |")
 	fmt.Println("|---|---|---|---|---|---|---|")

@@ -53,9 +53,10 @@ type workerResult struct {
 	Weights string  `json:"weights"`
 }
 
-// runOurs times one workload of our CPU backend on the GGUF at path and prints a workerResult;
+// runOurs times one workload of our CPU backend on the GGUF at path (bf16Acts: with
+// Options.BF16Activations) and prints a workerResult;
 // what "check" only loads the model into a backend (untimed).
-func runOurs(path, what string, batch int) error {
+func runOurs(path, what string, batch int, bf16Acts bool) error {
 	m, err := model.LoadGGUF(path)
 	if err != nil {
 		return err
@@ -82,7 +83,7 @@ func runOurs(path, what string, batch int) error {
 	switch what {
 	case "prefill":
 		per := blocks(prefillLen)
-		be, err := cpu.New(m, cpu.Options{NumBlocks: 2 * per})
+		be, err := cpu.New(m, cpu.Options{NumBlocks: 2 * per, BF16Activations: bf16Acts})
 		if err != nil {
 			return err
 		}
@@ -99,7 +100,7 @@ func runOurs(path, what string, batch int) error {
 		}
 	case "decode":
 		per := blocks(decodePrompt + decodeWarmup + decodeNew)
-		be, err := cpu.New(m, cpu.Options{NumBlocks: batch * per})
+		be, err := cpu.New(m, cpu.Options{NumBlocks: batch * per, BF16Activations: bf16Acts})
 		if err != nil {
 			return err
 		}

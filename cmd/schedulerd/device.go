@@ -17,7 +17,7 @@ import (
 
 // openBackend loads the model at path (a Hugging Face directory or a GGUF file), quantized when
 // quantization names a type, onto device ("cpu" now; "cuda:K" once that backend lands).
-func openBackend(path, device, quantization string, kvBytes int64, kvType cpu.KVDType, log *slog.Logger) (backend.Backend, model.Config, error) {
+func openBackend(path, device, quantization string, opts cpu.Options, log *slog.Logger) (backend.Backend, model.Config, error) {
 	switch {
 	case device == "cpu":
 	case strings.HasPrefix(device, "cuda"):
@@ -31,13 +31,13 @@ func openBackend(path, device, quantization string, kvBytes int64, kvType cpu.KV
 	if err != nil {
 		return nil, model.Config{}, err
 	}
-	b, err := cpu.New(m, cpu.Options{KVCacheBytes: kvBytes, KVCacheDType: kvType})
+	b, err := cpu.New(m, opts)
 	if err != nil {
 		return nil, model.Config{}, fmt.Errorf("cpu backend for %s: %w", path, err)
 	}
 	log.Info("model loaded", "path", path, "seconds", time.Since(start).Seconds(), "arch", m.Config.Architecture,
 		"layers", m.Config.NumLayers, "kv_blocks", b.NumBlocks(), "block_size", b.BlockSize(), "kv_dtype", b.KVCacheDType(),
-		"gemm", gemm.Impl(), "blas_core", gemm.Core(), "kernels", linear.Kernels())
+		"gemm", gemm.Impl(), "blas_core", gemm.Core(), "kernels", linear.Kernels(), "bf16_activations", opts.BF16Activations)
 	return b, m.Config, nil
 }
 
@@ -62,6 +62,12 @@ func parseIDs(s string) ([]int32, error) {
 }
 
 // kvCacheDTypeFlag is --kv-cache-dtype, shared by serve and generate.
+// bf16ActivationsFlag is schedulerd's --bf16-activations.
+func bf16ActivationsFlag(dst *bool) cli.Flag {
+	return &cli.BoolFlag{Name: "bf16-activations", Destination: dst, Sources: cli.EnvVars("BF16_ACTIVATIONS"),
+		Usage: "round the activations that BF16 weights multiply to bf16, as llama.cpp does: faster batched decode and prefill on CPUs with AVX512_BF16, but a request's tokens then depend on the requests batched with it"}
+}
+
 func kvCacheDTypeFlag(dst *string) cli.Flag {
 	return &cli.StringFlag{Name: "kv-cache-dtype", Destination: dst, Value: "auto", Usage: "KV cache element type: auto (the weights' type), bf16, f16 or f32",
 		Sources: cli.EnvVars("KV_CACHE_DTYPE")}

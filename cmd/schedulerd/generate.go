@@ -37,6 +37,8 @@ type generateConfig struct {
 	KVCacheDType string
 	// Quantization re-stores the weights in this type at load (as schedulerd serve's).
 	Quantization string
+	// BF16Activations rounds the activations BF16 weights multiply to bf16 (as schedulerd serve's).
+	BF16Activations bool
 }
 
 func (c *generateConfig) flags() []cli.Flag {
@@ -56,6 +58,7 @@ func (c *generateConfig) flags() []cli.Flag {
 		&cli.BoolFlag{Name: "print-logits", Destination: &c.PrintLogits, Usage: "also print the logits at the last prompt position"},
 		kvCacheDTypeFlag(&c.KVCacheDType),
 		quantizationFlag(&c.Quantization),
+		bf16ActivationsFlag(&c.BF16Activations),
 	}
 }
 
@@ -85,7 +88,8 @@ func generateCommand() *cli.Command {
 			if err := p.Validate(); err != nil {
 				return err
 			}
-			res, err := generate(ctx, cfg.ModelPath, cfg.Device, cfg.Quantization, ids, cfg.MaxNewTokens, p, cfg.IgnoreEOS, cfg.PrintLogits, kvType)
+			res, err := generate(ctx, cfg.ModelPath, cfg.Device, cfg.Quantization, ids, cfg.MaxNewTokens, p, cfg.IgnoreEOS, cfg.PrintLogits,
+				cpu.Options{KVCacheDType: kvType, BF16Activations: cfg.BF16Activations})
 			if err != nil {
 				return err
 			}
@@ -99,7 +103,7 @@ type generateResult struct {
 	LastLogits []float32 `json:"last_logits,omitempty"`
 }
 
-func generate(ctx context.Context, path, device, quantization string, prompt []int32, maxNew int, p sampling.Params, ignoreEOS, printLogits bool, kvType cpu.KVDType) (*generateResult, error) {
+func generate(ctx context.Context, path, device, quantization string, prompt []int32, maxNew int, p sampling.Params, ignoreEOS, printLogits bool, opts cpu.Options) (*generateResult, error) {
 	if device != "cpu" {
 		return nil, fmt.Errorf("device %q: generate runs on cpu in this build", device)
 	}
@@ -111,7 +115,8 @@ func generate(ctx context.Context, path, device, quantization string, prompt []i
 	if total > m.Config.MaxPositions {
 		return nil, fmt.Errorf("prompt (%d) + max-new-tokens (%d) exceeds the context length %d", len(prompt), maxNew, m.Config.MaxPositions)
 	}
-	b, err := cpu.New(m, cpu.Options{NumBlocks: total/cpu.DefaultBlockSize + 2, KVCacheDType: kvType})
+	opts.NumBlocks = total/cpu.DefaultBlockSize + 2
+	b, err := cpu.New(m, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -44,6 +44,8 @@ type rankConfig struct {
 	KVCacheDType string
 	// Quantization re-stores the weights in this type at load ("": as the checkpoint stores them).
 	Quantization string
+	// BF16Activations rounds the activations BF16 weights multiply to bf16 (cpu.Options).
+	BF16Activations bool
 	// ContextLength overrides the model's max_position_embeddings when > 0.
 	ContextLength int
 	// LoadFormat is auto (the model's weights) or replay (benchmark only).
@@ -67,6 +69,7 @@ func (c *rankConfig) flags() []cli.Flag {
 		&cli.IntFlag{Name: "kv-cache-mb", Destination: &c.KVCacheMB, Value: 256, Usage: "memory for the KV cache, MiB", Sources: cli.EnvVars("KV_CACHE_MB")},
 		kvCacheDTypeFlag(&c.KVCacheDType),
 		quantizationFlag(&c.Quantization),
+		bf16ActivationsFlag(&c.BF16Activations),
 		&cli.IntFlag{Name: "context-length", Destination: &c.ContextLength, Usage: "context length (default: the model's max_position_embeddings)"},
 		&cli.StringFlag{Name: "load-format", Destination: &c.LoadFormat, Value: "auto", Usage: "auto (the model's weights) or replay (BENCHMARK ONLY: deterministic tokens, no model math)", Sources: cli.EnvVars("LOAD_FORMAT")},
 		&cli.DurationFlag{Name: "replay-step-time", Destination: &c.ReplayStepTime, Usage: "with --load-format replay: the least time of one step", Sources: cli.EnvVars("REPLAY_STEP_TIME")},
@@ -189,7 +192,8 @@ func openRankBackend(cfg *rankConfig, device string, log *slog.Logger) (backend.
 		if err != nil {
 			return nil, model.Config{}, fmt.Errorf("--kv-cache-dtype: %w", err)
 		}
-		return openBackend(cfg.ModelPath, device, cfg.Quantization, int64(cfg.KVCacheMB)<<20, kvType, log)
+		opts := cpu.Options{KVCacheBytes: int64(cfg.KVCacheMB) << 20, KVCacheDType: kvType, BF16Activations: cfg.BF16Activations}
+		return openBackend(cfg.ModelPath, device, cfg.Quantization, opts, log)
 	case "replay":
 		mcfg, err := model.LoadConfig(cfg.ModelPath)
 		if err != nil {

@@ -13,7 +13,8 @@ import (
 
 // BenchmarkMatMul times one Qwen3-0.6B-shaped projection set (gate/up 6144×1024, down 1024×3072,
 // 8 layers' worth so the weights do not fit in cache) for each kernel set, weight type and row
-// count (auto: the default path; widened and stream: each path forced), reporting the weight
+// count (auto: the default path; widened and stream: each path forced; bf16acts: the default
+// with activations rounded to BF16 for BF16 weights), reporting the weight
 // read rate (GB/s) and arithmetic rate (GFLOP/s).
 func BenchmarkMatMul(b *testing.B) {
 	rng := rand.New(rand.NewPCG(3, 4))
@@ -33,7 +34,10 @@ func BenchmarkMatMul(b *testing.B) {
 				if m > 16 && set != sets[0] {
 					continue
 				}
-				for _, path := range []string{"auto", "widened", "stream"} {
+				for _, path := range []string{"auto", "widened", "stream", "bf16acts"} {
+					if path == "bf16acts" && (typ != quant.BF16 || set != sets[0]) {
+						continue
+					}
 					if path == "widened" && (m == 1 || set != sets[0]) {
 						continue
 					}
@@ -52,6 +56,8 @@ func BenchmarkMatMul(b *testing.B) {
 							mu.StreamMaxRows = -1
 						case "stream":
 							mu.StreamMaxRows = m
+						case "bf16acts":
+							mu.BF16Activations = true
 						}
 						var bytes, flops float64
 						for b.Loop() {

@@ -6,20 +6,23 @@
 // by dot-product kernels that widen 16-bit weights in registers and accumulate in float32 with
 // FMA (AVX-512, else AVX2 + FMA + F16C, else portable Go, chosen at run time from the CPU's
 // features), four weight rows against one or four activation rows per call, rows spread over all
-// workers. Where the CPU has AVX512_BF16, BF16 weights against more than one activation row
-// instead meet activations converted to BF16 in VDPBF16PS, which does twice the multiplications
-// of an FMA per instruction; that streaming tile outruns the widened product at any row count,
-// so BF16 weights always stream there. Otherwise many rows (prefill) take the matrix-product
-// path: panels of weight rows are widened to float32 and multiplied by gemm's blocked kernel
+// workers. With BF16Activations on a CPU with AVX512_BF16, BF16 weights against more than one
+// activation row instead meet activations converted to BF16 in VDPBF16PS, which does twice the
+// multiplications of an FMA per instruction; that streaming tile outruns the widened product at
+// any row count, so such weights always stream. Otherwise many rows (prefill) take the
+// matrix-product path: panels of weight rows are widened to float32 and multiplied by gemm's blocked kernel
 // (OpenBLAS where built with cgo), where each widened weight is reused by every activation row.
 //
-// F32 and F16 weights are multiplied exactly, in float32, so results differ from a float32
-// reference only in summation order. BF16 weights are multiplied by activations rounded to BF16
-// (to nearest even; denormals to zero, as VCVTNEPS2BF16 does) on every path and kernel set, then
-// summed in float32: this is what llama.cpp (which converts activations to its BF16 dot-product
-// type) and transformers in bf16 do, and rounding everywhere, not only where VDPBF16PS runs,
-// keeps a sequence's results independent of the CPU and of how many rows share its product (up
-// to summation order). Denormal BF16 weights count as zero in VDPBF16PS and exactly elsewhere.
+// By default every path computes in float32 from the exact stored weights and activations, so
+// results differ from a float32 reference only in summation order: a sequence's results then
+// barely depend on how many rows share its product, and seeded sampling repeats across batch
+// shapes. With Multiplier.BF16Activations, BF16 weights instead meet activations rounded to BF16
+// (to nearest even; denormals to zero, as VCVTNEPS2BF16 does) on every path and kernel set, as
+// llama.cpp (which converts activations to its BF16 dot-product type) and transformers in bf16
+// do: on CPUs with AVX512_BF16 the VDPBF16PS kernels then run batched decode and prefill at up
+// to twice the speed, but any difference in summation order upstream flips some roundings and
+// spreads to about one BF16 ulp (2^-8) of the logits, so results depend on the batch.
+// Denormal BF16 weights count as zero in VDPBF16PS and exactly elsewhere.
 package linear
 
 //go:generate go run gen_kernels.go
@@ -63,6 +66,9 @@ type Multiplier struct {
 	// StreamMaxRows is the row count up to which the streaming path runs (when 0:
 	// StreamMaxRows, and no limit for BF16 weights with VDPBF16PS kernels).
 	StreamMaxRows int
+	// BF16Activations rounds the activations that BF16 weights multiply to BF16 (see the
+	// package comment): faster where VDPBF16PS runs, at the cost of batch-dependent results.
+	BF16Activations bool
 	// wide holds each worker's float32 panel for the matrix-product path.
 	wide [][]float32
 	// pairs holds the activations in pair layout for the BF16 pair kernels.
@@ -119,7 +125,7 @@ func (mu *Multiplier) MatMul(w model.Matrix, m int, x []float32, ldx int, out []
 	limit := mu.StreamMaxRows
 	if limit == 0 {
 		limit = StreamMaxRows
-		if ti == idxBF16 && set.dp != nil {
+		if mu.useDP(set, ti, 2) {
 			// The dp kernels' 4x4 tile outruns the widened product at every row count measured.
 			limit = math.MaxInt
 		}
@@ -132,8 +138,8 @@ func (mu *Multiplier) MatMul(w model.Matrix, m int, x []float32, ldx int, out []
 		}
 		return
 	}
-	if ti == idxBF16 {
-		if m <= limit && set.useDP(ti, m) {
+	if ti == idxBF16 && mu.BF16Activations {
+		if m <= limit && mu.useDP(set, ti, m) {
 			mu.stream(set, ti, w, m, x, ldx, out, ldo, accumulate, threads)
 			return
 		}
@@ -232,7 +238,7 @@ func (mu *Multiplier) stream(set *kernelSet, ti int, w model.Matrix, m int, x []
 	var xb []uint16
 	var dp *dpKernels
 	switch {
-	case set.useDP(ti, m):
+	case mu.useDP(set, ti, m):
 		dp = set.dp
 		kv = k - k%dpBlock
 		xb = mu.bf16Rows(dp, m, x, ldx, k)
@@ -373,6 +379,12 @@ func (mu *Multiplier) bf16Rows(dp *dpKernels, m int, x []float32, ldx, k int) []
 		}
 	}
 	return xb
+}
+
+// useDP reports whether m activation rows meet weights of type index ti in set's VDPBF16PS
+// kernels: only with BF16Activations.
+func (mu *Multiplier) useDP(set *kernelSet, ti, m int) bool {
+	return mu.BF16Activations && set.useDP(ti, m)
 }
 
 // rounded returns the first k elements of each of m rows of x (stride ldx) rounded to BF16 and

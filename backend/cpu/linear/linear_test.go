@@ -44,9 +44,9 @@ func randomMatrix(rng *rand.Rand, t quant.Type, n, k int) (model.Matrix, []float
 }
 
 // TestMatMulAllKernels checks every kernel set this machine runs (AVX-512 with and without BF16
-// instructions, AVX2, portable Go),
-// both paths (streaming and widened matrix product) and every float type against a float64
-// reference, over shapes with ragged edges (heights not a multiple of 4, widths not a multiple
+// instructions, AVX2, portable Go), both paths (streaming and widened matrix product), every
+// float type and both activation precisions (float32, and BF16 for BF16 weights) against a
+// float64 reference, over shapes with ragged edges (heights not a multiple of 4, widths not a multiple
 // of the lane count) and leading dimensions wider than the rows.
 func TestMatMulAllKernels(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -60,8 +60,12 @@ func TestMatMulAllKernels(t *testing.T) {
 	for _, set := range sets {
 		for _, typ := range []quant.Type{quant.F32, quant.BF16, quant.F16} {
 			for _, sh := range shapes {
-				for _, streamMax := range []int{0, 1} {
-					name := fmt.Sprintf("%s/%s/m%d_n%d_k%d/stream%d", set.name, typ, sh.m, sh.n, sh.k, streamMax)
+				for _, cfg := range []struct {
+					streamMax int
+					bf16Acts  bool
+				}{{0, false}, {1, false}, {0, true}, {1, true}} {
+					streamMax := cfg.streamMax
+					name := fmt.Sprintf("%s/%s/m%d_n%d_k%d/stream%d/bf16acts=%v", set.name, typ, sh.m, sh.n, sh.k, streamMax, cfg.bf16Acts)
 					w, wref := randomMatrix(rng, typ, sh.n, sh.k)
 					ldx, ldo := sh.k+3, sh.n+5
 					x := make([]float32, sh.m*ldx)
@@ -74,7 +78,7 @@ func TestMatMulAllKernels(t *testing.T) {
 							out[i] = float32(i%7) - 3
 						}
 						before := append([]float32(nil), out...)
-						mu := &Multiplier{Threads: 2, StreamMaxRows: streamMax, set: set}
+						mu := &Multiplier{Threads: 2, StreamMaxRows: streamMax, BF16Activations: cfg.bf16Acts, set: set}
 						mu.MatMul(w, sh.m, x, ldx, out, ldo, acc)
 						for i := range sh.m {
 							for j := range ldo {
@@ -88,7 +92,7 @@ func TestMatMulAllKernels(t *testing.T) {
 								var want, mag float64
 								for p := range sh.k {
 									xv := float64(x[i*ldx+p])
-									if typ == quant.BF16 {
+									if typ == quant.BF16 && cfg.bf16Acts {
 										// BF16 weights meet activations rounded to BF16.
 										xv = float64(math.Float32frombits(uint32(model.Float32ToBF16(x[i*ldx+p])) << 16))
 									}
