@@ -27,7 +27,11 @@ func referenceLogits(t *testing.T, ids []int32) []float32 {
 	out, err := exec.Command(filepath.Join(binDir, "schedulerd"), "generate", "--model-path", modelPath,
 		"--input-ids", strings.Join(s, ","), "--max-new-tokens", "1", "--print-logits").Output()
 	if err != nil {
-		t.Fatalf("schedulerd generate --print-logits: %v", err)
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("schedulerd generate --print-logits: %v\n%s", err, stderr)
 	}
 	var res struct {
 		LastLogits []float32 `json:"last_logits"`

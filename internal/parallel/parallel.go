@@ -159,15 +159,18 @@ func (h *helper) serve() {
 	var last *loop
 	for {
 		l := h.posted.Load()
-		if l == last && !poll(func() bool { return h.posted.Load() != last }) {
-			// Announce the sleep, then look again: a poster stores the loop before it reads
-			// sleeping, so either it sees the flag and leaves a token, or this load sees its loop.
-			h.sleeping.Store(true)
-			if h.posted.Load() == last {
-				<-h.wake
+		if l == last {
+			if !poll(func() bool { return h.posted.Load() != last }) {
+				// Announce the sleep, then look again: a poster stores the loop before it
+				// reads sleeping, so either it sees the flag and leaves a token, or this load
+				// sees its loop.
+				h.sleeping.Store(true)
+				if h.posted.Load() == last {
+					<-h.wake
+				}
+				h.sleeping.Store(false)
 			}
-			h.sleeping.Store(false)
-			continue
+			continue // load the loop that arrived
 		}
 		last = l
 		if l.join() {

@@ -140,3 +140,22 @@ func TestPollBacksOffWhenDescheduled(t *testing.T) {
 		t.Fatalf("poll after the back-off checked %d times in %v, want a spin of %v", calls, time.Since(start), spinFor)
 	}
 }
+
+// TestHelperFirstLoop hands a new helper its first loop while it polls for one (a helper that
+// found nothing, then saw the post while polling, once ran the empty loop it had loaded first).
+func TestHelperFirstLoop(t *testing.T) {
+	for _, wait := range []time.Duration{0, spinFor / 4, 2 * spinFor} {
+		for range 20 {
+			var p pool
+			h := &helper{w: 1, wake: make(chan struct{}, 1)}
+			p.helpers = append(p.helpers, h)
+			go h.serve()
+			time.Sleep(wait) // polling (or asleep) with no loop yet
+			var ran atomic.Int32
+			p.run(64, 2, func(_, _ int) { ran.Add(1) })
+			if ran.Load() != 64 {
+				t.Fatalf("%d of 64 items ran", ran.Load())
+			}
+		}
+	}
+}
