@@ -3,7 +3,9 @@
 // kern256.h is the 256-bit kernel template, included by kernels_amd64.c once per instruction
 // set: FN(name) names the functions, TARGET is their target attribute, and VNNI selects the
 // dot-product instructions (vpdpbusd / vpdpwssd through DPBUSD / DPWSSD) over AVX2's
-// vpmaddubsw + vpmaddwd. All integer sums are exact; the block scales are applied in float.
+// vpmaddubsw + vpmaddwd, and Q4K_NW is the most weight rows one Q4_K tile takes (2 where
+// AVX-512 VL gives 32 vector registers). All integer sums are exact; the block scales are applied
+// in float.
 
 static inline __attribute__((always_inline, target(TARGET))) float FN(hsum)(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -102,58 +104,126 @@ static inline __attribute__((always_inline, target(TARGET))) void FN(q4_0_tile)(
     for (int t = 0; t < na; t++) res[t] = FN(hsum)(acc[t]);
 }
 
-// Q4_K: activations are in the q4kOrder slot order, so 32-byte nibble loads line up.
-static inline __attribute__((always_inline, target(TARGET))) void FN(q4_k_tile)(const uint8_t *wr, int nb, const int8_t *aq, const float *ad, const int16_t *asums, int na, float *res) {
-    __m256 acc[4];
-    float macc[4] = {0, 0, 0, 0};
-    for (int t = 0; t < na; t++) acc[t] = _mm256_setzero_ps();
+// Q4_K: NW weight rows (rb bytes apart, nb blocks) x NA activation rows, out[t*ldo + r]. The
+// activations are in the q4kOrder slot order, so 32-byte nibble loads line up. Each step covers
+// one pair of sub-blocks: every weight row's nibbles and scales are unpacked once for all NA
+// activation rows, and every activation load serves all NW weight rows (at 16 activation rows
+// of 3072 columns the activations no longer fit L1, so fewer passes over them matter). The
+// integer sums of a block stay exact; d, dmin and the activation scale are applied in float at
+// the block's end, the same operations for every (row, activation row), so a result does not
+// depend on the tile it was computed in.
+static inline __attribute__((always_inline, target(TARGET))) void FN(q4_k_tile)(const uint8_t *w, int64_t rb, int nb, const int8_t *aq, const float *ad, const int16_t *asums, int NW, int NA, float *out, int64_t ldo) {
+    __m256 acc[2][4];
+#pragma GCC unroll 2
+    for (int r = 0; r < NW; r++)
+#pragma GCC unroll 4
+        for (int t = 0; t < NA; t++) acc[r][t] = _mm256_setzero_ps();
     const __m256i m4 = _mm256_set1_epi8(0x0f);
+    // Byte controls that broadcast int16 scale k of a 128-bit lane to all eight of its words.
+    const __m256i bc[8] = {
+        _mm256_set1_epi16(0x0100), _mm256_set1_epi16(0x0302), _mm256_set1_epi16(0x0504), _mm256_set1_epi16(0x0706),
+        _mm256_set1_epi16(0x0908), _mm256_set1_epi16(0x0b0a), _mm256_set1_epi16(0x0d0c), _mm256_set1_epi16(0x0f0e),
+    };
+    // The activations hold sub-block s at slot slot_of_sub[s] (q4kOrder is its own inverse).
+    static const int slot_of_sub[8] = {0, 2, 1, 3, 4, 6, 5, 7};
     for (int b = 0; b < nb; b++) {
-        const uint8_t *blk = wr + 144 * b;
-        const float d = FN(f16)(blk), dmin = FN(f16)(blk + 2);
-        uint32_t u[3], sc[2], mn[2];
-        memcpy(u, blk + 4, 12);
-        sc[0] = u[0] & 0x3f3f3f3f;
-        mn[0] = u[1] & 0x3f3f3f3f;
-        sc[1] = (u[2] & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4);
-        mn[1] = ((u[2] >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4);
-        const uint8_t *s8 = (const uint8_t *)sc;
-        __m128i mins16 = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)mn));
-        const uint8_t *q = blk + 16;
-        __m256i w[8];
-        __m256i scv[8];
+        __m256i sc16[2];
+        __m128i mn16[2];
+        __m256 dv[2], dmv[2];
+        const uint8_t *q[2];
+#pragma GCC unroll 2
+        for (int r = 0; r < NW; r++) {
+            const uint8_t *blk = w + r * rb + 144 * b;
+            dv[r] = _mm256_set1_ps(FN(f16)(blk));
+            dmv[r] = _mm256_set1_ps(FN(f16)(blk + 2));
+            uint32_t u[3];
+            memcpy(u, blk + 4, 12);
+            const uint64_t sc = (uint64_t)(u[0] & 0x3f3f3f3f) |
+                                (uint64_t)((u[2] & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4)) << 32;
+            const uint64_t mn = (uint64_t)(u[1] & 0x3f3f3f3f) |
+                                (uint64_t)(((u[2] >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4)) << 32;
+            sc16[r] = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((int64_t)sc)));
+            mn16[r] = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((int64_t)mn));
+            q[r] = blk + 16;
+        }
+        __m256i isum[2][4];
+#pragma GCC unroll 2
+        for (int r = 0; r < NW; r++)
+#pragma GCC unroll 4
+            for (int t = 0; t < NA; t++) isum[r][t] = _mm256_setzero_si256();
 #pragma GCC unroll 4
         for (int g = 0; g < 4; g++) {
-            __m256i v = _mm256_loadu_si256((const __m256i *)(q + 32 * g));
-            w[2 * g] = _mm256_and_si256(v, m4);                         // sub-block 2g
-            w[2 * g + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4); // sub-block 2g+1
-            scv[2 * g] = _mm256_set1_epi16(s8[2 * g]);
-            scv[2 * g + 1] = _mm256_set1_epi16(s8[2 * g + 1]);
-        }
-        // The activations hold sub-block s at slot slot_of_sub[s] (q4kOrder is its own inverse).
-        static const int slot_of_sub[8] = {0, 2, 1, 3, 4, 6, 5, 7};
-#pragma GCC unroll 4
-        for (int t = 0; t < na; t++) {
-            const int64_t ab = (int64_t)t * nb + b;
-            const int8_t *a = aq + ab * 256;
-            __m256i isum0 = _mm256_setzero_si256(), isum1 = _mm256_setzero_si256();
-#pragma GCC unroll 4
-            for (int sub = 0; sub < 8; sub += 2) {
-                __m256i a0 = _mm256_loadu_si256((const __m256i *)(a + 32 * slot_of_sub[sub]));
-                __m256i a1 = _mm256_loadu_si256((const __m256i *)(a + 32 * slot_of_sub[sub + 1]));
-                isum0 = FN(dot_ww)(isum0, _mm256_maddubs_epi16(w[sub], a0), scv[sub]);
-                isum1 = FN(dot_ww)(isum1, _mm256_maddubs_epi16(w[sub + 1], a1), scv[sub + 1]);
+            __m256i wlo[2], whi[2], slo[2], shi[2];
+#pragma GCC unroll 2
+            for (int r = 0; r < NW; r++) {
+                __m256i v = _mm256_loadu_si256((const __m256i *)(q[r] + 32 * g));
+                wlo[r] = _mm256_and_si256(v, m4);                         // sub-block 2g
+                whi[r] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4); // sub-block 2g+1
+                slo[r] = _mm256_shuffle_epi8(sc16[r], bc[2 * g]);
+                shi[r] = _mm256_shuffle_epi8(sc16[r], bc[2 * g + 1]);
             }
-            __m256i isum = _mm256_add_epi32(isum0, isum1);
-            __m128i ms = _mm_madd_epi16(mins16, _mm_loadu_si128((const __m128i *)(asums + ab * 8)));
-            ms = _mm_add_epi32(ms, _mm_shuffle_epi32(ms, 0x4e));
-            ms = _mm_add_epi32(ms, _mm_shuffle_epi32(ms, 0xb1));
-            const float da = ad[ab];
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d * da), acc[t]);
-            macc[t] += (dmin * da) * (float)_mm_cvtsi128_si32(ms);
+#pragma GCC unroll 4
+            for (int t = 0; t < NA; t++) {
+                const int8_t *a = aq + ((int64_t)t * nb + b) * 256;
+                __m256i a0 = _mm256_loadu_si256((const __m256i *)(a + 32 * slot_of_sub[2 * g]));
+                __m256i a1 = _mm256_loadu_si256((const __m256i *)(a + 32 * slot_of_sub[2 * g + 1]));
+#pragma GCC unroll 2
+                for (int r = 0; r < NW; r++) {
+                    isum[r][t] = FN(dot_ww)(isum[r][t], _mm256_maddubs_epi16(wlo[r], a0), slo[r]);
+                    isum[r][t] = FN(dot_ww)(isum[r][t], _mm256_maddubs_epi16(whi[r], a1), shi[r]);
+                }
+            }
+        }
+#pragma GCC unroll 4
+        for (int t = 0; t < NA; t++) {
+            const int64_t ab = (int64_t)t * nb + b;
+            const __m256 dav = _mm256_set1_ps(ad[ab]);
+            const __m128i as = _mm_loadu_si128((const __m128i *)(asums + ab * 8));
+#pragma GCC unroll 2
+            for (int r = 0; r < NW; r++) {
+                const __m128 ms = _mm_cvtepi32_ps(_mm_madd_epi16(mn16[r], as));
+                acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r][t]), _mm256_mul_ps(dv[r], dav), acc[r][t]);
+                acc[r][t] = _mm256_fnmadd_ps(_mm256_zextps128_ps256(ms), _mm256_mul_ps(dmv[r], dav), acc[r][t]);
+            }
         }
     }
-    for (int t = 0; t < na; t++) res[t] = FN(hsum)(acc[t]) - macc[t];
+#pragma GCC unroll 2
+    for (int r = 0; r < NW; r++)
+#pragma GCC unroll 4
+        for (int t = 0; t < NA; t++) out[(int64_t)t * ldo + r] = FN(hsum)(acc[r][t]);
+}
+
+#define Q4K_TILE(NW, NA)                                                                                             \
+    static __attribute__((noinline, target(TARGET))) void FN(q4_k_tile_##NW##x##NA)(                                \
+        const uint8_t *w, int64_t rb, int nb, const int8_t *aq, const float *ad, const int16_t *asums, float *out, \
+        int64_t ldo) {                                                                                             \
+        FN(q4_k_tile)(w, rb, nb, aq, ad, asums, NW, NA, out, ldo);                                                 \
+    }
+Q4K_TILE(1, 1) Q4K_TILE(1, 2) Q4K_TILE(1, 3) Q4K_TILE(1, 4)
+Q4K_TILE(2, 1) Q4K_TILE(2, 2) Q4K_TILE(2, 3) Q4K_TILE(2, 4)
+#undef Q4K_TILE
+
+// q4_k: rows weight rows against m activation rows (aq, ad, asums: 8 sums per block), in tiles of
+// up to Q4K_NW weight rows x 4 activation rows. Fewer than 4 activation rows are memory-bound and
+// keep one weight row at a time, one sequential stream for the prefetchers.
+__attribute__((target(TARGET))) void FN(q4_k)(const uint8_t *w, int64_t rb, int rows, int nb, const int8_t *aq,
+                                              const float *ad, const int16_t *asums, int64_t epb, int m, float *out,
+                                              int64_t ldo) {
+    typedef void (*tile_fn)(const uint8_t *, int64_t, int, const int8_t *, const float *, const int16_t *, float *, int64_t);
+    static const tile_fn tiles[2][4] = {
+        {FN(q4_k_tile_1x1), FN(q4_k_tile_1x2), FN(q4_k_tile_1x3), FN(q4_k_tile_1x4)},
+        {FN(q4_k_tile_2x1), FN(q4_k_tile_2x2), FN(q4_k_tile_2x3), FN(q4_k_tile_2x4)},
+    };
+    (void)epb;
+    const int tw = m < 4 ? 1 : Q4K_NW;
+    for (int j = 0; j < rows; j += tw) {
+        const int nw = rows - j < tw ? rows - j : tw;
+        for (int i = 0; i < m; i += 4) {
+            const int na = m - i < 4 ? m - i : 4;
+            tiles[nw - 1][na - 1](w + (int64_t)j * rb, rb, nb, aq + (int64_t)i * nb * 256, ad + (int64_t)i * nb,
+                                  asums + (int64_t)i * nb * 8, out + (int64_t)i * ldo + j, ldo);
+        }
+    }
 }
 
 // Q6_K: 6-bit unsigned quants minus 32, int8 scales per 16 weights.
@@ -226,6 +296,5 @@ static inline __attribute__((always_inline, target(TARGET))) void FN(q6_k_tile)(
 
 DEFINE_ROWS(q8_0, int32_t)
 DEFINE_ROWS(q4_0, int32_t)
-DEFINE_ROWS(q4_k, int16_t)
 DEFINE_ROWS(q6_k, int16_t)
 #undef DEFINE_ROWS
