@@ -14,24 +14,24 @@
 #define FN(name) name##_avx2
 #define TARGET "avx2,fma,f16c"
 #define VNNI 0
-#define Q4K_NW 1
+#define Q4K_RP 1
 #include "kern256.h"
 #undef FN
 #undef TARGET
 #undef VNNI
-#undef Q4K_NW
+#undef Q4K_RP
 
 #define FN(name) name##_avxvnni
 #define TARGET "avx2,fma,f16c,avxvnni"
 #define VNNI 1
 #define DPBUSD _mm256_dpbusd_avx_epi32
 #define DPWSSD _mm256_dpwssd_avx_epi32
-#define Q4K_NW 1
+#define Q4K_RP 1
 #include "kern256.h"
 #undef FN
 #undef TARGET
 #undef VNNI
-#undef Q4K_NW
+#undef Q4K_RP
 #undef DPBUSD
 #undef DPWSSD
 
@@ -41,12 +41,12 @@
 #define VNNI 1
 #define DPBUSD _mm256_dpbusd_epi32
 #define DPWSSD _mm256_dpwssd_epi32
-#define Q4K_NW 2
+#define Q4K_RP 2
 #include "kern256.h"
 #undef FN
 #undef TARGET
 #undef VNNI
-#undef Q4K_NW
+#undef Q4K_RP
 #undef DPBUSD
 #undef DPWSSD
 

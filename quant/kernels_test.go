@@ -144,6 +144,11 @@ func TestKernelsAgreeExactly(t *testing.T) {
 	shapes := []shape{{5, 256, 1}, {8, 512, 4}, {3, 1024, 7}, {9, 256, 13}, {10, 1024, 16}}
 	// The 32-element block types also run an odd number of blocks per row, which the 512-bit
 	// Q8_0 kernel (two blocks per step) finishes with a half step.
+	// Every activation-row count from 1 to 17 against row counts that leave every remainder of
+	// the tiles (up to 4 weight rows, or 2 pairs of rows, x 4 activation rows).
+	for m := 1; m <= 17; m++ {
+		shapes = append(shapes, shape{1 + m%8, 512, m})
+	}
 	small := append([]shape{{6, 96, 5}, {7, 160, 16}, {2, 32, 9}, {4, 32, 1}}, shapes...)
 	for _, typ := range quantTypes {
 		list := shapes
