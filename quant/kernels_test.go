@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -280,6 +281,23 @@ func TestKernelsExtremeQ8(t *testing.T) {
 					t.Errorf("%s %s: out %d = %g, portable path %g", k.name, typ, i, got[i], want[i])
 				}
 			}
+		}
+	}
+}
+
+// TestQuantizeActsThreads: activations quantized on several goroutines are the ones a single
+// goroutine makes, for every layout.
+func TestQuantizeActsThreads(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	const m, cols = 17, 1536
+	x := randomWeights(rng, m*cols)
+	for _, typ := range quantTypes {
+		one, many := new(acts), new(acts)
+		one.quantize(typ, x, m, cols, 1)
+		many.quantize(typ, x, m, cols, 3)
+		if !slices.Equal(one.qs, many.qs) || !slices.Equal(one.d, many.d) || !slices.Equal(one.bias, many.bias) ||
+			!slices.Equal(one.lane, many.lane) || !slices.Equal(one.sums, many.sums) {
+			t.Errorf("%s: activations quantized on 3 goroutines differ from 1", typ)
 		}
 	}
 }
