@@ -156,3 +156,65 @@ __attribute__((target(Q8_TARGET))) void q8_0_vnni512(const uint8_t *w, int64_t r
         }
     }
 }
+
+// Activation quantization with AVX-512, the same operations as quantizeAct in Go: per block,
+// d = max|x|/127 and q = x * (127/max|x|) rounded to nearest even (the default rounding mode),
+// so the quants and scales equal the Go path's bit for bit. A block holding a NaN or an
+// infinity gets zero quants and a NaN scale, an all-zero block zero quants and scale 0.
+#define QA_TARGET "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512dq"
+
+// qa_block quantizes n (a multiple of 32) floats at x to q in natural order, sets s32[k] to the
+// sum of quants 32k..32k+31 and returns the scale.
+static inline __attribute__((always_inline, target(QA_TARGET))) float qa_block(const float *x, int n, int8_t *q,
+                                                                               int32_t *s32) {
+    __m512 amax = _mm512_setzero_ps();
+    __mmask16 bad = 0;
+    for (int i = 0; i < n; i += 16) {
+        const __m512 v = _mm512_abs_ps(_mm512_loadu_ps(x + i));
+        bad |= _mm512_cmp_ps_mask(v, _mm512_set1_ps(3.40282346638528859811704183484516925e+38F), _CMP_NLE_UQ);
+        amax = _mm512_max_ps(amax, v);
+    }
+    const float am = _mm512_reduce_max_ps(amax);
+    if (bad || am == 0) {
+        memset(q, 0, (size_t)n);
+        for (int k = 0; k < n / 32; k++) s32[k] = 0;
+        return bad ? __builtin_nanf("") : 0.0f;
+    }
+    const __m512 id = _mm512_set1_ps(127 / am);
+    for (int i = 0; i < n; i += 32) {
+        const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + i), id));
+        const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + i + 16), id));
+        _mm_storeu_si128((__m128i *)(q + i), _mm512_cvtepi32_epi8(q0));
+        _mm_storeu_si128((__m128i *)(q + i + 16), _mm512_cvtepi32_epi8(q1));
+        s32[i / 32] = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+    }
+    return am / 127;
+}
+
+// qa_q4k quantizes nblk 256-element blocks for Q4_K: quants in the q4kOrder slot order, one
+// scale per block, eight int16 sums per block (by sub-block).
+__attribute__((target(QA_TARGET))) void qa_q4k(const float *x, int64_t nblk, int8_t *qs, float *d, int16_t *sums) {
+    static const int slot_of_sub[8] = {0, 2, 1, 3, 4, 6, 5, 7};
+    int8_t q[256];
+    int32_t s32[8];
+    for (int64_t b = 0; b < nblk; b++) {
+        d[b] = qa_block(x + b * 256, 256, q, s32);
+        for (int s = 0; s < 8; s++) {
+            memcpy(qs + b * 256 + 32 * slot_of_sub[s], q + 32 * s, 32);
+            sums[b * 8 + s] = (int16_t)s32[s];
+        }
+    }
+}
+
+// qa_q32 quantizes nblk 32-element blocks for Q8_0 / Q4_0: quants, one scale per block, the
+// block's bias row (-off * sum, then seven zeros) and, where lane is not NULL, -16 * sum.
+__attribute__((target(QA_TARGET))) void qa_q32(const float *x, int64_t nblk, int8_t *qs, float *d, int32_t *bias,
+                                               int32_t *lane, int32_t off) {
+    int32_t s;
+    for (int64_t b = 0; b < nblk; b++) {
+        d[b] = qa_block(x + b * 32, 32, qs + b * 32, &s);
+        bias[b * 8] = -off * s;
+        for (int k = 1; k < 8; k++) bias[b * 8 + k] = 0;
+        if (lane) lane[b] = -16 * s;
+    }
+}

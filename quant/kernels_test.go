@@ -301,3 +301,42 @@ func TestQuantizeActsThreads(t *testing.T) {
 		}
 	}
 }
+
+// TestQuantizeActsKernels: each kernel set's activation quantizer gives the portable one's
+// quants, scales and sums bit for bit, zero, NaN and infinite blocks included.
+func TestQuantizeActsKernels(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	const m, cols = 5, 1024
+	x := make([]float32, m*cols)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64()) * float32(math.Ldexp(1, rng.IntN(20)-10))
+	}
+	clear(x[256:512])                        // an all-zero block of every size
+	x[600] = float32(math.NaN())             // a NaN block
+	x[900] = float32(math.Inf(-1))           // an infinite block
+	x[1100] = math.MaxFloat32                // finite, at the edge
+	x[1300] = float32(math.Ldexp(0.5, -120)) // a subnormal among zeros
+	clear(x[1280:1300])
+	for _, typ := range quantTypes {
+		want := new(acts)
+		bs := want.shape(typ, m, cols)
+		q := make([]int8, bs)
+		for b := range m * want.nb {
+			var d float32
+			quantizeAct(x[b*bs:(b+1)*bs], q, &d)
+			want.setBlock(typ, b, q, d)
+		}
+		for _, k := range kernelSets() {
+			got := new(acts)
+			saved := activeKernels
+			activeKernels = k
+			got.quantize(typ, x, m, cols, 2)
+			activeKernels = saved
+			same := func(a, b float32) bool { return math.Float32bits(a) == math.Float32bits(b) || a != a && b != b }
+			if !slices.Equal(got.qs, want.qs) || !slices.EqualFunc(got.d, want.d, same) || !slices.Equal(got.bias, want.bias) ||
+				!slices.Equal(got.lane, want.lane) || !slices.Equal(got.sums, want.sums) {
+				t.Errorf("%s %s: quantized activations differ from the portable path's", k.name, typ)
+			}
+		}
+	}
+}

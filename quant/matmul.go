@@ -139,9 +139,14 @@ func (a *acts) quantize(t Type, x []float32, m, cols, threads int) {
 	// change any result.
 	per := max(1, quantChunk/bs)
 	parts := (n + per - 1) / per
+	k := activeKernels
 	parallel.For(parts, threads, func(_, c int) {
+		b0, b1 := c*per, min(n, (c+1)*per)
+		if k.quantize != nil && k.quantize(t, x, a, b0, b1) {
+			return
+		}
 		var tmp [qkK]int8
-		for b := c * per; b < min(n, (c+1)*per); b++ {
+		for b := b0; b < b1; b++ {
 			var d float32
 			quantizeAct(x[b*bs:(b+1)*bs], tmp[:bs], &d)
 			a.setBlock(t, b, tmp[:bs], d)
