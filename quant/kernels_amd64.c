@@ -89,6 +89,13 @@ static inline __attribute__((always_inline, target(Q8_TARGET))) void q8_0_tile51
 #pragma GCC unroll 4
         for (int r = 0; r < NW; r++) {
             const uint8_t *blk = w + r * rb + 34 * b;
+            // The first activation tile over a group of rows reads its weights from memory, the
+            // others from L1; fetch the next group's (the memory right after) meanwhile, which
+            // the prefetchers do not do for four interleaved rows. Hints past the end are dropped.
+            if (NA == 4) {
+                _mm_prefetch((const char *)blk + NW * rb, _MM_HINT_T0);
+                _mm_prefetch((const char *)blk + NW * rb + 67, _MM_HINT_T0);
+            }
             __m256i lo = _mm256_loadu_si256((const __m256i *)(blk + 2));
             __m256i hi = two ? _mm256_loadu_si256((const __m256i *)(blk + 36)) : _mm256_set1_epi8((char)0x80);
             wv[r] = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), flip);
