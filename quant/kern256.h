@@ -119,7 +119,7 @@ static inline __attribute__((always_inline, target(TARGET))) float FN(hsum4)(__m
     return _mm_cvtss_f32(s);
 }
 
-static inline __attribute__((always_inline, target(TARGET))) void FN(q4_k_ptile)(const uint8_t *w, int64_t rb, int nrows, int nb, const int8_t *aq, const float *ad, const int16_t *asums, int RP, int NA, float *out, int64_t ldo) {
+static inline __attribute__((always_inline, target(TARGET))) void FN(q4_k_ptile)(const uint8_t *w, int64_t rb, int nrows, int nb, const int8_t *aq, const float *ad, const int16_t *asums, int RP, int NA, int pf, float *out, int64_t ldo) {
     __m256 acc[Q4K_RP][4];
     const uint8_t *r0[Q4K_RP], *r1[Q4K_RP];
 #pragma GCC unroll 2
@@ -164,13 +164,12 @@ static inline __attribute__((always_inline, target(TARGET))) void FN(q4_k_ptile)
             mn16[p] = _mm256_cvtepu8_epi16(_mm_set_epi64x((int64_t)mn[1], (int64_t)mn[0]));
             q0[p] = blk[0] + 16;
             q1[p] = blk[1] + 16;
-            // At a few activation rows the weights come from memory once and then from L1 for
-            // the other activation tiles; fetch the next group of rows' block (the memory right
-            // after this group's) while this one computes, which the hardware prefetchers do not
-            // do for several interleaved rows. A hint past the matrix's end is dropped. Tiles of
-            // fewer activation rows are memory-bound and stream better on the prefetchers alone.
+            // The first activation tile over a group of rows (pf) reads the weights from memory,
+            // the others from L1; fetch the next group of rows' block (the memory right after
+            // this group's) while this one computes, which the hardware prefetchers do not do
+            // for several interleaved rows. A hint past the matrix's end is dropped.
 #pragma GCC unroll 2
-            for (int h = 0; h < 2 && NA == 4; h++) {
+            for (int h = 0; h < 2 && pf; h++) {
                 const char *next = (const char *)blk[h] + 2 * RP * rb;
                 _mm_prefetch(next, _MM_HINT_T0);
                 _mm_prefetch(next + 64, _MM_HINT_T0);
@@ -295,8 +294,8 @@ static inline __attribute__((always_inline, target(TARGET))) void FN(q4_k_rtile)
 #define Q4K_TILE(RP, NA)                                                                                          \
     static __attribute__((noinline, target(TARGET))) void FN(q4_k_ptile_##RP##x##NA)(                            \
         const uint8_t *w, int64_t rb, int nrows, int nb, const int8_t *aq, const float *ad, const int16_t *asums, \
-        float *out, int64_t ldo) {                                                                              \
-        FN(q4_k_ptile)(w, rb, nrows, nb, aq, ad, asums, RP, NA, out, ldo);                                      \
+        int pf, float *out, int64_t ldo) {                                                                      \
+        FN(q4_k_ptile)(w, rb, nrows, nb, aq, ad, asums, RP, NA, pf, out, ldo);                                  \
     }
 Q4K_TILE(1, 1) Q4K_TILE(1, 2) Q4K_TILE(1, 3) Q4K_TILE(1, 4)
 #define Q4K_RTILE(NA)                                                                                             \
@@ -317,7 +316,7 @@ Q4K_TILE(2, 1) Q4K_TILE(2, 2) Q4K_TILE(2, 3) Q4K_TILE(2, 4)
 __attribute__((target(TARGET))) void FN(q4_k)(const uint8_t *w, int64_t rb, int rows, int nb, const int8_t *aq,
                                               const float *ad, const int16_t *asums, int64_t epb, int m, float *out,
                                               int64_t ldo) {
-    typedef void (*tile_fn)(const uint8_t *, int64_t, int, int, const int8_t *, const float *, const int16_t *, float *, int64_t);
+    typedef void (*tile_fn)(const uint8_t *, int64_t, int, int, const int8_t *, const float *, const int16_t *, int, float *, int64_t);
     static const tile_fn tiles[2][4] = {
         {FN(q4_k_ptile_1x1), FN(q4_k_ptile_1x2), FN(q4_k_ptile_1x3), FN(q4_k_ptile_1x4)},
 #if Q4K_RP > 1
@@ -337,7 +336,7 @@ __attribute__((target(TARGET))) void FN(q4_k)(const uint8_t *w, int64_t rb, int 
         for (int i = 0; i < m; i += 4) {
             const int na = m - i < 4 ? m - i : 4;
             tiles[(nw + 1) / 2 - 1][na - 1](w + (int64_t)j * rb, rb, nw, nb, aq + (int64_t)i * nb * 256,
-                                            ad + (int64_t)i * nb, asums + (int64_t)i * nb * 8,
+                                            ad + (int64_t)i * nb, asums + (int64_t)i * nb * 8, i == 0,
                                             out + (int64_t)i * ldo + j, ldo);
         }
     }

@@ -70,7 +70,7 @@ static inline __attribute__((always_inline, target(Q8_TARGET))) float q8_hsum512
 // activation rows (aq: nb*32 quants each, ad: nb scales, alane: nb lane biases).
 static inline __attribute__((always_inline, target(Q8_TARGET))) void q8_0_tile512(
     const uint8_t *w, int64_t rb, int nb, const int8_t *aq, const float *ad, const int32_t *alane, int NW, int NA,
-    float *out, int64_t ldo) {
+    int pf, float *out, int64_t ldo) {
     __m512 acc[4][4];
 #pragma GCC unroll 4
     for (int r = 0; r < NW; r++)
@@ -89,10 +89,10 @@ static inline __attribute__((always_inline, target(Q8_TARGET))) void q8_0_tile51
 #pragma GCC unroll 4
         for (int r = 0; r < NW; r++) {
             const uint8_t *blk = w + r * rb + 34 * b;
-            // The first activation tile over a group of rows reads its weights from memory, the
-            // others from L1; fetch the next group's (the memory right after) meanwhile, which
+            // The first activation tile over a group of rows (pf) reads its weights from memory,
+            // the others from L1; fetch the next group's (the memory right after) meanwhile, which
             // the prefetchers do not do for four interleaved rows. Hints past the end are dropped.
-            if (NA == 4) {
+            if (pf) {
                 _mm_prefetch((const char *)blk + NW * rb, _MM_HINT_T0);
                 _mm_prefetch((const char *)blk + NW * rb + 67, _MM_HINT_T0);
             }
@@ -126,9 +126,9 @@ static inline __attribute__((always_inline, target(Q8_TARGET))) void q8_0_tile51
 
 #define Q8_TILE(NW, NA)                                                                                             \
     static __attribute__((noinline, target(Q8_TARGET))) void q8_0_tile512_##NW##x##NA(                            \
-        const uint8_t *w, int64_t rb, int nb, const int8_t *aq, const float *ad, const int32_t *alane, float *out, \
-        int64_t ldo) {                                                                                            \
-        q8_0_tile512(w, rb, nb, aq, ad, alane, NW, NA, out, ldo);                                                 \
+        const uint8_t *w, int64_t rb, int nb, const int8_t *aq, const float *ad, const int32_t *alane, int pf,     \
+        float *out, int64_t ldo) {                                                                                \
+        q8_0_tile512(w, rb, nb, aq, ad, alane, NW, NA, pf, out, ldo);                                             \
     }
 #define Q8_TILES(NW) Q8_TILE(NW, 1) Q8_TILE(NW, 2) Q8_TILE(NW, 3) Q8_TILE(NW, 4)
 Q8_TILES(1)
@@ -136,8 +136,8 @@ Q8_TILES(2)
 Q8_TILES(3)
 Q8_TILES(4)
 
-typedef void (*q8_tile_fn)(const uint8_t *, int64_t, int, const int8_t *, const float *, const int32_t *, float *,
-                           int64_t);
+typedef void (*q8_tile_fn)(const uint8_t *, int64_t, int, const int8_t *, const float *, const int32_t *, int,
+                           float *, int64_t);
 static const q8_tile_fn q8_tiles[4][4] = {
     {q8_0_tile512_1x1, q8_0_tile512_1x2, q8_0_tile512_1x3, q8_0_tile512_1x4},
     {q8_0_tile512_2x1, q8_0_tile512_2x2, q8_0_tile512_2x3, q8_0_tile512_2x4},
@@ -159,7 +159,7 @@ __attribute__((target(Q8_TARGET))) void q8_0_vnni512(const uint8_t *w, int64_t r
         for (int i = 0; i < m; i += 4) {
             const int na = m - i < 4 ? m - i : 4;
             q8_tiles[nw - 1][na - 1](w + (int64_t)j * rb, rb, nb, aq + (int64_t)i * nb * 32, ad + (int64_t)i * nb,
-                                     alane + (int64_t)i * nb, out + (int64_t)i * ldo + j, ldo);
+                                     alane + (int64_t)i * nb, m >= 4 && i == 0, out + (int64_t)i * ldo + j, ldo);
         }
     }
 }
