@@ -135,11 +135,16 @@ func grow[T any](s []T, n int) []T {
 func (a *acts) quantize(t Type, x []float32, m, cols, threads int) {
 	bs := a.shape(t, m, cols)
 	n := m * a.nb
-	// Chunks of at least quantChunk elements; blocks are independent, so the split does not
-	// change any result.
-	per := max(1, quantChunk/bs)
-	parts := (n + per - 1) / per
 	k := activeKernels
+	// Chunks of at least quantChunk elements (quantChunkSIMD with a SIMD quantizer, which takes
+	// about a microsecond for 4096); blocks are independent, so the split does not change any
+	// result.
+	chunk := quantChunk
+	if k.quantize != nil {
+		chunk = quantChunkSIMD
+	}
+	per := max(1, chunk/bs)
+	parts := (n + per - 1) / per
 	parallel.For(parts, threads, func(_, c int) {
 		b0, b1 := c*per, min(n, (c+1)*per)
 		if k.quantize != nil && k.quantize(t, x, a, b0, b1) {
@@ -156,7 +161,10 @@ func (a *acts) quantize(t Type, x []float32, m, cols, threads int) {
 
 // quantChunk is the fewest activations one goroutine quantizes (a few microseconds), below
 // which handing work to another costs more than it saves.
-const quantChunk = 4096
+const (
+	quantChunk     = 4096
+	quantChunkSIMD = 65536
+)
 
 // shape sizes a for m rows of cols activations against weights of type t and returns the block
 // size.
