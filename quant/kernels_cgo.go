@@ -66,6 +66,9 @@ func withQuantize(q func(Type, []float32, *acts, int, int) bool, k kernelSet) ke
 
 // quantize512 is the AVX-512 activation quantizer for the types whose layout it knows.
 func quantize512(t Type, x []float32, a *acts, b0, b1 int) bool {
+	if t != Q4_K && t != Q8_0 && t != Q4_0 {
+		return false
+	}
 	if b1 <= b0 {
 		return true
 	}
@@ -82,8 +85,6 @@ func quantize512(t Type, x []float32, a *acts, b0, b1 int) bool {
 		}
 		C.qa_q32((*C.float)(unsafe.Pointer(&x[b0*qk])), n, (*C.int8_t)(unsafe.Pointer(&a.qs[b0*qk])),
 			(*C.float)(unsafe.Pointer(&a.d[b0])), (*C.int32_t)(unsafe.Pointer(&a.bias[b0*8])), lane, off)
-	default:
-		return false
 	}
 	return true
 }

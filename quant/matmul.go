@@ -136,18 +136,19 @@ func (a *acts) quantize(t Type, x []float32, m, cols, threads int) {
 	bs := a.shape(t, m, cols)
 	n := m * a.nb
 	k := activeKernels
-	// Chunks of at least quantChunk elements (quantChunkSIMD with a SIMD quantizer, which takes
-	// about a microsecond for 4096); blocks are independent, so the split does not change any
-	// result.
+	// An empty range asks whether the kernel set quantizes type t itself.
+	simd := k.quantize != nil && k.quantize(t, x, a, 0, 0)
+	// Blocks are independent, so the split does not change any result.
 	chunk := quantChunk
-	if k.quantize != nil {
+	if simd {
 		chunk = quantChunkSIMD
 	}
 	per := max(1, chunk/bs)
 	parts := (n + per - 1) / per
 	parallel.For(parts, threads, func(_, c int) {
 		b0, b1 := c*per, min(n, (c+1)*per)
-		if k.quantize != nil && k.quantize(t, x, a, b0, b1) {
+		if simd {
+			k.quantize(t, x, a, b0, b1)
 			return
 		}
 		var tmp [qkK]int8
@@ -159,8 +160,9 @@ func (a *acts) quantize(t Type, x []float32, m, cols, threads int) {
 	})
 }
 
-// quantChunk is the fewest activations one goroutine quantizes (a few microseconds), below
-// which handing work to another costs more than it saves.
+// quantChunk and quantChunkSIMD are the fewest activations one goroutine quantizes in Go and
+// with a SIMD quantizer (a few microseconds of work; the SIMD one does 4096 in about one),
+// below which handing work to another goroutine costs more than it saves.
 const (
 	quantChunk     = 4096
 	quantChunkSIMD = 65536
