@@ -6,6 +6,10 @@ type kernelSet struct {
 	// name says which instructions it uses ("avx512vnni", "avxvnni", "avx2", "go").
 	name string
 	rows func(t Type, w []byte, rowBytes, rows, cols int, a *acts, m int, out []float32, ldo int)
+	// quantize, where not nil, quantizes activation blocks [b0, b1) of x into a (already shaped)
+	// exactly as quantizeAct and setBlock do, and reports false, doing nothing, for a type it
+	// leaves to them (an empty range only asks).
+	quantize func(t Type, x []float32, a *acts, b0, b1 int) bool
 }
 
 // goKernels is the portable path, and the reference the SIMD paths are tested against: each block's

@@ -14,20 +14,24 @@
 #define FN(name) name##_avx2
 #define TARGET "avx2,fma,f16c"
 #define VNNI 0
+#define Q4K_RP 1
 #include "kern256.h"
 #undef FN
 #undef TARGET
 #undef VNNI
+#undef Q4K_RP
 
 #define FN(name) name##_avxvnni
 #define TARGET "avx2,fma,f16c,avxvnni"
 #define VNNI 1
 #define DPBUSD _mm256_dpbusd_avx_epi32
 #define DPWSSD _mm256_dpwssd_avx_epi32
+#define Q4K_RP 1
 #include "kern256.h"
 #undef FN
 #undef TARGET
 #undef VNNI
+#undef Q4K_RP
 #undef DPBUSD
 #undef DPWSSD
 
@@ -37,10 +41,12 @@
 #define VNNI 1
 #define DPBUSD _mm256_dpbusd_epi32
 #define DPWSSD _mm256_dpwssd_epi32
+#define Q4K_RP 2
 #include "kern256.h"
 #undef FN
 #undef TARGET
 #undef VNNI
+#undef Q4K_RP
 #undef DPBUSD
 #undef DPWSSD
 
@@ -64,7 +70,7 @@ static inline __attribute__((always_inline, target(Q8_TARGET))) float q8_hsum512
 // activation rows (aq: nb*32 quants each, ad: nb scales, alane: nb lane biases).
 static inline __attribute__((always_inline, target(Q8_TARGET))) void q8_0_tile512(
     const uint8_t *w, int64_t rb, int nb, const int8_t *aq, const float *ad, const int32_t *alane, int NW, int NA,
-    float *out, int64_t ldo) {
+    int pf, float *out, int64_t ldo) {
     __m512 acc[4][4];
 #pragma GCC unroll 4
     for (int r = 0; r < NW; r++)
@@ -83,6 +89,13 @@ static inline __attribute__((always_inline, target(Q8_TARGET))) void q8_0_tile51
 #pragma GCC unroll 4
         for (int r = 0; r < NW; r++) {
             const uint8_t *blk = w + r * rb + 34 * b;
+            // The first activation tile over a group of rows (pf) reads its weights from memory,
+            // the others from L1; fetch the next group's (the memory right after) meanwhile, which
+            // the prefetchers do not do for four interleaved rows. Hints past the end are dropped.
+            if (pf) {
+                _mm_prefetch((const char *)blk + NW * rb, _MM_HINT_T0);
+                _mm_prefetch((const char *)blk + NW * rb + 67, _MM_HINT_T0);
+            }
             __m256i lo = _mm256_loadu_si256((const __m256i *)(blk + 2));
             __m256i hi = two ? _mm256_loadu_si256((const __m256i *)(blk + 36)) : _mm256_set1_epi8((char)0x80);
             wv[r] = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), flip);
@@ -113,9 +126,9 @@ static inline __attribute__((always_inline, target(Q8_TARGET))) void q8_0_tile51
 
 #define Q8_TILE(NW, NA)                                                                                             \
     static __attribute__((noinline, target(Q8_TARGET))) void q8_0_tile512_##NW##x##NA(                            \
-        const uint8_t *w, int64_t rb, int nb, const int8_t *aq, const float *ad, const int32_t *alane, float *out, \
-        int64_t ldo) {                                                                                            \
-        q8_0_tile512(w, rb, nb, aq, ad, alane, NW, NA, out, ldo);                                                 \
+        const uint8_t *w, int64_t rb, int nb, const int8_t *aq, const float *ad, const int32_t *alane, int pf,     \
+        float *out, int64_t ldo) {                                                                                \
+        q8_0_tile512(w, rb, nb, aq, ad, alane, NW, NA, pf, out, ldo);                                             \
     }
 #define Q8_TILES(NW) Q8_TILE(NW, 1) Q8_TILE(NW, 2) Q8_TILE(NW, 3) Q8_TILE(NW, 4)
 Q8_TILES(1)
@@ -123,8 +136,8 @@ Q8_TILES(2)
 Q8_TILES(3)
 Q8_TILES(4)
 
-typedef void (*q8_tile_fn)(const uint8_t *, int64_t, int, const int8_t *, const float *, const int32_t *, float *,
-                           int64_t);
+typedef void (*q8_tile_fn)(const uint8_t *, int64_t, int, const int8_t *, const float *, const int32_t *, int,
+                           float *, int64_t);
 static const q8_tile_fn q8_tiles[4][4] = {
     {q8_0_tile512_1x1, q8_0_tile512_1x2, q8_0_tile512_1x3, q8_0_tile512_1x4},
     {q8_0_tile512_2x1, q8_0_tile512_2x2, q8_0_tile512_2x3, q8_0_tile512_2x4},
@@ -146,7 +159,69 @@ __attribute__((target(Q8_TARGET))) void q8_0_vnni512(const uint8_t *w, int64_t r
         for (int i = 0; i < m; i += 4) {
             const int na = m - i < 4 ? m - i : 4;
             q8_tiles[nw - 1][na - 1](w + (int64_t)j * rb, rb, nb, aq + (int64_t)i * nb * 32, ad + (int64_t)i * nb,
-                                     alane + (int64_t)i * nb, out + (int64_t)i * ldo + j, ldo);
+                                     alane + (int64_t)i * nb, m >= 4 && i == 0, out + (int64_t)i * ldo + j, ldo);
         }
+    }
+}
+
+// Activation quantization with AVX-512, the same operations as quantizeAct in Go: per block,
+// d = max|x|/127 and q = x * (127/max|x|) rounded to nearest even (the default rounding mode),
+// so the quants and scales equal the Go path's bit for bit. A block holding a NaN or an
+// infinity gets zero quants and a NaN scale, an all-zero block zero quants and scale 0.
+#define QA_TARGET "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512dq"
+
+// qa_block quantizes n (a multiple of 32) floats at x to q in natural order, sets s32[k] to the
+// sum of quants 32k..32k+31 and returns the scale.
+static inline __attribute__((always_inline, target(QA_TARGET))) float qa_block(const float *x, int n, int8_t *q,
+                                                                               int32_t *s32) {
+    __m512 amax = _mm512_setzero_ps();
+    __mmask16 bad = 0;
+    for (int i = 0; i < n; i += 16) {
+        const __m512 v = _mm512_abs_ps(_mm512_loadu_ps(x + i));
+        bad |= _mm512_cmp_ps_mask(v, _mm512_set1_ps(3.40282346638528859811704183484516925e+38F), _CMP_NLE_UQ);
+        amax = _mm512_max_ps(amax, v);
+    }
+    const float am = _mm512_reduce_max_ps(amax);
+    if (bad || am == 0) {
+        memset(q, 0, (size_t)n);
+        for (int k = 0; k < n / 32; k++) s32[k] = 0;
+        return bad ? __builtin_nanf("") : 0.0f;
+    }
+    const __m512 id = _mm512_set1_ps(127 / am);
+    for (int i = 0; i < n; i += 32) {
+        const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + i), id));
+        const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + i + 16), id));
+        _mm_storeu_si128((__m128i *)(q + i), _mm512_cvtepi32_epi8(q0));
+        _mm_storeu_si128((__m128i *)(q + i + 16), _mm512_cvtepi32_epi8(q1));
+        s32[i / 32] = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+    }
+    return am / 127;
+}
+
+// qa_q4k quantizes nblk 256-element blocks for Q4_K: quants in the q4kOrder slot order, one
+// scale per block, eight int16 sums per block (by sub-block).
+__attribute__((target(QA_TARGET))) void qa_q4k(const float *x, int64_t nblk, int8_t *qs, float *d, int16_t *sums) {
+    static const int slot_of_sub[8] = {0, 2, 1, 3, 4, 6, 5, 7};
+    int8_t q[256];
+    int32_t s32[8];
+    for (int64_t b = 0; b < nblk; b++) {
+        d[b] = qa_block(x + b * 256, 256, q, s32);
+        for (int s = 0; s < 8; s++) {
+            memcpy(qs + b * 256 + 32 * slot_of_sub[s], q + 32 * s, 32);
+            sums[b * 8 + s] = (int16_t)s32[s];
+        }
+    }
+}
+
+// qa_q32 quantizes nblk 32-element blocks for Q8_0 / Q4_0: quants, one scale per block, the
+// block's bias row (-off * sum, then seven zeros) and, where lane is not NULL, -16 * sum.
+__attribute__((target(QA_TARGET))) void qa_q32(const float *x, int64_t nblk, int8_t *qs, float *d, int32_t *bias,
+                                               int32_t *lane, int32_t off) {
+    int32_t s;
+    for (int64_t b = 0; b < nblk; b++) {
+        d[b] = qa_block(x + b * 32, 32, qs + b * 32, &s);
+        bias[b * 8] = -off * s;
+        for (int k = 1; k < 8; k++) bias[b * 8 + k] = 0;
+        if (lane) lane[b] = -16 * s;
     }
 }

@@ -12,6 +12,8 @@ void q4_0_##isa(const uint8_t *w, int64_t rb, int rows, int nb, const int8_t *aq
 void q4_k_##isa(const uint8_t *w, int64_t rb, int rows, int nb, const int8_t *aq, const float *ad, const int16_t *ax, int64_t epb, int m, float *out, int64_t ldo); \
 void q6_k_##isa(const uint8_t *w, int64_t rb, int rows, int nb, const int8_t *aq, const float *ad, const int16_t *ax, int64_t epb, int m, float *out, int64_t ldo);
 void q8_0_vnni512(const uint8_t *w, int64_t rb, int rows, int nb, const int8_t *aq, const float *ad, const int32_t *alane, int m, float *out, int64_t ldo);
+void qa_q4k(const float *x, int64_t nblk, int8_t *qs, float *d, int16_t *sums);
+void qa_q32(const float *x, int64_t nblk, int8_t *qs, float *d, int32_t *bias, int32_t *lane, int32_t off);
 DECL(avx2)
 DECL(avxvnni)
 DECL(vnni256)
@@ -57,6 +59,36 @@ func (k *cKernels) rows(t Type, w []byte, rowBytes, rows, cols int, a *acts, m i
 
 func cSet(name string, k *cKernels) kernelSet { return kernelSet{name: name, rows: k.rows} }
 
+func withQuantize(q func(Type, []float32, *acts, int, int) bool, k kernelSet) kernelSet {
+	k.quantize = q
+	return k
+}
+
+// quantize512 is the AVX-512 activation quantizer for the types whose layout it knows.
+func quantize512(t Type, x []float32, a *acts, b0, b1 int) bool {
+	if t != Q4_K && t != Q8_0 && t != Q4_0 {
+		return false
+	}
+	if b1 <= b0 {
+		return true
+	}
+	n := C.int64_t(b1 - b0)
+	switch t {
+	case Q4_K:
+		C.qa_q4k((*C.float)(unsafe.Pointer(&x[b0*qkK])), n, (*C.int8_t)(unsafe.Pointer(&a.qs[b0*qkK])),
+			(*C.float)(unsafe.Pointer(&a.d[b0])), (*C.int16_t)(unsafe.Pointer(&a.sums[b0*8])))
+	case Q8_0, Q4_0:
+		var lane *C.int32_t
+		off := C.int32_t(8)
+		if t == Q8_0 {
+			lane, off = (*C.int32_t)(unsafe.Pointer(&a.lane[b0])), 128
+		}
+		C.qa_q32((*C.float)(unsafe.Pointer(&x[b0*qk])), n, (*C.int8_t)(unsafe.Pointer(&a.qs[b0*qk])),
+			(*C.float)(unsafe.Pointer(&a.d[b0])), (*C.int32_t)(unsafe.Pointer(&a.bias[b0*8])), lane, off)
+	}
+	return true
+}
+
 var (
 	avx2Kernels = cSet("avx2", &cKernels{
 		q8_0: func(w *C.uint8_t, rb C.int64_t, rows, nb C.int, aq *C.int8_t, ad *C.float, ax *C.int32_t, epb C.int64_t, m C.int, out *C.float, ldo C.int64_t) {
@@ -86,7 +118,7 @@ var (
 			C.q6_k_avxvnni(w, rb, rows, nb, aq, ad, ax, epb, m, out, ldo)
 		},
 	})
-	avx512Kernels = cSet("avx512vnni", &cKernels{
+	avx512Kernels = withQuantize(quantize512, cSet("avx512vnni", &cKernels{
 		q8_0: func(w *C.uint8_t, rb C.int64_t, rows, nb C.int, aq *C.int8_t, ad *C.float, ax *C.int32_t, epb C.int64_t, m C.int, out *C.float, ldo C.int64_t) {
 			C.q8_0_vnni256(w, rb, rows, nb, aq, ad, ax, epb, m, out, ldo)
 		},
@@ -100,7 +132,7 @@ var (
 			C.q6_k_vnni256(w, rb, rows, nb, aq, ad, ax, epb, m, out, ldo)
 		},
 		wide512: true,
-	})
+	}))
 )
 
 var (

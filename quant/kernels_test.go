@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -144,6 +145,11 @@ func TestKernelsAgreeExactly(t *testing.T) {
 	shapes := []shape{{5, 256, 1}, {8, 512, 4}, {3, 1024, 7}, {9, 256, 13}, {10, 1024, 16}}
 	// The 32-element block types also run an odd number of blocks per row, which the 512-bit
 	// Q8_0 kernel (two blocks per step) finishes with a half step.
+	// Every activation-row count from 1 to 17 against row counts that leave every remainder of
+	// the tiles (up to 4 weight rows, or 2 pairs of rows, x 4 activation rows).
+	for m := 1; m <= 17; m++ {
+		shapes = append(shapes, shape{1 + m%8, 512, m})
+	}
 	small := append([]shape{{6, 96, 5}, {7, 160, 16}, {2, 32, 9}, {4, 32, 1}}, shapes...)
 	for _, typ := range quantTypes {
 		list := shapes
@@ -274,6 +280,62 @@ func TestKernelsExtremeQ8(t *testing.T) {
 				if got[i] != want[i] {
 					t.Errorf("%s %s: out %d = %g, portable path %g", k.name, typ, i, got[i], want[i])
 				}
+			}
+		}
+	}
+}
+
+// TestQuantizeActsThreads: activations quantized on several goroutines are the ones a single
+// goroutine makes, for every layout.
+func TestQuantizeActsThreads(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	const m, cols = 17, 1536
+	x := randomWeights(rng, m*cols)
+	for _, typ := range quantTypes {
+		one, many := new(acts), new(acts)
+		one.quantize(typ, x, m, cols, 1)
+		many.quantize(typ, x, m, cols, 3)
+		if !slices.Equal(one.qs, many.qs) || !slices.Equal(one.d, many.d) || !slices.Equal(one.bias, many.bias) ||
+			!slices.Equal(one.lane, many.lane) || !slices.Equal(one.sums, many.sums) {
+			t.Errorf("%s: activations quantized on 3 goroutines differ from 1", typ)
+		}
+	}
+}
+
+// TestQuantizeActsKernels: each kernel set's activation quantizer gives the portable one's
+// quants, scales and sums bit for bit, zero, NaN and infinite blocks included.
+func TestQuantizeActsKernels(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	const m, cols = 5, 1024
+	x := make([]float32, m*cols)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64()) * float32(math.Ldexp(1, rng.IntN(20)-10))
+	}
+	clear(x[256:512])                        // an all-zero block of every size
+	x[600] = float32(math.NaN())             // a NaN block
+	x[900] = float32(math.Inf(-1))           // an infinite block
+	x[1100] = math.MaxFloat32                // finite, at the edge
+	x[1300] = float32(math.Ldexp(0.5, -120)) // a subnormal among zeros
+	clear(x[1280:1300])
+	for _, typ := range quantTypes {
+		want := new(acts)
+		bs := want.shape(typ, m, cols)
+		q := make([]int8, bs)
+		for b := range m * want.nb {
+			var d float32
+			quantizeAct(x[b*bs:(b+1)*bs], q, &d)
+			want.setBlock(typ, b, q, d)
+		}
+		for _, k := range kernelSets() {
+			got := new(acts)
+			saved := activeKernels
+			activeKernels = k
+			got.quantize(typ, x, m, cols, 2)
+			activeKernels = saved
+			same := func(a, b float32) bool { return math.Float32bits(a) == math.Float32bits(b) || a != a && b != b }
+			if !slices.Equal(got.qs, want.qs) || !slices.EqualFunc(got.d, want.d, same) || !slices.Equal(got.bias, want.bias) ||
+				!slices.Equal(got.lane, want.lane) || !slices.Equal(got.sums, want.sums) {
+				t.Errorf("%s %s: quantized activations differ from the portable path's", k.name, typ)
 			}
 		}
 	}
