@@ -116,11 +116,9 @@ func dot4x1(b *bytes.Buffer, is isa, e elem) {
 	fmt.Fprintf(b, "\n// func %s(w *byte, ldw int, x *float32, k int, out *[4]float32)\n", name)
 	fmt.Fprintf(b, "TEXT ·%s(SB), NOSPLIT, $0-40\n", name)
 	b.WriteString("\tMOVQ w+0(FP), SI\n\tMOVQ ldw+8(FP), AX\n\tMOVQ x+16(FP), DI\n\tMOVQ k+24(FP), CX\n\tMOVQ out+32(FP), DX\n")
-	b.WriteString("\tLEAQ (SI)(AX*1), R8\n\tLEAQ (R8)(AX*1), R9\n\tLEAQ (R9)(AX*1), R10\n")
+	b.WriteString(weightRows)
 	fmt.Fprintf(b, "\tSHRQ $%d, CX\n", log2(is.lanes))
-	for r := range 8 {
-		fmt.Fprintf(b, "\tVXORPS %s%d, %s%d, %s%d\n", R, r, R, r, R, r)
-	}
+	zero(b, R, 8)
 	fmt.Fprintf(b, "%s_loop2:\n\tCMPQ CX, $2\n\tJLT %s_tail\n", name, name)
 	fmt.Fprintf(b, "\tVMOVUPS (DI), %s8\n\tVMOVUPS %d(DI), %s9\n", R, 4*is.lanes, R)
 	for r, p := range wptr {
@@ -148,6 +146,20 @@ func dot4x1(b *bytes.Buffer, is isa, e elem) {
 
 var xptr = [4]string{"DI", "R11", "R12", "R13"}
 
+// weightRows points R8-R10 at weight rows 1-3 (row 0 at SI, AX bytes apart), activationRows
+// R11-R13 at activation rows 1-3 (row 0 at DI, BX bytes apart): the kernels' wptr and xptr.
+const (
+	weightRows     = "\tLEAQ (SI)(AX*1), R8\n\tLEAQ (R8)(AX*1), R9\n\tLEAQ (R9)(AX*1), R10\n"
+	activationRows = "\tLEAQ (DI)(BX*1), R11\n\tLEAQ (R11)(BX*1), R12\n\tLEAQ (R12)(BX*1), R13\n"
+)
+
+// zero clears the accumulators reg0 ... reg(n-1) (reg: "Y" or "Z").
+func zero(b *bytes.Buffer, reg string, n int) {
+	for r := range n {
+		fmt.Fprintf(b, "\tVXORPS %s%d, %s%d, %s%d\n", reg, r, reg, r, reg, r)
+	}
+}
+
 // dot4x4 writes dot4x4<E><ISA>(w *byte, ldw int, x *float32, ldx int, k int, out *[16]float32):
 // out[4i+r] = Σ_{p<k} w[r][p]·x[i][p] for four weight rows ldw bytes apart and four activation
 // rows ldx bytes apart: each widened weight vector feeds four FMAs. AVX-512 only (it needs 24
@@ -159,12 +171,10 @@ func dot4x4(b *bytes.Buffer, is isa, e elem) {
 	fmt.Fprintf(b, "\n// func %s(w *byte, ldw int, x *float32, ldx int, k int, out *[16]float32)\n", name)
 	fmt.Fprintf(b, "TEXT ·%s(SB), NOSPLIT, $0-48\n", name)
 	b.WriteString("\tMOVQ w+0(FP), SI\n\tMOVQ ldw+8(FP), AX\n\tMOVQ x+16(FP), DI\n\tMOVQ ldx+24(FP), BX\n\tMOVQ k+32(FP), CX\n\tMOVQ out+40(FP), DX\n")
-	b.WriteString("\tLEAQ (SI)(AX*1), R8\n\tLEAQ (R8)(AX*1), R9\n\tLEAQ (R9)(AX*1), R10\n")
-	b.WriteString("\tLEAQ (DI)(BX*1), R11\n\tLEAQ (R11)(BX*1), R12\n\tLEAQ (R12)(BX*1), R13\n")
+	b.WriteString(weightRows)
+	b.WriteString(activationRows)
 	fmt.Fprintf(b, "\tSHRQ $%d, CX\n", log2(is.lanes))
-	for r := range 16 {
-		fmt.Fprintf(b, "\tVXORPS %s%d, %s%d, %s%d\n", R, r, R, r, R, r)
-	}
+	zero(b, R, 16)
 	fmt.Fprintf(b, "\tTESTQ CX, CX\n\tJZ %s_reduce\n%s_loop:\n", name, name)
 	for r, p := range wptr {
 		b.WriteString(e.widen(fmt.Sprintf("(%s)", p), fmt.Sprintf("%s%d", R, 16+r)))
@@ -226,13 +236,11 @@ func pair4x1(b *bytes.Buffer) {
 	fmt.Fprintf(b, "\n// func %s(w *byte, ldw int, x *float32, k int, out *[4]float32)\n", name)
 	fmt.Fprintf(b, "TEXT ·%s(SB), NOSPLIT, $0-40\n", name)
 	b.WriteString("\tMOVQ w+0(FP), SI\n\tMOVQ ldw+8(FP), AX\n\tMOVQ x+16(FP), DI\n\tMOVQ k+24(FP), CX\n\tMOVQ out+32(FP), DX\n")
-	b.WriteString("\tLEAQ (SI)(AX*1), R8\n\tLEAQ (R8)(AX*1), R9\n\tLEAQ (R9)(AX*1), R10\n")
+	b.WriteString(weightRows)
 	b.WriteString("\tSHRQ $5, CX\n")
 	// Z31: the high-half mask.
 	b.WriteString("\tMOVL $0xffff0000, BX\n\tVPBROADCASTD BX, Z31\n")
-	for r := range 8 {
-		fmt.Fprintf(b, "\tVXORPS Z%d, Z%d, Z%d\n", r, r, r)
-	}
+	zero(b, "Z", 8)
 	// Main loop: two blocks (64 weights per row); accumulators Z0-3 take even, Z4-7 odd.
 	fmt.Fprintf(b, "%s_loop2:\n\tCMPQ CX, $2\n\tJLT %s_tail\n", name, name)
 	b.WriteString("\tVMOVUPS (DI), Z8\n\tVMOVUPS 64(DI), Z9\n\tVMOVUPS 128(DI), Z10\n\tVMOVUPS 192(DI), Z11\n")
@@ -274,12 +282,10 @@ func pair4x4(b *bytes.Buffer) {
 	fmt.Fprintf(b, "\n// func %s(w *byte, ldw int, x *float32, ldx int, k int, out *[16]float32)\n", name)
 	fmt.Fprintf(b, "TEXT ·%s(SB), NOSPLIT, $0-48\n", name)
 	b.WriteString("\tMOVQ w+0(FP), SI\n\tMOVQ ldw+8(FP), AX\n\tMOVQ x+16(FP), DI\n\tMOVQ ldx+24(FP), BX\n\tMOVQ k+32(FP), CX\n\tMOVQ out+40(FP), DX\n")
-	b.WriteString("\tLEAQ (SI)(AX*1), R8\n\tLEAQ (R8)(AX*1), R9\n\tLEAQ (R9)(AX*1), R10\n")
-	b.WriteString("\tLEAQ (DI)(BX*1), R11\n\tLEAQ (R11)(BX*1), R12\n\tLEAQ (R12)(BX*1), R13\n")
+	b.WriteString(weightRows)
+	b.WriteString(activationRows)
 	b.WriteString("\tSHRQ $5, CX\n\tMOVL $0xffff0000, BX\n\tVPBROADCASTD BX, Z31\n")
-	for r := range 16 {
-		fmt.Fprintf(b, "\tVXORPS Z%d, Z%d, Z%d\n", r, r, r)
-	}
+	zero(b, "Z", 16)
 	fmt.Fprintf(b, "\tTESTQ CX, CX\n\tJZ %s_reduce\n%s_loop:\n", name, name)
 	// Z16-19 even weights, Z20-23 odd weights of the four rows.
 	for r, p := range wptr {
@@ -320,9 +326,7 @@ func pairRows(b *bytes.Buffer) {
 	b.WriteString("\tSHRQ $5, R10\n\tMOVL $0xffff0000, BX\n\tVPBROADCASTD BX, Z31\n")
 	fmt.Fprintf(b, "\tTESTQ R8, R8\n\tJZ %s_done\n%s_row:\n", name, name)
 	b.WriteString("\tMOVQ R9, DI\n\tMOVQ R10, CX\n")
-	for r := range 8 {
-		fmt.Fprintf(b, "\tVXORPS Z%d, Z%d, Z%d\n", r, r, r)
-	}
+	zero(b, "Z", 8)
 	// Four blocks (256 bytes of weights) per iteration while they last, then single blocks.
 	fmt.Fprintf(b, "%s_loop4:\n\tCMPQ CX, $4\n\tJLT %s_loop1\n", name, name)
 	for blk := range 4 {
@@ -355,9 +359,7 @@ func rows(b *bytes.Buffer, is isa, e elem) {
 	fmt.Fprintf(b, "\tSHRQ $%d, R10\n", log2(is.lanes))
 	fmt.Fprintf(b, "\tTESTQ R8, R8\n\tJZ %s_done\n%s_row:\n", name, name)
 	b.WriteString("\tMOVQ R9, DI\n\tMOVQ R10, CX\n")
-	for r := range 4 {
-		fmt.Fprintf(b, "\tVXORPS %s%d, %s%d, %s%d\n", R, r, R, r, R, r)
-	}
+	zero(b, R, 4)
 	fmt.Fprintf(b, "%s_loop4:\n\tCMPQ CX, $4\n\tJLT %s_loop1\n", name, name)
 	for v := range 4 {
 		b.WriteString(e.widen(fmt.Sprintf("%d(SI)", v*vb), fmt.Sprintf("%s%d", R, 4+v)))
@@ -408,12 +410,10 @@ func dp4x4(b *bytes.Buffer) {
 	fmt.Fprintf(b, "\n// func %s(w *byte, ldw int, x *uint16, ldx int, k int, out *[16]float32)\n", name)
 	fmt.Fprintf(b, "TEXT ·%s(SB), NOSPLIT, $0-48\n", name)
 	b.WriteString("\tMOVQ w+0(FP), SI\n\tMOVQ ldw+8(FP), AX\n\tMOVQ x+16(FP), DI\n\tMOVQ ldx+24(FP), BX\n\tMOVQ k+32(FP), CX\n\tMOVQ out+40(FP), DX\n")
-	b.WriteString("\tLEAQ (SI)(AX*1), R8\n\tLEAQ (R8)(AX*1), R9\n\tLEAQ (R9)(AX*1), R10\n")
-	b.WriteString("\tLEAQ (DI)(BX*1), R11\n\tLEAQ (R11)(BX*1), R12\n\tLEAQ (R12)(BX*1), R13\n")
+	b.WriteString(weightRows)
+	b.WriteString(activationRows)
 	b.WriteString("\tSHLQ $1, CX\n\tXORL AX, AX\n")
-	for r := range 16 {
-		fmt.Fprintf(b, "\tVXORPS Z%d, Z%d, Z%d\n", r, r, r)
-	}
+	zero(b, "Z", 16)
 	fmt.Fprintf(b, "\tTESTQ CX, CX\n\tJZ %s_reduce\n%s_loop:\n", name, name)
 	for r, p := range wptr {
 		fmt.Fprintf(b, "\tVMOVUPS (%s)(AX*1), Z%d\n", p, 16+r)
@@ -441,12 +441,10 @@ func dp4x1(b *bytes.Buffer) {
 	fmt.Fprintf(b, "\n// func %s(w *byte, ldw int, x *uint16, k int, out *[4]float32)\n", name)
 	fmt.Fprintf(b, "TEXT ·%s(SB), NOSPLIT, $0-40\n", name)
 	b.WriteString("\tMOVQ w+0(FP), SI\n\tMOVQ ldw+8(FP), AX\n\tMOVQ x+16(FP), DI\n\tMOVQ k+24(FP), CX\n\tMOVQ out+32(FP), DX\n")
-	b.WriteString("\tLEAQ (SI)(AX*1), R8\n\tLEAQ (R8)(AX*1), R9\n\tLEAQ (R9)(AX*1), R10\n")
+	b.WriteString(weightRows)
 	// CX: the row length in bytes; BX: the last offset at which two blocks remain.
 	b.WriteString("\tSHLQ $1, CX\n\tLEAQ -128(CX), BX\n\tXORL AX, AX\n")
-	for r := range 8 {
-		fmt.Fprintf(b, "\tVXORPS Z%d, Z%d, Z%d\n", r, r, r)
-	}
+	zero(b, "Z", 8)
 	fmt.Fprintf(b, "%s_loop2:\n\tCMPQ AX, BX\n\tJGT %s_tail\n", name, name)
 	b.WriteString("\tVMOVUPS (DI)(AX*1), Z8\n\tVMOVUPS 64(DI)(AX*1), Z9\n")
 	for _, p := range wptr {
