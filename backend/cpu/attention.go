@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/llmserve/llmserve/backend/cpu/gemm"
+	"github.com/llmserve/llmserve/internal/parallel"
 )
 
 // Tiling of long chunks in attendGEMM: at most attnTileTokens query tokens per tile (the
@@ -31,10 +32,10 @@ func (b *Backend) attention(l int, spans []seqSpan) {
 			long = append(long, si)
 		}
 	}
-	gemm.ParallelFor(len(long)*nkv, b.threads, func(w, item int) {
+	parallel.For(len(long)*nkv, b.threads, func(w, item int) {
 		b.attendGEMM(l, spans[long[item/nkv]], item%nkv, &b.workers[w])
 	})
-	gemm.ParallelFor(len(direct)*nkv, b.threads, func(w, item int) {
+	parallel.For(len(direct)*nkv, b.threads, func(w, item int) {
 		b.attendDirect(l, spans[direct[item/nkv]], item%nkv, &b.workers[w])
 	})
 }

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/llmserve/llmserve/backend"
-	"github.com/llmserve/llmserve/backend/cpu/gemm"
 	"github.com/llmserve/llmserve/backend/cpu/linear"
+	"github.com/llmserve/llmserve/internal/parallel"
 	"github.com/llmserve/llmserve/model"
 )
 
@@ -387,7 +387,7 @@ func (b *Backend) parallelRows(rows, cost int, fn func(r int)) {
 	if rows*cost < 1<<15 {
 		workers = 1
 	}
-	gemm.ParallelFor(rows, workers, func(_, r int) { fn(r) })
+	parallel.For(rows, workers, func(_, r int) { fn(r) })
 }
 
 // grow returns buf resliced to n elements, reallocating when it is too small. Contents are

@@ -52,6 +52,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/cpu"
+
+	"github.com/llmserve/llmserve/internal/parallel"
 )
 
 // CBLAS transpose codes.
@@ -175,13 +177,13 @@ func split(m, n, k int, fn func(i0, i1, j0, j1 int)) {
 	}
 	if n >= 64*workers {
 		cols := (n/workers + 15) / 16 * 16
-		ParallelFor((n+cols-1)/cols, workers, func(_, t int) {
+		parallel.For((n+cols-1)/cols, workers, func(_, t int) {
 			fn(0, m, t*cols, min(n, (t+1)*cols))
 		})
 		return
 	}
 	rows := (m + workers - 1) / workers
-	ParallelFor((m+rows-1)/rows, workers, func(_, t int) {
+	parallel.For((m+rows-1)/rows, workers, func(_, t int) {
 		fn(t*rows, min(m, (t+1)*rows), 0, n)
 	})
 }

@@ -63,7 +63,7 @@ func forEachTile(m, n, k, colAlign, workers int, fn func(i0, i1, j0, j1 int)) {
 		i0, j0 := ti*t.rows, tj*t.cols
 		fn(i0, min(i0+t.rows, m), j0, min(j0+t.cols, n))
 	}
-	ParallelFor(total, workers, run)
+	parallel.For(total, workers, run)
 }
 
 // matMulNTGo is the pure-Go C (+)= A·Bᵀ on GOMAXPROCS workers. Shapes are validated by the
@@ -323,7 +323,3 @@ func axpy(c []float32, alpha float32, x []float32) {
 		c[j] += alpha * x[j]
 	}
 }
-
-// ParallelFor calls fn(w, i) for every i in [0, n) on up to workers goroutines; see
-// parallel.For.
-func ParallelFor(n, workers int, fn func(w, i int)) { parallel.For(n, workers, fn) }

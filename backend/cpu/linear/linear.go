@@ -34,6 +34,7 @@ import (
 	"unsafe"
 
 	"github.com/llmserve/llmserve/backend/cpu/gemm"
+	"github.com/llmserve/llmserve/internal/parallel"
 	"github.com/llmserve/llmserve/model"
 	"github.com/llmserve/llmserve/quant"
 )
@@ -203,7 +204,7 @@ func (mu *Multiplier) widened(set *kernelSet, ti int, w model.Matrix, m int, x [
 		mu.wide = make([][]float32, threads)
 	}
 	kv := k - k%set.lanes
-	gemm.ParallelFor((n+rows-1)/rows, threads, func(wk, t int) {
+	parallel.For((n+rows-1)/rows, threads, func(wk, t int) {
 		j0, j1 := t*rows, min(n, (t+1)*rows)
 		if cap(mu.wide[wk]) < rows*k {
 			mu.wide[wk] = make([]float32, rows*k)
@@ -280,7 +281,7 @@ func (mu *Multiplier) stream(set *kernelSet, ti int, w model.Matrix, m int, x []
 		}
 		put(i, j, v)
 	}
-	gemm.ParallelFor(tasks, threads, func(_, t int) {
+	parallel.For(tasks, threads, func(_, t int) {
 		j0 := t * streamChunkRows
 		j1 := min(n, j0+streamChunkRows)
 		var o4 [4]float32
