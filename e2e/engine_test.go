@@ -108,6 +108,7 @@ func TestEngineModes(t *testing.T) {
 			e := startEngine(t, tc.opts)
 			// Several requests so that every worker serves some of them (SO_REUSEPORT spreads
 			// connections; new connections each time).
+			maxChunks := 0 // the most chunks one stream came in
 			for i := 0; i < 4; i++ {
 				body := map[string]any{"input_ids": promptIDs, "sampling_params": map[string]any{"temperature": 0, "max_new_tokens": 24}}
 				whole := generate(t, e, body)
@@ -124,15 +125,19 @@ func TestEngineModes(t *testing.T) {
 				if streamed.MetaInfo.CompletionTokens != len(streamed.OutputIDs) {
 					t.Fatalf("streamed completion_tokens %d, got %d ids", streamed.MetaInfo.CompletionTokens, len(streamed.OutputIDs))
 				}
-				if chunks < 2 {
-					t.Fatalf("a 24-token stream came in %d chunk(s)", chunks)
-				}
+				maxChunks = max(maxChunks, chunks)
 				// The text equals the tokenizer's decode of the ids.
 				code, b := e.post("/detokenize", map[string]any{"tokens": whole.OutputIDs, "skip_special_tokens": true})
 				var dt struct{ Text string }
 				if code != 200 || json.Unmarshal(b, &dt) != nil || dt.Text != whole.Text {
 					t.Fatalf("text %q != decode(ids) %q (%d %s)", whole.Text, dt.Text, code, b)
 				}
+			}
+			// Streams stream: a handler that got to its first write only after the whole stream
+			// was generated sends it in one chunk (coalescing, correct), which a busy machine
+			// may do now and then, but not on every request.
+			if maxChunks < 2 {
+				t.Fatalf("every 24-token stream came in %d chunk(s)", maxChunks)
 			}
 		})
 	}

@@ -204,15 +204,29 @@ func TestMetricsWithPrometheus(t *testing.T) {
 		t.Fatalf("status %d, X-Request-Id %q", resp.StatusCode, resp.Header.Get("X-Request-Id"))
 	}
 
-	// A streamed request and a constrained one, so the inter-token and grammar panels have data.
-	for _, body := range []string{`{"prompt":"Hello","max_tokens":6,"ignore_eos":true,"stream":true}`,
-		`{"messages":[{"role":"user","content":"a JSON object"}],"max_tokens":8,"response_format":{"type":"json_object"}}`} {
-		path := "/v1/completions"
-		if strings.Contains(body, "messages") {
-			path = "/v1/chat/completions"
+	// A constrained request, so the grammar panels have data.
+	constrained := `{"messages":[{"role":"user","content":"a JSON object"}],"max_tokens":8,"response_format":{"type":"json_object"}}`
+	if status, out := postWith(freshClient, e.base+"/v1/chat/completions", json.RawMessage(constrained)); status != 200 {
+		t.Fatalf("/v1/chat/completions: status %d: %s", status, out)
+	}
+	// Streamed requests until one has been written in more than one chunk, so the inter-token
+	// panels have data: on a fast machine a short stream of the tiny model is done before its
+	// first write and goes out whole (coalesced), with no interval between chunks to observe.
+	itlKey := fmt.Sprintf(`llm_inter_token_latency_seconds_count{model_name=%q}`, model)
+	for i := 0; ; i++ {
+		streamed := `{"prompt":"Hello","max_tokens":64,"ignore_eos":true,"stream":true}`
+		if status, out := postWith(freshClient, e.base+"/v1/completions", json.RawMessage(streamed)); status != 200 {
+			t.Fatalf("streamed /v1/completions: status %d: %s", status, out)
 		}
-		if status, out := postWith(freshClient, e.base+path, json.RawMessage(body)); status != 200 {
-			t.Fatalf("%s: status %d: %s", path, status, out)
+		text, err := httpGetWith(freshClient, e.base+"/metrics")
+		if err != nil {
+			t.Fatalf("scrape: %v", err)
+		}
+		if counterSamples(t, text)[itlKey] > 0 {
+			break
+		}
+		if i == 50 {
+			t.Fatalf("50 streamed requests of 64 tokens, none written in more than one chunk (%s is 0)", itlKey)
 		}
 	}
 
