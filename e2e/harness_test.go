@@ -186,7 +186,7 @@ func (e *engine) launch(p *proc, bin string) {
 	p.cmd = exec.Command(filepath.Join(binDir, bin), p.args...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	p.cmd.Env = append(os.Environ(), "OPENBLAS_NUM_THREADS=1")
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL} // none outlives a test binary that panics or times out
 	if err := p.cmd.Start(); err != nil {
 		e.t.Fatalf("start %s: %v", p.name, err)
 	}

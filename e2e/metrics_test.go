@@ -46,7 +46,7 @@ func startPrometheus(t *testing.T, target string) *prometheus {
 	p.cmd = exec.Command(bin, "--config.file="+filepath.Join(dir, "prometheus.yml"),
 		"--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+strings.TrimPrefix(p.base, "http://"))
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL} // none outlives a test binary that panics or times out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start prometheus: %v", err)
 	}

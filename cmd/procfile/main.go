@@ -104,7 +104,7 @@ func run(path string, grace time.Duration, log *slog.Logger) error {
 			defer close(dones[i])
 			err := supervise.Run(ctx, e.name, func() *exec.Cmd {
 				c := exec.Command("/bin/sh", "-c", e.command)
-				c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // signals reach what the shell starts
+				c.SysProcAttr = processAttr()
 				c.Stdout = &lineWriter{prefix: prefix, mu: &outMu, w: os.Stdout}
 				c.Stderr = c.Stdout
 				return c
