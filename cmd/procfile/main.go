@@ -2,7 +2,8 @@
 // one engine: each is restarted with backoff when it exits, a process that refuses to start
 // (exit status 78: another engine holds its port or run directory) stops them all, and SIGINT or
 // SIGTERM stops them in the reverse of their order (tokenizerd, listed last, drains first while
-// the ranks still serve it). Their output is interleaved line by line, prefixed with the name.
+// the ranks still serve it); a runner killed outright (SIGKILL) takes them with it, each getting
+// SIGTERM from the kernel. Their output is interleaved line by line, prefixed with the name.
 // Unlike goreman it has no control port: nothing listens.
 //
 //	procfile [-grace 40s] PROCFILE
