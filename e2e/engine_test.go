@@ -255,7 +255,9 @@ func TestOpenAINodeClient(t *testing.T) {
 	if err := json.Unmarshal(out, &res); err != nil {
 		t.Fatalf("client output %q: %v", out, err)
 	}
-	if res.Usage.CompletionTokens == 0 || res.Usage.PromptTokens == 0 || res.Finish == "" || res.Content != res.Whole || res.Chunks < 3 {
+	// At least a content chunk and the usage chunk: a 24-token stream the handler first writes
+	// after it was all generated (a busy or a fast machine) is one content chunk, correctly.
+	if res.Usage.CompletionTokens == 0 || res.Usage.PromptTokens == 0 || res.Finish == "" || res.Content != res.Whole || res.Chunks < 2 {
 		t.Fatalf("openai client saw %+v", res)
 	}
 }
