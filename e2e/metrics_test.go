@@ -213,8 +213,8 @@ func TestMetricsWithPrometheus(t *testing.T) {
 	// panels have data: on a fast machine a short stream of the tiny model is done before its
 	// first write and goes out whole (coalesced), with no interval between chunks to observe.
 	itlKey := fmt.Sprintf(`llm_inter_token_latency_seconds_count{model_name=%q}`, model)
-	for i := 0; ; i++ {
-		streamed := `{"prompt":"Hello","max_tokens":64,"ignore_eos":true,"stream":true}`
+	const streamed = `{"prompt":"Hello","max_tokens":64,"ignore_eos":true,"stream":true}`
+	for sent := 1; ; sent++ {
 		if status, out := postWith(freshClient, e.base+"/v1/completions", json.RawMessage(streamed)); status != 200 {
 			t.Fatalf("streamed /v1/completions: status %d: %s", status, out)
 		}
@@ -225,8 +225,8 @@ func TestMetricsWithPrometheus(t *testing.T) {
 		if counterSamples(t, text)[itlKey] > 0 {
 			break
 		}
-		if i == 50 {
-			t.Fatalf("50 streamed requests of 64 tokens, none written in more than one chunk (%s is 0)", itlKey)
+		if sent == 50 {
+			t.Fatalf("%d streamed requests of 64 tokens, none written in more than one chunk (%s is 0)", sent, itlKey)
 		}
 	}
 
