@@ -212,6 +212,10 @@ func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, http.StatusBadRequest, err)
 		return
 	}
+	if err := s.checkModel(body.Model); err != nil {
+		s.fail(w, err)
+		return
+	}
 	if err := s.needTokenizer("/tokenize"); err != nil {
 		s.writeError(w, http.StatusBadRequest, err)
 		return
@@ -258,6 +262,10 @@ func (s *Server) handleDetokenize(w http.ResponseWriter, r *http.Request) {
 	var body detokenizeRequest
 	if err := s.decodeBody(w, r, &body); err != nil {
 		s.writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	if err := s.checkModel(body.Model); err != nil {
+		s.fail(w, err)
 		return
 	}
 	if err := s.needTokenizer("/detokenize"); err != nil {
