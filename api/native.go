@@ -135,7 +135,7 @@ func (f *nativeFormat) object(dst []byte, d *Delta) []byte {
 		dst = append(dst, '}')
 	default:
 		dst = append(dst, `{"type":`...)
-		dst = appendJSONString(dst, string(d.FinishReason))
+		dst = appendJSONString(dst, d.FinishReason.String())
 		if d.Err != nil {
 			dst = append(dst, `,"message":`...)
 			dst = appendJSONString(dst, d.Err.Error())

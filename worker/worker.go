@@ -395,7 +395,7 @@ func (w *Worker) lookup(dst []*entry, n int, item func(i int) *ipc.TokenItem) []
 // deliver turns one output item into a Delta on its request's stream. The stream copies what it
 // keeps, so the delta points into the decoded batch.
 func (w *Worker) deliver(e *entry, it *ipc.TokenItem, text string, hasText bool) {
-	d := deltaFromWire(it, text)
+	d := DeltaFromWire(it, text)
 	if e.text != nil && !hasText {
 		d.Text, _, _ = e.text.Push(it.NewIDs, it.Finished)
 	}
