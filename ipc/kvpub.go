@@ -84,7 +84,7 @@ func kvSocket(typ zmq.Type, endpoint string, bind bool, hwm int) (*zmq.Socket, e
 	if err != nil {
 		return nil, fmt.Errorf("KV events: socket: %w", err)
 	}
-	if err := s.SetLinger(0); err == nil {
+	if err = s.SetLinger(0); err == nil {
 		err = s.SetSndhwm(hwm)
 	}
 	if err != nil {
