@@ -85,7 +85,7 @@ func (c *serveConfig) flags() []cli.Flag {
 		&cli.StringFlag{Name: "served-model-name", Destination: &c.ServedModelName, Usage: "model id in the API (default: the model directory's name)", Sources: cli.EnvVars("SERVED_MODEL_NAME")},
 		&cli.IntFlag{Name: "context-length", Destination: &c.ContextLength, Usage: "context length (default: the model's max_position_embeddings)"},
 		&cli.IntFlag{Name: "stream-interval", Destination: &c.StreamInterval, Value: 1, Usage: "tokens per streamed chunk after the first (server default)", Sources: cli.EnvVars("STREAM_INTERVAL")},
-		&cli.StringFlag{Name: "load-balance-method", Destination: &c.LoadBalanceMethod, Value: "shortest_queue", Usage: "round_robin, shortest_queue or minimum_tokens", Sources: cli.EnvVars("LOAD_BALANCE_METHOD")},
+		&cli.StringFlag{Name: "load-balance-method", Destination: &c.LoadBalanceMethod, Value: "shortest_queue", Usage: "round_robin, shortest_queue, minimum_tokens or cache_aware (the rank already sent the longest prefix of the prompt, within a load bound)", Sources: cli.EnvVars("LOAD_BALANCE_METHOD")},
 		&cli.DurationFlag{Name: "rank-timeout", Destination: &c.RankTimeout, Value: time.Second, Usage: "a rank silent this long is marked down and its requests fail"},
 		&cli.IntFlag{Name: "max-queued-requests", Destination: &c.MaxQueuedRequests, Value: 65536, Usage: "requests one worker holds in flight; more get 503"},
 		&cli.IntFlag{Name: "worker-threads", Destination: &c.WorkerThreads, Usage: "OS threads per worker process (GOMAXPROCS); default: the cores left after one per rank and one for detokd, shared by the workers, at least 1 (a GOMAXPROCS in the environment wins)", Sources: cli.EnvVars("TOKENIZER_WORKER_THREADS")},
