@@ -174,8 +174,8 @@ func NewDispatcher(numRanks int, method Method, worker int, opts ...Option) (*Di
 		// to rank 0.
 		next:       worker % numRanks,
 		prefixKeys: defaultPrefixKeys,
-		boundAbs:   2,
-		boundFrac:  0.25,
+		boundAbs:   1,
+		boundFrac:  0.15,
 	}
 	for _, o := range opts {
 		o(d)
