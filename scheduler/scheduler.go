@@ -278,6 +278,7 @@ func (s *Scheduler) Load() Load {
 		Running: len(s.running), Waiting: len(s.waiting),
 		KVTokensUsed:     s.pool.inUse() * s.bs,
 		KVTokensCapacity: s.pool.numBlocks() * s.bs,
+		KVBlockSize:      s.bs,
 		Stats:            s.stats,
 	}
 	for _, st := range s.waiting {

@@ -145,6 +145,8 @@ type Load struct {
 	// prefixes that nothing references are reusable and not counted).
 	KVTokensUsed     int
 	KVTokensCapacity int
+	// KVBlockSize is the positions of one KV block (/metrics' vllm:cache_config_info).
+	KVBlockSize int
 	// WaitingTokens is the positions queued requests still need computed (they hold no KV).
 	WaitingTokens int
 	// Stats are the event counters so far, reported with the load for /metrics.

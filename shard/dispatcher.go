@@ -30,6 +30,8 @@ type Load struct {
 	// KVTokensCapacity the total (0 if unknown).
 	KVTokensUsed     int64 `json:"kv_tokens_used"`
 	KVTokensCapacity int64 `json:"kv_tokens_capacity"`
+	// KVBlockSize is the positions of one of the rank's KV blocks (0 if unknown).
+	KVBlockSize int64 `json:"kv_block_size"`
 	// WaitingTokens is the prompt tokens of waiting requests, which hold no
 	// KV slots yet; without it MinimumTokens cannot see queued prompts.
 	WaitingTokens int64 `json:"waiting_tokens"`
