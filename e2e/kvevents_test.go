@@ -153,4 +153,3 @@ func toU64(t *testing.T, v any) uint64 {
 	t.Fatalf("%v (%T) is not an integer", v, v)
 	return 0
 }
-
