@@ -6,7 +6,8 @@
 #   go build -o /tmp/bin/ ./cmd/... ./bench/dpbench
 #   flock /tmp/perf.lock bench/dpbench/multiturn.sh /tmp/bin
 #
-# Environment: RANKS (4), WORKERS (2), STEP (20ms), PORT (33200), MODEL_PATH (models/pico),
+# Environment: RANKS (4), WORKERS (2), STEP (20ms), TOKEN_TIME (20us: a step's time grows with
+# the tokens it computes, so prefix-cache hits shorten prefills as on a device), PORT (33200), MODEL_PATH (models/pico),
 # TRACE (dpbench flags; default 32 conversations x 8 turns, 4 system prompts of 512 tokens,
 # 64-token user turns, 64-token replies), OUT (raw JSON lines; default a temp file).
 set -euo pipefail
@@ -14,6 +15,7 @@ BIN=${1:?usage: multiturn.sh BINDIR}
 RANKS=${RANKS:-4}
 WORKERS=${WORKERS:-2}
 STEP=${STEP:-20ms}
+TOKEN_TIME=${TOKEN_TIME:-20us}
 PORT=${PORT:-33200}
 TRACE=${TRACE:-"-conversations 32 -turns 8 -groups 4 -system-len 512 -user-len 64 -output-len 64"}
 MODEL_PATH=${MODEL_PATH:-$(cd "$(dirname "$0")/../.." && pwd)/models/pico}
@@ -31,7 +33,7 @@ start_engine() { # METHOD RUNDIR LOGDIR
 	local method=$1 run=$2 logs=$3
 	local common=(--model-path "$MODEL_PATH" --run-dir "$run" --port "$PORT" --tokenizer-worker-num "$WORKERS" --dp-size "$RANKS")
 	for ((k = 0; k < RANKS; k++)); do
-		"$BIN/schedulerd" serve "${common[@]}" --dp-rank "$k" --load-format replay --replay-step-time "$STEP" >"$logs/schedulerd$k.log" 2>&1 &
+		"$BIN/schedulerd" serve "${common[@]}" --dp-rank "$k" --load-format replay --replay-step-time "$STEP" --replay-token-time "$TOKEN_TIME" >"$logs/schedulerd$k.log" 2>&1 &
 		pids+=($!)
 	done
 	"$BIN/detokd" "${common[@]}" >"$logs/detokd.log" 2>&1 &

@@ -53,6 +53,8 @@ type rankConfig struct {
 	LoadFormat string
 	// ReplayStepTime is the least time of one replay step.
 	ReplayStepTime time.Duration
+	// ReplayTokenTime is added to a replay step per token it computes.
+	ReplayTokenTime time.Duration
 	// ReplayKVTokens is the KV positions of the replay runner's pool.
 	ReplayKVTokens int
 	// Heartbeat is the longest silence towards the workers.
@@ -81,6 +83,7 @@ func (c *rankConfig) flags() []cli.Flag {
 		&cli.IntFlag{Name: "context-length", Destination: &c.ContextLength, Usage: "context length (default: the model's max_position_embeddings)"},
 		&cli.StringFlag{Name: "load-format", Destination: &c.LoadFormat, Value: "auto", Usage: "auto (the model's weights) or replay (BENCHMARK ONLY: deterministic tokens, no model math)", Sources: cli.EnvVars("LOAD_FORMAT")},
 		&cli.DurationFlag{Name: "replay-step-time", Destination: &c.ReplayStepTime, Usage: "with --load-format replay: the least time of one step", Sources: cli.EnvVars("REPLAY_STEP_TIME")},
+		&cli.DurationFlag{Name: "replay-token-time", Destination: &c.ReplayTokenTime, Usage: "with --load-format replay: time added to a step per token it computes (prefill cost)", Sources: cli.EnvVars("REPLAY_TOKEN_TIME")},
 		&cli.IntFlag{Name: "replay-kv-tokens", Destination: &c.ReplayKVTokens, Value: 4 << 20, Usage: "with --load-format replay: KV positions in the pool"},
 		&cli.DurationFlag{Name: "heartbeat", Destination: &c.Heartbeat, Value: 200 * time.Millisecond, Usage: "longest silence towards the workers (load reports)"},
 		&cli.StringFlag{Name: "kv-events-endpoint", Destination: &c.KVEventsEndpoint, Sources: cli.EnvVars("KV_EVENTS_ENDPOINT"),
@@ -254,7 +257,7 @@ func openRankBackend(cfg *rankConfig, device string, log *slog.Logger) (backend.
 		}
 		const blockSize = 16
 		r, err := replay.New(replay.Options{VocabSize: mcfg.VocabSize, BlockSize: blockSize,
-			NumBlocks: max(1, cfg.ReplayKVTokens/blockSize), StepTime: cfg.ReplayStepTime})
+			NumBlocks: max(1, cfg.ReplayKVTokens/blockSize), StepTime: cfg.ReplayStepTime, TokenTime: cfg.ReplayTokenTime})
 		if err != nil {
 			return nil, model.Config{}, err
 		}
