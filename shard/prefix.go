@@ -26,7 +26,7 @@ func WithPrefixKeys(n int) Option { return func(x *Dispatcher) { x.prefixKeys = 
 // WithCacheAwareBound sets how much more loaded (requests running, waiting and pending) than
 // the least-loaded rank the rank holding the longest prefix may be and still be picked: abs
 // requests or frac of the least load, whichever is more. Defaults: 1 and 0.15 (bench/dpbench's
-// multi-turn trace: within 2% of the sticky oracle's prefix hits, max/min running <= 1.5).
+// multi-turn trace: within 3% of the sticky oracle's prefix hits, max/min running <= 1.5).
 func WithCacheAwareBound(abs, frac float64) Option {
 	return func(x *Dispatcher) { x.boundAbs, x.boundFrac = max(abs, 0), max(frac, 0) }
 }
