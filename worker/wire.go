@@ -163,7 +163,7 @@ func loadFromWire(seq uint64, l *ipc.Load, self int) shard.Load {
 		recvTokens = l.ReceivedTokens[self]
 	}
 	return shard.Load{Seq: seq, Running: int(l.Running), Waiting: int(l.Waiting),
-		KVTokensUsed: l.KVTokensUsed, KVTokensCapacity: l.KVTokensCapacity, WaitingTokens: l.WaitingTokens,
+		KVTokensUsed: l.KVTokensUsed, KVTokensCapacity: l.KVTokensCapacity, KVBlockSize: l.KVBlockSize, WaitingTokens: l.WaitingTokens,
 		Received: recv, ReceivedTokens: recvTokens, ReceivedAll: l.Received, ReceivedTokensAll: l.ReceivedTokens,
 		Preemptions: l.Preemptions, PrefixHitTokens: l.PrefixHitTokens}
 }

@@ -249,7 +249,7 @@ func (w *Worker) Submit(ctx context.Context, req *api.Request) (*api.Stream, err
 		w.mu.Unlock()
 		return nil, api.ErrOverloaded
 	}
-	rank, err := w.disp.Pick(len(req.InputIDs), req.RoutedRank)
+	rank, err := w.disp.PickPrompt(req.InputIDs, req.RoutedRank)
 	if err != nil {
 		w.mu.Unlock()
 		return nil, fmt.Errorf("no rank can take the request: %w", err)
