@@ -98,6 +98,13 @@ func (s *goSocket) attach(endpoint string, bind bool) error {
 	if err != nil {
 		return err
 	}
+	if network == "tcp" {
+		// Traffic between hosts must be authenticated and encrypted (CURVE), which only the
+		// libzmq transport does here: loopback only.
+		if host, _, _ := net.SplitHostPort(addr); s.opts.Curve != nil || !isLoopbackHost(host) {
+			return fmt.Errorf("ipc: %s: tcp:// beyond this host (or with CURVE keys) %w", endpoint, ErrNeedsCgo)
+		}
+	}
 	if !bind {
 		s.mu.Lock()
 		defer s.mu.Unlock()

@@ -42,7 +42,12 @@ func (libzmqTransport) Pull(endpoint string, bind bool, opts ...Option) (Receive
 const waitSlice = 50 * time.Millisecond
 
 type zSocket struct {
-	mu       sync.Mutex
+	mu       sync.Mutex // guards everything below: libzmq sockets are not thread-safe
+	// curveRole is "" until a tcp:// endpoint with Options.Curve sets it to "server" or
+	// "client": one socket has one CURVE role.
+	curveRole string
+	// unwatch stops the handshake-failure logger of a CURVE server (nil otherwise).
+	unwatch func()
 	sock     *zmq.Socket
 	closed   bool
 	endpoint string
@@ -71,7 +76,7 @@ func newZSocket(typ zmq.Type, endpoint string, bind bool, o Options) (*zSocket, 
 		}
 	}
 	if err := s.attach(endpoint, bind); err != nil {
-		sock.Close()
+		s.Close()
 		return nil, err
 	}
 	return s, nil
@@ -86,6 +91,24 @@ func (s *zSocket) attach(endpoint string, bind bool) error {
 	defer s.mu.Unlock()
 	if s.closed {
 		return ErrClosed
+	}
+	if network == "tcp" && s.opts.Curve != nil {
+		role := map[bool]string{true: "server", false: "client"}[bind]
+		switch s.curveRole {
+		case "":
+			if err := setCurve(s.sock, s.opts.Curve, bind); err != nil {
+				return err
+			}
+			s.curveRole = role
+			if bind {
+				if s.unwatch, err = watchHandshakes(s.sock, endpoint); err != nil {
+					return err
+				}
+			}
+		case role:
+		default:
+			return fmt.Errorf("ipc: %s: a CURVE %s socket cannot also be a %s", endpoint, s.curveRole, role)
+		}
 	}
 	if !bind {
 		if err := s.sock.Connect(endpoint); err != nil {
@@ -236,6 +259,9 @@ func (s *zSocket) Close() error {
 		return nil
 	}
 	s.closed = true
+	if s.unwatch != nil {
+		s.unwatch()
+	}
 	if err := s.sock.Close(); err != nil {
 		return fmt.Errorf("ipc: close %s: %w", s.endpoint, err)
 	}

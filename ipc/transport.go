@@ -68,6 +68,10 @@ type Options struct {
 	RecvHWM int
 	// SendTimeout is how long Send waits for queue room; 0 means not at all.
 	SendTimeout time.Duration
+	// Curve, when set, secures tcp:// endpoints with CURVE (a bound socket is the server, a
+	// connecting one the client); ipc:// endpoints stay plain (the run directory's mode guards
+	// them). Only libzmq has it.
+	Curve *CurveKeys
 }
 
 // DefaultOptions are the options used when none are given.
@@ -86,6 +90,9 @@ func WithRecvHWM(n int) Option { return func(o *Options) { o.RecvHWM = max(n, 1)
 func WithSendTimeout(d time.Duration) Option {
 	return func(o *Options) { o.SendTimeout = max(d, 0) }
 }
+
+// WithCurve sets Options.Curve.
+func WithCurve(k *CurveKeys) Option { return func(o *Options) { o.Curve = k } }
 
 func buildOptions(opts []Option) Options {
 	o := DefaultOptions

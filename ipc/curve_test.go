@@ -1,0 +1,140 @@
+//go:build cgo
+
+package ipc
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	zmq "github.com/pebbe/zmq4"
+)
+
+func mustKeys(t *testing.T) *CurveKeys {
+	t.Helper()
+	k, err := NewCurveKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func TestCurveKeysRoundTrip(t *testing.T) {
+	dir := t.TempDir() + "/keys"
+	k := mustKeys(t)
+	if err := WriteCurveKeys(dir, k); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteCurveKeys(dir, mustKeys(t)); err == nil {
+		t.Fatal("keygen overwrote existing keys")
+	}
+	got, err := LoadCurveKeys(dir)
+	if err != nil || *got != *k {
+		t.Fatalf("load = %+v, %v; want %+v", got, err, k)
+	}
+	// A public key from another pair is caught at load, not at the first handshake.
+	other := mustKeys(t)
+	dir2 := t.TempDir()
+	if err := WriteCurveKeys(dir2, &CurveKeys{Public: other.Public, Secret: k.Secret}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadCurveKeys(dir2); err == nil || !strings.Contains(err.Error(), "not the secret key's") {
+		t.Fatalf("mismatched pair: err = %v", err)
+	}
+}
+
+// TestCurveTransport sends over CURVE with the engine's keys and checks that a peer with other
+// keys neither gets through nor passes Probe, which names why.
+func TestCurveTransport(t *testing.T) {
+	k := mustKeys(t)
+	tr := Default()
+	pull, err := tr.Pull("tcp://127.0.0.1:0", true, WithCurve(k))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pull.Close()
+	ep := pull.Endpoint()
+	if err := Probe(ep, k, 5*time.Second); err != nil {
+		t.Fatalf("probe with the engine's keys: %v", err)
+	}
+	push, err := tr.Push(ep, false, WithCurve(k))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer push.Close()
+	if err := push.Send([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := pull.Recv(5 * time.Second); err != nil || string(b) != "hello" {
+		t.Fatalf("recv = %q, %v", b, err)
+	}
+
+	// Another engine's keys: the handshake fails, the probe says so within its timeout.
+	wrong := mustKeys(t)
+	start := time.Now()
+	err = Probe(ep, wrong, 3*time.Second)
+	if err == nil || !strings.Contains(err.Error(), ep) || !strings.Contains(err.Error(), "keys") {
+		t.Fatalf("probe with other keys: err = %v", err)
+	}
+	if d := time.Since(start); d > 4*time.Second {
+		t.Fatalf("probe took %v", d)
+	}
+	bad, err := tr.Push(ep, false, WithCurve(wrong))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bad.Close()
+	_ = bad.Send([]byte("intruder"))
+	if b, err := pull.Recv(500 * time.Millisecond); err == nil {
+		t.Fatalf("a peer with other keys delivered %q", b)
+	}
+
+	// Knowing the public key is not enough: a client with its own secret is refused by ZAP.
+	sock, err := zmq.NewSocket(zmq.PUSH)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sock.Close()
+	_ = sock.SetLinger(0)
+	if err := sock.ClientAuthCurve(k.Public, wrong.Public, wrong.Secret); err != nil {
+		t.Fatal(err)
+	}
+	if err := sock.Monitor("inproc://curve-test-mon", zmq.EVENT_HANDSHAKE_FAILED_AUTH|zmq.EVENT_HANDSHAKE_SUCCEEDED); err != nil {
+		t.Fatal(err)
+	}
+	mon, _ := zmq.NewSocket(zmq.PAIR)
+	defer mon.Close()
+	if err := mon.Connect("inproc://curve-test-mon"); err != nil {
+		t.Fatal(err)
+	}
+	_ = mon.SetRcvtimeo(5 * time.Second)
+	if err := sock.Connect(ep); err != nil {
+		t.Fatal(err)
+	}
+	ev, _, val, err := mon.RecvEvent(0)
+	if err != nil || ev != zmq.EVENT_HANDSHAKE_FAILED_AUTH || val != 400 {
+		t.Fatalf("client with the public key but its own secret: event %v %d, err %v; want HANDSHAKE_FAILED_AUTH 400", ev, val, err)
+	}
+}
+
+func TestGozmqRefusesOtherHosts(t *testing.T) {
+	tr := gozmqTransport{}
+	for _, c := range []struct {
+		ep   string
+		bind bool
+		opts []Option
+	}{
+		{"tcp://10.1.2.3:5000", false, nil},
+		{"tcp://*:0", true, nil},
+		{"tcp://127.0.0.1:0", true, []Option{WithCurve(mustKeys(t))}},
+	} {
+		s, err := tr.Push(c.ep, c.bind, c.opts...)
+		if err == nil {
+			s.Close()
+			t.Fatalf("gozmq accepted %s", c.ep)
+		}
+		if !strings.Contains(err.Error(), "cgo build") {
+			t.Fatalf("%s: error does not name the cgo build: %v", c.ep, err)
+		}
+	}
+}
