@@ -40,9 +40,9 @@ const zapDomain = "llmserve"
 // zap is the process's ZAP handler (ZeroMQ's authentication protocol, RFC 27): libzmq asks it,
 // over inproc, whether to admit each CURVE client that completed the key exchange.
 var zap struct {
-	once sync.Once
-	err  error
-	mu   sync.Mutex      // guards allowed and log
+	once    sync.Once
+	err     error
+	mu      sync.Mutex      // guards allowed and log
 	allowed map[string]bool // Z85 client public keys admitted
 	log     *slog.Logger
 }

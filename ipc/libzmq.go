@@ -42,12 +42,12 @@ func (libzmqTransport) Pull(endpoint string, bind bool, opts ...Option) (Receive
 const waitSlice = 50 * time.Millisecond
 
 type zSocket struct {
-	mu       sync.Mutex // guards everything below: libzmq sockets are not thread-safe
+	mu sync.Mutex // guards everything below: libzmq sockets are not thread-safe
 	// curveRole is "" until a tcp:// endpoint with Options.Curve sets it to "server" or
 	// "client": one socket has one CURVE role.
 	curveRole string
 	// unwatch stops the handshake-failure logger of a CURVE server (nil otherwise).
-	unwatch func()
+	unwatch  func()
 	sock     *zmq.Socket
 	closed   bool
 	endpoint string
