@@ -90,6 +90,9 @@ type LoadReport struct {
 	InFlight int            `json:"in_flight"`
 	Dispatch shard.Snapshot `json:"dispatch"`
 	Totals   LoadTotals     `json:"totals"`
+	// MissingRanks names each rank that has not reported or is down, with its address and
+	// why (the same lines /health answers 503 with); empty when all are up.
+	MissingRanks []string `json:"missing_ranks,omitempty"`
 }
 
 // LoadTotals sums the last reports of the ranks that are up.

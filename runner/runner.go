@@ -24,7 +24,9 @@ type Config struct {
 	Rank       int
 	NumWorkers int
 	RunDir     string
-	Transport  ipc.Transport
+	// Topology names the sockets when they are not all ipc:// in RunDir (ranks on other hosts).
+	Topology  *ipc.Topology
+	Transport ipc.Transport
 	// Direct sends outputs to the workers (no detokd): --skip-detokenization / --skip-tokenizer-init.
 	Direct bool
 	// Tokenizer checks stop strings; nil under --skip-tokenizer-init.
@@ -101,20 +103,17 @@ func New(cfg Config, sched *scheduler.Scheduler) (*Runner, error) {
 	}
 	r := &Runner{cfg: cfg, sched: sched, log: cfg.Log.With("rank", cfg.Rank),
 		load: newLoadState(cfg.Rank, cfg.NumWorkers), outputs: map[string]*output{}, epochs: map[uint32]uint64{}, inbox: make(chan inMsg, inboxSize)}
+	top := cfg.Topology
+	if top == nil {
+		top = ipc.LocalTopology(cfg.RunDir)
+	}
 	var err error
-	r.in, err = cfg.Transport.Pull(ipc.SchedulerEndpoint(cfg.RunDir, cfg.Rank), true, ipc.WithRecvHWM(100000))
+	r.in, err = cfg.Transport.Pull(top.Scheduler(cfg.Rank, true), true, top.Options(ipc.WithRecvHWM(100000))...)
 	if err != nil {
 		return nil, fmt.Errorf("rank %d: bind: %w", cfg.Rank, err)
 	}
-	targets := []string{ipc.DetokEndpoint(cfg.RunDir)}
-	if cfg.Direct {
-		targets = targets[:0]
-		for w := 0; w < cfg.NumWorkers; w++ {
-			targets = append(targets, ipc.WorkerEndpoint(cfg.RunDir, w))
-		}
-	}
-	for _, ep := range targets {
-		s, err := cfg.Transport.Push(ep, false, ipc.WithSendHWM(100000), ipc.WithSendTimeout(time.Second))
+	for _, ep := range OutputEndpoints(top, cfg.Direct, cfg.NumWorkers) {
+		s, err := cfg.Transport.Push(ep, false, top.Options(ipc.WithSendHWM(100000), ipc.WithSendTimeout(time.Second))...)
 		if err != nil {
 			r.Close()
 			return nil, fmt.Errorf("rank %d: connect %s: %w", cfg.Rank, ep, err)
@@ -122,6 +121,19 @@ func New(cfg Config, sched *scheduler.Scheduler) (*Runner, error) {
 		r.out = append(r.out, s)
 	}
 	return r, nil
+}
+
+// OutputEndpoints are where a rank sends its batches: detokd's input, or each worker's output
+// socket when direct.
+func OutputEndpoints(top *ipc.Topology, direct bool, numWorkers int) []string {
+	if !direct {
+		return []string{top.Detok(false)}
+	}
+	eps := make([]string, numWorkers)
+	for w := range eps {
+		eps[w] = top.Worker(w, false)
+	}
+	return eps
 }
 
 // Close closes the sockets.

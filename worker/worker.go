@@ -53,9 +53,11 @@ type Config struct {
 	NumWorkers int
 	DPSize     int
 	RunDir     string
-	Transport  ipc.Transport
-	Mode       Mode
-	Method     shard.Method
+	// Topology names the sockets when they are not all ipc:// in RunDir (ranks on other hosts).
+	Topology  *ipc.Topology
+	Transport ipc.Transport
+	Mode      Mode
+	Method    shard.Method
 	// Tokenizer is nil under ModeSkipTokenizerInit.
 	Tokenizer *tokenizer.Tokenizer
 	// MaxRequests bounds the requests this worker has in flight; more get ErrOverloaded.
@@ -160,13 +162,17 @@ func New(cfg Config) (*Worker, error) {
 	w := &Worker{cfg: cfg, disp: disp, log: cfg.Log, start: time.Now(),
 		reqs: map[string]*entry{}, closed: make(chan struct{}), epoch: rand.Uint64()}
 	w.framePool.New = func() any { b := make([]byte, 0, 4096); return &b }
-	w.pull, err = cfg.Transport.Pull(ipc.WorkerEndpoint(cfg.RunDir, cfg.Index), true, ipc.WithRecvHWM(100000))
+	if cfg.Topology == nil {
+		cfg.Topology = ipc.LocalTopology(cfg.RunDir)
+	}
+	top := cfg.Topology
+	w.pull, err = cfg.Transport.Pull(top.Worker(cfg.Index, true), true, top.Options(ipc.WithRecvHWM(100000))...)
 	if err != nil {
 		return nil, fmt.Errorf("worker %d: bind output socket: %w", cfg.Index, err)
 	}
 	for r := 0; r < cfg.DPSize; r++ {
-		s, err := cfg.Transport.Push(ipc.SchedulerEndpoint(cfg.RunDir, r), false,
-			ipc.WithSendHWM(100000), ipc.WithSendTimeout(500*time.Millisecond))
+		s, err := cfg.Transport.Push(top.Scheduler(r, false), false,
+			top.Options(ipc.WithSendHWM(100000), ipc.WithSendTimeout(500*time.Millisecond))...)
 		if err != nil {
 			w.Close()
 			return nil, fmt.Errorf("worker %d: connect to rank %d: %w", cfg.Index, r, err)
@@ -457,15 +463,30 @@ func (w *Worker) failAll(rank int, err error) {
 // Health implements api.Engine: every rank must be reporting.
 func (w *Worker) Health() error {
 	var errs []error
-	for _, r := range w.disp.Snapshot().Ranks {
-		switch {
-		case !r.HasReport:
-			errs = append(errs, fmt.Errorf("rank %d has not reported yet", r.Rank))
-		case !r.Up:
-			errs = append(errs, fmt.Errorf("rank %d is down: %s", r.Rank, r.DownReason))
-		}
+	for _, m := range w.missingRanks(w.disp.Snapshot()) {
+		errs = append(errs, errors.New(m))
 	}
 	return errors.Join(errs...)
+}
+
+// missingRanks names each rank of s that has not reported or is down, with the address this
+// worker sends it requests at (so an operator sees which host to look at) and why.
+func (w *Worker) missingRanks(s shard.Snapshot) []string {
+	top := w.cfg.Topology
+	if top == nil {
+		top = ipc.LocalTopology(w.cfg.RunDir)
+	}
+	var out []string
+	for _, r := range s.Ranks {
+		name := fmt.Sprintf("rank %d (%s)", r.Rank, top.Scheduler(r.Rank, false))
+		switch {
+		case !r.HasReport:
+			out = append(out, name+" has not reported yet")
+		case !r.Up:
+			out = append(out, name+" is down: "+r.DownReason)
+		}
+	}
+	return out
 }
 
 // Ready reports whether every rank has reported since this worker started and is up.
@@ -477,6 +498,7 @@ type LoadReport = api.LoadReport
 // Load implements api.Engine.
 func (w *Worker) Load() api.LoadReport {
 	rep := LoadReport{Worker: w.cfg.Index, InFlight: w.InFlight(), Dispatch: w.disp.Snapshot()}
+	rep.MissingRanks = w.missingRanks(rep.Dispatch)
 	for _, r := range rep.Dispatch.Ranks {
 		if !r.Up {
 			continue // its requests were failed; its last report is history

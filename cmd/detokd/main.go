@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/llmserve/llmserve/cmd/internal/runflags"
+	"github.com/llmserve/llmserve/ipc"
 	"github.com/llmserve/llmserve/tokenizer"
 	"github.com/urfave/cli/v3"
 )
@@ -47,17 +48,28 @@ func run(ctx context.Context, cfg *runflags.Config) error {
 	if err != nil {
 		return err
 	}
+	ipc.SetSecurityLogger(log)
+	top, err := cfg.JoinPeers(dir, func(top *ipc.Topology) []string {
+		eps := make([]string, cfg.TokenizerWorkerNum)
+		for w := range eps {
+			eps[w] = top.Worker(w, false)
+		}
+		return eps
+	})
+	if err != nil {
+		return err
+	}
 	tok, err := tokenizer.Load(cfg.ModelPath)
 	if err != nil {
 		return err
 	}
-	svc, err := newService(tr, dir, tok, cfg.TokenizerWorkerNum, log)
+	svc, err := newService(tr, top, tok, cfg.TokenizerWorkerNum, log)
 	if err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go func() { <-ctx.Done(); svc.Close() }()
-	log.Info("detokd ready", "run_dir", dir, "transport", tr.Name(), "workers", cfg.TokenizerWorkerNum)
+	log.Info("detokd ready", "run_dir", dir, "input", top.Detok(true), "transport", tr.Name(), "workers", cfg.TokenizerWorkerNum)
 	return svc.Run()
 }

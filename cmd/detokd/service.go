@@ -25,15 +25,15 @@ type service struct {
 	ids map[string]string
 }
 
-// newService opens detokd's sockets in runDir.
-func newService(tr ipc.Transport, runDir string, tok *tokenizer.Tokenizer, numWorkers int, log *slog.Logger) (*service, error) {
-	in, err := tr.Pull(ipc.DetokEndpoint(runDir), true, ipc.WithRecvHWM(100000))
+// newService opens detokd's sockets where top places them.
+func newService(tr ipc.Transport, top *ipc.Topology, tok *tokenizer.Tokenizer, numWorkers int, log *slog.Logger) (*service, error) {
+	in, err := tr.Pull(top.Detok(true), true, top.Options(ipc.WithRecvHWM(100000))...)
 	if err != nil {
 		return nil, fmt.Errorf("detokd: bind: %w", err)
 	}
 	s := &service{det: detok.NewDetokenizer(tok, numWorkers), in: in, log: log}
 	for w := 0; w < numWorkers; w++ {
-		o, err := tr.Push(ipc.WorkerEndpoint(runDir, w), false, ipc.WithSendHWM(100000), ipc.WithSendTimeout(time.Second))
+		o, err := tr.Push(top.Worker(w, false), false, top.Options(ipc.WithSendHWM(100000), ipc.WithSendTimeout(time.Second))...)
 		if err != nil {
 			s.Close()
 			return nil, fmt.Errorf("detokd: connect to worker %d: %w", w, err)

@@ -66,6 +66,8 @@ type rankConfig struct {
 	KVEventsTopic string
 	// KVEventsHashSeed seeds the events' block hashes as PYTHONHASHSEED seeds vLLM's.
 	KVEventsHashSeed string
+	// DPRankSet: --dp-rank (or DP_RANK) was given; else a LeaderWorkerSet pod's index names it.
+	DPRankSet bool
 }
 
 func (c *rankConfig) flags() []cli.Flag {
@@ -105,7 +107,8 @@ func serveCommand() *cli.Command {
 		Name:  "serve",
 		Usage: "run one data-parallel rank (scheduler, KV cache, model forward) on one device",
 		Flags: cfg.flags(),
-		Action: func(ctx context.Context, _ *cli.Command) error {
+		Action: func(ctx context.Context, c *cli.Command) error {
+			cfg.DPRankSet = c.IsSet("dp-rank")
 			return serveRank(ctx, &cfg)
 		},
 	}
@@ -113,6 +116,11 @@ func serveCommand() *cli.Command {
 
 // serveRank runs the rank until ctx ends (SIGINT/SIGTERM).
 func serveRank(ctx context.Context, cfg *rankConfig) error {
+	if r, ok, err := runflags.LWSRank(); err != nil {
+		return err
+	} else if ok && !cfg.DPRankSet {
+		cfg.DPRank = r
+	}
 	rank := cfg.DPRank
 	base := cfg.Logger("schedulerd")
 	log := base.With("rank", rank)
@@ -136,6 +144,14 @@ func serveRank(ctx context.Context, cfg *rankConfig) error {
 	tr, err := cfg.OpenTransport()
 	if err != nil {
 		return err
+	}
+	ipc.SetSecurityLogger(log)
+	direct := cfg.SkipDetokenization || cfg.SkipTokenizerInit
+	top, err := cfg.JoinPeers(dir, func(top *ipc.Topology) []string {
+		return runner.OutputEndpoints(top, direct, cfg.TokenizerWorkerNum)
+	})
+	if err != nil {
+		return fmt.Errorf("rank %d: %w", rank, err)
 	}
 	path := cfg.ModelPath
 	b, mcfg, err := openRankBackend(cfg, device, log)
@@ -182,8 +198,8 @@ func serveRank(ctx context.Context, cfg *rankConfig) error {
 		grammars = runner.NewGrammars(grammar.NewCompiler(tok, model.ConstraintEOS(eos, tok), gopts))
 	}
 	r, err := runner.New(runner.Config{
-		Rank: rank, NumWorkers: cfg.TokenizerWorkerNum, RunDir: dir, Transport: tr,
-		Direct: cfg.SkipDetokenization || cfg.SkipTokenizerInit, Tokenizer: tok, Grammars: grammars,
+		Rank: rank, NumWorkers: cfg.TokenizerWorkerNum, RunDir: dir, Topology: top, Transport: tr,
+		Direct: direct, Tokenizer: tok, Grammars: grammars,
 		Heartbeat: cfg.Heartbeat, Log: base, // the runner tags its lines with the rank itself
 		KVEvents: kvSink, KVBlockSize: b.BlockSize(),
 	}, sched)
@@ -193,7 +209,7 @@ func serveRank(ctx context.Context, cfg *rankConfig) error {
 	defer r.Close()
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	log.Info("schedulerd ready", "device", device, "run_dir", dir, "transport", tr.Name(),
+	log.Info("schedulerd ready", "device", device, "run_dir", dir, "input", top.Scheduler(rank, true), "transport", tr.Name(),
 		"kv_blocks", b.NumBlocks(), "block_size", b.BlockSize(), "context_length", maxLen)
 	return r.Run(ctx)
 }

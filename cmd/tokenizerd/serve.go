@@ -21,6 +21,7 @@ import (
 	"github.com/llmserve/llmserve/cmd/internal/runflags"
 	"github.com/llmserve/llmserve/cmd/internal/supervise"
 	"github.com/llmserve/llmserve/grammar"
+	"github.com/llmserve/llmserve/ipc"
 	"github.com/llmserve/llmserve/metrics"
 	"github.com/llmserve/llmserve/model"
 	"github.com/llmserve/llmserve/sampling"
@@ -118,6 +119,9 @@ func (c *serveConfig) check() error {
 		return fmt.Errorf("--stream-interval must be an integer >= 1, got %d", c.StreamInterval)
 	}
 	if _, err := shard.ParseMethod(c.LoadBalanceMethod); err != nil {
+		return err
+	}
+	if _, err := c.Topology(""); err != nil {
 		return err
 	}
 	if c.MaxBodyBytes < 1 {
@@ -365,13 +369,18 @@ func openWorker(cfg *serveConfig, mode worker.Mode, tok *tokenizer.Tokenizer, gr
 	if err != nil {
 		return nil, err
 	}
+	top, err := cfg.Topology(dir)
+	if err != nil {
+		return nil, err
+	}
+	ipc.SetSecurityLogger(log)
 	ledger, err := shard.OpenLedger(worker.LedgerPath(dir), cfg.TokenizerWorkerNum, cfg.DPSize)
 	if err != nil {
 		return nil, fmt.Errorf("%w (the tokenizerd supervisor creates it; start workers through it)", err)
 	}
 	w, err := worker.New(worker.Config{
 		Index: cfg.WorkerIndex, NumWorkers: cfg.TokenizerWorkerNum, DPSize: cfg.DPSize,
-		RunDir: dir, Transport: tr, Mode: mode, Method: method, Tokenizer: tok,
+		RunDir: dir, Topology: top, Transport: tr, Mode: mode, Method: method, Tokenizer: tok,
 		MaxRequests: cfg.MaxQueuedRequests, RankTimeout: cfg.RankTimeout, Log: log,
 		Grammars: grammars, Ledger: ledger,
 	})

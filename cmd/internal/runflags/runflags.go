@@ -52,11 +52,13 @@ type Config struct {
 	LogLevel string
 	// LogFormat is text (logfmt lines) or json (one JSON object a line).
 	LogFormat string
+	// Remote places the processes on several hosts (remote.go).
+	Remote
 }
 
 // Flags returns the shared flags, each bound to its field of c.
 func (c *Config) Flags() []cli.Flag {
-	return []cli.Flag{
+	return append([]cli.Flag{
 		&cli.StringFlag{Name: "model-path", Destination: &c.ModelPath, Value: "models/pico", Usage: "Hugging Face model directory, or a GGUF file", Sources: cli.EnvVars("MODEL_PATH")},
 		&cli.StringFlag{Name: "run-dir", Destination: &c.RunDir, Usage: "private directory (0700) holding the ipc sockets; default: $XDG_RUNTIME_DIR or /tmp, /llmserve-UID-PORT", Sources: cli.EnvVars("LLMSERVE_RUN_DIR")},
 		&cli.IntFlag{Name: "port", Destination: &c.Port, Value: 30000, Usage: "HTTP port (also names the default run dir)", Sources: cli.EnvVars("LLMSERVE_PORT", "PORT")},
@@ -72,7 +74,7 @@ func (c *Config) Flags() []cli.Flag {
 		&cli.BoolFlag{Name: "grammar-strict", Destination: &c.GrammarStrict, Value: true, Usage: "schemas that list properties allow no other keys unless additionalProperties says so (and tuples no extra items), as in OpenAI's strict mode; false: JSON Schema's permissive defaults", Sources: cli.EnvVars("GRAMMAR_STRICT")},
 		&cli.StringFlag{Name: "log-level", Destination: &c.LogLevel, Value: "info", Usage: "debug, info, warn or error", Sources: cli.EnvVars("LOG_LEVEL")},
 		&cli.StringFlag{Name: "log-format", Destination: &c.LogFormat, Value: "text", Usage: "log lines as text (key=value) or json (one object a line)", Sources: cli.EnvVars("LOG_FORMAT")},
-	}
+	}, c.Remote.flags()...)
 }
 
 // Check validates the process counts.
