@@ -478,12 +478,12 @@ func (w *Worker) missingRanks(s shard.Snapshot) []string {
 	}
 	var out []string
 	for _, r := range s.Ranks {
-		name := fmt.Sprintf("rank %d (%s)", r.Rank, top.Scheduler(r.Rank, false))
+		at := " (at " + top.Scheduler(r.Rank, false) + ")"
 		switch {
 		case !r.HasReport:
-			out = append(out, name+" has not reported yet")
+			out = append(out, fmt.Sprintf("rank %d has not reported yet%s", r.Rank, at))
 		case !r.Up:
-			out = append(out, name+" is down: "+r.DownReason)
+			out = append(out, fmt.Sprintf("rank %d is down%s: %s", r.Rank, at, r.DownReason))
 		}
 	}
 	return out
