@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	k8s.io/api v0.34.2
+	k8s.io/apimachinery v0.34.2
 	sigs.k8s.io/yaml v1.6.0
 )
 
@@ -20,7 +21,6 @@ require (
 	golang.org/x/net v0.38.0 // indirect
 	golang.org/x/text v0.23.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
-	k8s.io/apimachinery v0.34.2 // indirect
 	k8s.io/klog/v2 v2.130.1 // indirect
 	k8s.io/utils v0.0.0-20250604170112-4c0f3b243397 // indirect
 	sigs.k8s.io/json v0.0.0-20241014173422-cfa47c3a1cc8 // indirect

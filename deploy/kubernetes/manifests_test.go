@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 )
 
@@ -44,6 +47,35 @@ type inferencePool struct {
 			} `json:"port,omitempty"`
 			FailureMode string `json:"failureMode,omitempty"`
 		} `json:"endpointPickerRef"`
+	} `json:"spec"`
+}
+
+// leaderWorkerSet mirrors LeaderWorkerSet (leaderworkerset.x-k8s.io/v1) for the fields the
+// manifests use, with the pod templates as the Kubernetes API types: sigs.k8s.io/lws is not
+// served by the Go module proxy here either, so the test decodes strictly into this copy.
+type leaderWorkerSet struct {
+	APIVersion string            `json:"apiVersion"`
+	Kind       string            `json:"kind"`
+	Metadata   metav1.ObjectMeta `json:"metadata"`
+	Spec       struct {
+		Replicas             *int32 `json:"replicas,omitempty"`
+		StartupPolicy        string `json:"startupPolicy,omitempty"`
+		LeaderWorkerTemplate struct {
+			Size           *int32                  `json:"size,omitempty"`
+			RestartPolicy  string                  `json:"restartPolicy,omitempty"`
+			LeaderTemplate *corev1.PodTemplateSpec `json:"leaderTemplate,omitempty"`
+			WorkerTemplate corev1.PodTemplateSpec  `json:"workerTemplate"`
+		} `json:"leaderWorkerTemplate"`
+		RolloutStrategy *struct {
+			Type                       string `json:"type,omitempty"`
+			RollingUpdateConfiguration *struct {
+				MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
+				MaxSurge       *intstr.IntOrString `json:"maxSurge,omitempty"`
+			} `json:"rollingUpdateConfiguration,omitempty"`
+		} `json:"rolloutStrategy,omitempty"`
+		NetworkConfig *struct {
+			SubdomainPolicy *string `json:"subdomainPolicy,omitempty"`
+		} `json:"networkConfig,omitempty"`
 	} `json:"spec"`
 }
 
@@ -116,6 +148,8 @@ func decodeAll(t *testing.T) []object {
 				v = &rbacv1.Role{}
 			case "rbac.authorization.k8s.io/v1 RoleBinding":
 				v = &rbacv1.RoleBinding{}
+			case "leaderworkerset.x-k8s.io/v1 LeaderWorkerSet":
+				v = &leaderWorkerSet{}
 			case "inference.networking.k8s.io/v1 InferencePool":
 				v = &inferencePool{}
 			default:
@@ -137,9 +171,17 @@ func TestManifestsDecodeStrictly(t *testing.T) {
 	objs := decodeAll(t)
 	flags := binaryFlags(t)
 	kinds := map[string]int{}
+	env := map[string]map[string]string{} // ConfigMap name -> data
+	for _, o := range objs {
+		if cm, ok := o.v.(*corev1.ConfigMap); ok {
+			env[cm.Name] = cm.Data
+		}
+	}
 	for _, o := range objs {
 		kinds[o.kind]++
 		switch v := o.v.(type) {
+		case *leaderWorkerSet:
+			checkLeaderWorkerSet(t, o.file, v, env, flags)
 		case *appsv1.Deployment:
 			if v.Name == "llmserve" {
 				checkEnginePod(t, o.file, &v.Spec.Template.Spec, flags)
@@ -160,14 +202,103 @@ func TestManifestsDecodeStrictly(t *testing.T) {
 			}
 		}
 	}
-	for _, k := range []string{"Deployment", "Service", "ConfigMap", "InferencePool", "Role", "RoleBinding", "ServiceAccount"} {
+	for _, k := range []string{"Deployment", "LeaderWorkerSet", "Service", "ConfigMap", "InferencePool", "Role", "RoleBinding", "ServiceAccount"} {
 		if kinds[k] == 0 {
 			t.Errorf("no %s among the manifests (%v)", k, kinds)
 		}
 	}
 }
 
-func checkEnginePod(t *testing.T, file string, pod *corev1.PodSpec, flags map[string]map[string]bool) {
+// checkLeaderWorkerSet: the leader pod is an engine front (checkEnginePod); each worker pod runs
+// one rank that outlives the leader's drain within its grace period; the group has one pod per
+// rank; every pod mounts the CURVE Secret where CURVE_KEYS points and takes its addresses from
+// LeaderWorkerSet's environment, not from the manifest.
+func checkLeaderWorkerSet(t *testing.T, file string, lws *leaderWorkerSet, env map[string]map[string]string, flags map[string]map[string]bool) {
+	t.Helper()
+	lt := &lws.Spec.LeaderWorkerTemplate
+	if lt.LeaderTemplate == nil {
+		t.Fatalf("%s: LeaderWorkerSet %s has no leaderTemplate", file, lws.Metadata.Name)
+	}
+	leader, worker := &lt.LeaderTemplate.Spec, &lt.WorkerTemplate.Spec
+	tok := checkEnginePod(t, file, leader, flags)
+	checkFlags(t, file, worker, flags)
+	if lt.RestartPolicy != "None" {
+		t.Errorf("%s: restartPolicy %q: a dead rank host must not take its group down (want None)", file, lt.RestartPolicy)
+	}
+	leaderWait := argDuration(t, tok.Args, "--drain-delay") + argDuration(t, tok.Args, "--shutdown-timeout") + 2*time.Second +
+		time.Duration(tok.Lifecycle.PreStop.Sleep.Seconds)*time.Second
+	for _, pod := range []*corev1.PodSpec{leader, worker} {
+		for _, c := range pod.Containers {
+			var cm string
+			for _, ef := range c.EnvFrom {
+				if ef.ConfigMapRef != nil {
+					cm = ef.ConfigMapRef.Name
+				}
+			}
+			data, ok := env[cm]
+			if !ok {
+				t.Errorf("%s: container %s reads ConfigMap %q, which no manifest defines", file, c.Name, cm)
+				continue
+			}
+			for _, k := range []string{"LEADER_ADDRESS", "RANK_ADDRESSES", "DP_RANK"} {
+				if _, ok := data[k]; ok {
+					t.Errorf("%s: ConfigMap %s sets %s, which LeaderWorkerSet's environment gives each pod", file, cm, k)
+				}
+			}
+			if n, err := strconv.Atoi(data["DP_SIZE"]); err != nil || lt.Size == nil || int32(n) != *lt.Size-1 {
+				t.Errorf("%s: DP_SIZE %q with a group of %v pods: want one rank per worker pod", file, data["DP_SIZE"], lt.Size)
+			}
+			keys := data["CURVE_KEYS"]
+			mounted := false
+			for _, m := range c.VolumeMounts {
+				for _, v := range pod.Volumes {
+					if v.Name == m.Name && v.Secret != nil && m.MountPath == keys {
+						mounted = true
+					}
+				}
+			}
+			if keys == "" || !mounted {
+				t.Errorf("%s: container %s does not mount a Secret at CURVE_KEYS (%q)", file, c.Name, keys)
+			}
+			if pod == worker {
+				h := c.Lifecycle
+				if h == nil || h.PreStop == nil || h.PreStop.Sleep == nil || time.Duration(h.PreStop.Sleep.Seconds)*time.Second < leaderWait {
+					t.Errorf("%s: rank container %s must sleep in preStop at least the leader's drain (%v)", file, c.Name, leaderWait)
+				} else if g := pod.TerminationGracePeriodSeconds; g == nil || *g <= h.PreStop.Sleep.Seconds {
+					t.Errorf("%s: worker grace period %v not longer than its preStop", file, g)
+				}
+			}
+		}
+	}
+}
+
+// checkEnginePod checks a pod that serves HTTP and returns its tokenizerd container.
+func checkEnginePod(t *testing.T, file string, pod *corev1.PodSpec, flags map[string]map[string]bool) *corev1.Container {
+	t.Helper()
+	tok := checkFlags(t, file, pod, flags)
+	if tok == nil {
+		t.Fatalf("%s: no tokenizerd container", file)
+	}
+	for _, p := range []*corev1.Probe{tok.ReadinessProbe, tok.StartupProbe} {
+		if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/health" {
+			t.Errorf("%s: tokenizerd's readiness and startup probes must GET /health, got %+v", file, p)
+		}
+	}
+	wait := argDuration(t, tok.Args, "--drain-delay") + argDuration(t, tok.Args, "--shutdown-timeout") + 2*time.Second
+	if h := tok.Lifecycle; h == nil || h.PreStop == nil || h.PreStop.Sleep == nil {
+		t.Fatalf("%s: tokenizerd has no preStop sleep", file)
+	} else {
+		wait += time.Duration(h.PreStop.Sleep.Seconds) * time.Second
+	}
+	if g := pod.TerminationGracePeriodSeconds; g == nil || time.Duration(*g)*time.Second <= wait {
+		t.Errorf("%s: terminationGracePeriodSeconds %v, want more than preStop + drain delay + shutdown timeout + 2 s = %v", file, g, wait)
+	}
+	return tok
+}
+
+// checkFlags checks that every container passes only flags its binary defines, and returns the
+// tokenizerd container (nil when none).
+func checkFlags(t *testing.T, file string, pod *corev1.PodSpec, flags map[string]map[string]bool) *corev1.Container {
 	t.Helper()
 	var tok *corev1.Container
 	for i := range pod.Containers {
@@ -187,23 +318,7 @@ func checkEnginePod(t *testing.T, file string, pod *corev1.PodSpec, flags map[st
 			tok = c
 		}
 	}
-	if tok == nil {
-		t.Fatalf("%s: no tokenizerd container", file)
-	}
-	for _, p := range []*corev1.Probe{tok.ReadinessProbe, tok.StartupProbe} {
-		if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/health" {
-			t.Errorf("%s: tokenizerd's readiness and startup probes must GET /health, got %+v", file, p)
-		}
-	}
-	wait := argDuration(t, tok.Args, "--drain-delay") + argDuration(t, tok.Args, "--shutdown-timeout") + 2*time.Second
-	if h := tok.Lifecycle; h == nil || h.PreStop == nil || h.PreStop.Sleep == nil {
-		t.Errorf("%s: tokenizerd has no preStop sleep", file)
-	} else {
-		wait += time.Duration(h.PreStop.Sleep.Seconds) * time.Second
-	}
-	if g := pod.TerminationGracePeriodSeconds; g == nil || time.Duration(*g)*time.Second <= wait {
-		t.Errorf("%s: terminationGracePeriodSeconds %v, want more than preStop + drain delay + shutdown timeout + 2 s = %v", file, g, wait)
-	}
+	return tok
 }
 
 func argDuration(t *testing.T, args []string, flag string) time.Duration {
