@@ -431,6 +431,20 @@ func TestProcessDeathFailsRequests(t *testing.T) {
 				if len(ev) == 0 || !strings.Contains(ev[len(ev)-2], "error") {
 					t.Fatalf("stream ended without an error event: %q", ev[max(0, len(ev)-3):])
 				}
+				// Its usage counts what it delivered (issue 29, item 2), not 0.
+				ids, usage := 0, -1
+				for _, data := range ev {
+					var c nativeChunk
+					if json.Unmarshal([]byte(data), &c) == nil && c.Error == nil {
+						ids += len(c.OutputIDs)
+						if len(c.MetaInfo.FinishReason) > 0 && string(c.MetaInfo.FinishReason) != "null" {
+							usage = c.MetaInfo.CompletionTokens
+						}
+					}
+				}
+				if ids == 0 || usage != ids {
+					t.Errorf("failed stream delivered %d ids; its usage says %d", ids, usage)
+				}
 			case <-time.After(5 * time.Second):
 				t.Fatal("in-flight request hung after the process died")
 			}

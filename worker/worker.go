@@ -96,6 +96,9 @@ type Worker struct {
 	mu   sync.Mutex
 	reqs map[string]*entry
 
+	// failed holds the rids that deliver failed during one batch (receive loop only).
+	failed []string
+
 	framePool sync.Pool
 	closed    chan struct{}
 	wg        sync.WaitGroup
@@ -106,6 +109,9 @@ type entry struct {
 	rank int
 	// text is this worker's own detokenizer under ModeSkipDetokenization; nil otherwise.
 	text *detok.Stream
+	// delivered counts the ids pushed to st: every output item's completion count must equal
+	// it plus the item's own ids, or output was lost on the way (a gap).
+	delivered int
 }
 
 // New opens the worker's sockets: its output socket (bound) and one request socket per rank.
@@ -345,6 +351,7 @@ func (w *Worker) handle(buf *frameBuffers, frame []byte) error {
 				w.deliver(e, &xb.Items[i].TokenItem, xb.Items[i].Text, true)
 			}
 		}
+		w.forgetFailed()
 	case ipc.MsgTokenBatch:
 		tb := &buf.tb
 		if err := tb.Decode(frame); err != nil {
@@ -357,6 +364,7 @@ func (w *Worker) handle(buf *frameBuffers, frame []byte) error {
 				w.deliver(e, &tb.Items[i], "", false)
 			}
 		}
+		w.forgetFailed()
 	default:
 		return fmt.Errorf("unexpected %v on a worker's output socket", typ)
 	}
@@ -394,12 +402,53 @@ func (w *Worker) lookup(dst []*entry, n int, item func(i int) *ipc.TokenItem) []
 
 // deliver turns one output item into a Delta on its request's stream. The stream copies what it
 // keeps, so the delta points into the decoded batch.
+//
+// An item whose completion count is not what was delivered plus its own ids follows a gap: some
+// output of the request was lost on the way (with a detokd that died holding it). Its ids are
+// not delivered (the client's ids would have a hole); the stream fails with what it got, and
+// the rank stops the request. A failed item (detokd's lost state included) is aborted at the
+// rank too: the rank may not know it ended.
 func (w *Worker) deliver(e *entry, it *ipc.TokenItem, text string, hasText bool) {
+	if want := e.delivered + len(it.NewIDs); int(it.CompletionTokens) != want {
+		lost := int(it.CompletionTokens) - want
+		err := fmt.Errorf("output lost on the way from rank %d: %d token ids missing after the %d delivered (detokd restarted?)", e.rank, lost, e.delivered)
+		if lost < 0 {
+			err = fmt.Errorf("output from rank %d out of sequence: %d ids reported after %d delivered", e.rank, it.CompletionTokens, e.delivered)
+		}
+		w.log.Error("request failed", "rid", it.RID, "err", err)
+		w.fail(e, it.RID, err)
+		return
+	}
 	d := deltaFromWire(it, text)
 	if e.text != nil && !hasText {
 		d.Text, _, _ = e.text.Push(it.NewIDs, it.Finished)
 	}
+	e.delivered += len(it.NewIDs)
 	e.st.Push(&d)
+	if it.FinishReason == ipc.FinishError {
+		w.abortAt(e.rank, it.RID, "it failed: "+it.Error)
+	}
+}
+
+// fail ends e's stream with err (it keeps what it delivered) and stops the request at its rank.
+// The entry is forgotten after the batch (forgetFailed), as lookup forgets finished ones.
+func (w *Worker) fail(e *entry, rid string, err error) {
+	e.st.Push(&api.Delta{Finished: true, FinishReason: api.FinishError, Err: err})
+	w.abortAt(e.rank, rid, "the worker gave up on it: "+err.Error())
+	w.failed = append(w.failed, rid)
+}
+
+// forgetFailed removes the entries that deliver failed in the last batch.
+func (w *Worker) forgetFailed() {
+	if len(w.failed) == 0 {
+		return
+	}
+	w.mu.Lock()
+	for _, rid := range w.failed {
+		delete(w.reqs, rid)
+	}
+	w.mu.Unlock()
+	w.failed = w.failed[:0]
 }
 
 // checkRanks fails the in-flight requests of every rank the dispatcher finds silent.
