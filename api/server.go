@@ -417,6 +417,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *Request, f o
 	_ = rc.SetWriteDeadline(s.writeDeadline())
 	switch {
 	case err != nil:
+		// The rank holds a whole request's tokens until it ends: the abort sent at the stop
+		// brings them (and its count) back within a step. Wait a moment for it, so the 503
+		// says how far the request really got.
+		wctx, cancel := context.WithTimeout(context.Background(), abortAnswerWait)
+		_, _ = s.collect(wctx, st)
+		cancel()
 		_, _, n := st.Usage()
 		s.writeError(w, http.StatusServiceUnavailable, fmt.Errorf("request ended after %d tokens: %w", n, errShuttingDown))
 	case d.Err != nil:
@@ -426,6 +432,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *Request, f o
 		_, _ = w.Write(f.whole(nil, &d))
 	}
 }
+
+// abortAnswerWait bounds the wait for the rank's answer to the abort of a whole request that
+// the server's stop ended (well within the drain's last moment for writes).
+const abortAnswerWait = time.Second
 
 // errShuttingDown ends the requests still running when the server stops.
 var errShuttingDown = errors.New("server shutting down")
