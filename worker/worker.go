@@ -96,9 +96,6 @@ type Worker struct {
 	mu   sync.Mutex
 	reqs map[string]*entry
 
-	// failed holds the rids that deliver failed during one batch (receive loop only).
-	failed []string
-
 	framePool sync.Pool
 	closed    chan struct{}
 	wg        sync.WaitGroup
@@ -326,6 +323,8 @@ type frameBuffers struct {
 	tb   ipc.TokenBatch
 	xb   ipc.TextBatch
 	ents []*entry
+	// failed holds the rids of the batch's requests that deliver failed (a gap).
+	failed []string
 }
 
 // handle routes one output frame: its load reports to the dispatcher, each item to its
@@ -348,10 +347,12 @@ func (w *Worker) handle(buf *frameBuffers, frame []byte) error {
 		buf.ents = w.lookup(buf.ents[:0], len(xb.Items), func(i int) *ipc.TokenItem { return &xb.Items[i].TokenItem })
 		for i, e := range buf.ents {
 			if e != nil {
-				w.deliver(e, &xb.Items[i].TokenItem, xb.Items[i].Text, true)
+				if !w.deliver(e, &xb.Items[i].TokenItem, xb.Items[i].Text, true) {
+					buf.failed = append(buf.failed, xb.Items[i].RID)
+				}
 			}
 		}
-		w.forgetFailed()
+		w.forget(buf)
 	case ipc.MsgTokenBatch:
 		tb := &buf.tb
 		if err := tb.Decode(frame); err != nil {
@@ -361,10 +362,12 @@ func (w *Worker) handle(buf *frameBuffers, frame []byte) error {
 		buf.ents = w.lookup(buf.ents[:0], len(tb.Items), func(i int) *ipc.TokenItem { return &tb.Items[i] })
 		for i, e := range buf.ents {
 			if e != nil {
-				w.deliver(e, &tb.Items[i], "", false)
+				if !w.deliver(e, &tb.Items[i], "", false) {
+					buf.failed = append(buf.failed, tb.Items[i].RID)
+				}
 			}
 		}
-		w.forgetFailed()
+		w.forget(buf)
 	default:
 		return fmt.Errorf("unexpected %v on a worker's output socket", typ)
 	}
@@ -407,8 +410,9 @@ func (w *Worker) lookup(dst []*entry, n int, item func(i int) *ipc.TokenItem) []
 // output of the request was lost on the way (with a detokd that died holding it). Its ids are
 // not delivered (the client's ids would have a hole); the stream fails with what it got, and
 // the rank stops the request. A failed item (detokd's lost state included) is aborted at the
-// rank too: the rank may not know it ended.
-func (w *Worker) deliver(e *entry, it *ipc.TokenItem, text string, hasText bool) {
+// rank too: the rank may not know it ended. It reports false when it failed the request, which
+// the caller then forgets.
+func (w *Worker) deliver(e *entry, it *ipc.TokenItem, text string, hasText bool) bool {
 	if want := e.delivered + len(it.NewIDs); int(it.CompletionTokens) != want {
 		lost := int(it.CompletionTokens) - want
 		err := fmt.Errorf("output lost on the way from rank %d: %d token ids missing after the %d delivered (detokd restarted?)", e.rank, lost, e.delivered)
@@ -416,8 +420,9 @@ func (w *Worker) deliver(e *entry, it *ipc.TokenItem, text string, hasText bool)
 			err = fmt.Errorf("output from rank %d out of sequence: %d ids reported after %d delivered", e.rank, it.CompletionTokens, e.delivered)
 		}
 		w.log.Error("request failed", "rid", it.RID, "err", err)
-		w.fail(e, it.RID, err)
-		return
+		e.st.Push(&api.Delta{Finished: true, FinishReason: api.FinishError, Err: err})
+		w.abortAt(e.rank, it.RID, "the worker gave up on it: "+err.Error())
+		return false
 	}
 	d := deltaFromWire(it, text)
 	if e.text != nil && !hasText {
@@ -428,27 +433,20 @@ func (w *Worker) deliver(e *entry, it *ipc.TokenItem, text string, hasText bool)
 	if it.FinishReason == ipc.FinishError {
 		w.abortAt(e.rank, it.RID, "it failed: "+it.Error)
 	}
+	return true
 }
 
-// fail ends e's stream with err (it keeps what it delivered) and stops the request at its rank.
-// The entry is forgotten after the batch (forgetFailed), as lookup forgets finished ones.
-func (w *Worker) fail(e *entry, rid string, err error) {
-	e.st.Push(&api.Delta{Finished: true, FinishReason: api.FinishError, Err: err})
-	w.abortAt(e.rank, rid, "the worker gave up on it: "+err.Error())
-	w.failed = append(w.failed, rid)
-}
-
-// forgetFailed removes the entries that deliver failed in the last batch.
-func (w *Worker) forgetFailed() {
-	if len(w.failed) == 0 {
+// forget removes the requests that deliver failed in the last batch (buf.failed).
+func (w *Worker) forget(buf *frameBuffers) {
+	if len(buf.failed) == 0 {
 		return
 	}
 	w.mu.Lock()
-	for _, rid := range w.failed {
+	for _, rid := range buf.failed {
 		delete(w.reqs, rid)
 	}
 	w.mu.Unlock()
-	w.failed = w.failed[:0]
+	buf.failed = buf.failed[:0]
 }
 
 // checkRanks fails the in-flight requests of every rank the dispatcher finds silent.
