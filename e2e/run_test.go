@@ -195,19 +195,23 @@ func TestMakeRunRecovers(t *testing.T) {
 	}
 	t.Logf("supervisor killed: served again after %v", took)
 
+	detokd := m.pid("detokd")
 	if err := os.RemoveAll(m.runDir); err != nil {
 		t.Fatal(err)
 	}
 	// Every process notices within its watch period and is restarted on a fresh directory; a
-	// detokd killed after that finds the others.
-	deadline = time.Now().Add(30 * time.Second)
+	// detokd killed after that (the one now running, or the one from before if none came
+	// back) is restarted and finds the others.
+	deadline = time.Now().Add(10 * time.Second)
 	for m.pid("detokd") <= 0 && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	time.Sleep(2 * time.Second)
 	if pid := m.pid("detokd"); pid > 0 {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
+		detokd = pid
 	}
+	_ = syscall.Kill(detokd, syscall.SIGKILL)
+	time.Sleep(500 * time.Millisecond)
 	took = m.served(60 * time.Second)
 	t.Logf("run dir deleted: served again after %v", took)
 	if !strings.Contains(m.out.String(), "run directory was deleted") {
