@@ -1,6 +1,7 @@
 package grammar
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -78,15 +79,19 @@ const maxComposeRepeat = 64
 
 // Compose compiles a composition given as the JSON of a Part (what a Spec of KindCompose holds).
 func (c *Compiler) Compose(spec string) (*Grammar, error) {
+	return c.compose(context.Background(), spec)
+}
+
+func (c *Compiler) compose(ctx context.Context, spec string) (*Grammar, error) {
 	if len(spec) > c.opts.Limits.MaxSchemaBytes {
 		return nil, errf("composed grammar is %d bytes, over the %d byte limit", len(spec), c.opts.Limits.MaxSchemaBytes)
 	}
-	return c.cached("c\x00"+spec, func() (*Grammar, error) {
+	return c.cached(ctx, "c\x00"+spec, func(ctx context.Context) (*Grammar, error) {
 		var p Part
 		if err := json.Unmarshal([]byte(spec), &p); err != nil {
 			return nil, errf("invalid composed grammar: %v", err)
 		}
-		b := c.newBuilder()
+		b := c.newBuilder(ctx)
 		b.g.rules = []int32{-1}
 		cc := &composer{c: c, b: b}
 		root, err := cc.part(&p, 0)
@@ -94,7 +99,7 @@ func (c *Compiler) Compose(spec string) (*Grammar, error) {
 			return nil, err
 		}
 		if b.over {
-			return nil, errf("composed grammar exceeds %d automaton nodes", c.opts.Limits.MaxStates)
+			return nil, b.overErr("composed grammar")
 		}
 		return c.finish(b, root)
 	})

@@ -1,6 +1,7 @@
 package grammar
 
 import (
+	"context"
 	"fmt"
 	"math/big"
 	"math/bits"
@@ -58,7 +59,7 @@ type parsed struct {
 
 // compileSchema compiles one JSON Schema document; strict closes objects
 // and tuples the schema leaves open by default (see Options.Strict).
-func (c *Compiler) compileSchema(text string, strict bool) (*Grammar, error) {
+func (c *Compiler) compileSchema(ctx context.Context, text string, strict bool) (*Grammar, error) {
 	// Each described level takes up to two schema levels ("properties" then the name).
 	root, err := parseJSONValue([]byte(text), 2*c.opts.Limits.MaxDepth+2)
 	if err != nil {
@@ -70,7 +71,7 @@ func (c *Compiler) compileSchema(text string, strict bool) (*Grammar, error) {
 	if err := validateSchemaDoc(root, text); err != nil {
 		return nil, err
 	}
-	b := c.newBuilder()
+	b := c.newBuilder(ctx)
 	b.g.rules = []int32{-1}
 	b.emptyWhat = "the schema allows no document"
 	sc := c.newSchemaCompiler(b, root, strict)
@@ -107,7 +108,7 @@ func (sc *schemaCompiler) drain() error {
 			return err
 		}
 		if b.over {
-			return errf("schema compiles to more than %d automaton nodes", sc.c.opts.Limits.MaxStates)
+			return b.overErr("schema")
 		}
 		b.g.nodes[f.out].final = true
 		b.g.rules[q.rule] = f.in
