@@ -3,6 +3,7 @@ package grammar
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
@@ -102,5 +103,95 @@ func TestAbandonedCompileStops(t *testing.T) {
 	c.mu.Unlock()
 	if cachedN != 0 {
 		t.Errorf("a stopped compile was cached")
+	}
+}
+
+// maskBomb is a GBNF grammar of n rules `rK ::= "K" .+ | .+` under one alternation: after any
+// first byte thousands of alternatives are active at once.
+func maskBomb(n int) string {
+	var sb strings.Builder
+	sb.WriteString("root ::= ")
+	for i := range n {
+		if i > 0 {
+			sb.WriteString(" | ")
+		}
+		fmt.Fprintf(&sb, "r%d", i)
+	}
+	sb.WriteString("\n")
+	for i := range n {
+		fmt.Fprintf(&sb, "r%d ::= .+\n", i)
+	}
+	return sb.String()
+}
+
+// TestMaskBombRefusedAtCompile: a grammar whose masks would cost seconds each (30,000 `.+`
+// alternatives: each step closes 30,000 configurations, and a mask steps once per trie node)
+// is refused when compiled, naming why, rather than stalling the rank's steps. Before, it
+// compiled, and each mask took about 4 s.
+func TestMaskBombRefusedAtCompile(t *testing.T) {
+	e := env(t, "qwen3")
+	for _, n := range []int{30000, 5000} {
+		c := NewCompiler(e.tok, []int32{e.eos}, Options{})
+		start := time.Now()
+		_, err := c.GBNF(maskBomb(n))
+		var ge *Error
+		if !errors.As(err, &ge) || !strings.Contains(err.Error(), "alternatives active at once") {
+			t.Fatalf("%d rules: err %v, want a *Error naming the alternatives", n, err)
+		}
+		t.Logf("%d rules: refused in %v: %v", n, time.Since(start), err)
+	}
+	// a grammar of fewer alternatives compiles, its masks within bounds
+	g, err := e.comp.GBNF(maskBomb(50))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !acceptDoc(t, e, g, "hello world") {
+		t.Error("50 alternatives: text refused")
+	}
+}
+
+// TestFillMaskWithinStopsAtDeadline: a mask that is not done by its deadline is given up with
+// ErrMaskDeadline (the grammar's lock released at once), and a later call with time enough
+// computes it.
+func TestFillMaskWithinStopsAtDeadline(t *testing.T) {
+	e := env(t, "qwen3")
+	// behind a prefix longer than what the compile explores, 60 alternatives compile
+	prefix := strings.Repeat("z", probeStates+16)
+	g, err := e.comp.GBNF(strings.Replace(maskBomb(60), "root ::= ", `root ::= "`+prefix+`" alts`+"\nalts ::= ", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := g.NewMatcher()
+	if !m.AcceptBytes([]byte(prefix + "x")) {
+		t.Fatal("prefix refused")
+	}
+	mask := make([]uint64, (e.tok.VocabSize()+63)/64)
+	start := time.Now()
+	err = m.FillMaskWithin(mask, time.Now().Add(time.Millisecond))
+	took := time.Since(start)
+	if !errors.Is(err, ErrMaskDeadline) {
+		t.Fatalf("err %v, want ErrMaskDeadline (took %v)", err, took)
+	}
+	t.Logf("given up after %v", took)
+	if took > 2*time.Second {
+		t.Errorf("a 1 ms deadline took %v to stop", took)
+	}
+	if err := m.FillMaskWithin(mask, time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	// the same mask from a grammar whose computations were never given up
+	src := strings.Replace(maskBomb(60), "root ::= ", `root ::= "`+prefix+`" alts`+"\nalts ::= ", 1)
+	g2, err := NewCompiler(e.tok, []int32{e.eos}, Options{}).GBNF(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m2 := g2.NewMatcher()
+	m2.AcceptBytes([]byte(prefix + "x"))
+	ref := make([]uint64, len(mask))
+	m2.FillMask(ref)
+	for i := range ref {
+		if ref[i] != mask[i] {
+			t.Fatalf("mask word %d after a given-up computation: %x, the plain walk %x", i, mask[i], ref[i])
+		}
 	}
 }

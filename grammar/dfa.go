@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // The grammar is a recursive transition network over bytes: nodes with byte
@@ -90,6 +91,11 @@ type Grammar struct {
 	maxStates int
 	start     int32
 
+	// the bounds of the mask computation under way (see tick), guarded by mu: the work done, the
+	// work allowed (0: no bound) and the deadline (zero: none)
+	ops, opsMax int64
+	stopAt      time.Time
+
 	// scratch, guarded by mu
 	work  []uint64
 	out   []uint64
@@ -153,6 +159,7 @@ func (g *Grammar) closure(seeds []uint64) int32 {
 	work := append(g.work[:0], seeds...)
 	accept, popped := false, false
 	for len(work) > 0 {
+		g.tick()
 		c := work[len(work)-1]
 		work = work[:len(work)-1]
 		if _, ok := g.seen[c]; ok {

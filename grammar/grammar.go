@@ -201,6 +201,9 @@ func (c *Compiler) finish(b *builder, root fragment) (*Grammar, error) {
 	}
 	c.release(b, buf)
 	g.initDFA(c.opts.Limits.MaxStates)
+	if err := g.checkMaskCost(); err != nil {
+		return nil, err
+	}
 	g.grow(len(g.nodes)*int(unsafe.Sizeof(node{})) + len(g.edges)*int(unsafe.Sizeof(edge{})) +
 		4*(len(g.eps)+len(g.rules)) + 16*len(g.classes))
 	return g, nil
