@@ -106,7 +106,7 @@ func FuzzConstraintPaths(f *testing.F) {
 				}
 				check(id)
 			}
-			check(int32(uint32(b)*2654435761%uint32(n)))
+			check(int32(uint32(b) * 2654435761 % uint32(n)))
 			check(int32(uint32(i+1)*40503%uint32(n)) ^ int32(b))
 			var pick int32 = -1
 			if b < 192 && len(any) > 0 {
