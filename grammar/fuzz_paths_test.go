@@ -70,6 +70,9 @@ func FuzzConstraintPaths(f *testing.F) {
 		}
 		paths := pathSpecs(schema)
 		p := paths[int(which>>1)%len(paths)]
+		if !json.Valid([]byte(schema)) {
+			return // a composition holds schemas as JSON: the API never builds one of invalid JSON
+		}
 		spec, err := ComposeSpec(p)
 		if err != nil {
 			t.Fatal(err)
