@@ -2,8 +2,10 @@ package grammar
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 // soccerSchema is a public function-calling benchmark's parameters, with an
@@ -124,4 +126,49 @@ func TestToolArgumentsCompiledLikeResponseFormat(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestDFAExhaustionIsReported: an ambiguous grammar (two call sites per container: the old
+// free-form rule's shape) doubles its configurations at each level of nesting until its DFA
+// runs out of states (what made the mask offer tokens Accept refused about 16 levels down) or a
+// state grows past maxConfigs. A closure refused for that makes transitions dead that a mask
+// may have counted on (masks come from shortcuts over parts of a state), so from then on the
+// grammar says it is exhausted: FillMaskWithin returns ErrDFAExhausted and the runner fails
+// the request with that reason instead of "constraint rejected token". Mask and Accept never
+// disagree without it.
+func TestDFAExhaustionIsReported(t *testing.T) {
+	e := env(t, "qwen3")
+	defer func(n int) { maxConfigs = n }(maxConfigs)
+	maxConfigs = 8192
+	c := NewCompiler(e.tok, []int32{e.eos}, Options{})
+	g, err := c.GBNF("root ::= v\nv ::= \"{\" ( \"}\" | (m \",\")* m \"}\" ) | \"1\"\nm ::= \"\\\"\" [a-z]* \"\\\":\" v\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := g.NewMatcher()
+	mask := make([]uint64, (e.tok.VocabSize()+63)/64)
+	far := time.Now().Add(time.Hour)
+	for i, id := range e.tok.Encode(strings.Repeat(`{"b":`, 40), false) {
+		if err := m.FillMaskWithin(mask, far); err != nil {
+			if !errors.Is(err, ErrDFAExhausted) {
+				t.Fatalf("token %d: %v", i, err)
+			}
+			t.Logf("DFA exhausted after %d tokens: %v", i, err)
+			return
+		}
+		allowed := mask[id>>6]&(1<<(uint(id)&63)) != 0
+		if ok := m.Accept(id); ok != allowed {
+			// the mask (from a shortcut over part of the state) and Accept (the whole closure,
+			// over the bound) disagree only when the grammar says it is exhausted
+			if !m.Exhausted() || !errors.Is(m.FillMaskWithin(mask, far), ErrDFAExhausted) {
+				t.Fatalf("token %d (%q): mask %v, Accept %v, with the DFA not reported exhausted", i, e.tok.TokenBytes(id), allowed, ok)
+			}
+			t.Logf("DFA exhausted at token %d (%q)", i, e.tok.TokenBytes(id))
+			return
+		}
+		if !allowed {
+			t.Fatalf("token %d refused", i)
+		}
+	}
+	t.Fatal("40 levels of an ambiguous grammar never exhausted its DFA")
 }

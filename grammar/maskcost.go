@@ -15,6 +15,10 @@ import (
 // ErrMaskDeadline is FillMaskWithin's error when the mask was not done by its deadline.
 var ErrMaskDeadline = errors.New("grammar: token mask not computed within its deadline")
 
+// ErrDFAExhausted is FillMaskWithin's error once the grammar's lazily built DFA has run out of
+// states (Limits.MaxStates): its masks and its matcher could then disagree.
+var ErrDFAExhausted = errors.New("grammar: automaton over its DFA state budget (the grammar is too ambiguous to follow)")
+
 // errMaskOps stops a mask computation over its work budget (checkMaskCost).
 var errMaskOps = errors.New("grammar: token mask over its work budget")
 
@@ -69,7 +73,8 @@ func (g *Grammar) maskOfBounded(opsMax int64, stopAt time.Time, states ...int32)
 }
 
 // FillMaskWithin is FillMask bounded by a deadline: a mask not done by then is given up
-// (ErrMaskDeadline) and mask is cleared. What the computation learned stays (DFA states), so
+// (ErrMaskDeadline) and mask is cleared; so is a mask of a grammar whose DFA ran out of states
+// (ErrDFAExhausted), which the matcher might contradict. What the computation learned stays (DFA states), so
 // a retry goes further; the grammar's lock is released as soon as it stops.
 func (m *Matcher) FillMaskWithin(mask []uint64, deadline time.Time) error {
 	g := m.g
@@ -79,6 +84,9 @@ func (m *Matcher) FillMaskWithin(mask []uint64, deadline time.Time) error {
 		if g.states[s].mask == nil {
 			err = g.maskOfBounded(0, deadline, s)
 		}
+		if err == nil && g.exhausted {
+			err = ErrDFAExhausted
+		}
 		g.mu.Unlock()
 		if err != nil {
 			clear(mask[:g.vt.words])
@@ -87,6 +95,15 @@ func (m *Matcher) FillMaskWithin(mask []uint64, deadline time.Time) error {
 	}
 	m.FillMask(mask)
 	return nil
+}
+
+// Exhausted reports whether the grammar's DFA has refused a closure for want of states or for
+// too many configurations: from then on its masks and Accept may disagree (a mask may offer what
+// Accept refuses), so a caller fails the request with ErrDFAExhausted instead.
+func (m *Matcher) Exhausted() bool {
+	m.g.mu.Lock()
+	defer m.g.mu.Unlock()
+	return m.g.exhausted
 }
 
 // Compile-time bounds on mask cost.
@@ -135,6 +152,9 @@ func (g *Grammar) checkMaskCost() error {
 			}
 		}
 	}
+	if g.exhausted {
+		return errf("grammar is too ambiguous to follow: a state of its automaton has over %d configurations (or it needs over %d states)", maxConfigs, g.maxStates)
+	}
 	var heavy []int32
 	for s := range seen {
 		if n := len(g.states[s].cfg); n > maxStateConfigs {
@@ -144,7 +164,9 @@ func (g *Grammar) checkMaskCost() error {
 		}
 	}
 	slices.Sort(heavy)
-	if err := g.maskOfBounded(maxMaskOps, time.Time{}, append([]int32{g.start}, heavy...)...); err != nil {
+	if err := g.maskOfBounded(maxMaskOps, time.Time{}, append([]int32{g.start}, heavy...)...); errors.Is(err, ErrDFAExhausted) {
+		return errf("grammar is too ambiguous to follow: a state of its automaton has over %d configurations (or it needs over %d states)", maxConfigs, g.maxStates)
+	} else if err != nil {
 		return errf("grammar's first token masks take over %d steps of work (the limit): too costly to mask at every token", maxMaskOps)
 	}
 	return nil

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -99,7 +100,10 @@ func (c *constraint) FillMask(dst []uint64) {
 		return
 	}
 	if err := c.m.FillMaskWithin(dst, time.Now().Add(c.maskDeadline)); err != nil {
-		c.maskErr = fmt.Errorf("token mask over its %v deadline (the grammar is too costly to follow): %w", c.maskDeadline, err)
+		if errors.Is(err, grammar.ErrMaskDeadline) {
+			err = fmt.Errorf("token mask over its %v deadline (the grammar is too costly to follow): %w", c.maskDeadline, err)
+		}
+		c.maskErr = err
 	}
 }
 
@@ -108,6 +112,9 @@ func (c *constraint) Accept(tok int32) error {
 		return err
 	}
 	if !c.m.Accept(tok) {
+		if c.m.Exhausted() {
+			return fmt.Errorf("token %d: %w", tok, grammar.ErrDFAExhausted)
+		}
 		return fmt.Errorf("token %d is not allowed by the grammar here", tok)
 	}
 	return nil
