@@ -216,13 +216,27 @@ const DefaultGrammarTimeout = 30 * time.Second
 
 // CheckGrammar implements api.Engine.
 func (w *Worker) CheckGrammar(kind api.GrammarKind, text string) error {
+	return w.CheckGrammarBy(time.Time{}, kind, text)
+}
+
+// CheckGrammarBy implements api.GrammarDeadlineChecker: the compile ends by the request's
+// deadline (zero: none) and within GrammarTimeout, its work stopped when it returns.
+func (w *Worker) CheckGrammarBy(by time.Time, kind api.GrammarKind, text string) error {
 	spec, err := GrammarSpec(kind, text)
 	if err != nil || w.cfg.Grammars == nil || spec.Kind == grammar.KindNone {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.GrammarTimeout)
 	defer cancel()
-	_, err = w.cfg.Grammars.Compile(ctx, spec)
+	if !by.IsZero() {
+		var cancelBy context.CancelFunc
+		ctx, cancelBy = context.WithDeadline(ctx, by)
+		defer cancelBy()
+	}
+	_, err = w.cfg.Grammars.CompileWait(ctx, spec)
+	if err != nil && ctx.Err() != nil {
+		return fmt.Errorf("too large to compile within the request's grammar compile budget (one deadline for all its constraints): %w", err)
+	}
 	return err
 }
 
