@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/llmserve/llmserve/grammar"
 )
@@ -133,7 +134,11 @@ func (s *Server) composeOutputGrammar(req *Request, tr *toolRequest, thinking bo
 		return err
 	}
 	req.GrammarKind, req.GrammarSpec = GrammarCompose, spec.Text
-	if err := s.engine.CheckGrammar(req.GrammarKind, req.GrammarSpec); err != nil {
+	by := time.Now().Add(requestCompileBudget)
+	if tr != nil && !tr.compileBy.IsZero() {
+		by = tr.compileBy
+	}
+	if err := s.checkGrammarBy(by, req.GrammarKind, req.GrammarSpec); err != nil {
 		return badRequest("tools", "invalid constraint: "+err.Error())
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/llmserve/llmserve/grammar"
 	"github.com/llmserve/llmserve/tokenizer/chat"
@@ -76,13 +77,16 @@ type toolRequest struct {
 	choice   string // none, auto, required, or the name of the forced function
 	parallel bool
 	syntax   string
+	// compileBy is the deadline of all the request's grammar compiles (requestCompileBudget
+	// from when its tools were read): each tool's parameters, then the composed constraint
+	compileBy time.Time
 }
 
 var toolNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 
 // parseTools validates tools, tool_choice and parallel_tool_calls.
 func (s *Server) parseTools(raw json.RawMessage, choiceRaw json.RawMessage, parallel *bool) (*toolRequest, error) {
-	tr := &toolRequest{parallel: parallel == nil || *parallel, syntax: s.toolSyntax()}
+	tr := &toolRequest{parallel: parallel == nil || *parallel, syntax: s.toolSyntax(), compileBy: time.Now().Add(requestCompileBudget)}
 	if len(raw) > 0 && string(raw) != "null" {
 		var list []struct {
 			Type     string `json:"type"`
@@ -117,7 +121,7 @@ func (s *Server) parseTools(raw json.RawMessage, choiceRaw json.RawMessage, para
 			if err != nil {
 				return nil, badRequest(param+".function.parameters", fmt.Sprintf("function %q: %v", name, err))
 			}
-			if err := s.engine.CheckGrammar(GrammarJSONSchema, string(params)); err != nil {
+			if err := s.checkGrammarBy(tr.compileBy, GrammarJSONSchema, string(params)); err != nil {
 				return nil, badRequest(param+".function.parameters", fmt.Sprintf("function %q: unsupported parameters schema: %v", name, err))
 			}
 			tr.tools = append(tr.tools, tool{name: name, params: params})

@@ -399,6 +399,11 @@ func (s *Scheduler) fillMask(st *liveRequest) {
 		}
 	}
 	st.req.Constraint.FillMask(st.mask)
+	// A mask given up (over its deadline) fails its request with the reason, not as "the
+	// constraint allows no token".
+	if e, ok := st.req.Constraint.(interface{ Err() error }); ok {
+		st.maskErr = e.Err()
+	}
 }
 
 // item is st's output header with no tokens; a finishing one carries the request's times.
