@@ -103,9 +103,15 @@ func serveZAP(rep *zmq.Socket) {
 			continue
 		}
 		status, text := "400", "no credentials"
-		addr, mech := string(msg[3]), string(msg[5])
+		domain, addr, mech := string(msg[2]), string(msg[3]), string(msg[5])
 		var key string
-		if mech == "CURVE" && len(msg) >= 7 && len(msg[6]) == 32 {
+		switch {
+		case domain != zapDomain:
+			// Not one of our CURVE servers: libzmq asks about every NULL socket too once a
+			// handler exists (ipc:// sockets in the private run directory, the KV-event
+			// publisher), and those are not this handler's to refuse.
+			status, text = "200", "OK"
+		case mech == "CURVE" && len(msg) >= 7 && len(msg[6]) == 32:
 			key = zmq.Z85encode(string(msg[6]))
 			zap.mu.Lock()
 			ok := zap.allowed[key]
@@ -185,6 +191,8 @@ func watchHandshakes(sock *zmq.Socket, endpoint string) (func(), error) {
 	go func() {
 		defer close(stopped)
 		defer mon.Close()
+		var logged time.Time // when the last line was written
+		refused := 0         // handshakes failed since
 		for {
 			select {
 			case <-done:
@@ -195,7 +203,14 @@ func watchHandshakes(sock *zmq.Socket, endpoint string) (func(), error) {
 			if err != nil {
 				continue
 			}
-			securityLog().Warn("refused peer: CURVE handshake failed (it lacks this engine's keys)", "endpoint", endpoint, "peer", addr, "event", ev.String(), "code", val)
+			// A refused peer redials every 100 ms: one line a second, with how many since.
+			refused++
+			if time.Since(logged) < time.Second {
+				continue
+			}
+			securityLog().Warn("refused peer: CURVE handshake failed (it lacks this engine's keys)", "endpoint", endpoint, "peer", addr,
+				"event", ev.String(), "code", val, "refused_since_last_line", refused)
+			logged, refused = time.Now(), 0
 		}
 	}()
 	return func() { close(done); <-stopped }, nil

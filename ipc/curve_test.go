@@ -117,6 +117,34 @@ func TestCurveTransport(t *testing.T) {
 	}
 }
 
+// TestPlainSocketsBesideCurve: once a CURVE server has started the process's ZAP handler,
+// libzmq consults it about plain (NULL) sockets too; they must still connect (ipc:// sockets in
+// the run directory, the KV-event publisher).
+func TestPlainSocketsBesideCurve(t *testing.T) {
+	srv, err := Default().Pull("tcp://127.0.0.1:0", true, WithCurve(mustKeys(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	ep := Endpoint(t.TempDir(), "plain.sock")
+	pull, err := Default().Pull(ep, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pull.Close()
+	push, err := Default().Push(ep, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer push.Close()
+	if err := push.Send([]byte("plain")); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := pull.Recv(5 * time.Second); err != nil || string(b) != "plain" {
+		t.Fatalf("plain socket beside a CURVE server: %q, %v", b, err)
+	}
+}
+
 func TestGozmqRefusesOtherHosts(t *testing.T) {
 	tr := gozmqTransport{}
 	for _, c := range []struct {
