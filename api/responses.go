@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/llmserve/llmserve/toolparse"
 )
 
 // responsesRequest is a /v1/responses body.
@@ -279,19 +281,19 @@ func (f *responsesFormat) outputItems(d *Delta) []responseItem {
 	}
 	f.out.feed(d.Text)
 	f.out.finish()
-	all := &f.out.all
+	all := f.out.all()
 	var items []responseItem
-	if len(all.reasoning) > 0 {
-		items = append(items, responseItem{kind: itemReasoning, id: f.reasoningID(), text: all.reasoning, status: "completed"})
+	if len(all.Reasoning) > 0 {
+		items = append(items, responseItem{kind: itemReasoning, id: f.reasoningID(), text: all.Reasoning, status: "completed"})
 	}
-	before, after := all.content[:len(all.content)-all.after], all.content[len(all.content)-all.after:]
+	before, after := all.Content[:len(all.Content)-all.After], all.Content[len(all.Content)-all.After:]
 	msgID := f.msgID
 	if len(before) > 0 {
 		items = append(items, responseItem{kind: itemMessage, id: msgID, text: before, status: "completed"})
 		msgID += "_1"
 	}
-	for _, c := range f.out.calls {
-		items = append(items, responseItem{kind: itemCall, id: callItemID(c.id), callID: c.id, name: c.name, text: c.args, status: "completed"})
+	for _, c := range f.out.calls() {
+		items = append(items, responseItem{kind: itemCall, id: callItemID(c.ID), callID: c.ID, name: c.Name, text: c.Args, status: "completed"})
 	}
 	if len(after) > 0 || len(items) == 0 {
 		items = append(items, responseItem{kind: itemMessage, id: msgID, text: after, status: "completed"})
@@ -611,9 +613,9 @@ func (f *responsesFormat) chunk(dst []byte, d *Delta, first bool) []byte {
 			dst = f.openItem(dst, responseItem{kind: itemMessage, id: f.msgID})
 		}
 	}
-	var ev outputEvents
+	var ev toolparse.Events
 	if f.out == nil {
-		ev.content = []byte(d.Text)
+		ev.Content = []byte(d.Text)
 	} else {
 		f.out.feed(d.Text)
 		if d.Finished && d.Err == nil {
@@ -622,24 +624,24 @@ func (f *responsesFormat) chunk(dst []byte, d *Delta, first bool) []byte {
 		ev = f.out.take()
 	}
 	// within one delta, the reader's order: reasoning, content, calls, content after them
-	dst = f.appendText(dst, itemReasoning, ev.reasoning)
-	before := len(ev.content) - ev.after
-	dst = f.appendText(dst, itemMessage, ev.content[:before])
-	for _, c := range ev.calls {
-		if c.id != "" {
-			dst = f.openItem(dst, responseItem{kind: itemCall, id: callItemID(c.id), callID: c.id, name: c.name})
+	dst = f.appendText(dst, itemReasoning, ev.Reasoning)
+	before := len(ev.Content) - ev.After
+	dst = f.appendText(dst, itemMessage, ev.Content[:before])
+	for _, c := range ev.Calls {
+		if c.ID != "" {
+			dst = f.openItem(dst, responseItem{kind: itemCall, id: callItemID(c.ID), callID: c.ID, name: c.Name})
 		}
-		if c.args == "" {
+		if c.Args == "" {
 			continue
 		}
 		it := &f.items[len(f.items)-1]
-		it.text = append(it.text, c.args...)
+		it.text = append(it.text, c.Args...)
 		dst = f.event(dst, "response.function_call_arguments.delta", func(dst []byte) []byte {
 			dst = append(f.itemFields(dst, false), `,"delta":`...)
-			return appendJSONString(dst, c.args)
+			return appendJSONString(dst, c.Args)
 		})
 	}
-	dst = f.appendText(dst, itemMessage, ev.content[before:])
+	dst = f.appendText(dst, itemMessage, ev.Content[before:])
 	if !d.Finished {
 		return dst
 	}
