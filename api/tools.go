@@ -2,7 +2,6 @@ package api
 
 import (
 	"bytes"
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -485,15 +484,4 @@ func (s *Server) toolSyntax() string {
 		return DetectToolSyntax(tok.ChatTemplate())
 	}
 	return ToolSyntaxFallback
-}
-
-// newCallID is an OpenAI-style tool call id.
-func newCallID() string {
-	const alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-	b := make([]byte, 24)
-	_, _ = rand.Read(b)
-	for i := range b {
-		b[i] = alphabet[int(b[i])%len(alphabet)]
-	}
-	return "call_" + string(b)
 }
