@@ -33,7 +33,9 @@ type messagesRequest struct {
 	Tools         json.RawMessage   `json:"tools"`
 	ToolChoice    json.RawMessage   `json:"tool_choice"`
 	Thinking      json.RawMessage   `json:"thinking"`
-	// Extensions, as on chat: a seed, the stream interval, template variables.
+	// Extensions, as on chat: a seed, the stream interval, template variables, a bound on the
+	// thinking block in characters (enforced by grammar, unlike budget_tokens).
+	MaxReasoningChars  *int           `json:"max_reasoning_chars"`
 	Seed               *int64         `json:"seed"`
 	StreamInterval     *int           `json:"stream_interval"`
 	ChatTemplateKwargs map[string]any `json:"chat_template_kwargs"`
@@ -317,7 +319,7 @@ func (s *Server) messagesChatRequest(body *messagesRequest, countOnly bool) (*ch
 		kwargs["enable_thinking"] = thinking // Anthropic's default: no thinking unless enabled
 	}
 	cb := &chatRequest{Model: body.Model, Messages: msgs, MaxTokens: body.MaxTokens, Stream: body.Stream,
-		Tools: tools, ToolChoice: choice, ParallelToolCalls: parallel, ChatTemplateKwargs: kwargs}
+		Tools: tools, ToolChoice: choice, ParallelToolCalls: parallel, ChatTemplateKwargs: kwargs, MaxReasoningChars: body.MaxReasoningChars}
 	if countOnly {
 		one := 1
 		cb.MaxTokens, cb.Stream = &one, false

@@ -237,6 +237,7 @@ func (s *Server) buildResponses(body *responsesRequest, start time.Time) (*Reque
 	f := &responsesFormat{s: s, body: body, id: "resp_" + req.RID, msgID: "msg_" + req.RID, created: start.Unix()}
 	if of, ok := cf.(*openAIFormat); ok && of.out != nil {
 		f.out = of.out // the chat path's reader of reasoning and tool calls
+		f.rtok = of.rtok
 	}
 	return req, f, nil
 }
@@ -251,9 +252,10 @@ type responsesFormat struct {
 	// out splits the text into reasoning, content and tool calls (the chat path's reader); nil
 	// with neither tools nor a reasoning parser
 	out   *chatOutput
-	seq   int            // the next event's sequence_number
-	items []responseItem // the output items so far, the last one open while streaming when open is set
-	open  bool           // the last item is still being streamed
+	rtok  *reasoningTokens // counts the thinking block's tokens (nil: none)
+	seq   int              // the next event's sequence_number
+	items []responseItem   // the output items so far, the last one open while streaming when open is set
+	open  bool             // the last item is still being streamed
 }
 
 // Output item types.
@@ -395,7 +397,13 @@ func (f *responsesFormat) response(dst []byte, d *Delta, finished bool) []byte {
 		dst = strconv.AppendInt(dst, int64(d.CachedTokens), 10)
 		dst = append(dst, `},"output_tokens":`...)
 		dst = strconv.AppendInt(dst, int64(d.CompletionTokens), 10)
-		dst = append(dst, `,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":`...)
+		dst = append(dst, `,"output_tokens_details":{"reasoning_tokens":`...)
+		if f.rtok != nil && f.rtok.state != 0 {
+			dst = strconv.AppendInt(dst, int64(f.rtok.n), 10)
+		} else {
+			dst = append(dst, '0')
+		}
+		dst = append(dst, `},"total_tokens":`...)
 		dst = strconv.AppendInt(dst, int64(d.PromptTokens+d.CompletionTokens), 10)
 		dst = append(dst, '}')
 	} else {
@@ -603,6 +611,7 @@ func (f *responsesFormat) appendText(dst []byte, kind string, text []byte) []byt
 }
 
 func (f *responsesFormat) chunk(dst []byte, d *Delta, first bool) []byte {
+	f.rtok.add(d.IDs)
 	if first {
 		for _, typ := range []string{"response.created", "response.in_progress"} {
 			dst = f.event(dst, typ, func(dst []byte) []byte {
@@ -665,6 +674,7 @@ func (f *responsesFormat) chunk(dst []byte, d *Delta, first bool) []byte {
 
 // whole appends the response object.
 func (f *responsesFormat) whole(dst []byte, d *Delta) []byte {
+	f.rtok.add(d.IDs)
 	f.items = f.outputItems(d)
 	return append(f.response(dst, d, true), '\n')
 }
