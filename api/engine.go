@@ -58,6 +58,8 @@ type Request struct {
 	// RequestID is the client's X-Request-Id (or one the server made), carried to the rank's
 	// log lines.
 	RequestID string
+	// Priority orders the rank's queue under --scheduling-policy priority (lower first).
+	Priority int
 }
 
 // Engine is what the API needs from the worker behind it.

@@ -34,6 +34,8 @@ type generateRequest struct {
 	TopLogprobsNum  *int `json:"top_logprobs_num"`
 	LogprobStartLen *int `json:"logprob_start_len"`
 	RoutedDPRank    *int `json:"routed_dp_rank"`
+	// Priority is SGLang's request priority (--scheduling-policy priority: lower first).
+	Priority json.RawMessage `json:"priority"`
 }
 
 // buildGenerate validates a /generate body into its request and native format.
@@ -58,6 +60,7 @@ func (s *Server) buildGenerate(body *generateRequest, _ time.Time) (*Request, ou
 	}
 	req.InputIDs = prompts[0]
 	common := samplingFields{samplingCore: sp.samplingCore, MinTokens: sp.MinNewTokens, RoutedDPRank: body.RoutedDPRank, Grammar: sp.Grammar}
+	common.Priority = body.Priority
 	if common.Seed == nil {
 		common.Seed = sp.SamplingSeed
 	}

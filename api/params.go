@@ -169,6 +169,9 @@ func (s *Server) fillCommon(req *Request, f *samplingFields) error {
 	if err := s.fillGenerationExtras(req, f); err != nil {
 		return err
 	}
+	if req.Priority, err = parsePriority(f.Priority); err != nil {
+		return err
+	}
 	if req.StopStrings, err = parseStop(f.Stop); err != nil {
 		return err
 	}

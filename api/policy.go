@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 )
 
@@ -90,6 +91,9 @@ func (s *Server) reportIgnored(w http.ResponseWriter, endpoint string, body any)
 		return
 	}
 	names := b.ignoredNames()
+	if s.cfg.SchedulingPolicy == "priority" {
+		names = slices.DeleteFunc(names, func(n string) bool { return n == "priority" }) // it orders the queue
+	}
 	if len(names) == 0 {
 		return
 	}

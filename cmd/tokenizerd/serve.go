@@ -407,7 +407,7 @@ func newAPIServer(cfg *serveConfig, w *worker.Worker, mode worker.Mode, reg *met
 		MaxBodyBytes: cfg.MaxBodyBytes, APIKeys: keys, OpenPaths: cfg.openPaths(),
 		ReadBodyTimeout: cfg.ReadBodyTimeout, WriteTimeout: cfg.WriteTimeout,
 		ToolCallParser: cfg.ToolCallParser, ReasoningParser: cfg.ReasoningParser,
-		GrammarStrict: cfg.GrammarStrict,
+		GrammarStrict: cfg.GrammarStrict, SchedulingPolicy: cfg.SchedulingPolicy,
 	}, w, reg, log)
 }
 
