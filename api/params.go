@@ -169,8 +169,12 @@ func (s *Server) fillCommon(req *Request, f *samplingFields) error {
 	if err := s.fillGenerationExtras(req, f); err != nil {
 		return err
 	}
-	if req.Priority, err = parsePriority(f.Priority); err != nil {
+	prio, err := parsePriority(f.Priority)
+	if err != nil {
 		return err
+	}
+	if s.cfg.SchedulingPolicy == "priority" {
+		req.Priority = prio // under fcfs it is checked, then named ignored
 	}
 	if req.StopStrings, err = parseStop(f.Stop); err != nil {
 		return err

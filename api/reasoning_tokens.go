@@ -12,11 +12,11 @@ import (
 // a marker spelled in several tokens (as a grammar may let a model write it) counts the same as
 // the special token; the same ids give the same count streamed or whole.
 type reasoningTokens struct {
-	tokenBytes func(int32) []byte
-	openFirst  bool   // the output opens inside the block (deepseek_r1)
-	state      uint8  // 0: undecided, 1: inside the block, 2: done
-	text       []byte // the output's bytes while undecided or inside
-	n          int    // tokens counted
+	tok       tokenBytes // the vocabulary
+	openFirst bool       // the output opens inside the block (deepseek_r1)
+	state     uint8      // 0: undecided, 1: inside the block, 2: done
+	text      []byte     // the output's bytes while undecided or inside
+	n         int        // tokens counted
 }
 
 const thinkOpen, thinkClose = "<think>", "</think>"
@@ -27,8 +27,11 @@ func (s *Server) newReasoningTokens(parser string, thinking bool) *reasoningToke
 	if parser == "" || !thinking || tok == nil {
 		return nil
 	}
-	return &reasoningTokens{tokenBytes: tok.TokenBytes, openFirst: parser == ReasoningDeepSeekR1}
+	return &reasoningTokens{tok: tok, openFirst: parser == ReasoningDeepSeekR1}
 }
+
+// tokenBytes is the vocabulary's side the counter reads (a tokenizer; a table in tests).
+type tokenBytes interface{ TokenBytes(id int32) []byte }
 
 // add counts the next output ids.
 func (r *reasoningTokens) add(ids []int32) {
@@ -40,7 +43,7 @@ func (r *reasoningTokens) add(ids []int32) {
 			return
 		}
 		from := max(0, len(r.text)-len(thinkClose))
-		r.text = append(r.text, r.tokenBytes(id)...)
+		r.text = append(r.text, r.tok.TokenBytes(id)...)
 		r.n++
 		if r.state == 0 {
 			switch {

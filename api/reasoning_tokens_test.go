@@ -9,7 +9,7 @@ import (
 // are spelled, however the ids are cut into deltas; none when the output does not open it.
 func TestReasoningTokensCount(t *testing.T) {
 	// ids stand for the texts of this vocabulary
-	vocab := []string{"<think>", "</think>", "<th", "ink>", "</", "think>", "a", "b\n", "x<"}
+	vocab := textVocab{"<think>", "</think>", "<th", "ink>", "</", "think>", "a", "b\n", "x<"}
 	id := func(toks ...string) []int32 {
 		var out []int32
 		for _, s := range toks {
@@ -36,7 +36,7 @@ func TestReasoningTokensCount(t *testing.T) {
 		{true, nil, 0},
 	} {
 		for cut := 1; cut <= len(c.ids)+1; cut++ {
-			r := &reasoningTokens{tokenBytes: func(i int32) []byte { return []byte(vocab[i]) }, openFirst: c.openFirst}
+			r := &reasoningTokens{tok: vocab, openFirst: c.openFirst}
 			for i := 0; i < len(c.ids); i += cut {
 				r.add(c.ids[i:min(i+cut, len(c.ids))])
 			}
@@ -52,3 +52,8 @@ func TestReasoningTokensCount(t *testing.T) {
 		t.Errorf("nil counter wrote %q", got)
 	}
 }
+
+// textVocab is a vocabulary of token texts, by id.
+type textVocab []string
+
+func (v textVocab) TokenBytes(id int32) []byte { return []byte(v[id]) }

@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/llmserve/llmserve/metrics"
@@ -79,6 +80,10 @@ type Server struct {
 	// stopping is canceled by Stop: requests in flight end.
 	stopping context.Context
 	stopNow  context.CancelFunc
+
+	// draining is set on SIGTERM, before the drain starts: /health answers 503 from then on,
+	// so load balancers and readiness probes stop sending new requests here.
+	draining atomic.Bool
 
 	// reg is what /metrics writes; met are the API's series in it.
 	reg *metrics.Registry
@@ -265,7 +270,14 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []map[string]any{s.modelObject()}})
 }
 
+// SetDraining makes /health answer 503 (the worker is shutting down) from now on.
+func (s *Server) SetDraining() { s.draining.Store(true) }
+
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	if s.draining.Load() {
+		s.writeError(w, http.StatusServiceUnavailable, errors.New("shutting down: draining, send new requests elsewhere"))
+		return
+	}
 	if err := s.engine.Health(); err != nil {
 		s.writeError(w, http.StatusServiceUnavailable, err)
 		return

@@ -137,7 +137,7 @@ func finishReasonToWire(r scheduler.FinishReason) ipc.FinishReason {
 // counters. dst's slices are reused.
 func loadToWire(dst *ipc.Load, sl *scheduler.Load, queued, queuedTokens int, received, receivedTokens []uint64) {
 	*dst = ipc.Load{Running: int64(sl.Running), Waiting: int64(sl.Waiting + queued),
-		KVTokensUsed: int64(sl.KVTokensUsed), KVTokensCapacity: int64(sl.KVTokensCapacity),
+		KVTokensUsed: int64(sl.KVTokensUsed), KVTokensCapacity: int64(sl.KVTokensCapacity), KVBlockSize: int64(sl.KVBlockSize),
 		WaitingTokens: int64(sl.WaitingTokens + queuedTokens),
 		Received:      append(dst.Received[:0], received...), ReceivedTokens: append(dst.ReceivedTokens[:0], receivedTokens...),
 		Preemptions: uint64(sl.Stats.Preemptions), PrefixHitTokens: uint64(sl.Stats.PrefixHitTokens)}

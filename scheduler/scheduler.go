@@ -36,6 +36,11 @@ type Config struct {
 	Rank int
 	// Policy is the queue order (--scheduling-policy): PolicyFCFS ("" too) or PolicyPriority.
 	Policy string
+	// KVEvents makes every Output carry the prefix cache's changes (Output.KVEvents).
+	KVEvents bool
+	// KVHashSeed seeds the events' block hashes as PYTHONHASHSEED seeds vLLM's
+	// (DefaultKVHashSeed when empty); ranks whose blocks an indexer compares must share it.
+	KVHashSeed string
 }
 
 // Scheduling policies (Config.Policy).
@@ -139,12 +144,16 @@ func New(b backend.Backend, cfg Config) (*Scheduler, error) {
 	}
 	cfg.EOS = slices.Clone(cfg.EOS)
 	argmax, _ := b.(backend.DeviceArgmax)
+	pool := newBlockPool(nb, bs)
+	if cfg.KVEvents {
+		pool.enableEvents(cfg.KVHashSeed)
+	}
 	return &Scheduler{
 		b: b, argmax: argmax, cfg: cfg, vocab: vocab, bs: bs, chunk: chunk,
 		// Keep ~1% of the cache free when admitting next to running requests, so their decodes
 		// can grow without preempting what was just admitted.
 		watermark:      max(1, nb/100),
-		pool:           newBlockPool(nb, bs),
+		pool:           pool,
 		parallelFloats: parallelSampleFloats,
 		byRID:          make(map[string]*liveRequest),
 		now:            time.Now,
@@ -270,7 +279,7 @@ func (s *Scheduler) FailAll(err error) Output {
 	}
 	s.running, s.waiting = s.running[:0], s.waiting[:0]
 	s.items = items
-	return Output{Items: items, Load: s.Load()}
+	return Output{Items: items, Load: s.Load(), KVEvents: s.pool.takeEvents()}
 }
 
 // HasWork reports whether Step has anything to do: a batch to run or a finish to report.
@@ -293,6 +302,7 @@ func (s *Scheduler) Load() Load {
 		Running: len(s.running), Waiting: len(s.waiting),
 		KVTokensUsed:     s.pool.inUse() * s.bs,
 		KVTokensCapacity: s.pool.numBlocks() * s.bs,
+		KVBlockSize:      s.bs,
 		Stats:            s.stats,
 	}
 	for _, st := range s.waiting {
@@ -300,6 +310,11 @@ func (s *Scheduler) Load() Load {
 	}
 	return l
 }
+
+// KVCachedBlocks maps the external hash (see KVBlockHash) of every block the prefix cache holds
+// to its token ids; nil unless Config.KVEvents. It is what the KV events published so far add
+// up to, for tests and debugging.
+func (s *Scheduler) KVCachedBlocks() map[uint64][]int32 { return s.pool.cachedBlocks() }
 
 // Stats returns the event counters.
 func (s *Scheduler) Stats() Stats { return s.stats }
@@ -387,7 +402,7 @@ func (s *Scheduler) Step(ctx context.Context) (Output, error) {
 		s.running = slices.DeleteFunc(s.running, func(x *liveRequest) bool { return x.done })
 	}
 	s.items, s.ids, s.lps = items, ids, lps
-	return Output{Items: items, Load: s.Load()}, nil
+	return Output{Items: items, Load: s.Load(), KVEvents: s.pool.takeEvents()}, nil
 }
 
 // fillMask computes st's allowed tokens on its own goroutine; a panicking constraint fails only
@@ -461,7 +476,11 @@ func (s *Scheduler) registerFull(st *liveRequest) {
 	for full := st.computed / s.bs; len(st.hashes) < full; {
 		i := len(st.hashes)
 		h, parent, toks := s.blockKey(st, i)
-		s.pool.register(st.blocks[i], h, parent, toks)
+		prev := int32(-1)
+		if i > 0 {
+			prev = st.blocks[i-1]
+		}
+		s.pool.register(st.blocks[i], prev, h, parent, toks)
 		st.hashes = append(st.hashes, h)
 	}
 }

@@ -49,6 +49,13 @@ func serveHTTP(ctx context.Context, cfg *serveConfig, srv *api.Server, reg *metr
 		return err
 	case <-ctx.Done():
 	}
+	// Readiness goes first: /health turns 503 while the worker still serves, for --drain-delay,
+	// so a gateway or Kubernetes endpoint controller stops sending before connections are refused.
+	srv.SetDraining()
+	if cfg.DrainDelay > 0 {
+		log.Info("shutting down: /health answers 503; still serving", "drain_delay", cfg.DrainDelay)
+		time.Sleep(cfg.DrainDelay)
+	}
 	log.Info("draining: no new connections; requests in flight may finish", "shutdown_timeout", cfg.ShutdownTimeout)
 	dctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	err = hs.Shutdown(dctx)
