@@ -15,11 +15,12 @@ import (
 // outcome is one response reduced to what a client reads: text, calls, finish and the token
 // counts, assembled from a whole response or from a stream's deltas.
 type outcome struct {
-	Text   string
-	Calls  []string // name + " " + arguments
-	Finish string
-	Prompt int // prompt tokens (for messages: input + cache reads)
-	Output int
+	Text      string
+	Reasoning string
+	Calls     []string // name + " " + arguments
+	Finish    string
+	Prompt    int // prompt tokens (for messages: input + cache reads)
+	Output    int
 }
 
 // matrixSchema is the json_schema cell's schema; matrixTool the tools cells' function.
@@ -94,6 +95,7 @@ func wholeOutcome(endpoint string, raw []byte) (outcome, error) {
 		} else {
 			msg := ch["message"].(map[string]any)
 			o.Text, _ = msg["content"].(string)
+			o.Reasoning, _ = msg["reasoning_content"].(string)
 			calls, _ := msg["tool_calls"].([]any)
 			for _, c := range calls {
 				fn := c.(map[string]any)["function"].(map[string]any)
@@ -112,6 +114,10 @@ func wholeOutcome(endpoint string, raw []byte) (outcome, error) {
 				}
 			case "function_call":
 				o.Calls = append(o.Calls, item["name"].(string)+" "+item["arguments"].(string))
+			case "reasoning":
+				for _, c := range item["content"].([]any) {
+					o.Reasoning += c.(map[string]any)["text"].(string)
+				}
 			}
 		}
 		o.Prompt, o.Output = num(v["usage"], "input_tokens"), num(v["usage"], "output_tokens")
@@ -122,6 +128,8 @@ func wholeOutcome(endpoint string, raw []byte) (outcome, error) {
 			switch blk["type"] {
 			case "text":
 				o.Text += blk["text"].(string)
+			case "thinking":
+				o.Reasoning += blk["thinking"].(string)
 			case "tool_use":
 				in, _ := json.Marshal(blk["input"])
 				o.Calls = append(o.Calls, blk["name"].(string)+" "+normJSON(string(in)))
@@ -186,6 +194,9 @@ func (e *engine) streamOutcome(endpoint string, body map[string]any) (outcome, e
 				if s, ok := d["content"].(string); ok {
 					o.Text += s
 				}
+				if s, ok := d["reasoning_content"].(string); ok {
+					o.Reasoning += s
+				}
 				tcs, _ := d["tool_calls"].([]any)
 				for _, tc := range tcs {
 					m := tc.(map[string]any)
@@ -205,6 +216,8 @@ func (e *engine) streamOutcome(endpoint string, body map[string]any) (outcome, e
 			switch v["type"] {
 			case "response.output_text.delta":
 				o.Text += v["delta"].(string)
+			case "response.reasoning_text.delta":
+				o.Reasoning += v["delta"].(string)
 			case "response.output_item.added":
 				if it := v["item"].(map[string]any); it["type"] == "function_call" {
 					names, args = append(names, it["name"].(string)), append(args, "")
@@ -227,6 +240,8 @@ func (e *engine) streamOutcome(endpoint string, body map[string]any) (outcome, e
 				switch d["type"] {
 				case "text_delta":
 					o.Text += d["text"].(string)
+				case "thinking_delta":
+					o.Reasoning += d["thinking"].(string)
 				case "input_json_delta":
 					args[len(args)-1] += d["partial_json"].(string)
 				}
@@ -361,4 +376,71 @@ func matrixValid(constraint string, o outcome, schema, params *jsonschema.Schema
 		}
 	}
 	return nil
+}
+
+// TestStreamedEqualsWholeThinking is the matrix with thinking on, on the Qwen3 tokenizer and
+// template (the qwen3 reasoning parser): chat, Responses and Messages, the block bounded by
+// max_reasoning_chars (the random model would never close it), then a json_schema constraint,
+// a tool choice or free text; the reasoning deltas concatenate to the whole block too. One
+// mode (--skip-detokenization, one worker), to keep its time down.
+func TestStreamedEqualsWholeThinking(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a Qwen3-vocabulary engine")
+	}
+	schema := compileSchema(t, matrixSchema)
+	params := compileSchema(t, matrixParams)
+	e := startEngine(t, engineOpts{model: qwen3ToolModel(t), skipDetok: true, rankTimeout: 10 * time.Second})
+	i := 0
+	for _, ep := range []string{"chat", "responses", "messages"} {
+		for _, c := range []string{"none", "json_schema", "required", "named", "auto"} {
+			if ep == "messages" && c == "json_schema" {
+				continue
+			}
+			for _, k := range []int{1, 4, 16} {
+				if ep == "responses" && k != 1 {
+					continue
+				}
+				i++
+				what := fmt.Sprintf("thinking %s %s interval %d", ep, c, k)
+				body := matrixBody(ep, c, k, i)
+				body["max_reasoning_chars"] = 24
+				switch ep {
+				case "messages":
+					body["thinking"] = map[string]any{"type": "enabled"}
+					body["max_tokens"] = 160
+				case "chat":
+					body["max_tokens"] = 160
+				case "responses":
+					body["max_output_tokens"] = 160
+				}
+				code, raw := e.post(matrixPaths[ep], body)
+				if code != 200 {
+					t.Fatalf("%s: %d %s", what, code, raw)
+				}
+				whole, err := wholeOutcome(ep, raw)
+				if err != nil {
+					t.Fatalf("%s: %v", what, err)
+				}
+				streamed, err := e.streamOutcome(ep, body)
+				if err != nil {
+					t.Fatalf("%s streamed: %v", what, err)
+				}
+				if ep == "messages" {
+					for j, call := range whole.Calls {
+						name, args, _ := strings.Cut(call, " ")
+						whole.Calls[j] = name + " " + normJSON(args)
+					}
+				}
+				if !reflect.DeepEqual(whole, streamed) {
+					t.Fatalf("%s:\n whole    %+v\n streamed %+v", what, whole, streamed)
+				}
+				if whole.Reasoning == "" {
+					t.Fatalf("%s: no reasoning: %+v", what, whole)
+				}
+				if err := matrixValid(c, whole, schema, params); err != nil {
+					t.Errorf("%s: %v (%+v)", what, err, whole)
+				}
+			}
+		}
+	}
 }
