@@ -29,8 +29,8 @@ func (s *Server) authenticate(h http.Handler) http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
-		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		got := sha256.Sum256([]byte(strings.TrimSpace(token)))
+		token, ok := bearerToken(r.Header.Get("Authorization"))
+		got := sha256.Sum256([]byte(token))
 		match := 0
 		for i := range digests {
 			match |= subtle.ConstantTimeCompare(got[:], digests[i][:])
@@ -45,3 +45,13 @@ func (s *Server) authenticate(h http.Handler) http.Handler {
 }
 
 var errUnauthorized = errors.New("missing or invalid API key: send Authorization: Bearer <key>")
+
+// bearerToken reads the credentials of an Authorization header with the Bearer scheme, whose
+// name is case-insensitive (RFC 9110, section 11.1): "bearer KEY" is as good as "Bearer KEY".
+func bearerToken(h string) (string, bool) {
+	scheme, token, ok := strings.Cut(strings.TrimSpace(h), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return strings.TrimSpace(token), true
+}

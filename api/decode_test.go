@@ -247,6 +247,17 @@ func TestAuthOpenPaths(t *testing.T) {
 		if got := get("/v1/models", "Bearer k10"); got != 401 {
 			t.Errorf("open %v: /v1/models with a longer key: %d", c.open, got)
 		}
+		// The scheme's name is case-insensitive (RFC 9110, 11.1); another scheme is not Bearer.
+		for _, auth := range []string{"bearer k1", "BEARER k1", "Bearer  k1"} {
+			if got := get("/v1/models", auth); got != 200 {
+				t.Errorf("open %v: /v1/models with %q: %d", c.open, auth, got)
+			}
+		}
+		for _, auth := range []string{"Basic k1", "Bearerk1", "k1", "Bearer"} {
+			if got := get("/v1/models", auth); got != 401 {
+				t.Errorf("open %v: /v1/models with %q: %d", c.open, auth, got)
+			}
+		}
 	}
 	if _, err := NewServer(Config{ServedModelName: "m", ContextLength: 8, StreamInterval: 1, APIKeys: []string{"a b"}}, e, testRegistry(), discardLog()); err == nil {
 		t.Error("a key with a space was accepted")

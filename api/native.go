@@ -193,13 +193,11 @@ func (f *nativeFormat) whole(dst []byte, d *Delta) []byte {
 }
 
 func (f *nativeFormat) chunk(dst []byte, d *Delta, first bool) []byte {
-	if len(d.IDs) > 0 || d.Text != "" || (d.Finished && d.Err == nil) {
-		fin := *d
-		if d.Err != nil {
-			fin.Finished = false
-		}
+	// A failed request's last object says how it ended and counts what it delivered (its
+	// finish_reason carries the message, as SGLang's abort does); the error event follows.
+	if len(d.IDs) > 0 || d.Text != "" || d.Finished {
 		dst = append(dst, "data: "...)
-		dst = f.object(dst, &fin)
+		dst = f.object(dst, d)
 		dst = append(dst, "\n\n"...)
 	}
 	if d.Err != nil {

@@ -133,6 +133,7 @@ func serveRank(ctx context.Context, cfg *rankConfig) error {
 	if err := runflags.LockRunDir(dir, fmt.Sprintf("schedulerd-%d", rank)); err != nil {
 		return err
 	}
+	runflags.WatchRunDir(time.Second, log)
 	tr, err := cfg.OpenTransport()
 	if err != nil {
 		return err

@@ -238,6 +238,7 @@ func superviseWorkers(ctx context.Context, cfg *serveConfig) error {
 	if err := runflags.LockRunDir(dir, "tokenizerd"); err != nil {
 		return err
 	}
+	runflags.WatchRunDir(time.Second, log)
 	portLock, err := lockPort(ctx, cfg)
 	if err != nil {
 		return err
@@ -259,10 +260,17 @@ func superviseWorkers(ctx context.Context, cfg *serveConfig) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			args := append(append([]string(nil), os.Args[1:]...), "--worker-index", strconv.Itoa(i))
+			// --port and --run-dir last: the port lockPort resolved (port 0 is a free port, the
+			// same for all) and the run dir named by the port the engine was started with.
+			args := append(append([]string(nil), os.Args[1:]...), "--worker-index", strconv.Itoa(i),
+				"--port", strconv.Itoa(cfg.Port), "--run-dir", dir)
 			err := supervise.Run(ctx, fmt.Sprintf("worker %d", i), func() *exec.Cmd {
 				c := exec.Command(exe, args...)
 				c.Stdout, c.Stderr = os.Stdout, os.Stderr
+				// A worker dies with its supervisor (killed outright, say): unsupervised, a
+				// crash would never be restarted, and the supervisor that replaces it starts
+				// workers of the same indexes.
+				c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 				if threads > 0 {
 					c.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(threads))
 				}
