@@ -211,6 +211,7 @@ func (s *Server) buildResponses(body *responsesRequest, start time.Time) (*Reque
 	cb := chatRequest{Model: body.Model, Messages: msgs, MaxCompletionTokens: body.MaxOutputTokens, Stream: body.Stream,
 		Tools: tools, ToolChoice: choice, ParallelToolCalls: body.ParallelToolCalls, MaxReasoningChars: body.MaxReasoningChars}
 	cb.Temperature, cb.TopP = body.Temperature, body.TopP
+	cb.Priority = body.Priority // orders the queue under --scheduling-policy priority
 	if body.Text != nil && body.Text.Format != nil && body.Text.Format.Type != "" && body.Text.Format.Type != "text" {
 		f := body.Text.Format
 		rf := &responseFormat{Type: f.Type}
