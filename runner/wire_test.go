@@ -124,6 +124,7 @@ func TestRequestCrossesEveryHop(t *testing.T) {
 		"RoutedRank":                 {in.routedRank, req.RoutedRank},
 		"NoText":                     {in.out.noText, req.NoText},
 		"RequestID":                  {in.out.requestID, req.RequestID},
+		"Priority":                   {s.Priority, req.Priority},
 	}
 	for _, name := range leaves(reflect.TypeOf(req), "") {
 		c, ok := checks[name]
