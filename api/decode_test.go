@@ -258,6 +258,26 @@ func TestAuthOpenPaths(t *testing.T) {
 				t.Errorf("open %v: /v1/models with %q: %d", c.open, auth, got)
 			}
 		}
+		// Anthropic's clients send the key as x-api-key; an Authorization header, when present,
+		// is the one that counts.
+		apiKey := func(key, auth string) int {
+			req, _ := http.NewRequest("POST", "/v1/messages/count_tokens", strings.NewReader("{"))
+			req.Header.Set("X-Api-Key", key)
+			if auth != "" {
+				req.Header.Set("Authorization", auth)
+			}
+			rec := newRecorder()
+			h.ServeHTTP(rec, req)
+			return rec.status
+		}
+		if got := apiKey("k1", ""); got == 401 {
+			t.Errorf("open %v: x-api-key with the key: 401", c.open)
+		}
+		for _, k := range [][2]string{{"k10", ""}, {"", ""}, {"k1", "Bearer k2"}} {
+			if got := apiKey(k[0], k[1]); got != 401 {
+				t.Errorf("open %v: x-api-key %q, Authorization %q: %d, want 401", c.open, k[0], k[1], got)
+			}
+		}
 	}
 	if _, err := NewServer(Config{ServedModelName: "m", ContextLength: 8, StreamInterval: 1, APIKeys: []string{"a b"}}, e, testRegistry(), discardLog()); err == nil {
 		t.Error("a key with a space was accepted")

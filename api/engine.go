@@ -62,6 +62,8 @@ type Request struct {
 	// RequestID is the client's X-Request-Id (or one the server made), carried to the rank's
 	// log lines.
 	RequestID string
+	// Priority orders the rank's queue under --scheduling-policy priority (lower first).
+	Priority int
 }
 
 // GrammarDeadlineChecker is an Engine that bounds a request's grammar compile work by one

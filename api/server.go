@@ -57,6 +57,9 @@ type Config struct {
 	// GrammarStrict is the grammar compiler's strict setting (--grammar-strict); a request whose
 	// json_schema.strict differs has its schema rewritten to match (strict.go).
 	GrammarStrict bool
+	// SchedulingPolicy is the ranks' queue order (--scheduling-policy): under "priority" the
+	// request's priority field orders the queue, otherwise it is accepted and named ignored.
+	SchedulingPolicy string
 }
 
 // DefaultMaxBodyBytes is the default bound on a request body: room for a 1 MiB schema and a

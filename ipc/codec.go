@@ -392,7 +392,7 @@ const (
 
 func (m *GenerateRequest) size() int {
 	return headerLen + sizeStr(m.RID) + 4 + 8 + sizeI32s(m.InputIDs) + sizeSampling(&m.Sampling) + 2*4 +
-		sizeI32s(m.StopTokenIDs) + sizeStrs(m.StopStrings) + 1 + 4 + 1 + sizeStr(m.Grammar.Spec) + 4 + 8 + 4 + sizeStr(m.RequestID)
+		sizeI32s(m.StopTokenIDs) + sizeStrs(m.StopStrings) + 1 + 4 + 1 + sizeStr(m.Grammar.Spec) + 4 + 8 + 4 + sizeStr(m.RequestID) + 4
 }
 
 // Append implements Message.
@@ -417,6 +417,7 @@ func (m *GenerateRequest) Append(dst []byte) []byte {
 	dst = appendI64(dst, m.ArrivalUnixNano)
 	dst = appendI32(dst, m.TopLogprobs)
 	dst = appendStr(dst, m.RequestID)
+	dst = appendI32(dst, m.Priority)
 	return dst
 }
 
@@ -450,6 +451,7 @@ func (m *GenerateRequest) Decode(frame []byte) error {
 	m.ArrivalUnixNano = r.i64("arrival")
 	m.TopLogprobs = r.i32("top_logprobs")
 	m.RequestID = r.str(m.RequestID, "request_id")
+	m.Priority = r.i32("priority")
 	return r.done(MsgGenerateRequest)
 }
 

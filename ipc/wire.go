@@ -4,7 +4,7 @@ import "fmt"
 
 // WireVersion is the first byte of every frame. Bump it on any incompatible layout change;
 // decoders refuse frames of any other version.
-const WireVersion byte = 9
+const WireVersion byte = 10
 
 // MsgType is the second byte of every frame.
 type MsgType uint8
@@ -161,6 +161,8 @@ type GenerateRequest struct {
 	PromptLogprobs bool
 	// RequestID is the client's X-Request-Id (or the worker's own), for the rank's log lines.
 	RequestID string
+	// Priority orders the rank's queue under its priority policy (lower first).
+	Priority int32
 }
 
 // Abort cancels a request at the scheduler that runs it. An empty RID (never a request's)

@@ -50,6 +50,7 @@ func requestFromWire(m *ipc.GenerateRequest) (request, error) {
 			MaxNewTokens: int(m.MaxNewTokens), MinNewTokens: int(m.MinNewTokens),
 			StopTokenIDs: m.StopTokenIDs, IgnoreEOS: m.IgnoreEOS,
 			Sampling: samplingFromWire(&m.Sampling), Logprobs: m.Logprobs, TopLogprobs: int(m.TopLogprobs), PromptLogprobs: m.PromptLogprobs, Arrival: time.Unix(0, m.ArrivalUnixNano),
+			Priority: int(m.Priority),
 		},
 		out: outputSettings{stream: m.Stream, interval: max(int(m.StreamInterval), 1), noText: m.NoText,
 			skipSpecial: m.SkipSpecialTokens, stops: m.StopStrings, requestID: m.RequestID},

@@ -34,12 +34,24 @@ type Config struct {
 	MaxModelLen int
 	// Rank is this device's data-parallel rank, named in errors.
 	Rank int
+	// Policy is the queue order (--scheduling-policy): PolicyFCFS ("" too) or PolicyPriority.
+	Policy string
 	// KVEvents makes every Output carry the prefix cache's changes (Output.KVEvents).
 	KVEvents bool
 	// KVHashSeed seeds the events' block hashes as PYTHONHASHSEED seeds vLLM's
 	// (DefaultKVHashSeed when empty); ranks whose blocks an indexer compares must share it.
 	KVHashSeed string
 }
+
+// Scheduling policies (Config.Policy).
+const (
+	// PolicyFCFS serves requests in the order of Add; a preempted one goes back to the front.
+	PolicyFCFS = "fcfs"
+	// PolicyPriority serves the lowest Request.Priority first (ties in the order of Add), keeps
+	// the running batch in that order, preempts its worst request first, and preempts running
+	// requests of a worse priority when the best waiting one finds no KV blocks or slot.
+	PolicyPriority = "priority"
+)
 
 // liveRequest is the scheduler's state of one request from Add to its finish.
 type liveRequest struct {
@@ -66,7 +78,8 @@ type liveRequest struct {
 	// received, scheduled and firstToken are when the request reached the rank, was first
 	// admitted and generated its first token (zero until then): its finish item's times.
 	received, scheduled, firstToken time.Time
-	preemptions                     int // times evicted from the batch
+	preemptions                     int    // times evicted from the batch
+	seq                             uint64 // order of Add, the tie-break of equal priorities
 }
 
 func (s *liveRequest) generated() int { return len(s.tokens) - s.promptLen }
@@ -103,6 +116,8 @@ type Scheduler struct {
 	wg       sync.WaitGroup
 
 	stats Stats
+	// seq numbers the requests in the order of Add.
+	seq uint64
 	// now is the clock of the request times (time.Now; tests may replace it).
 	now func() time.Time
 }
@@ -111,6 +126,9 @@ type Scheduler struct {
 func New(b backend.Backend, cfg Config) (*Scheduler, error) {
 	if b == nil {
 		return nil, errors.New("scheduler: nil backend")
+	}
+	if cfg.Policy != "" && cfg.Policy != PolicyFCFS && cfg.Policy != PolicyPriority {
+		return nil, fmt.Errorf("scheduler rank %d: unknown scheduling policy %q (fcfs or priority)", cfg.Rank, cfg.Policy)
 	}
 	if cfg.MaxRunning <= 0 || cfg.MaxPrefillTokens <= 0 || cfg.ChunkSize < 0 || cfg.MaxModelLen <= 0 {
 		return nil, fmt.Errorf("scheduler rank %d: MaxRunning, MaxPrefillTokens and MaxModelLen must be > 0 and ChunkSize >= 0, got %d, %d, %d, %d",
@@ -174,7 +192,13 @@ func (s *Scheduler) Add(req *Request) error {
 		st.mask = make([]uint64, (s.vocab+63)/64)
 	}
 	s.byRID[req.RID] = st
-	s.waiting = append(s.waiting, st)
+	s.seq++
+	st.seq = s.seq
+	if s.cfg.Policy == PolicyPriority {
+		s.waiting = insertOrdered(s.waiting, st)
+	} else {
+		s.waiting = append(s.waiting, st)
+	}
 	return nil
 }
 

@@ -96,6 +96,9 @@ type Request struct {
 	// Received is when the request reached this rank, where its queue time starts; zero means
 	// at Add.
 	Received time.Time
+	// Priority orders the queue under PolicyPriority, as vLLM's priority field: lower runs
+	// first, equal priorities in the order of Add. PolicyFCFS ignores it.
+	Priority int
 }
 
 // Item is one request's output of one step: the tokens it generated in that step (deltas), or

@@ -39,6 +39,7 @@ func RequestToWire(req *api.Request, rid string, owner int, epoch uint64, arriva
 		Grammar:    ipc.Grammar{Kind: kind, Spec: req.GrammarSpec},
 		RoutedRank: int32(req.RoutedRank), ArrivalUnixNano: arrival.UnixNano(),
 		TopLogprobs: int32(req.TopLogprobs), PromptLogprobs: req.PromptLogprobs, RequestID: req.RequestID,
+		Priority: int32(req.Priority),
 	}
 	if !req.Stream {
 		// Non-streaming requests are sent whole at the end, not flushed every step.

@@ -167,7 +167,7 @@ func serveRank(ctx context.Context, cfg *rankConfig) error {
 	eos, _ := model.EOSTokenIDs(path, mcfg) // an unreadable generation_config.json leaves config.json's
 	sched, err := scheduler.New(b, scheduler.Config{
 		MaxRunning: cfg.MaxRunningRequests, MaxPrefillTokens: cfg.MaxPrefillTokens,
-		ChunkSize: cfg.ChunkedPrefillSize, EOS: eos, MaxModelLen: maxLen, Rank: rank,
+		ChunkSize: cfg.ChunkedPrefillSize, EOS: eos, MaxModelLen: maxLen, Rank: rank, Policy: cfg.SchedulingPolicy,
 		KVEvents: cfg.KVEventsEndpoint != "", KVHashSeed: cfg.KVEventsHashSeed,
 	})
 	if err != nil {

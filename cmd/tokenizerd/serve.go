@@ -93,7 +93,7 @@ func (c *serveConfig) flags() []cli.Flag {
 		&cli.DurationFlag{Name: "rank-timeout", Destination: &c.RankTimeout, Value: time.Second, Usage: "a rank silent this long is marked down and its requests fail"},
 		&cli.IntFlag{Name: "max-queued-requests", Destination: &c.MaxQueuedRequests, Value: 65536, Usage: "requests one worker holds in flight; more get 503"},
 		&cli.IntFlag{Name: "worker-threads", Destination: &c.WorkerThreads, Usage: "OS threads per worker process (GOMAXPROCS); default: the cores left after one per rank and one for detokd, shared by the workers, at least 1 (a GOMAXPROCS in the environment wins)", Sources: cli.EnvVars("TOKENIZER_WORKER_THREADS")},
-		&cli.StringFlag{Name: "tool-call-parser", Destination: &c.ToolCallParser, Value: "auto", Usage: "tool-call syntax: auto (from the chat template), hermes, llama3_json or fallback (the engine's own, for templates without tools)", Sources: cli.EnvVars("TOOL_CALL_PARSER")},
+		&cli.StringFlag{Name: "tool-call-parser", Destination: &c.ToolCallParser, Value: "auto", Usage: "tool-call syntax: auto (from the chat template), hermes, llama3_json, mistral, deepseek_v3, qwen3_coder (auto only), harmony (auto only) or fallback (the engine's own, for templates without tools)", Sources: cli.EnvVars("TOOL_CALL_PARSER")},
 		&cli.StringFlag{Name: "reasoning-parser", Destination: &c.ReasoningParser, Value: "auto", Usage: "thinking blocks into reasoning_content: auto (from the chat template), none, qwen3 or deepseek_r1", Sources: cli.EnvVars("REASONING_PARSER")},
 		&cli.IntFlag{Name: "worker-index", Destination: &c.WorkerIndex, Value: -1, Usage: "internal: run as worker i (set by the supervisor)", Hidden: true},
 		&cli.Int64Flag{Name: "max-body-bytes", Destination: &c.MaxBodyBytes, Value: api.DefaultMaxBodyBytes, Usage: "largest request body; a larger one is a 413, refused from its Content-Length before it is read", Sources: cli.EnvVars("MAX_BODY_BYTES")},
@@ -184,9 +184,10 @@ func (c *serveConfig) openPaths() []string {
 // checkParsers refuses unknown --tool-call-parser and --reasoning-parser values.
 func checkParsers(tool, reasoning string) error {
 	switch tool {
-	case "auto", api.ToolSyntaxHermes, api.ToolSyntaxLlama3JSON, api.ToolSyntaxFallback:
+	case "auto", api.ToolSyntaxHermes, api.ToolSyntaxLlama3JSON, api.ToolSyntaxFallback,
+		api.ToolSyntaxMistral, api.ToolSyntaxDeepSeekV3, api.ToolSyntaxQwen3Coder, api.ToolSyntaxHarmony:
 	default:
-		return fmt.Errorf("--tool-call-parser %q: want auto, hermes, llama3_json or fallback", tool)
+		return fmt.Errorf("--tool-call-parser %q: want auto, hermes, llama3_json, mistral, deepseek_v3, qwen3_coder, harmony or fallback", tool)
 	}
 	switch reasoning {
 	case "auto", "none", api.ReasoningQwen3, api.ReasoningDeepSeekR1:
@@ -427,7 +428,7 @@ func newAPIServer(cfg *serveConfig, w *worker.Worker, mode worker.Mode, reg *met
 		MaxBodyBytes: cfg.MaxBodyBytes, APIKeys: keys, OpenPaths: cfg.openPaths(),
 		ReadBodyTimeout: cfg.ReadBodyTimeout, WriteTimeout: cfg.WriteTimeout,
 		ToolCallParser: cfg.ToolCallParser, ReasoningParser: cfg.ReasoningParser,
-		GrammarStrict: cfg.GrammarStrict,
+		GrammarStrict: cfg.GrammarStrict, SchedulingPolicy: cfg.SchedulingPolicy,
 	}, w, reg, log)
 }
 
