@@ -85,6 +85,13 @@ type Pick struct {
 	TopLogprobs []float32
 }
 
+// PlainGreedy reports whether the pick is the row's argmax as computed: greedy, nothing edits
+// the row and nothing but the token is asked for. A device may then take its argmax alone.
+func (s *SampleSpec) PlainGreedy() bool {
+	return (s.Temperature < 1e-6 || s.TopK == 1) && s.Mask == nil && len(s.Ban) == 0 && len(s.Bias) == 0 &&
+		s.RepetitionPenalty == 1 && s.FrequencyPenalty == 0 && s.PresencePenalty == 0 && !s.Logprob && s.TopLogprobs == 0
+}
+
 // Params returns the spec's settings as sampling.Params (with the seed set).
 func (s *SampleSpec) Params() sampling.Params {
 	seed := s.Seed
