@@ -232,4 +232,3 @@ func setBit(mask []uint64, id int32, on bool) {
 		mask[id/64] &^= 1 << (uint(id) % 64)
 	}
 }
-

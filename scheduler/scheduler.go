@@ -57,11 +57,11 @@ type liveRequest struct {
 	maskErr   error
 	// spec is how this step samples (fillSpec), ban its banned ids and scratch the host
 	// sampler's buffers, all reused step to step.
-	spec      backend.SampleSpec
-	ban       []int32
-	scratch   sampling.Scratch
-	pick      pick // this step's sample
-	prompt    promptScores
+	spec    backend.SampleSpec
+	ban     []int32
+	scratch sampling.Scratch
+	pick    pick // this step's sample
+	prompt  promptScores
 	// received, scheduled and firstToken are when the request reached the rank, was first
 	// admitted and generated its first token (zero until then): its finish item's times.
 	received, scheduled, firstToken time.Time
@@ -73,10 +73,10 @@ func (s *liveRequest) generated() int { return len(s.tokens) - s.promptLen }
 // Scheduler is one device's continuous-batching loop state. It is not safe for concurrent use:
 // Add, Abort, Step, FailAll and Load run on one goroutine (the rank's loop).
 type Scheduler struct {
-	b         backend.Backend
-	argmax    backend.DeviceArgmax // b's, when it takes greedy picks itself
+	b      backend.Backend
+	argmax backend.DeviceArgmax // b's, when it takes greedy picks itself
 	// dev is b's, when it samples on the device: Step then never reads a row it does not need.
-	dev backend.DeviceSampler
+	dev       backend.DeviceSampler
 	cfg       Config
 	vocab     int
 	bs        int

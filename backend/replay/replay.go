@@ -69,8 +69,8 @@ type Runner struct {
 	// picks and scratch serve ForwardSample, reused across steps.
 	picks   []backend.Pick
 	scratch sampling.Scratch
-	stats  Stats
-	closed bool
+	stats   Stats
+	closed  bool
 }
 
 var (
