@@ -57,7 +57,6 @@ type Reference struct {
 	} `json:"prompts"`
 }
 
-
 // FixtureModels are the models under testdata/models with transformers references.
 var FixtureModels = []string{"llama", "llama32", "qwen2", "qwen3", "qwen3-bf16"}
 
@@ -264,4 +263,3 @@ func RelDiff(t testing.TB, got, want []float32) float64 {
 	}
 	return maxDiff / maxRef
 }
-
