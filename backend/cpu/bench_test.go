@@ -100,7 +100,7 @@ func BenchmarkPrefill(b *testing.B) {
 func BenchmarkDecode(b *testing.B) {
 	const ctxLen, window = 64, 128
 	for _, name := range benchModels {
-		for _, batchSize := range []int{1, 16} {
+		for _, batchSize := range []int{1, 16, 64} {
 			b.Run(fmt.Sprintf("%s/batch%d/%s", name, batchSize, gemm.Impl()), func(b *testing.B) {
 				m := benchModel(b, name)
 				bs := DefaultBlockSize
