@@ -214,6 +214,18 @@ func (e *accessEngine) Submit(ctx context.Context, req *Request) (*Stream, error
 	return st, err
 }
 
+// CheckGrammarBy implements GrammarDeadlineChecker where the wrapped engine does.
+func (e *accessEngine) CheckGrammarBy(by time.Time, kind GrammarKind, spec string) error {
+	dc, ok := e.Engine.(GrammarDeadlineChecker)
+	if !ok {
+		return e.CheckGrammar(kind, spec)
+	}
+	start := time.Now()
+	err := dc.CheckGrammarBy(by, kind, spec)
+	e.met.grammarCheck.Observe(time.Since(start).Seconds())
+	return err
+}
+
 // CheckGrammar implements Engine.
 func (e *accessEngine) CheckGrammar(kind GrammarKind, spec string) error {
 	start := time.Now()

@@ -14,7 +14,8 @@ import (
 var DefaultOpenPaths = []string{"/health", "/health_generate", "/metrics"}
 
 // authenticate wraps h so that, when keys are set, every request but those to open paths must
-// carry "Authorization: Bearer KEY" with one of the keys; others get a 401. Keys are compared as
+// carry "Authorization: Bearer KEY" (or, as Anthropic's clients send it, "x-api-key: KEY") with one
+// of the keys; others get a 401. Keys are compared as
 // SHA-256 digests in constant time, so neither a key's bytes nor its length leak through timing.
 func (s *Server) authenticate(h http.Handler) http.Handler {
 	if len(s.cfg.APIKeys) == 0 {
@@ -29,8 +30,8 @@ func (s *Server) authenticate(h http.Handler) http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
-		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		got := sha256.Sum256([]byte(strings.TrimSpace(token)))
+		token, ok := requestKey(r.Header)
+		got := sha256.Sum256([]byte(token))
 		match := 0
 		for i := range digests {
 			match |= subtle.ConstantTimeCompare(got[:], digests[i][:])
@@ -45,3 +46,23 @@ func (s *Server) authenticate(h http.Handler) http.Handler {
 }
 
 var errUnauthorized = errors.New("missing or invalid API key: send Authorization: Bearer <key>")
+
+// requestKey is the key a request carries: the Bearer credentials of its Authorization header,
+// or, with no Authorization header, its x-api-key header (what the Anthropic SDK sends).
+func requestKey(h http.Header) (string, bool) {
+	if a := h.Get("Authorization"); a != "" {
+		return bearerToken(a)
+	}
+	k := strings.TrimSpace(h.Get("X-Api-Key"))
+	return k, k != ""
+}
+
+// bearerToken reads the credentials of an Authorization header with the Bearer scheme, whose
+// name is case-insensitive (RFC 9110, section 11.1): "bearer KEY" is as good as "Bearer KEY".
+func bearerToken(h string) (string, bool) {
+	scheme, token, ok := strings.Cut(strings.TrimSpace(h), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return strings.TrimSpace(token), true
+}

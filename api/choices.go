@@ -141,7 +141,7 @@ func (s *Server) expandChoices(tmpl *Request, f *openAIFormat, prompts [][]int32
 				r.Logprobs = true // best_of ranks candidates by their cumulative logprob
 			}
 			rf := *f
-			rf.index, rf.totals, rf.chunkHead, rf.includeUsage = len(cs.reqs), cs.totals, nil, false
+			rf.index, rf.totals, rf.chunkHead, rf.includeUsage, rf.rtok = len(cs.reqs), cs.totals, nil, false, nil
 			if rf.out != nil {
 				rf.out = rf.out.fresh() // each choice parses its own output
 			}

@@ -17,6 +17,12 @@ type ConnLimiter struct {
 	net.Listener
 	// Max is the most connections open at once.
 	Max int
+	// SendBuffer, when > 0, is each accepted TCP connection's socket send buffer (SO_SNDBUF).
+	// It bounds what a client may leave unread before a write blocks: with the kernel's
+	// autotuning the buffer grows to megabytes, so a client that stops reading a long stream
+	// would never make a write wait, and the write timeout that cuts it (and frees its KV at
+	// the rank) would never fire.
+	SendBuffer int
 
 	mu    sync.Mutex
 	conns map[net.Conn]*list.Element // every open connection; its element in idle, or nil
@@ -24,6 +30,12 @@ type ConnLimiter struct {
 	shed  atomic.Uint64              // idle connections closed to make room
 	refus atomic.Uint64              // new connections refused (all busy)
 }
+
+// DefaultSendBuffer is the send buffer of a client connection (ConnLimiter.SendBuffer): enough
+// for a burst of large chunks (Linux doubles it for its own bookkeeping), small enough that a
+// client that stops reading makes the stream's writes wait within a few hundred KiB, so the
+// write timeout cuts it.
+const DefaultSendBuffer = 128 << 10
 
 // NewConnLimiter limits the connections accepted from ln to max.
 func NewConnLimiter(ln net.Listener, max int) *ConnLimiter {
@@ -56,6 +68,9 @@ func (l *ConnLimiter) Accept() (net.Conn, error) {
 			victim.Close()
 		}
 		if admit {
+			if tc, ok := c.(*net.TCPConn); ok && l.SendBuffer > 0 {
+				_ = tc.SetWriteBuffer(l.SendBuffer) // best effort: the default only delays the cut
+			}
 			return c, nil
 		}
 		l.refus.Add(1)

@@ -247,6 +247,37 @@ func TestAuthOpenPaths(t *testing.T) {
 		if got := get("/v1/models", "Bearer k10"); got != 401 {
 			t.Errorf("open %v: /v1/models with a longer key: %d", c.open, got)
 		}
+		// The scheme's name is case-insensitive (RFC 9110, 11.1); another scheme is not Bearer.
+		for _, auth := range []string{"bearer k1", "BEARER k1", "Bearer  k1"} {
+			if got := get("/v1/models", auth); got != 200 {
+				t.Errorf("open %v: /v1/models with %q: %d", c.open, auth, got)
+			}
+		}
+		for _, auth := range []string{"Basic k1", "Bearerk1", "k1", "Bearer"} {
+			if got := get("/v1/models", auth); got != 401 {
+				t.Errorf("open %v: /v1/models with %q: %d", c.open, auth, got)
+			}
+		}
+		// Anthropic's clients send the key as x-api-key; an Authorization header, when present,
+		// is the one that counts.
+		apiKey := func(key, auth string) int {
+			req, _ := http.NewRequest("POST", "/v1/messages/count_tokens", strings.NewReader("{"))
+			req.Header.Set("X-Api-Key", key)
+			if auth != "" {
+				req.Header.Set("Authorization", auth)
+			}
+			rec := newRecorder()
+			h.ServeHTTP(rec, req)
+			return rec.status
+		}
+		if got := apiKey("k1", ""); got == 401 {
+			t.Errorf("open %v: x-api-key with the key: 401", c.open)
+		}
+		for _, k := range [][2]string{{"k10", ""}, {"", ""}, {"k1", "Bearer k2"}} {
+			if got := apiKey(k[0], k[1]); got != 401 {
+				t.Errorf("open %v: x-api-key %q, Authorization %q: %d, want 401", c.open, k[0], k[1], got)
+			}
+		}
 	}
 	if _, err := NewServer(Config{ServedModelName: "m", ContextLength: 8, StreamInterval: 1, APIKeys: []string{"a b"}}, e, testRegistry(), discardLog()); err == nil {
 		t.Error("a key with a space was accepted")

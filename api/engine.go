@@ -8,6 +8,7 @@ package api
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/llmserve/llmserve/grammar"
 	"github.com/llmserve/llmserve/sampling"
@@ -61,6 +62,29 @@ type Request struct {
 	// RequestID is the client's X-Request-Id (or one the server made), carried to the rank's
 	// log lines.
 	RequestID string
+	// Priority orders the rank's queue under --scheduling-policy priority (lower first).
+	Priority int
+}
+
+// GrammarDeadlineChecker is an Engine that bounds a request's grammar compile work by one
+// deadline: every check of the request (each tool's parameters, then the composed constraint)
+// returns by it with its work stopped, so a request of many large tools cannot spend minutes of
+// a worker's CPU one compile at a time.
+type GrammarDeadlineChecker interface {
+	CheckGrammarBy(deadline time.Time, kind GrammarKind, spec string) error
+}
+
+// requestCompileBudget is the most time one request's grammar compiles may take together (a
+// variable for tests).
+var requestCompileBudget = 30 * time.Second
+
+// checkGrammarBy checks a constraint within the request's compile deadline where the engine
+// supports one.
+func (s *Server) checkGrammarBy(by time.Time, kind GrammarKind, spec string) error {
+	if dc, ok := s.engine.(GrammarDeadlineChecker); ok {
+		return dc.CheckGrammarBy(by, kind, spec)
+	}
+	return s.engine.CheckGrammar(kind, spec)
 }
 
 // Engine is what the API needs from the worker behind it.

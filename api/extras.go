@@ -18,7 +18,8 @@ func (s *Server) fillGenerationExtras(req *Request, f *samplingFields) error {
 	}
 	for k, v := range f.LogitBias {
 		id, err := strconv.ParseInt(k, 10, 32)
-		if err != nil || id < 0 || (vocab > 0 && int(id) >= vocab) {
+		// Only a canonical id: "+5" or "05" would be the key of a second entry for token 5.
+		if err != nil || id < 0 || strconv.FormatInt(id, 10) != k || (vocab > 0 && int(id) >= vocab) {
 			return badRequest("logit_bias", fmt.Sprintf("key %q is not a token id of this model's vocabulary", k))
 		}
 		if !(v >= -sampling.MaxBias && v <= sampling.MaxBias) {

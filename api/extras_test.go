@@ -1,7 +1,11 @@
 package api
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
+	"io"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -28,6 +32,9 @@ func TestLogitBiasAndTruncateReachTheRequest(t *testing.T) {
 	for _, c := range []struct{ body, param string }{
 		{`"logit_bias":{"x":1}`, "logit_bias"},
 		{`"logit_bias":{"-1":1}`, "logit_bias"},
+		{`"logit_bias":{"+5":1}`, "logit_bias"},
+		{`"logit_bias":{"05":1}`, "logit_bias"},
+		{`"logit_bias":{" 5":1}`, "logit_bias"},
 		{`"logit_bias":{"99999999":1}`, "logit_bias"},
 		{`"logit_bias":{"5":100.5}`, "logit_bias"},
 		{`"truncate_prompt_tokens":0`, "truncate_prompt_tokens"},
@@ -82,5 +89,47 @@ func TestIncludeStopStrInOutput(t *testing.T) {
 		if text.String() != want {
 			t.Fatalf("include=%v streamed %q, want %q", include, text.String(), want)
 		}
+	}
+}
+
+// TestContentEncoding: a gzip-compressed body is decoded (and bounded once decompressed, so a
+// small bomb is a 413), and a body in a coding the server does not decode is a 415 naming it,
+// never read as if it were plain JSON.
+func TestContentEncoding(t *testing.T) {
+	e := &tokEngine{feedEngine: feedEngine{feed: finishAfter(2)}}
+	ts := newTokServer(t, e, true)
+	send := func(enc string, body []byte) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", ts.URL+"/v1/completions", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Encoding", enc)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	gz := func(s string) []byte {
+		var b bytes.Buffer
+		zw := gzip.NewWriter(&b)
+		_, _ = zw.Write([]byte(s))
+		_ = zw.Close()
+		return b.Bytes()
+	}
+	const body = `{"prompt":[5,6],"max_tokens":2}`
+	if code, out := send("gzip", gz(body)); code != 200 || !strings.Contains(out, `"completion_tokens":2`) {
+		t.Fatalf("gzip body: %d %s", code, out)
+	}
+	if code, out := send("br", []byte(body)); code != http.StatusUnsupportedMediaType || !strings.Contains(out, `\"br\"`) {
+		t.Fatalf("br body: %d %s, want a 415 naming the coding", code, out)
+	}
+	if code, out := send("gzip", []byte(body)); code != 400 || !strings.Contains(out, "gzip") {
+		t.Fatalf("plain body labelled gzip: %d %s, want a 400", code, out)
+	}
+	bomb := gz(`{"prompt":"` + strings.Repeat("a", DefaultMaxBodyBytes) + `"}`)
+	if code, out := send("gzip", bomb); code != http.StatusRequestEntityTooLarge || !strings.Contains(out, "decompressed") {
+		t.Fatalf("a %d-byte gzip bomb: %d %.200s, want a 413", len(bomb), code, out)
 	}
 }

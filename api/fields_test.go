@@ -152,6 +152,7 @@ func fieldServer(t *testing.T, tok *tokenizer.Tokenizer) func(path, body string)
 		"/v1/chat/completions": generation(srv, "/v1/chat/completions", capture(e, &built, srv.buildChat)),
 		"/generate":            generation(srv, "/generate", capture(e, &built, srv.buildGenerate)),
 		"/v1/responses":        generation(srv, "/v1/responses", capture(e, &built, srv.buildResponses)),
+		"/v1/messages":         generation(srv, "/v1/messages", capture(e, &built, srv.buildMessages)),
 		"/tokenize":            http.HandlerFunc(srv.handleTokenize),
 		"/detokenize":          http.HandlerFunc(srv.handleDetokenize),
 	}
@@ -230,6 +231,9 @@ func TestEveryRequestFieldDoesSomething(t *testing.T) {
 	}
 	chatBase := `{"messages":[{"role":"user","content":"hello there"}]}`
 	chatWith := func(k, v string) string { return strings.TrimSuffix(chatBase, "}") + `,"` + k + `":` + v + "}" }
+	msgBase := `{"max_tokens":5,"messages":[{"role":"user","content":"hello there"}]}`
+	msgWith := func(k, v string) string { return strings.TrimSuffix(msgBase, "}") + `,"` + k + `":` + v + "}" }
+	msgTools := `[{"name":"f","input_schema":{"type":"object","properties":{"a":{"type":"string"}}}}]`
 	respBase := `{"input":"hello there"}`
 	respWith := func(k, v string) string { return strings.TrimSuffix(respBase, "}") + `,"` + k + `":` + v + "}" }
 	endpoints := []fieldEndpoint{
@@ -256,6 +260,7 @@ func TestEveryRequestFieldDoesSomething(t *testing.T) {
 				"sampling_params.skip_special_tokens": {value: "false"},
 				"sampling_params.stop":                {value: `"x"`},
 				"sampling_params.stop_token_ids":      {value: "[5]"},
+				"sampling_params.logit_bias":          {value: `{"5":10}`},
 			}},
 		{path: "/v1/responses", body: reflect.TypeFor[responsesRequest](), base: respBase,
 			cases: map[string]fieldCase{
@@ -273,6 +278,18 @@ func TestEveryRequestFieldDoesSomething(t *testing.T) {
 				"stream_options.include_usage":          {value: "true", ctx: respWith("stream", "true")},
 				"stream_options.continuous_usage_stats": {value: "true", ctx: respWith("stream", "true")},
 				"stream_options.include_obfuscation":    {value: "false", ctx: respWith("stream", "true")},
+			}},
+		{path: "/v1/messages", body: reflect.TypeFor[messagesRequest](), base: msgBase,
+			cases: map[string]fieldCase{
+				"messages":             {value: `[{"role":"user","content":"bye"}]`},
+				"system":               {value: `"Be brief."`},
+				"stop_sequences":       {value: `["x"]`},
+				"tools":                {value: msgTools},
+				"tool_choice":          {value: `{"type":"any"}`, ctx: msgWith("tools", msgTools)},
+				"thinking":             {value: `{"type":"enabled"}`},
+				"max_reasoning_chars":  {value: "3", ctx: msgWith("thinking", `{"type":"enabled"}`)},
+				"chat_template_kwargs": {value: `{"enable_thinking":true}`},
+				"model":                {value: `"another"`},
 			}},
 		{path: "/tokenize", body: reflect.TypeFor[tokenizeRequest](), base: `{"text":"hello"}`,
 			cases: map[string]fieldCase{

@@ -22,6 +22,8 @@ const HealthGenerateTimeout = 30 * time.Second
 // unknown paths and methods as JSON.
 func (s *Server) extRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/responses", generation(s, "/v1/responses", s.buildResponses))
+	mux.HandleFunc("POST /v1/messages", anthropicErrors(generation(s, "/v1/messages", s.buildMessages)))
+	mux.HandleFunc("POST /v1/messages/count_tokens", anthropicErrors(s.handleCountTokens))
 	mux.HandleFunc("GET /v1/models/{id...}", s.handleModel)
 	mux.HandleFunc("GET /version", s.handleVersion)
 	mux.HandleFunc("GET /health_generate", s.handleHealthGenerate)

@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -17,6 +18,8 @@ type nativeSampling struct {
 	SamplingSeed *int64 `json:"sampling_seed"` // seed's alias; seed wins when both are given
 	// Grammar is the same thing as ebnf: a grammar in GBNF syntax.
 	Grammar *string `json:"grammar"`
+	// LogitBias is SGLang's and OpenAI's token id -> bias in [-100, 100], checked as on chat.
+	LogitBias map[string]float64 `json:"logit_bias"`
 }
 
 type generateRequest struct {
@@ -31,6 +34,8 @@ type generateRequest struct {
 	TopLogprobsNum  *int `json:"top_logprobs_num"`
 	LogprobStartLen *int `json:"logprob_start_len"`
 	RoutedDPRank    *int `json:"routed_dp_rank"`
+	// Priority is SGLang's request priority (--scheduling-policy priority: lower first).
+	Priority json.RawMessage `json:"priority"`
 }
 
 // buildGenerate validates a /generate body into its request and native format.
@@ -55,10 +60,18 @@ func (s *Server) buildGenerate(body *generateRequest, _ time.Time) (*Request, ou
 	}
 	req.InputIDs = prompts[0]
 	common := samplingFields{samplingCore: sp.samplingCore, MinTokens: sp.MinNewTokens, RoutedDPRank: body.RoutedDPRank, Grammar: sp.Grammar}
+	common.Priority = body.Priority
 	if common.Seed == nil {
 		common.Seed = sp.SamplingSeed
 	}
 	if err := s.fillCommon(req, &common); err != nil {
+		return nil, nil, err
+	}
+	if err := s.fillGenerationExtras(req, &samplingFields{LogitBias: sp.LogitBias}); err != nil {
+		var bre *BadRequestError
+		if errors.As(err, &bre) {
+			bre.Param = "sampling_params." + bre.Param
+		}
 		return nil, nil, err
 	}
 	if err := s.checkLength(req, sp.MaxNewTokens, "max_new_tokens", s.cfg.DefaultMaxNewTokens); err != nil {
@@ -180,13 +193,11 @@ func (f *nativeFormat) whole(dst []byte, d *Delta) []byte {
 }
 
 func (f *nativeFormat) chunk(dst []byte, d *Delta, first bool) []byte {
-	if len(d.IDs) > 0 || d.Text != "" || (d.Finished && d.Err == nil) {
-		fin := *d
-		if d.Err != nil {
-			fin.Finished = false
-		}
+	// A failed request's last object says how it ended and counts what it delivered (its
+	// finish_reason carries the message, as SGLang's abort does); the error event follows.
+	if len(d.IDs) > 0 || d.Text != "" || d.Finished {
 		dst = append(dst, "data: "...)
-		dst = f.object(dst, &fin)
+		dst = f.object(dst, d)
 		dst = append(dst, "\n\n"...)
 	}
 	if d.Err != nil {

@@ -173,6 +173,7 @@ func (s *Server) buildChat(body *chatRequest, start time.Time) (*Request, output
 	if tr.active() || parser != "" {
 		f.out = newChatOutput(parser, tr)
 	}
+	f.rtok = s.newReasoningTokens(parser, thinking)
 	if body.N != nil && *body.N > 1 {
 		return s.expandChoices(req, f, [][]int32{req.InputIDs}, body.N, nil, nil, nil)
 	}
@@ -209,6 +210,9 @@ type openAIFormat struct {
 	// out splits chat output into reasoning, content and tool calls; nil when the request has
 	// neither tools nor a reasoning parser
 	out *chatOutput
+	// rtok counts the thinking block's tokens (usage.completion_tokens_details); nil without
+	// thinking, and for n > 1 (the choices' totals do not carry it)
+	rtok *reasoningTokens
 }
 
 func (f *openAIFormat) head(dst []byte, chunk bool) []byte {
@@ -260,7 +264,11 @@ func (f *openAIFormat) usage(dst []byte, d *Delta) []byte {
 	dst = strconv.AppendInt(dst, int64(d.PromptTokens+d.CompletionTokens), 10)
 	dst = append(dst, `,"prompt_tokens_details":{"cached_tokens":`...)
 	dst = strconv.AppendInt(dst, int64(d.CachedTokens), 10)
-	return append(dst, `}}`...)
+	dst = append(dst, '}')
+	if f.totals == nil {
+		dst = f.rtok.appendDetails(dst)
+	}
+	return append(dst, '}')
 }
 
 // choice appends one choice: the text (as delta content for chat chunks, message for chat).
@@ -328,6 +336,7 @@ func (f *openAIFormat) choice(dst []byte, d *Delta, chunk, first bool) []byte {
 
 // chunk appends the SSE events for one delta of a streamed completion.
 func (f *openAIFormat) chunk(dst []byte, d *Delta, first bool) []byte {
+	f.rtok.add(d.IDs)
 	if f.out != nil && !f.readChunk(d, first) {
 		return dst
 	}
@@ -370,6 +379,7 @@ func (f *openAIFormat) chunk(dst []byte, d *Delta, first bool) []byte {
 
 // whole appends the non-streamed response object.
 func (f *openAIFormat) whole(dst []byte, d *Delta) []byte {
+	f.rtok.add(d.IDs)
 	dst = f.head(dst, false)
 	dst = append(dst, `,"choices":[`...)
 	dst = f.choice(dst, d, false, false)

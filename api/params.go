@@ -169,6 +169,13 @@ func (s *Server) fillCommon(req *Request, f *samplingFields) error {
 	if err := s.fillGenerationExtras(req, f); err != nil {
 		return err
 	}
+	prio, err := parsePriority(f.Priority)
+	if err != nil {
+		return err
+	}
+	if s.cfg.SchedulingPolicy == "priority" {
+		req.Priority = prio // under fcfs it is checked, then named ignored
+	}
 	if req.StopStrings, err = parseStop(f.Stop); err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 )
 
@@ -86,10 +87,14 @@ func (b *chatRequest) ignoredNames() []string {
 }
 
 func (b *generateRequest) ignoredNames() []string {
+	var out []string
 	if sp := b.SamplingParams; sp != nil && sp.SpacesBetweenSpecialTokens != nil && *sp.SpacesBetweenSpecialTokens {
-		return []string{"sampling_params.spaces_between_special_tokens"}
+		out = append(out, "sampling_params.spaces_between_special_tokens")
 	}
-	return nil
+	if len(b.Priority) > 0 && string(b.Priority) != "null" {
+		out = append(out, "priority") // under fcfs (reportIgnored drops it under priority)
+	}
+	return out
 }
 
 // reportIgnored names body's ignored fields in the response header and the log.
@@ -99,6 +104,9 @@ func (s *Server) reportIgnored(w http.ResponseWriter, endpoint string, body any)
 		return
 	}
 	names := b.ignoredNames()
+	if s.cfg.SchedulingPolicy == "priority" {
+		names = slices.DeleteFunc(names, func(n string) bool { return n == "priority" }) // it orders the queue
+	}
 	if c, ok := body.(*chatRequest); ok && c.ReasoningEffort != nil && !s.templateNames("reasoning_effort") {
 		names = append(names, "reasoning_effort") // a template that never names it cannot read it
 	}

@@ -4,18 +4,20 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/llmserve/llmserve/grammar"
+	"github.com/llmserve/llmserve/toolparse"
 )
 
 // Reasoning parsers (--reasoning-parser): how a model's thinking block is marked.
 const (
 	// ReasoningQwen3: the output may open with <think> and the block ends at </think>; output
 	// that does not open with <think> (enable_thinking false) is all content.
-	ReasoningQwen3 = "qwen3"
+	ReasoningQwen3 = toolparse.ReasoningQwen3
 	// ReasoningDeepSeekR1: the template opens the block in the prompt, so the output is
 	// reasoning up to </think> (a leading <think> is dropped).
-	ReasoningDeepSeekR1 = "deepseek_r1"
+	ReasoningDeepSeekR1 = toolparse.ReasoningDeepSeekR1
 )
 
 // DetectReasoning picks the reasoning parser a chat template implies: DeepSeek-R1's when it
@@ -99,7 +101,14 @@ func reasoningBudget(v *int, parser string) (int, error) {
 // by grammar, so it applies to unconstrained output too. It changes nothing when none applies.
 func (s *Server) composeOutputGrammar(req *Request, tr *toolRequest, thinking bool, parser string, budget int) error {
 	var base *grammar.Part
-	if tr.active() {
+	if _, ok := syntaxOf(tr.syntax); tr.active() && !ok {
+		if tr.choice != "auto" {
+			return badRequest("tool_choice", fmt.Sprintf("the %s tool-call syntax is read back from free output only: use tool_choice auto", tr.syntax))
+		}
+		if req.GrammarKind != GrammarNone {
+			return badRequest("tool_choice", "tools cannot be combined with response_format / json_schema / regex / grammar: use tool_choice none")
+		}
+	} else if tr.active() {
 		if req.GrammarKind != GrammarNone {
 			return badRequest("tool_choice", "tools with tool_choice "+choiceName(tr)+" cannot be combined with response_format / json_schema / regex / grammar: use tool_choice none")
 		}
@@ -133,7 +142,11 @@ func (s *Server) composeOutputGrammar(req *Request, tr *toolRequest, thinking bo
 		return err
 	}
 	req.GrammarKind, req.GrammarSpec = GrammarCompose, spec.Text
-	if err := s.engine.CheckGrammar(req.GrammarKind, req.GrammarSpec); err != nil {
+	by := time.Now().Add(requestCompileBudget)
+	if tr != nil && !tr.compileBy.IsZero() {
+		by = tr.compileBy
+	}
+	if err := s.checkGrammarBy(by, req.GrammarKind, req.GrammarSpec); err != nil {
 		return badRequest("tools", "invalid constraint: "+err.Error())
 	}
 	return nil

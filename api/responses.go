@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/llmserve/llmserve/toolparse"
 )
 
 // responsesRequest is a /v1/responses body.
@@ -209,6 +211,7 @@ func (s *Server) buildResponses(body *responsesRequest, start time.Time) (*Reque
 	cb := chatRequest{Model: body.Model, Messages: msgs, MaxCompletionTokens: body.MaxOutputTokens, Stream: body.Stream,
 		Tools: tools, ToolChoice: choice, ParallelToolCalls: body.ParallelToolCalls, MaxReasoningChars: body.MaxReasoningChars}
 	cb.Temperature, cb.TopP = body.Temperature, body.TopP
+	cb.Priority = body.Priority // orders the queue under --scheduling-policy priority
 	if body.Text != nil && body.Text.Format != nil && body.Text.Format.Type != "" && body.Text.Format.Type != "text" {
 		f := body.Text.Format
 		rf := &responseFormat{Type: f.Type}
@@ -244,6 +247,7 @@ func (s *Server) buildResponses(body *responsesRequest, start time.Time) (*Reque
 	f := &responsesFormat{s: s, body: body, id: "resp_" + req.RID, msgID: "msg_" + req.RID, created: start.Unix()}
 	if of, ok := cf.(*openAIFormat); ok && of.out != nil {
 		f.out = of.out // the chat path's reader of reasoning and tool calls
+		f.rtok = of.rtok
 	}
 	return req, f, nil
 }
@@ -258,9 +262,10 @@ type responsesFormat struct {
 	// out splits the text into reasoning, content and tool calls (the chat path's reader); nil
 	// with neither tools nor a reasoning parser
 	out   *chatOutput
-	seq   int            // the next event's sequence_number
-	items []responseItem // the output items so far, the last one open while streaming when open is set
-	open  bool           // the last item is still being streamed
+	rtok  *reasoningTokens // counts the thinking block's tokens (nil: none)
+	seq   int              // the next event's sequence_number
+	items []responseItem   // the output items so far, the last one open while streaming when open is set
+	open  bool             // the last item is still being streamed
 }
 
 // Output item types.
@@ -288,19 +293,19 @@ func (f *responsesFormat) outputItems(d *Delta) []responseItem {
 	}
 	f.out.feed(d.Text)
 	f.out.finish()
-	all := &f.out.all
+	all := f.out.all()
 	var items []responseItem
-	if len(all.reasoning) > 0 {
-		items = append(items, responseItem{kind: itemReasoning, id: f.reasoningID(), text: all.reasoning, status: "completed"})
+	if len(all.Reasoning) > 0 {
+		items = append(items, responseItem{kind: itemReasoning, id: f.reasoningID(), text: all.Reasoning, status: "completed"})
 	}
-	before, after := all.content[:len(all.content)-all.after], all.content[len(all.content)-all.after:]
+	before, after := all.Content[:len(all.Content)-all.After], all.Content[len(all.Content)-all.After:]
 	msgID := f.msgID
 	if len(before) > 0 {
 		items = append(items, responseItem{kind: itemMessage, id: msgID, text: before, status: "completed"})
 		msgID += "_1"
 	}
-	for _, c := range f.out.calls {
-		items = append(items, responseItem{kind: itemCall, id: callItemID(c.id), callID: c.id, name: c.name, text: c.args, status: "completed"})
+	for _, c := range f.out.calls() {
+		items = append(items, responseItem{kind: itemCall, id: callItemID(c.ID), callID: c.ID, name: c.Name, text: c.Args, status: "completed"})
 	}
 	if len(after) > 0 || len(items) == 0 {
 		items = append(items, responseItem{kind: itemMessage, id: msgID, text: after, status: "completed"})
@@ -402,7 +407,13 @@ func (f *responsesFormat) response(dst []byte, d *Delta, finished bool) []byte {
 		dst = strconv.AppendInt(dst, int64(d.CachedTokens), 10)
 		dst = append(dst, `},"output_tokens":`...)
 		dst = strconv.AppendInt(dst, int64(d.CompletionTokens), 10)
-		dst = append(dst, `,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":`...)
+		dst = append(dst, `,"output_tokens_details":{"reasoning_tokens":`...)
+		if f.rtok != nil && f.rtok.state != 0 {
+			dst = strconv.AppendInt(dst, int64(f.rtok.n), 10)
+		} else {
+			dst = append(dst, '0')
+		}
+		dst = append(dst, `},"total_tokens":`...)
 		dst = strconv.AppendInt(dst, int64(d.PromptTokens+d.CompletionTokens), 10)
 		dst = append(dst, '}')
 	} else {
@@ -610,6 +621,7 @@ func (f *responsesFormat) appendText(dst []byte, kind string, text []byte) []byt
 }
 
 func (f *responsesFormat) chunk(dst []byte, d *Delta, first bool) []byte {
+	f.rtok.add(d.IDs)
 	if first {
 		for _, typ := range []string{"response.created", "response.in_progress"} {
 			dst = f.event(dst, typ, func(dst []byte) []byte {
@@ -620,9 +632,9 @@ func (f *responsesFormat) chunk(dst []byte, d *Delta, first bool) []byte {
 			dst = f.openItem(dst, responseItem{kind: itemMessage, id: f.msgID})
 		}
 	}
-	var ev outputEvents
+	var ev toolparse.Events
 	if f.out == nil {
-		ev.content = []byte(d.Text)
+		ev.Content = []byte(d.Text)
 	} else {
 		f.out.feed(d.Text)
 		if d.Finished && d.Err == nil {
@@ -631,24 +643,24 @@ func (f *responsesFormat) chunk(dst []byte, d *Delta, first bool) []byte {
 		ev = f.out.take()
 	}
 	// within one delta, the reader's order: reasoning, content, calls, content after them
-	dst = f.appendText(dst, itemReasoning, ev.reasoning)
-	before := len(ev.content) - ev.after
-	dst = f.appendText(dst, itemMessage, ev.content[:before])
-	for _, c := range ev.calls {
-		if c.id != "" {
-			dst = f.openItem(dst, responseItem{kind: itemCall, id: callItemID(c.id), callID: c.id, name: c.name})
+	dst = f.appendText(dst, itemReasoning, ev.Reasoning)
+	before := len(ev.Content) - ev.After
+	dst = f.appendText(dst, itemMessage, ev.Content[:before])
+	for _, c := range ev.Calls {
+		if c.ID != "" {
+			dst = f.openItem(dst, responseItem{kind: itemCall, id: callItemID(c.ID), callID: c.ID, name: c.Name})
 		}
-		if c.args == "" {
+		if c.Args == "" {
 			continue
 		}
 		it := &f.items[len(f.items)-1]
-		it.text = append(it.text, c.args...)
+		it.text = append(it.text, c.Args...)
 		dst = f.event(dst, "response.function_call_arguments.delta", func(dst []byte) []byte {
 			dst = append(f.itemFields(dst, false), `,"delta":`...)
-			return appendJSONString(dst, c.args)
+			return appendJSONString(dst, c.Args)
 		})
 	}
-	dst = f.appendText(dst, itemMessage, ev.content[before:])
+	dst = f.appendText(dst, itemMessage, ev.Content[before:])
 	if !d.Finished {
 		return dst
 	}
@@ -672,6 +684,7 @@ func (f *responsesFormat) chunk(dst []byte, d *Delta, first bool) []byte {
 
 // whole appends the response object.
 func (f *responsesFormat) whole(dst []byte, d *Delta) []byte {
+	f.rtok.add(d.IDs)
 	f.items = f.outputItems(d)
 	return append(f.response(dst, d, true), '\n')
 }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/llmserve/llmserve/metrics"
@@ -55,6 +57,9 @@ type Config struct {
 	// GrammarStrict is the grammar compiler's strict setting (--grammar-strict); a request whose
 	// json_schema.strict differs has its schema rewritten to match (strict.go).
 	GrammarStrict bool
+	// SchedulingPolicy is the ranks' queue order (--scheduling-policy): under "priority" the
+	// request's priority field orders the queue, otherwise it is accepted and named ignored.
+	SchedulingPolicy string
 }
 
 // DefaultMaxBodyBytes is the default bound on a request body: room for a 1 MiB schema and a
@@ -76,6 +81,10 @@ type Server struct {
 	// stopping is canceled by Stop: requests in flight end.
 	stopping context.Context
 	stopNow  context.CancelFunc
+
+	// draining is set on SIGTERM, before the drain starts: /health answers 503 from then on,
+	// so load balancers and readiness probes stop sending new requests here.
+	draining atomic.Bool
 
 	// reg is what /metrics writes; met are the API's series in it.
 	reg *metrics.Registry
@@ -193,6 +202,8 @@ func (s *Server) fail(w http.ResponseWriter, err error) {
 		s.writeError(w, http.StatusBadRequest, err)
 	case errors.As(err, &tl):
 		s.writeError(w, http.StatusRequestEntityTooLarge, err)
+	case errors.As(err, new(*unsupportedEncodingError)):
+		s.writeError(w, http.StatusUnsupportedMediaType, err)
 	case errors.As(err, &nf):
 		s.writeError(w, http.StatusNotFound, err)
 	default:
@@ -212,8 +223,13 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) error
 	if r.ContentLength > s.cfg.MaxBodyBytes {
 		return &tooLargeError{limit: s.cfg.MaxBodyBytes}
 	}
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	data, err := s.readBody(w, r)
 	if err != nil {
+		var ue *unsupportedEncodingError
+		var tl *tooLargeError
+		if errors.As(err, &ue) || errors.As(err, &tl) {
+			return err
+		}
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			return &tooLargeError{limit: mbe.Limit}
@@ -237,10 +253,50 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) error
 	return nil
 }
 
+// readBody reads r's body, at most MaxBodyBytes on the wire and, when it is gzip-compressed
+// (Content-Encoding: gzip), at most MaxBodyBytes decompressed too: a small bomb is a 413 like a
+// large body. Another content coding is refused (415) rather than read as JSON.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+	switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
+	case "", "identity":
+		return io.ReadAll(body)
+	case "gzip", "x-gzip":
+		zr, err := gzip.NewReader(body)
+		if err != nil {
+			return nil, fmt.Errorf("gzip body: %w", err)
+		}
+		data, err := io.ReadAll(io.LimitReader(zr, s.cfg.MaxBodyBytes+1))
+		if err != nil {
+			return nil, fmt.Errorf("gzip body: %w", err)
+		}
+		if int64(len(data)) > s.cfg.MaxBodyBytes {
+			return nil, &tooLargeError{limit: s.cfg.MaxBodyBytes, decompressed: true}
+		}
+		return data, nil
+	default:
+		return nil, &unsupportedEncodingError{enc: enc}
+	}
+}
+
+// unsupportedEncodingError is a body in a content coding this server does not decode (HTTP 415).
+type unsupportedEncodingError struct{ enc string }
+
+func (e *unsupportedEncodingError) Error() string {
+	return fmt.Sprintf("Content-Encoding %q is not supported: send the body as is or gzip-compressed", clip(e.enc))
+}
+
 // tooLargeError is a request body over the limit (HTTP 413).
-type tooLargeError struct{ limit int64 }
+type tooLargeError struct {
+	limit int64
+	// decompressed says the limit was passed once the body was decompressed.
+	decompressed bool
+}
 
 func (e *tooLargeError) Error() string {
+	if e.decompressed {
+		return fmt.Sprintf("request body larger than %d bytes once decompressed", e.limit)
+	}
 	return fmt.Sprintf("request body larger than %d bytes", e.limit)
 }
 
@@ -262,7 +318,14 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []map[string]any{s.modelObject()}})
 }
 
+// SetDraining makes /health answer 503 (the worker is shutting down) from now on.
+func (s *Server) SetDraining() { s.draining.Store(true) }
+
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	if s.draining.Load() {
+		s.writeError(w, http.StatusServiceUnavailable, errors.New("shutting down: draining, send new requests elsewhere"))
+		return
+	}
 	if err := s.engine.Health(); err != nil {
 		s.writeError(w, http.StatusServiceUnavailable, err)
 		return
@@ -369,7 +432,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *Request, f o
 	_ = rc.SetWriteDeadline(s.writeDeadline())
 	switch {
 	case err != nil:
-		s.writeError(w, http.StatusServiceUnavailable, fmt.Errorf("request ended after %d tokens: %w", len(d.IDs), errShuttingDown))
+		// The rank holds a whole request's tokens until it ends: the abort sent at the stop
+		// brings them (and its count) back within a step. Wait a moment for it, so the 503
+		// says how far the request really got.
+		wctx, cancel := context.WithTimeout(context.Background(), abortAnswerWait)
+		_, _ = s.collect(wctx, st)
+		cancel()
+		_, _, n := st.Usage()
+		s.writeError(w, http.StatusServiceUnavailable, fmt.Errorf("request ended after %d tokens: %w", n, errShuttingDown))
 	case d.Err != nil:
 		s.writeError(w, http.StatusInternalServerError, fmt.Errorf("generation failed after %d tokens: %w", len(d.IDs), d.Err))
 	default:
@@ -377,6 +447,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *Request, f o
 		_, _ = w.Write(f.whole(nil, &d))
 	}
 }
+
+// abortAnswerWait bounds the wait for the rank's answer to the abort of a whole request that
+// the server's stop ended (well within the drain's last moment for writes).
+const abortAnswerWait = time.Second
 
 // errShuttingDown ends the requests still running when the server stops.
 var errShuttingDown = errors.New("server shutting down")

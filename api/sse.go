@@ -39,6 +39,7 @@ func (s *Server) streamSSE(ctx context.Context, w http.ResponseWriter, st *Strea
 				d = Delta{}
 			}
 			d.Finished, d.FinishReason, d.Err = true, FinishAbort, errShuttingDown
+			d.PromptTokens, d.CachedTokens, d.CompletionTokens = st.Usage()
 		}
 		now := time.Now()
 		if len(d.IDs) > 0 {

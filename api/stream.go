@@ -132,6 +132,10 @@ type Stream struct {
 	firstToken, finished time.Time
 	// merged counts pushes that landed on output not yet taken (merged into one chunk).
 	merged int
+	// usage is the request's counts so far, whatever was taken: the latest prompt and cached
+	// counts reported, and every id pushed as completion tokens (what the client gets), so a
+	// request that fails reports what it delivered.
+	usage Delta
 }
 
 // NewStream returns an empty mailbox for rid.
@@ -161,6 +165,8 @@ func (s *Stream) Push(d *Delta) {
 	s.topLps = append(s.topLps, d.TopLogprobs...)
 	m := &s.meta
 	m.mergeMeta(d)
+	s.usage.mergeMeta(&Delta{PromptTokens: d.PromptTokens, CachedTokens: d.CachedTokens})
+	s.usage.CompletionTokens += len(d.IDs)
 	s.has = true
 	if d.Finished || d.Err != nil {
 		s.done = true
@@ -168,6 +174,11 @@ func (s *Stream) Push(d *Delta) {
 		m.Finished = true
 		if m.FinishReason == FinishNone {
 			m.FinishReason = FinishError
+		}
+		if d.Err != nil {
+			// The engine's count may be missing (the worker gave up) or ahead of what arrived:
+			// the usage of a failed request is what it delivered.
+			m.PromptTokens, m.CachedTokens, m.CompletionTokens = s.usage.PromptTokens, s.usage.CachedTokens, s.usage.CompletionTokens
 		}
 	}
 	wake := s.waiting
@@ -222,6 +233,14 @@ func (s *Stream) Take(ctx context.Context, minIDs int, d *Delta) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// Usage returns the request's counts so far: the prompt and cached tokens reported, and the
+// ids pushed (delivered, once taken) as completion tokens.
+func (s *Stream) Usage() (prompt, cached, completion int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.usage.PromptTokens, s.usage.CachedTokens, s.usage.CompletionTokens
 }
 
 // Done reports whether the finishing delta has been pushed.

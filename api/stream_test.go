@@ -151,3 +151,25 @@ func BenchmarkStreamStalledConsumer(b *testing.B) {
 		})
 	}
 }
+
+// TestFailedStreamUsage: a stream that fails reports what it delivered (issue 29, item 2): the
+// error delta carries no counts of its own, and the counts of earlier deltas were already taken.
+func TestFailedStreamUsage(t *testing.T) {
+	st := NewStream("r")
+	st.Push(&Delta{IDs: []int32{1, 2, 3}, PromptTokens: 7, CachedTokens: 4, CompletionTokens: 3})
+	if _, err := st.Next(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	st.Push(&Delta{IDs: []int32{4}, CompletionTokens: 4})
+	st.Push(&Delta{Finished: true, FinishReason: FinishError, Err: errors.New("rank died")})
+	d, err := st.Next(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Err == nil || d.PromptTokens != 7 || d.CachedTokens != 4 || d.CompletionTokens != 4 {
+		t.Fatalf("failed delta: err %v usage %d/%d/%d, want 7 prompt, 4 cached, 4 completion", d.Err, d.PromptTokens, d.CachedTokens, d.CompletionTokens)
+	}
+	if p, c, n := st.Usage(); p != 7 || c != 4 || n != 4 {
+		t.Errorf("Usage() = %d, %d, %d", p, c, n)
+	}
+}

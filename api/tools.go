@@ -2,11 +2,11 @@ package api
 
 import (
 	"bytes"
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/llmserve/llmserve/grammar"
 	"github.com/llmserve/llmserve/tokenizer/chat"
@@ -26,6 +26,16 @@ const (
 	// tools in a system message of its own and uses the Hermes syntax; assistant tool calls and
 	// tool results are rendered as text messages. See README "Tool calling".
 	ToolSyntaxFallback = "fallback"
+	// ToolSyntaxMistral is Mistral's [TOOL_CALLS][{"name": ..., "arguments": {...}}, ...].
+	ToolSyntaxMistral = "mistral"
+	// ToolSyntaxDeepSeekV3 is DeepSeek-V3/R1's <｜tool▁calls▁begin｜>...<｜tool▁calls▁end｜> tokens.
+	ToolSyntaxDeepSeekV3 = "deepseek_v3"
+	// ToolSyntaxQwen3Coder is Qwen3-Coder's XML: <tool_call>\n<function=f>\n<parameter=k>\nv\n</parameter>...
+	// Read back only (tool_choice auto): the grammar cannot constrain bare parameter values.
+	ToolSyntaxQwen3Coder = "qwen3_coder"
+	// ToolSyntaxHarmony is gpt-oss's harmony channels (analysis: reasoning; commentary
+	// to=functions.f: a call). Read back only (tool_choice auto).
+	ToolSyntaxHarmony = "harmony"
 )
 
 // DetectToolSyntax picks the tool-call syntax a chat template uses: Hermes when it writes
@@ -33,8 +43,16 @@ const (
 // it never reads `tools`, and Hermes otherwise.
 func DetectToolSyntax(template string) string {
 	switch {
+	case strings.Contains(template, "<function=") && strings.Contains(template, "<parameter="):
+		return ToolSyntaxQwen3Coder
 	case strings.Contains(template, "<tool_call>"):
 		return ToolSyntaxHermes
+	case strings.Contains(template, "[TOOL_CALLS]"):
+		return ToolSyntaxMistral
+	case strings.Contains(template, "<｜tool▁calls▁begin｜>"):
+		return ToolSyntaxDeepSeekV3
+	case strings.Contains(template, "<|channel|>") && strings.Contains(template, "to=functions."):
+		return ToolSyntaxHarmony
 	case strings.Contains(template, `"parameters": `) && strings.Contains(template, "<|eot_id|>"):
 		return ToolSyntaxLlama3JSON
 	case !readsTools.MatchString(template):
@@ -46,22 +64,43 @@ func DetectToolSyntax(template string) string {
 // readsTools finds a template's use of the tools variable.
 var readsTools = regexp.MustCompile(`\btools\b`)
 
-// toolSyntax is what one syntax looks like around a call.
+// toolSyntax is what one syntax looks like around a call, for the grammar that constrains it
+// (the toolparse parser of the same name reads it back).
 type toolSyntax struct {
-	open    string // text that opens a call ("" for llama3_json: a call is the whole output)
-	head    string // after open, up to the function name
-	argsKey string // the key holding the arguments
-	close   string // text after the arguments object
-	end     string // the part of close that ends a call, for the parser
-	sep     string // between two calls
-	single  bool   // at most one call per turn
+	region, regionEnd string // around all the calls of a turn ("" : none)
+	open              string // opens each call ("" for llama3_json: a call is the whole output)
+	head              string // after open, up to the function name
+	mid               string // between the name and the arguments value
+	close             string // text after the arguments value
+	sep               string // between two calls
+	single            bool   // at most one call per turn
 }
 
-func syntaxOf(name string) toolSyntax {
-	if name == ToolSyntaxLlama3JSON {
-		return toolSyntax{head: `{"name": "`, argsKey: "parameters", close: "}", end: "}", single: true}
+// trigger is the text that starts the calls of an auto turn.
+func (s toolSyntax) trigger() string {
+	if s.region != "" {
+		return s.region
 	}
-	return toolSyntax{open: "<tool_call>", head: "\n" + `{"name": "`, argsKey: "arguments", close: "}\n</tool_call>", end: "</tool_call>", sep: "\n"}
+	return s.open
+}
+
+// syntaxOf is the grammar shape of a syntax; ok is false for syntaxes the grammar cannot
+// constrain (qwen3_coder writes bare parameter values, harmony needs its special tokens):
+// those are read back from unconstrained output only (tool_choice auto).
+func syntaxOf(name string) (toolSyntax, bool) {
+	const jsonHead, jsonMid = `{"name": "`, `", "arguments": `
+	switch name {
+	case ToolSyntaxLlama3JSON:
+		return toolSyntax{head: jsonHead, mid: `", "parameters": `, close: "}", single: true}, true
+	case ToolSyntaxMistral:
+		return toolSyntax{region: "[TOOL_CALLS][", regionEnd: "]", head: jsonHead, mid: jsonMid, close: "}", sep: ", "}, true
+	case ToolSyntaxDeepSeekV3:
+		return toolSyntax{region: "<｜tool▁calls▁begin｜>", regionEnd: "<｜tool▁calls▁end｜>", open: "<｜tool▁call▁begin｜>",
+			head: "function<｜tool▁sep｜>", mid: "\n```json\n", close: "\n```<｜tool▁call▁end｜>", sep: "\n"}, true
+	case ToolSyntaxQwen3Coder, ToolSyntaxHarmony:
+		return toolSyntax{}, false
+	}
+	return toolSyntax{open: "<tool_call>", head: "\n" + jsonHead, mid: jsonMid, close: "}\n</tool_call>", sep: "\n"}, true
 }
 
 // tool is one function the request offers.
@@ -76,13 +115,16 @@ type toolRequest struct {
 	choice   string // none, auto, required, or the name of the forced function
 	parallel bool
 	syntax   string
+	// compileBy is the deadline of all the request's grammar compiles (requestCompileBudget
+	// from when its tools were read): each tool's parameters, then the composed constraint
+	compileBy time.Time
 }
 
 var toolNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 
 // parseTools validates tools, tool_choice and parallel_tool_calls.
 func (s *Server) parseTools(raw json.RawMessage, choiceRaw json.RawMessage, parallel *bool) (*toolRequest, error) {
-	tr := &toolRequest{parallel: parallel == nil || *parallel, syntax: s.toolSyntax()}
+	tr := &toolRequest{parallel: parallel == nil || *parallel, syntax: s.toolSyntax(), compileBy: time.Now().Add(requestCompileBudget)}
 	if len(raw) > 0 && string(raw) != "null" {
 		var list []struct {
 			Type     string `json:"type"`
@@ -117,7 +159,7 @@ func (s *Server) parseTools(raw json.RawMessage, choiceRaw json.RawMessage, para
 			if err != nil {
 				return nil, badRequest(param+".function.parameters", fmt.Sprintf("function %q: %v", name, err))
 			}
-			if err := s.engine.CheckGrammar(GrammarJSONSchema, string(params)); err != nil {
+			if err := s.checkGrammarBy(tr.compileBy, GrammarJSONSchema, string(params)); err != nil {
 				return nil, badRequest(param+".function.parameters", fmt.Sprintf("function %q: unsupported parameters schema: %v", name, err))
 			}
 			tr.tools = append(tr.tools, tool{name: name, params: params})
@@ -193,13 +235,13 @@ func (tr *toolRequest) active() bool { return tr != nil && tr.choice != "none" &
 // grammar is the composition that constrains the output: the calls alone for required or a named
 // function, free text then optional calls for auto.
 func (tr *toolRequest) grammar() grammar.Part {
-	syn := syntaxOf(tr.syntax)
+	syn, _ := syntaxOf(tr.syntax)
 	call := func(t tool) grammar.Part {
 		parts := []grammar.Part{}
 		if syn.open != "" {
 			parts = append(parts, grammar.Literal(syn.open))
 		}
-		parts = append(parts, grammar.Literal(syn.head+t.name+`", "`+syn.argsKey+`": `), grammar.SchemaPart(t.params), grammar.Literal(syn.close))
+		parts = append(parts, grammar.Literal(syn.head+t.name+syn.mid), grammar.SchemaPart(t.params), grammar.Literal(syn.close))
 		return grammar.Sequence(parts...)
 	}
 	var one grammar.Part
@@ -227,14 +269,17 @@ func (tr *toolRequest) grammar() grammar.Part {
 		sep = &p
 	}
 	calls := grammar.Part{Repeat: &grammar.Repeat{Part: one, Sep: sep, Min: 1, Max: most}}
+	if syn.region != "" {
+		calls = grammar.Sequence(grammar.Literal(syn.region), calls, grammar.Literal(syn.regionEnd))
+	}
 	if tr.choice != "auto" {
 		return calls
 	}
-	if syn.open == "" {
+	if syn.trigger() == "" {
 		// llama3_json: either a call or text that does not start like one
 		return grammar.Alternatives(calls, grammar.Part{Text: &grammar.FreeText{NotFirst: "{"}})
 	}
-	return grammar.Sequence(grammar.TextUntil(syn.open), grammar.Part{Repeat: &grammar.Repeat{Part: calls, Min: 0, Max: 1}})
+	return grammar.Sequence(grammar.TextUntil(syn.trigger()), grammar.Part{Repeat: &grammar.Repeat{Part: calls, Min: 0, Max: 1}})
 }
 
 // checkToolMessages checks the conversation's tool calls and results: every tool message answers
@@ -443,15 +488,4 @@ func (s *Server) toolSyntax() string {
 		return DetectToolSyntax(tok.ChatTemplate())
 	}
 	return ToolSyntaxFallback
-}
-
-// newCallID is an OpenAI-style tool call id.
-func newCallID() string {
-	const alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-	b := make([]byte, 24)
-	_, _ = rand.Read(b)
-	for i := range b {
-		b[i] = alphabet[int(b[i])%len(alphabet)]
-	}
-	return "call_" + string(b)
 }

@@ -15,32 +15,34 @@ func (f *openAIFormat) parsedMessage(dst []byte, d *Delta, chunk, first bool) []
 		o.feed(d.Text)
 		o.finish()
 		dst = append(dst, `"message":{"role":"assistant","content":`...)
-		ev := &o.all
-		if len(ev.content) == 0 && len(o.calls) > 0 {
+		all := o.all()
+		calls := o.calls()
+		ev := &all
+		if len(ev.Content) == 0 && len(calls) > 0 {
 			dst = append(dst, "null"...)
 		} else {
-			dst = appendJSONString(dst, string(ev.content))
+			dst = appendJSONString(dst, string(ev.Content))
 		}
 		if o.reasoning != "" {
 			dst = append(dst, `,"reasoning_content":`...)
-			if len(ev.reasoning) == 0 {
+			if len(ev.Reasoning) == 0 {
 				dst = append(dst, "null"...)
 			} else {
-				dst = appendJSONString(dst, string(ev.reasoning))
+				dst = appendJSONString(dst, string(ev.Reasoning))
 			}
 		}
-		if len(o.calls) > 0 {
+		if len(calls) > 0 {
 			dst = append(dst, `,"tool_calls":[`...)
-			for i, c := range o.calls {
+			for i, c := range calls {
 				if i > 0 {
 					dst = append(dst, ',')
 				}
 				dst = append(dst, `{"id":`...)
-				dst = appendJSONString(dst, c.id)
+				dst = appendJSONString(dst, c.ID)
 				dst = append(dst, `,"type":"function","function":{"name":`...)
-				dst = appendJSONString(dst, c.name)
+				dst = appendJSONString(dst, c.Name)
 				dst = append(dst, `,"arguments":`...)
-				dst = appendJSONString(dst, string(c.args))
+				dst = appendJSONString(dst, string(c.Args))
 				dst = append(dst, `}}`...)
 			}
 			dst = append(dst, ']')
@@ -63,33 +65,33 @@ func (f *openAIFormat) parsedMessage(dst []byte, d *Delta, chunk, first bool) []
 		field("role")
 		dst = append(dst, `"assistant"`...)
 	}
-	if len(ev.reasoning) > 0 {
+	if len(ev.Reasoning) > 0 {
 		field("reasoning_content")
-		dst = appendJSONString(dst, string(ev.reasoning))
+		dst = appendJSONString(dst, string(ev.Reasoning))
 	}
-	if len(ev.content) > 0 || (len(ev.reasoning) == 0 && len(ev.calls) == 0) {
+	if len(ev.Content) > 0 || (len(ev.Reasoning) == 0 && len(ev.Calls) == 0) {
 		field("content")
-		dst = appendJSONString(dst, string(ev.content))
+		dst = appendJSONString(dst, string(ev.Content))
 	}
-	if len(ev.calls) > 0 {
+	if len(ev.Calls) > 0 {
 		field("tool_calls")
 		dst = append(dst, '[')
-		for i, c := range ev.calls {
+		for i, c := range ev.Calls {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
 			dst = append(dst, `{"index":`...)
-			dst = strconv.AppendInt(dst, int64(c.index), 10)
-			if c.id != "" {
+			dst = strconv.AppendInt(dst, int64(c.Index), 10)
+			if c.ID != "" {
 				dst = append(dst, `,"id":`...)
-				dst = appendJSONString(dst, c.id)
+				dst = appendJSONString(dst, c.ID)
 				dst = append(dst, `,"type":"function","function":{"name":`...)
-				dst = appendJSONString(dst, c.name)
+				dst = appendJSONString(dst, c.Name)
 				dst = append(dst, `,"arguments":`...)
 			} else {
 				dst = append(dst, `,"function":{"arguments":`...)
 			}
-			dst = appendJSONString(dst, c.args)
+			dst = appendJSONString(dst, c.Args)
 			dst = append(dst, `}}`...)
 		}
 		dst = append(dst, ']')
@@ -109,8 +111,7 @@ func (f *openAIFormat) readChunk(d *Delta, first bool) bool {
 	}
 	o.last = o.take()
 	ev := &o.last
-	empty := len(ev.content) == 0 && len(ev.reasoning) == 0 && len(ev.calls) == 0
-	return !empty || first || d.Finished || d.Err != nil || f.tokenIDs || f.s.cfg.SkipTokenizerInit || len(d.Logprobs) > 0
+	return !ev.Empty() || first || d.Finished || d.Err != nil || f.tokenIDs || f.s.cfg.SkipTokenizerInit || len(d.Logprobs) > 0
 }
 
 // reasoningKwargs are the template variables of a chat request: chat_template_kwargs, plus

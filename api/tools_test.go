@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/llmserve/llmserve/tokenizer/chat"
+	"github.com/llmserve/llmserve/toolparse"
 )
 
 // parsed is a chat output as a client sees it.
@@ -26,10 +27,11 @@ func readWhole(reasoning string, tr *toolRequest, text string) parsed {
 	o := newChatOutput(reasoning, tr)
 	o.feed(text)
 	o.finish()
-	p := parsed{reasoning: string(o.all.reasoning), content: string(o.all.content)}
-	for _, c := range o.calls {
-		p.names = append(p.names, c.name)
-		p.args = append(p.args, string(c.args))
+	all := o.all()
+	p := parsed{reasoning: string(all.Reasoning), content: string(all.Content)}
+	for _, c := range o.calls() {
+		p.names = append(p.names, c.Name)
+		p.args = append(p.args, string(c.Args))
 	}
 	return p
 }
@@ -40,22 +42,22 @@ func readStream(t *testing.T, reasoning string, tr *toolRequest, pieces []string
 	o := newChatOutput(reasoning, tr)
 	var p parsed
 	ids := map[int]string{}
-	collect := func(ev outputEvents) {
-		p.reasoning += string(ev.reasoning)
-		p.content += string(ev.content)
-		for _, c := range ev.calls {
-			if c.id != "" {
-				if c.index != len(p.names) {
-					t.Fatalf("call %d opened out of order", c.index)
+	collect := func(ev toolparse.Events) {
+		p.reasoning += string(ev.Reasoning)
+		p.content += string(ev.Content)
+		for _, c := range ev.Calls {
+			if c.ID != "" {
+				if c.Index != len(p.names) {
+					t.Fatalf("call %d opened out of order", c.Index)
 				}
-				ids[c.index] = c.id
-				p.names = append(p.names, c.name)
+				ids[c.Index] = c.ID
+				p.names = append(p.names, c.Name)
 				p.args = append(p.args, "")
 			}
-			if c.index >= len(p.args) {
-				t.Fatalf("arguments for call %d before its header", c.index)
+			if c.Index >= len(p.args) {
+				t.Fatalf("arguments for call %d before its header", c.Index)
 			}
-			p.args[c.index] += c.args
+			p.args[c.Index] += c.Args
 		}
 	}
 	for _, s := range pieces {
@@ -64,9 +66,9 @@ func readStream(t *testing.T, reasoning string, tr *toolRequest, pieces []string
 	}
 	o.finish()
 	collect(o.take())
-	for i, c := range o.calls {
-		if ids[i] != c.id || !strings.HasPrefix(c.id, "call_") {
-			t.Fatalf("call %d: streamed id %q, message id %q", i, ids[i], c.id)
+	for i, c := range o.calls() {
+		if ids[i] != c.ID || !strings.HasPrefix(c.ID, "call_") {
+			t.Fatalf("call %d: streamed id %q, message id %q", i, ids[i], c.ID)
 		}
 	}
 	return p

@@ -38,8 +38,17 @@ func (d *Detokenizer) Step(in *ipc.TokenBatch) ([]ipc.TextBatch, error) {
 			continue
 		}
 		text := ""
+		out := &d.out[it.Owner]
 		if !it.NoText {
 			st, ok := d.table.Get(it.RID)
+			if !ok && it.CompletionTokens > int32(len(it.NewIDs)) {
+				// Ids went out for this request before, but not through this process (detokd
+				// restarted): its decoder state, held-back text and stop strings are gone, so
+				// its text cannot go on faithfully. Fail it, counting only what was delivered
+				// before; the owner aborts it at the rank.
+				out.Items = append(out.Items, lostState(it))
+				continue
+			}
 			if !ok {
 				var err error
 				if st, err = d.table.Open(it.RID, d.tok.NewDecoder(it.SkipSpecialTokens), it.StopStrings); err != nil {
@@ -52,8 +61,21 @@ func (d *Detokenizer) Step(in *ipc.TokenBatch) ([]ipc.TextBatch, error) {
 		if it.Finished {
 			d.table.Close(it.RID)
 		}
-		out := &d.out[it.Owner]
 		out.Items = append(out.Items, ipc.TextItem{TokenItem: *it, Text: text})
 	}
 	return d.out, errors.Join(errs...)
+}
+
+// ErrLostState is the error of a request whose detokenization state this detokd does not hold
+// although earlier output of it went out (a previous detokd process had it).
+const ErrLostState = "detokd restarted and lost this request's detokenization state (its text could not continue faithfully)"
+
+// lostState is the failing item that replaces it: no new ids or text, and a completion count of
+// what went out before it.
+func lostState(it *ipc.TokenItem) ipc.TextItem {
+	fail := *it
+	fail.CompletionTokens -= int32(len(it.NewIDs))
+	fail.NewIDs, fail.Logprobs, fail.TopLogprobIDs, fail.TopLogprobs = nil, nil, nil, nil
+	fail.Finished, fail.FinishReason, fail.Error, fail.MatchedStop, fail.MatchedStopToken = true, ipc.FinishError, ErrLostState, "", -1
+	return ipc.TextItem{TokenItem: fail}
 }

@@ -56,3 +56,33 @@ func TestDetokenizerStep(t *testing.T) {
 		t.Fatalf("owner out of range: err %v, out %+v", err, out)
 	}
 }
+
+// TestDetokenizerLostState: an item of a request this detokd has no state for, though earlier
+// ids of it went out (a previous detokd process had them), fails the request instead of going
+// on with a fresh decoder (lost held-back text and stop strings): no ids, no text, and the
+// completion count of what went out before. A first item opens the request as usual.
+func TestDetokenizerLostState(t *testing.T) {
+	tok, err := tokenizer.Load("../models/pico")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := NewDetokenizer(tok, 1)
+	out, err := d.Step(&ipc.TokenBatch{Items: []ipc.TokenItem{
+		{RID: "new", NewIDs: []int32{5, 6}, CompletionTokens: 2},
+		{RID: "old", NewIDs: []int32{7, 8}, CompletionTokens: 40, StopStrings: nil},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	items := out[0].Items
+	if len(items) != 2 || items[0].Finished || len(items[0].NewIDs) != 2 {
+		t.Fatalf("first item of a new request: %+v", items)
+	}
+	f := items[1]
+	if !f.Finished || f.FinishReason != ipc.FinishError || f.Error != ErrLostState || len(f.NewIDs) != 0 || f.Text != "" || f.CompletionTokens != 38 {
+		t.Fatalf("item of a request whose state is lost: %+v", f)
+	}
+	if d.table.Len() != 1 {
+		t.Errorf("%d streams open, want only the new request's", d.table.Len())
+	}
+}

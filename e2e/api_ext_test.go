@@ -218,6 +218,20 @@ func TestAPIExtensions(t *testing.T) {
 		if len(r) != 1 || r[0] == greedy {
 			t.Fatalf("-100 on the greedy token %d generated %v", greedy, r)
 		}
+		// the same on /generate's sampling_params (SGLang's)
+		code, body := e.post("/generate", map[string]any{"input_ids": promptIDs, "sampling_params": map[string]any{"max_new_tokens": 6,
+			"temperature": 1, "seed": 7, "ignore_eos": true, "logit_bias": map[string]float64{fmt.Sprint(forced): 100}}})
+		var g struct {
+			OutputIDs []int32 `json:"output_ids"`
+		}
+		if code != 200 || json.Unmarshal(body, &g) != nil || len(g.OutputIDs) != 6 {
+			t.Fatalf("/generate logit_bias: %d %s", code, body)
+		}
+		for _, id := range g.OutputIDs {
+			if id != forced {
+				t.Fatalf("/generate +100 on %d generated %v", forced, g.OutputIDs)
+			}
+		}
 	})
 
 	t.Run("guided_choice and ignored fields", func(t *testing.T) {

@@ -424,12 +424,22 @@ func TestProcessDeathFailsRequests(t *testing.T) {
 				ev, _ := e.sseEvents(context.Background(), "/generate", body)
 				done <- ev
 			}()
+			usageDone := make(chan clientStream, 1)
+			go func() {
+				usageDone <- readCompletionStream(context.Background(), e, map[string]any{"prompt": promptIDs, "max_tokens": 3000,
+					"ignore_eos": true, "stream": true, "return_token_ids": true, "stream_options": map[string]any{"include_usage": true}}, nil)
+			}()
 			time.Sleep(500 * time.Millisecond)
 			e.kill(victim)
 			select {
 			case ev := <-done:
 				if len(ev) == 0 || !strings.Contains(ev[len(ev)-2], "error") {
 					t.Fatalf("stream ended without an error event: %q", ev[max(0, len(ev)-3):])
+				}
+				// An OpenAI stream that failed with it reports, in its usage chunk, the ids it
+				// delivered (issue 29, item 2), not 0.
+				if r := <-usageDone; !r.errEvent || r.ids == 0 || r.usage != r.ids {
+					t.Errorf("failed completions stream: %d ids, error event %v, usage %d", r.ids, r.errEvent, r.usage)
 				}
 			case <-time.After(5 * time.Second):
 				t.Fatal("in-flight request hung after the process died")

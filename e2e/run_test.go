@@ -130,3 +130,91 @@ func TestMakeRunSupervises(t *testing.T) {
 	}
 	m.served(5 * time.Second)
 }
+
+// children lists the pids whose parent is pid.
+func children(pid int) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", child))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so read after its closing paren.
+		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			out = append(out, child)
+		}
+	}
+	return out
+}
+
+// alive reports whether pid is a live process (not a zombie).
+func alive(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	return len(f) > 0 && f[0] != "Z"
+}
+
+// `make run` recovers from what an operator or the OOM killer does (issue 29, item 6): the
+// tokenizerd supervisor killed outright takes its workers with it and the Procfile runner
+// restarts it; a deleted run directory makes every process exit and come back on a fresh one,
+// so a process that restarts later (detokd killed) can reach the others again.
+func TestMakeRunRecovers(t *testing.T) {
+	port := freePort(t)
+	m := startRunScript(t, port, filepath.Join(t.TempDir(), "run"))
+	m.served(60 * time.Second)
+
+	sup := m.pid("tokenizerd")
+	workers := children(sup)
+	if sup <= 0 || len(workers) == 0 {
+		t.Fatalf("tokenizerd supervisor pid %d, workers %v", sup, workers)
+	}
+	if err := syscall.Kill(sup, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for _, w := range workers {
+		for alive(w) && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if alive(w) {
+			t.Errorf("worker %d outlived its supervisor by 5 s", w)
+		}
+	}
+	took := m.served(30 * time.Second)
+	if now := m.pid("tokenizerd"); now == sup || now <= 0 {
+		t.Fatalf("tokenizerd supervisor: pid %d -> %d: not restarted", sup, now)
+	}
+	t.Logf("supervisor killed: served again after %v", took)
+
+	detokd := m.pid("detokd")
+	if err := os.RemoveAll(m.runDir); err != nil {
+		t.Fatal(err)
+	}
+	// Every process notices within its watch period and is restarted on a fresh directory; a
+	// detokd killed after that (the one now running, or the one from before if none came
+	// back) is restarted and finds the others.
+	deadline = time.Now().Add(10 * time.Second)
+	for m.pid("detokd") <= 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(2 * time.Second)
+	if pid := m.pid("detokd"); pid > 0 {
+		detokd = pid
+	}
+	_ = syscall.Kill(detokd, syscall.SIGKILL)
+	time.Sleep(500 * time.Millisecond)
+	took = m.served(60 * time.Second)
+	t.Logf("run dir deleted: served again after %v", took)
+	if !strings.Contains(m.out.String(), "run directory was deleted") {
+		t.Error("no process said that its run directory was deleted")
+	}
+}

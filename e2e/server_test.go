@@ -154,6 +154,7 @@ func TestGracefulShutdown(t *testing.T) {
 		errEv  bool
 		done   bool
 		finish string
+		usage  int // meta_info.completion_tokens of the finishing chunk
 		err    error
 	}
 	const streams, whole, short = 40, 20, 5
@@ -190,6 +191,7 @@ func TestGracefulShutdown(t *testing.T) {
 				r.tokens += len(c.OutputIDs)
 				if len(c.MetaInfo.FinishReason) > 0 && string(c.MetaInfo.FinishReason) != "null" {
 					r.finish = string(c.MetaInfo.FinishReason)
+					r.usage = c.MetaInfo.CompletionTokens
 				}
 				first()
 				return nil
@@ -257,6 +259,8 @@ func TestGracefulShutdown(t *testing.T) {
 			t.Errorf("stream %d: %d tokens, [DONE] %v: not ended cleanly", i, r.tokens, r.done)
 		case i < streams && !r.errEv:
 			t.Errorf("stream %d: cut by the drain without an error event (%d tokens)", i, r.tokens)
+		case r.usage != r.tokens:
+			t.Errorf("stream %d: %d tokens delivered, but its usage says %d", i, r.tokens, r.usage)
 		case i >= streams && (r.errEv || r.tokens != 100 || !strings.Contains(r.finish, "length")):
 			t.Errorf("short stream %d: %d tokens, finish %s, error event %v: want all 100 and length", i, r.tokens, r.finish, r.errEv)
 		}
@@ -264,6 +268,12 @@ func TestGracefulShutdown(t *testing.T) {
 	for i, code := range statuses {
 		if code != http.StatusServiceUnavailable || !strings.Contains(bodies[i], "shutting down") {
 			t.Errorf("whole request %d: %d %.200s, want a 503 saying the server is shutting down", i, code, bodies[i])
+		}
+		// It says how far the request got: the replay decodes a token every 5 ms, so well over
+		// 0 by the end of the 2 s drain.
+		var n int
+		if _, err := fmt.Sscanf(bodies[i][strings.Index(bodies[i], "after ")+len("after "):], "%d tokens", &n); err != nil || n == 0 {
+			t.Errorf("whole request %d: %.200s, want the tokens generated before the drain ended it", i, bodies[i])
 		}
 	}
 	for i := 0; i < multi; i++ {

@@ -396,3 +396,32 @@ func sameValue(a, b any) bool {
 	}
 	return reflect.DeepEqual(a, b)
 }
+
+// TestCheckNotFile: a model path that is a file but not GGUF is named as such (bad magic), not
+// taken for a directory; a GGUF file, a directory and a missing path pass (their loaders say).
+func TestCheckNotFile(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "x.gguf")
+	if err := os.WriteFile(bad, []byte("GGUG\x03\x00\x00\x00rest"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	short := filepath.Join(dir, "short.gguf")
+	if err := os.WriteFile(short, []byte("GG"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	good := filepath.Join(dir, "good.gguf")
+	if err := os.WriteFile(good, []byte("GGUF\x03\x00\x00\x00"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{bad, short} {
+		err := CheckNotFile(p)
+		if err == nil || !strings.Contains(err.Error(), "bad magic") || !strings.Contains(err.Error(), p) {
+			t.Errorf("%s: %v, want an error naming it and its bad magic", p, err)
+		}
+	}
+	for _, p := range []string{good, dir, filepath.Join(dir, "missing")} {
+		if err := CheckNotFile(p); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+}

@@ -43,3 +43,23 @@ func IsGGUF(path string) bool {
 	}
 	return bytes.Equal(magic[:], []byte(Magic))
 }
+
+// CheckNotFile returns an error when path is a file that is not a GGUF file, so a model path
+// that is neither a directory nor GGUF is reported as what it is (say, a GGUF file whose magic
+// is wrong) instead of as a missing file inside it; nil otherwise.
+func CheckNotFile(path string) error {
+	st, err := os.Stat(path)
+	if err != nil || st.IsDir() {
+		return nil
+	}
+	var magic [4]byte
+	n := 0
+	if fh, err := os.Open(path); err == nil {
+		n, _ = io.ReadFull(fh, magic[:])
+		fh.Close()
+	}
+	if n == len(magic) && bytes.Equal(magic[:], []byte(Magic)) {
+		return nil
+	}
+	return fmt.Errorf("model path %s is a file but not a GGUF file (bad magic %q, want %q) and not a model directory", path, magic[:n], Magic)
+}

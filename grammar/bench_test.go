@@ -1,6 +1,7 @@
 package grammar
 
 import (
+	"context"
 	"testing"
 )
 
@@ -43,7 +44,7 @@ func BenchmarkCompile(b *testing.B) {
 	mask := make([]uint64, (e.tok.VocabSize()+63)/64)
 	for i := 0; i < b.N; i++ {
 		c := &Compiler{vt: e.comp.vt, opts: e.comp.opts}
-		g, err := c.compileSchema(benchSchema, false)
+		g, err := c.compileSchema(context.Background(), benchSchema, false)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -1,6 +1,8 @@
 package grammar
 
 import (
+	"context"
+	"fmt"
 	"slices"
 
 	"github.com/llmserve/llmserve/grammar/internal/chardfa"
@@ -11,10 +13,14 @@ type fragment struct{ in, out int32 }
 
 // builder grows one Grammar's nodes and edges during a compile.
 type builder struct {
-	g        *Grammar                       // the grammar being built
-	maxNodes int                            // node budget (Limits.MaxStates)
-	over     bool                           // the budget was exceeded
-	freeQ    map[int32][numBodyStates]int32 // freeBody normal node -> its substate nodes
+	g        *Grammar // the grammar being built
+	maxNodes int      // node budget (Limits.MaxStates)
+	over     bool     // the budget was exceeded, or ctx ended: building stops
+	// ctx ends an abandoned compile: node() polls it, and once it has ended (or the budget
+	// is spent) nothing more is allocated, so a compile given up stops growing at once
+	ctx     context.Context
+	stopped error                          // ctx's error once seen
+	freeQ   map[int32][numBodyStates]int32 // freeBody normal node -> its substate nodes
 	// rule is the rule being built; reasons[r] say why rule r may accept
 	// nothing, and emptyWhat names the grammar, for emptyError
 	rule      int32
@@ -47,18 +53,47 @@ func grow[T any](s []T, v T) []T {
 	return append(s, v)
 }
 
+// ctxPoll is how many nodes are made between two looks at the builder's context.
+const ctxPoll = 4096
+
+// node adds a node. Over budget (or cancelled) it adds nothing and returns the last node,
+// which the failed compile never reads: the builder's memory stops growing where the budget
+// says, however much more the caller goes on building before it looks at b.over.
 func (b *builder) node() int32 {
+	if b.over {
+		return int32(len(b.g.nodes) - 1)
+	}
 	b.g.nodes = grow(b.g.nodes, node{call: -1, bodyState: -1, charsLeft: -1, loop: -1})
-	if len(b.g.nodes) > b.maxNodes {
+	n := len(b.g.nodes)
+	if n > b.maxNodes {
 		b.over = true
 	}
-	return int32(len(b.g.nodes) - 1)
+	if n%ctxPoll == 0 && b.ctx != nil {
+		if err := b.ctx.Err(); err != nil {
+			b.over, b.stopped = true, context.Cause(b.ctx)
+		}
+	}
+	return int32(n - 1)
 }
 
-func (b *builder) eps(a, c int32) { b.epsLinks = grow(b.epsLinks, epsLink{c, a}) }
+func (b *builder) eps(a, c int32) {
+	if !b.over {
+		b.epsLinks = grow(b.epsLinks, epsLink{c, a})
+	}
+}
 
 func (b *builder) edge(a int32, lo, hi byte, c int32) {
-	b.edgeLinks = grow(b.edgeLinks, edgeLink{edge{lo, hi, c}, a})
+	if !b.over {
+		b.edgeLinks = grow(b.edgeLinks, edgeLink{edge{lo, hi, c}, a})
+	}
+}
+
+// overErr is the error of a build that stopped: its context's, or the node budget's.
+func (b *builder) overErr(what string) error {
+	if b.stopped != nil {
+		return fmt.Errorf("grammar compile stopped: %w", b.stopped)
+	}
+	return errf("%s compiles to more than %d automaton nodes", what, b.maxNodes)
 }
 
 // takeEdges removes node a's edges while building and returns them in the
@@ -199,8 +234,8 @@ type builderScratch struct {
 // nodes, and their edge links).
 const scratchKeep = 1 << 18
 
-func (c *Compiler) newBuilder() *builder {
-	b := &builder{g: &Grammar{vt: c.vt}, maxNodes: c.opts.Limits.MaxStates}
+func (c *Compiler) newBuilder(ctx context.Context) *builder {
+	b := &builder{g: &Grammar{vt: c.vt}, maxNodes: c.opts.Limits.MaxStates, ctx: ctx}
 	c.scratchMu.Lock()
 	if sc := c.scratch; sc != nil {
 		c.scratch = nil

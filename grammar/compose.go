@@ -1,6 +1,7 @@
 package grammar
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -20,6 +21,9 @@ type Part struct {
 	Lit string `json:"lit,omitempty"`
 	// Schema is a JSON value valid against this JSON Schema, written compactly.
 	Schema json.RawMessage `json:"schema,omitempty"`
+	// Strict, with Schema, closes what the schema leaves open (true) or keeps JSON Schema's
+	// permissive defaults (false), as JSONSchemaStrict does; unset: Options.Strict.
+	Strict *bool `json:"strict,omitempty"`
 	// Text is free text with the limits FreeText gives.
 	Text *FreeText `json:"text,omitempty"`
 	// Regex is text fully matching this regular expression (the dialect of Compiler.Regex).
@@ -75,15 +79,19 @@ const maxComposeRepeat = 64
 
 // Compose compiles a composition given as the JSON of a Part (what a Spec of KindCompose holds).
 func (c *Compiler) Compose(spec string) (*Grammar, error) {
+	return c.compose(context.Background(), spec)
+}
+
+func (c *Compiler) compose(ctx context.Context, spec string) (*Grammar, error) {
 	if len(spec) > c.opts.Limits.MaxSchemaBytes {
 		return nil, errf("composed grammar is %d bytes, over the %d byte limit", len(spec), c.opts.Limits.MaxSchemaBytes)
 	}
-	return c.cached("c\x00"+spec, func() (*Grammar, error) {
+	return c.cached(ctx, "c\x00"+spec, func(ctx context.Context) (*Grammar, error) {
 		var p Part
 		if err := json.Unmarshal([]byte(spec), &p); err != nil {
 			return nil, errf("invalid composed grammar: %v", err)
 		}
-		b := c.newBuilder()
+		b := c.newBuilder(ctx)
 		b.g.rules = []int32{-1}
 		cc := &composer{c: c, b: b}
 		root, err := cc.part(&p, 0)
@@ -91,7 +99,7 @@ func (c *Compiler) Compose(spec string) (*Grammar, error) {
 			return nil, err
 		}
 		if b.over {
-			return nil, errf("composed grammar exceeds %d automaton nodes", c.opts.Limits.MaxStates)
+			return nil, b.overErr("composed grammar")
 		}
 		return c.finish(b, root)
 	})
@@ -124,7 +132,7 @@ func (cc *composer) part(p *Part, depth int) (fragment, error) {
 	case p.Lit != "":
 		return b.lit(p.Lit), nil
 	case p.Schema != nil:
-		r, err := cc.schema(p.Schema)
+		r, err := cc.schema(p.Schema, p.Strict)
 		if err != nil {
 			return fragment{}, err
 		}
@@ -236,10 +244,18 @@ func (cc *composer) repeat(r *Repeat, depth int) (fragment, error) {
 	return b.seq(fs...), nil
 }
 
-// schema returns the rule matching one JSON value valid against schema, built with the
-// Compiler's options (whitespace, strictness) as a standalone schema would be.
-func (cc *composer) schema(text json.RawMessage) (int32, error) {
-	key := string(text)
+// schema returns the rule matching one JSON value valid against schema, compiled exactly as
+// response_format compiles a schema (newSchemaCompiler): the Compiler's whitespace, strict as
+// the part says (else as Options.Strict), objects closed and members written at most once.
+func (cc *composer) schema(text json.RawMessage, strictPart *bool) (int32, error) {
+	strict := cc.c.opts.Strict
+	if strictPart != nil {
+		strict = *strictPart
+	}
+	key := "s\x00" + string(text)
+	if strict {
+		key = "S\x00" + string(text)
+	}
 	if r, ok := cc.schemas[key]; ok {
 		return r, nil
 	}
@@ -251,28 +267,16 @@ func (cc *composer) schema(text json.RawMessage) (int32, error) {
 	if root.kind != jsonObject && root.kind != jsonBool {
 		return 0, errf("invalid schema: not an object or boolean")
 	}
-	if err := validateSchemaDoc(root, key); err != nil {
+	if err := validateSchemaDoc(root, string(text)); err != nil {
 		return 0, err
 	}
-	b := cc.b
-	sc := &schemaCompiler{c: c, b: b, root: root, flex: c.opts.Whitespace == Flexible,
-		ids: map[string]*jsonValue{}, dupIDs: map[string]bool{}, anchors: map[string]*jsonValue{}, base: map[*jsonValue]string{},
-		rules: map[string]int32{}, anyRule: -1, one: map[*jsonValue]*parsed{}}
-	sc.index(root, "urn:grammar:root", 0)
+	sc := c.newSchemaCompiler(cc.b, root, strict)
 	r := sc.ruleFor([]*jsonValue{root})
-	for len(sc.queue) > 0 {
-		q := sc.queue[0]
-		sc.queue = sc.queue[1:]
-		f, err := sc.value(q.conj)
-		if err != nil {
-			return 0, err
-		}
-		if b.over {
-			return 0, errf("schema compiles to more than %d automaton nodes", c.opts.Limits.MaxStates)
-		}
-		b.g.nodes[f.out].final = true
-		b.g.rules[q.rule] = f.in
+	outer := cc.b.rule
+	if err := sc.drain(); err != nil {
+		return 0, err
 	}
+	cc.b.rule = outer
 	if cc.schemas == nil {
 		cc.schemas = map[string]int32{}
 	}

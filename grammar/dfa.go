@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // The grammar is a recursive transition network over bytes: nodes with byte
@@ -90,6 +91,14 @@ type Grammar struct {
 	maxStates int
 	start     int32
 
+	// the bounds of the mask computation under way (see tick), guarded by mu: the work done, the
+	// work allowed (0: no bound) and the deadline (zero: none)
+	ops, opsMax int64
+	stopAt      time.Time
+	// exhausted: a closure was refused for want of DFA states (maxStates): from then on
+	// transitions the masks counted on may be dead
+	exhausted bool
+
 	// scratch, guarded by mu
 	work  []uint64
 	out   []uint64
@@ -153,6 +162,7 @@ func (g *Grammar) closure(seeds []uint64) int32 {
 	work := append(g.work[:0], seeds...)
 	accept, popped := false, false
 	for len(work) > 0 {
+		g.tick()
 		c := work[len(work)-1]
 		work = work[:len(work)-1]
 		if _, ok := g.seen[c]; ok {
@@ -163,6 +173,12 @@ func (g *Grammar) closure(seeds []uint64) int32 {
 		n := &g.nodes[nd]
 		if n.e1 > n.e0 {
 			out = append(out, c)
+			if len(out) > maxConfigs {
+				// an ambiguous grammar's configurations can double at each level of nesting:
+				// refuse, and say so, as when the DFA runs out of states
+				g.work, g.out = work[:0], out[:0]
+				return g.overgrown()
+			}
 		}
 		for _, e := range g.eps[n.p0:n.p1] {
 			work = append(work, pack(e, st))
@@ -205,7 +221,7 @@ func (g *Grammar) closure(seeds []uint64) int32 {
 		return i
 	}
 	if len(g.states) >= g.maxStates {
-		return 0 // over budget: refuse rather than accept too much
+		return g.overgrown()
 	}
 	ds := &dfaState{cfg: slices.Clone(out), accept: accept, popped: popped, bodyState: -2, loop: -1}
 	if len(out) == 1 {
@@ -234,6 +250,21 @@ func (g *Grammar) closure(seeds []uint64) int32 {
 	g.grow(stateBytes + 8*len(out) + len(key))
 	g.rowOf = append(g.rowOf, -1)
 	return i
+}
+
+// maxConfigs bounds the configurations of one DFA state (a variable for tests).
+var maxConfigs = 1 << 16
+
+// overgrown refuses a closure over budget (DFA states, or configurations in one state): it is
+// dead, rather than accepting too much, and the grammar says so from then on (a mask cached
+// before may allow what is now refused: FillMaskWithin reports ErrDFAExhausted, failing the
+// request). A bounded mask computation stops here: it cannot be trusted. g.mu is held.
+func (g *Grammar) overgrown() int32 {
+	g.exhausted = true
+	if g.opsMax > 0 || !g.stopAt.IsZero() {
+		panic(maskAbort{ErrDFAExhausted})
+	}
+	return 0
 }
 
 // newRow gives state s a row of transitions, all unknown. Rows are made

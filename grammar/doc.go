@@ -141,7 +141,20 @@
 //
 // Compiles are cached per Compiler (LRU bounded by count and by bytes, the
 // DFA and masks counted as they grow: Grammar.Bytes); equal concurrent
-// requests wait for one compile. Regex DFAs are memoized process-wide. A
+// requests wait for one compile. A compile is bounded while it builds: the
+// builder stops allocating at its node budget (Limits.MaxStates) and when
+// the context of Compile ends (polled every few thousand nodes), and a
+// stopped compile is not cached; GBNF repetitions are sized from the parse
+// and refused before anything is built when they would expand past the
+// budget (nested {m,n} counts multiply). Mask cost is bounded too: a compile
+// explores the DFA from the start and refuses a state of more than
+// maxStateConfigs configurations (a mask closes them once per trie node it
+// steps), and computes the first masks within maxMaskOps units of work;
+// Matcher.FillMaskWithin gives a mask up at a deadline. Free-form values
+// (any JSON value) nest at most maxAnyDepth containers, a bound the grammar
+// itself states, so masks never offer a bracket the DFA's stack cut
+// (maxStackDepth) would strand; their rule has one call site per container,
+// so a prefix has one parse. Regex DFAs are memoized process-wide. A
 // schema is checked against its draft's metaschema (compiled once per
 // process) before it is compiled (validation.go).
 package grammar

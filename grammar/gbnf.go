@@ -1,6 +1,7 @@
 package grammar
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"unicode/utf8"
@@ -413,11 +414,15 @@ type gbnfCompiler struct {
 // GBNF compiles a grammar in llama.cpp's GBNF syntax, starting at rule root.
 // Malformed grammars are an *Error naming the line and column.
 func (c *Compiler) GBNF(grammar string) (*Grammar, error) {
+	return c.gbnf(context.Background(), grammar)
+}
+
+func (c *Compiler) gbnf(ctx context.Context, grammar string) (*Grammar, error) {
 	if len(grammar) > c.opts.Limits.MaxSchemaBytes {
 		return nil, errf("grammar is %d bytes, over the %d byte limit", len(grammar), c.opts.Limits.MaxSchemaBytes)
 	}
-	return c.cached("g\x00"+grammar, func() (*Grammar, error) {
-		b := c.newBuilder()
+	return c.cached(ctx, "g\x00"+grammar, func(ctx context.Context) (*Grammar, error) {
+		b := c.newBuilder(ctx)
 		b.g.rules = []int32{-1}
 		b.emptyWhat = "the grammar accepts no text"
 		root, err := c.buildGBNF(b, grammar)
@@ -453,6 +458,9 @@ func (c *Compiler) buildGBNF(b *builder, grammar string) (int32, error) {
 	if err := gc.checkLeftRecursion(rules); err != nil {
 		return 0, err
 	}
+	if err := gc.checkSize(rules, b.maxNodes-len(b.g.nodes)); err != nil {
+		return 0, err
+	}
 	for _, r := range rules {
 		gc.rules[r.name] = int32(len(b.g.rules))
 		b.g.rules = append(b.g.rules, -1)
@@ -461,7 +469,7 @@ func (c *Compiler) buildGBNF(b *builder, grammar string) (int32, error) {
 		b.rule = gc.rules[r.name]
 		f := gc.build(r.body)
 		if b.over {
-			return 0, errf("grammar compiles to more than %d automaton nodes", c.opts.Limits.MaxStates)
+			return 0, b.overErr("grammar")
 		}
 		b.g.nodes[f.out].final = true
 		b.g.rules[gc.rules[r.name]] = f.in
@@ -580,9 +588,83 @@ func (gc *gbnfCompiler) checkLeftRecursion(rules []gbnfRule) error {
 	return nil
 }
 
-// build emits the automaton of e.
+// sizeCap saturates node estimates: {1000} nested three deep is 10^9 copies.
+const sizeCap = 1 << 40
+
+// nodesOf estimates how many automaton nodes build makes for e (saturating at sizeCap), and
+// reports the repetition whose expansion is the largest part of it.
+func nodesOf(e *gbnfExpr, worst **gbnfExpr, worstN *int64) int64 {
+	add := func(a, b int64) int64 { return min(a+b, sizeCap) }
+	mul := func(a int64, k int) int64 {
+		if k == 0 {
+			return 0
+		}
+		if a > sizeCap/int64(k) {
+			return sizeCap
+		}
+		return a * int64(k)
+	}
+	switch e.kind {
+	case gbnfLiteral:
+		return int64(len(e.text)) + 1
+	case gbnfClass:
+		return 2 + 3*int64(len(e.ranges)) // the UTF-8 suffix nodes of each range
+	case gbnfRef:
+		return 2
+	case gbnfSeq, gbnfAlt:
+		n := int64(2)
+		for _, k := range e.kids {
+			n = add(n, nodesOf(k, worst, worstN))
+		}
+		return n
+	}
+	one := nodesOf(e.kids[0], worst, worstN)
+	copies := e.min
+	if e.max < 0 {
+		copies++
+	} else {
+		copies = e.max
+	}
+	n := add(mul(add(one, 2), copies), 2)
+	if n > *worstN {
+		*worst, *worstN = e, n
+	}
+	return n
+}
+
+// checkSize refuses, before anything is built, a grammar whose repetitions expand beyond the
+// node budget left (each {m,n} is built out m..n times, so nested counts multiply: a 34-byte
+// grammar can ask for 10^9 nodes).
+func (gc *gbnfCompiler) checkSize(rules []gbnfRule, budget int) error {
+	var total int64
+	var worst *gbnfExpr
+	var worstN int64
+	for _, r := range rules {
+		total = min(total+nodesOf(r.body, &worst, &worstN), sizeCap)
+	}
+	if total <= int64(budget) {
+		return nil
+	}
+	approx := func(n int64) string {
+		if n >= sizeCap {
+			return "over 10^12"
+		}
+		return fmt.Sprintf("about %d", n)
+	}
+	if worst != nil {
+		return errf("gbnf: line %d column %d: repetition expands to %s automaton nodes (the whole grammar to %s), over the %d node limit",
+			worst.at.line, worst.at.col, approx(worstN), approx(total), budget)
+	}
+	return errf("gbnf: grammar expands to %s automaton nodes, over the %d node limit", approx(total), budget)
+}
+
+// build emits the automaton of e. Once the builder is over its budget (or its compile was
+// given up) it returns at once: the caller sees b.over and fails.
 func (gc *gbnfCompiler) build(e *gbnfExpr) fragment {
 	b := gc.b
+	if b.over {
+		return fragment{}
+	}
 	switch e.kind {
 	case gbnfLiteral:
 		return b.lit(e.text)
@@ -606,6 +688,9 @@ func (gc *gbnfCompiler) build(e *gbnfExpr) fragment {
 	// repetition: min copies, then max-min optional ones or a loop
 	var fs []fragment
 	for range e.min {
+		if b.over {
+			return fragment{}
+		}
 		fs = append(fs, gc.build(e.kids[0]))
 	}
 	switch {
@@ -613,6 +698,9 @@ func (gc *gbnfCompiler) build(e *gbnfExpr) fragment {
 		fs = append(fs, b.star(gc.build(e.kids[0])))
 	default:
 		for range e.max - e.min {
+			if b.over {
+				return fragment{}
+			}
 			fs = append(fs, b.opt(gc.build(e.kids[0])))
 		}
 	}
@@ -644,8 +732,8 @@ func (c *Compiler) Choice(options []string) (*Grammar, error) {
 	if len(key) > c.opts.Limits.MaxSchemaBytes {
 		return nil, errf("choice is %d bytes, over the %d byte limit", len(key), c.opts.Limits.MaxSchemaBytes)
 	}
-	return c.cached(string(key), func() (*Grammar, error) {
-		b := c.newBuilder()
+	return c.cached(context.Background(), string(key), func(ctx context.Context) (*Grammar, error) {
+		b := c.newBuilder(ctx)
 		b.g.rules = []int32{0}
 		b.emptyWhat = "choice accepts no text"
 		fs := make([]fragment, len(options))

@@ -2,6 +2,8 @@ package grammar
 
 import (
 	"container/list"
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -76,9 +78,10 @@ type cacheEnt struct {
 
 // flight is one compile under way; g and err are set before done closes.
 type flight struct {
-	done chan struct{}
-	g    *Grammar
-	err  error
+	done    chan struct{}
+	g       *Grammar
+	err     error
+	stopped bool // its context ended the build: nothing was cached
 }
 
 // NewCompiler precomputes the vocabulary tables shared by all grammars.
@@ -103,37 +106,50 @@ func NewCompiler(v Vocab, eos []int32, opts Options) *Compiler {
 }
 
 // cached returns the grammar for key, building it at most once at a time:
-// a request for a key being compiled waits for that compile.
-func (c *Compiler) cached(key string, build func() (*Grammar, error)) (*Grammar, error) {
-	c.mu.Lock()
-	if el, ok := c.cache[key]; ok {
-		c.lru.MoveToFront(el)
-		e := el.Value.(*cacheEnt)
-		c.mu.Unlock()
-		return e.g, e.err
-	}
-	if f := c.inflight[key]; f != nil {
-		c.mu.Unlock()
-		<-f.done
-		return f.g, f.err
-	}
-	f := &flight{done: make(chan struct{})}
-	c.inflight[key] = f
-	c.mu.Unlock()
-	g, err := build()
-	if err != nil {
-		if _, ok := err.(*Error); !ok {
-			err = &Error{Reason: err.Error()}
+// a request for a key being compiled waits for that compile. A build that
+// ctx stopped is not cached: a waiter whose own ctx is live builds it anew.
+func (c *Compiler) cached(ctx context.Context, key string, build func(ctx context.Context) (*Grammar, error)) (*Grammar, error) {
+	for {
+		c.mu.Lock()
+		if el, ok := c.cache[key]; ok {
+			c.lru.MoveToFront(el)
+			e := el.Value.(*cacheEnt)
+			c.mu.Unlock()
+			return e.g, e.err
 		}
+		if f := c.inflight[key]; f != nil {
+			c.mu.Unlock()
+			select {
+			case <-f.done:
+			case <-ctx.Done():
+				return nil, fmt.Errorf("grammar compile abandoned: %w", context.Cause(ctx))
+			}
+			if f.stopped && ctx.Err() == nil {
+				continue
+			}
+			return f.g, f.err
+		}
+		f := &flight{done: make(chan struct{})}
+		c.inflight[key] = f
+		c.mu.Unlock()
+		g, err := build(ctx)
+		stopped := err != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
+		if err != nil && !stopped {
+			if _, ok := err.(*Error); !ok {
+				err = &Error{Reason: err.Error()}
+			}
+		}
+		f.g, f.err, f.stopped = g, err, stopped
+		c.mu.Lock()
+		delete(c.inflight, key)
+		if !stopped {
+			c.cache[key] = c.lru.PushFront(&cacheEnt{key: key, g: g, err: err})
+			c.evict()
+		}
+		c.mu.Unlock()
+		close(f.done)
+		return g, err
 	}
-	f.g, f.err = g, err
-	c.mu.Lock()
-	delete(c.inflight, key)
-	c.cache[key] = c.lru.PushFront(&cacheEnt{key: key, g: g, err: err})
-	c.evict()
-	c.mu.Unlock()
-	close(f.done)
-	return g, err
 }
 
 // evict drops the least recently used grammars while the cache holds more
@@ -161,7 +177,7 @@ func (c *Compiler) evict() {
 
 func (c *Compiler) finish(b *builder, root fragment) (*Grammar, error) {
 	if b.over {
-		return nil, errf("grammar exceeds %d automaton nodes", c.opts.Limits.MaxStates)
+		return nil, b.overErr("grammar")
 	}
 	g := b.g
 	g.nodes[root.out].final = true
@@ -185,6 +201,9 @@ func (c *Compiler) finish(b *builder, root fragment) (*Grammar, error) {
 	}
 	c.release(b, buf)
 	g.initDFA(c.opts.Limits.MaxStates)
+	if err := g.checkMaskCost(); err != nil {
+		return nil, err
+	}
 	g.grow(len(g.nodes)*int(unsafe.Sizeof(node{})) + len(g.edges)*int(unsafe.Sizeof(edge{})) +
 		4*(len(g.eps)+len(g.rules)) + 16*len(g.classes))
 	return g, nil
@@ -200,6 +219,10 @@ func (c *Compiler) JSONSchema(schema string) (*Grammar, error) {
 // the schema leaves open by default, false keeps JSON Schema's permissive
 // defaults (see Options.Strict).
 func (c *Compiler) JSONSchemaStrict(schema string, strict bool) (*Grammar, error) {
+	return c.jsonSchema(context.Background(), schema, strict)
+}
+
+func (c *Compiler) jsonSchema(ctx context.Context, schema string, strict bool) (*Grammar, error) {
 	if len(schema) > c.opts.Limits.MaxSchemaBytes {
 		return nil, errf("schema is %d bytes, over the %d byte limit", len(schema), c.opts.Limits.MaxSchemaBytes)
 	}
@@ -207,27 +230,33 @@ func (c *Compiler) JSONSchemaStrict(schema string, strict bool) (*Grammar, error
 	if strict {
 		key = "S\x00"
 	}
-	return c.cached(key+schema, func() (*Grammar, error) { return c.compileSchema(schema, strict) })
+	return c.cached(ctx, key+schema, func(ctx context.Context) (*Grammar, error) { return c.compileSchema(ctx, schema, strict) })
 }
 
 // JSONObject compiles a grammar for any JSON object.
-func (c *Compiler) JSONObject() (*Grammar, error) {
-	return c.cached("o\x00", func() (*Grammar, error) {
-		return c.compileSchema(`{"type":"object"}`, false)
+func (c *Compiler) JSONObject() (*Grammar, error) { return c.jsonObject(context.Background()) }
+
+func (c *Compiler) jsonObject(ctx context.Context) (*Grammar, error) {
+	return c.cached(ctx, "o\x00", func(ctx context.Context) (*Grammar, error) {
+		return c.compileSchema(ctx, `{"type":"object"}`, false)
 	})
 }
 
 // Regex compiles a grammar for strings fully matching pattern.
 func (c *Compiler) Regex(pattern string) (*Grammar, error) {
+	return c.regex(context.Background(), pattern)
+}
+
+func (c *Compiler) regex(ctx context.Context, pattern string) (*Grammar, error) {
 	if len(pattern) > c.opts.Limits.MaxSchemaBytes {
 		return nil, errf("regex is %d bytes, over the %d byte limit", len(pattern), c.opts.Limits.MaxSchemaBytes)
 	}
-	return c.cached("r\x00"+pattern, func() (*Grammar, error) {
+	return c.cached(ctx, "r\x00"+pattern, func(ctx context.Context) (*Grammar, error) {
 		d, err := chardfa.Regex(pattern, false)
 		if err != nil {
 			return nil, err
 		}
-		b := c.newBuilder()
+		b := c.newBuilder(ctx)
 		b.g.rules = []int32{0}
 		b.emptyWhat = fmt.Sprintf("regex %q matches no string", pattern)
 		return c.finish(b, b.rawChars(d))

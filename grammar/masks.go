@@ -59,6 +59,7 @@ func (g *Grammar) walkPlain(tr *trie, lo, hi int32, s int32) {
 		st[tr.d[lo]] = s
 	}
 	for i := lo; i < hi; {
+		g.tick()
 		d := tr.d[i]
 		t := g.step(st[d], tr.b[i])
 		if t == 0 {
@@ -202,6 +203,7 @@ func (g *Grammar) walkRange(tr *trie, lo, hi int32, s int32, lm *localMask) {
 	// body (trie.cons) is accepted; the walk starts at the root (depth 0).
 	total := tr == g.vt.trie && g.states[s].total
 	for i := lo; i < hi; {
+		g.tick()
 		if total && tr.cons[i] {
 			g.toks = append(g.toks, tr.order[tr.pos[i]:tr.pos[tr.end[i]]]...)
 			i = tr.end[i]

@@ -2,6 +2,7 @@ package grammar
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"math/bits"
@@ -341,7 +342,7 @@ func TestCompileOnceWhileInFlight(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			got[i], _ = c.cached("test", func() (*Grammar, error) {
+			got[i], _ = c.cached(context.Background(), "test", func(context.Context) (*Grammar, error) {
 				builds.Add(1)
 				<-release
 				return want, nil

@@ -1,6 +1,7 @@
 package grammar
 
 import (
+	"context"
 	"fmt"
 	"math/big"
 	"math/bits"
@@ -58,7 +59,7 @@ type parsed struct {
 
 // compileSchema compiles one JSON Schema document; strict closes objects
 // and tuples the schema leaves open by default (see Options.Strict).
-func (c *Compiler) compileSchema(text string, strict bool) (*Grammar, error) {
+func (c *Compiler) compileSchema(ctx context.Context, text string, strict bool) (*Grammar, error) {
 	// Each described level takes up to two schema levels ("properties" then the name).
 	root, err := parseJSONValue([]byte(text), 2*c.opts.Limits.MaxDepth+2)
 	if err != nil {
@@ -70,31 +71,49 @@ func (c *Compiler) compileSchema(text string, strict bool) (*Grammar, error) {
 	if err := validateSchemaDoc(root, text); err != nil {
 		return nil, err
 	}
-	b := c.newBuilder()
+	b := c.newBuilder(ctx)
+	b.g.rules = []int32{-1}
+	b.emptyWhat = "the schema allows no document"
+	sc := c.newSchemaCompiler(b, root, strict)
+	top := b.seq(sc.ws(), b.call(sc.ruleFor([]*jsonValue{root})), sc.ws())
+	if err := sc.drain(); err != nil {
+		return nil, err
+	}
+	return c.finish(b, top)
+}
+
+// newSchemaCompiler prepares the compile of schema root into b. Every schema
+// is compiled through it, alone (response_format) or as a part of a
+// composition (tool arguments, output after reasoning), so both get the same
+// strictness, member tracking and draft rules.
+func (c *Compiler) newSchemaCompiler(b *builder, root *jsonValue, strict bool) *schemaCompiler {
 	sc := &schemaCompiler{c: c, b: b, root: root, flex: c.opts.Whitespace == Flexible, strict: strict,
 		ids: map[string]*jsonValue{}, dupIDs: map[string]bool{}, anchors: map[string]*jsonValue{}, base: map[*jsonValue]string{},
 		rules: map[string]int32{}, anyRule: -1, one: map[*jsonValue]*parsed{}, keySites: keySitesBudget}
 	draft := draftOf(root)
 	sc.refAlone, sc.unknown = draft != 0, laterKeywords[draft]
 	sc.index(root, "urn:grammar:root", 0)
-	b.g.rules = []int32{-1}
-	b.emptyWhat = "the schema allows no document"
-	top := b.seq(sc.ws(), b.call(sc.ruleFor([]*jsonValue{root})), sc.ws())
+	return sc
+}
+
+// drain builds every rule queued by ruleFor.
+func (sc *schemaCompiler) drain() error {
+	b := sc.b
 	for len(sc.queue) > 0 {
 		q := sc.queue[0]
 		sc.queue = sc.queue[1:]
 		b.rule = q.rule
 		f, err := sc.value(q.conj)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if b.over {
-			return nil, errf("schema compiles to more than %d automaton nodes", c.opts.Limits.MaxStates)
+			return b.overErr("schema")
 		}
 		b.g.nodes[f.out].final = true
 		b.g.rules[q.rule] = f.in
 	}
-	return c.finish(b, top)
+	return nil
 }
 
 // draftOf is the draft root's $schema names: 3, 4, 6 or 7, or 0 for
@@ -200,29 +219,67 @@ var annotationKeys = map[string]bool{
 	"example": true, "discriminator": true, "nullable": true, "xml": true, "externalDocs": true,
 }
 
+// maxAnyDepth is how deeply a free-form value (an untyped property, an
+// object without properties, items of any value) may nest arrays and
+// objects. The bound is in the grammar (one rule per level left, the last
+// allowing only scalars and empty containers), so the masks say it: the
+// DFA's own cut at maxStackDepth would let a mask offer an opening bracket
+// whose value then could not be written.
+const maxAnyDepth = 32
+
+// anyValueRule returns the rule matching any JSON value nesting at most
+// maxAnyDepth containers.
 func (sc *schemaCompiler) anyValueRule() int32 {
 	if sc.anyRule >= 0 {
 		return sc.anyRule
 	}
 	b := sc.b
-	r := int32(len(b.g.rules))
-	b.g.rules = append(b.g.rules, -1)
-	sc.anyRule = r
-	ws := sc.ws
-	val := func() fragment { return b.call(r) }
-	arr := b.alt(
-		b.seq(b.lit("["), ws(), b.lit("]")),
-		b.seq(b.lit("["), ws(), b.star(b.seq(val(), ws(), b.lit(","), ws())), val(), ws(), b.lit("]")),
-	)
-	member := func() fragment { return b.seq(b.freeString(), ws(), b.lit(":"), ws(), val()) }
-	obj := b.alt(
-		b.seq(b.lit("{"), ws(), b.lit("}")),
-		b.seq(b.lit("{"), ws(), b.star(b.seq(member(), ws(), b.lit(","), ws())), member(), ws(), b.lit("}")),
-	)
-	f := b.alt(b.lit("null"), b.lit("true"), b.lit("false"), sc.numberAny(), b.freeString(), arr, obj)
-	b.g.nodes[f.out].final = true
-	b.g.rules[r] = f.in
-	return r
+	// Each container has exactly one call site for its items (a loop back
+	// to it after each comma), so every prefix has one parse: two sites (a
+	// first item, then a starred rest) would double a state's configurations
+	// at each level of nesting, 2^depth of them.
+	container := func(open, close string, item func() fragment) fragment {
+		ws := sc.ws
+		o := b.seq(b.lit(open), ws())
+		end := b.node()
+		empty := b.lit(close)
+		b.eps(o.out, empty.in)
+		b.eps(empty.out, end)
+		if item == nil {
+			return fragment{o.in, end}
+		}
+		it := item()
+		b.eps(o.out, it.in)
+		after := b.seq(it, ws())
+		cl := b.lit(close)
+		b.eps(after.out, cl.in)
+		b.eps(cl.out, end)
+		comma := b.seq(b.lit(","), ws())
+		b.eps(after.out, comma.in)
+		b.eps(comma.out, it.in)
+		return fragment{o.in, end}
+	}
+	inner := int32(-1) // the rule one level down
+	for level := 0; level <= maxAnyDepth; level++ {
+		r := int32(len(b.g.rules))
+		b.g.rules = append(b.g.rules, -1)
+		var arrItem, objItem func() fragment
+		if inner >= 0 {
+			down := inner
+			arrItem = func() fragment { return b.call(down) }
+			objItem = func() fragment {
+				return b.seq(b.freeString(), sc.ws(), b.lit(":"), sc.ws(), b.call(down))
+			}
+		}
+		arr := container("[", "]", arrItem)
+		obj := container("{", "}", objItem)
+		f := b.alt(b.lit("null"), b.lit("true"), b.lit("false"), sc.numberAny(), b.freeString(), arr, obj)
+		b.g.nodes[f.out].final = true
+		b.g.rules[r] = f.in
+		inner = r
+	}
+	sc.anyRule = inner
+	return inner
 }
 
 // value builds a fragment for one JSON value valid against conj.

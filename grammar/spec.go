@@ -45,9 +45,9 @@ type Spec struct {
 }
 
 // Compile compiles s (cached, like the kind's own method). It returns when the compile ends or
-// ctx does, whichever is first: a caller bounds its wait with a deadline. A compile that ctx
-// abandons runs on to its end (compiles are bounded by Limits) and its result is cached for
-// the next request with the same spec.
+// ctx does, whichever is first, and ctx's end also stops the compile's work: the builder polls
+// it and allocates nothing more once it has ended, so the caller's deadline bounds both its
+// wait and the CPU and memory spent. A compile stopped this way is not cached.
 func (c *Compiler) Compile(ctx context.Context, s Spec) (*Grammar, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("grammar compile not started: %w", err)
@@ -56,9 +56,9 @@ func (c *Compiler) Compile(ctx context.Context, s Spec) (*Grammar, error) {
 		g   *Grammar
 		err error
 	}
-	done := make(chan result, 1) // buffered: an abandoned compile does not block
+	done := make(chan result, 1) // buffered: a compile stopping after its caller left does not block
 	go func() {
-		g, err := c.compileSpec(s)
+		g, err := c.compileSpec(ctx, s)
 		done <- result{g, err}
 	}()
 	select {
@@ -69,18 +69,31 @@ func (c *Compiler) Compile(ctx context.Context, s Spec) (*Grammar, error) {
 	}
 }
 
-func (c *Compiler) compileSpec(s Spec) (*Grammar, error) {
+// CompileWait is Compile, but it returns only once the compile's work has stopped (finished, or
+// stopped by ctx): a caller that holds a compile slot frees it when the CPU is free again.
+func (c *Compiler) CompileWait(ctx context.Context, s Spec) (*Grammar, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("grammar compile not started: %w", err)
+	}
+	g, err := c.compileSpec(ctx, s)
+	if err != nil && ctx.Err() != nil {
+		return nil, fmt.Errorf("grammar compile abandoned: %w", context.Cause(ctx))
+	}
+	return g, err
+}
+
+func (c *Compiler) compileSpec(ctx context.Context, s Spec) (*Grammar, error) {
 	switch s.Kind {
 	case KindJSONSchema:
-		return c.JSONSchema(s.Text)
+		return c.jsonSchema(ctx, s.Text, c.opts.Strict)
 	case KindJSONObject:
-		return c.JSONObject()
+		return c.jsonObject(ctx)
 	case KindRegex:
-		return c.Regex(s.Text)
+		return c.regex(ctx, s.Text)
 	case KindCompose:
-		return c.Compose(s.Text)
+		return c.compose(ctx, s.Text)
 	case KindGBNF:
-		return c.GBNF(s.Text)
+		return c.gbnf(ctx, s.Text)
 	}
 	return nil, fmt.Errorf("compile: unknown grammar kind %v", s.Kind)
 }

@@ -392,7 +392,7 @@ const (
 
 func (m *GenerateRequest) size() int {
 	return headerLen + sizeStr(m.RID) + 4 + 8 + sizeI32s(m.InputIDs) + sizeSampling(&m.Sampling) + 2*4 +
-		sizeI32s(m.StopTokenIDs) + sizeStrs(m.StopStrings) + 1 + 4 + 1 + sizeStr(m.Grammar.Spec) + 4 + 8 + 4 + sizeStr(m.RequestID)
+		sizeI32s(m.StopTokenIDs) + sizeStrs(m.StopStrings) + 1 + 4 + 1 + sizeStr(m.Grammar.Spec) + 4 + 8 + 4 + sizeStr(m.RequestID) + 4
 }
 
 // Append implements Message.
@@ -417,6 +417,7 @@ func (m *GenerateRequest) Append(dst []byte) []byte {
 	dst = appendI64(dst, m.ArrivalUnixNano)
 	dst = appendI32(dst, m.TopLogprobs)
 	dst = appendStr(dst, m.RequestID)
+	dst = appendI32(dst, m.Priority)
 	return dst
 }
 
@@ -450,6 +451,7 @@ func (m *GenerateRequest) Decode(frame []byte) error {
 	m.ArrivalUnixNano = r.i64("arrival")
 	m.TopLogprobs = r.i32("top_logprobs")
 	m.RequestID = r.str(m.RequestID, "request_id")
+	m.Priority = r.i32("priority")
 	return r.done(MsgGenerateRequest)
 }
 
@@ -483,13 +485,14 @@ func (m *Abort) Decode(frame []byte) error {
 func sizeLoad(l *Load) int { return loadFixedLen + 4 + 8*len(l.Received) + 4 + 8*len(l.ReceivedTokens) }
 
 // loadFixedLen is the encoded size of a Load's fixed-width fields.
-const loadFixedLen = 7 * 8
+const loadFixedLen = 8 * 8
 
 func appendLoad(dst []byte, l *Load) []byte {
 	dst = appendI64(dst, l.Running)
 	dst = appendI64(dst, l.Waiting)
 	dst = appendI64(dst, l.KVTokensUsed)
 	dst = appendI64(dst, l.KVTokensCapacity)
+	dst = appendI64(dst, l.KVBlockSize)
 	dst = appendI64(dst, l.WaitingTokens)
 	dst = appendU64(dst, l.Preemptions)
 	dst = appendU64(dst, l.PrefixHitTokens)
@@ -502,6 +505,7 @@ func (r *reader) load(l *Load) {
 	l.Waiting = r.i64("load.waiting")
 	l.KVTokensUsed = r.i64("load.kv_used")
 	l.KVTokensCapacity = r.i64("load.kv_capacity")
+	l.KVBlockSize = r.i64("load.kv_block_size")
 	l.WaitingTokens = r.i64("load.waiting_tokens")
 	l.Preemptions = r.u64("load.preemptions")
 	l.PrefixHitTokens = r.u64("load.prefix_hit_tokens")

@@ -8,4 +8,7 @@
 // Endpoints are "ipc://path" (under a private run directory, see RunDir) or "tcp://host:port".
 //
 // Every frame starts with WireVersion and a MsgType byte; Decode rejects anything else.
+//
+// KV-cache events (kvevents.go, kvpub.go) are the one outward-facing format: vLLM's msgpack
+// EventBatch on a PUB socket with a replay ROUTER, for indexers outside the engine.
 package ipc

@@ -4,7 +4,7 @@ import "fmt"
 
 // WireVersion is the first byte of every frame. Bump it on any incompatible layout change;
 // decoders refuse frames of any other version.
-const WireVersion byte = 8
+const WireVersion byte = 10
 
 // MsgType is the second byte of every frame.
 type MsgType uint8
@@ -161,6 +161,8 @@ type GenerateRequest struct {
 	PromptLogprobs bool
 	// RequestID is the client's X-Request-Id (or the worker's own), for the rank's log lines.
 	RequestID string
+	// Priority orders the rank's queue under its priority policy (lower first).
+	Priority int32
 }
 
 // Abort cancels a request at the scheduler that runs it. An empty RID (never a request's)
@@ -179,6 +181,8 @@ type Load struct {
 	Waiting          int64 // requests queued
 	KVTokensUsed     int64
 	KVTokensCapacity int64
+	// KVBlockSize is the positions of one of the rank's KV blocks.
+	KVBlockSize int64
 	// Received[w] counts the GenerateRequests this rank has received from tokenizer worker w
 	// so far, so a dispatcher can subtract what the rank has acknowledged from what it sent.
 	Received []uint64

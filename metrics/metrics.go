@@ -167,6 +167,25 @@ func (g *GaugeFunc) write(w io.Writer, name string) {
 	fmt.Fprintf(w, "%s%s %s\n", name, g.lbl, fmtFloat(g.fn()))
 }
 
+// InfoFunc is an info-style gauge (value 1) whose labels are read from a function at scrape
+// time, for facts known only once the engine runs (the ranks' KV cache geometry).
+type InfoFunc struct {
+	fn func() Labels
+}
+
+// NewInfoFunc registers a gauge written as name{labels} 1 with the labels fn returns at each
+// scrape; it writes no sample while fn returns nil.
+func (r *Registry) NewInfoFunc(name, help string, fn func() Labels) {
+	r.add(name, help, kindGauge, &InfoFunc{fn: fn})
+}
+
+func (g *InfoFunc) labels() string { return "" }
+func (g *InfoFunc) write(w io.Writer, name string) {
+	if l := g.fn(); l != nil {
+		fmt.Fprintf(w, "%s%s 1\n", name, l.String())
+	}
+}
+
 // CounterFunc is a counter read from a function at scrape time: a count kept elsewhere (a rank's
 // scheduler, reported with its load) that must be exposed as a counter.
 type CounterFunc struct {

@@ -124,6 +124,9 @@ func LoadConfig(dir string) (Config, error) {
 		cfg, _, err := loadGGUFConfig(dir)
 		return cfg, err
 	}
+	if err := gguf.CheckNotFile(dir); err != nil {
+		return Config{}, fmt.Errorf("load config: %w", err)
+	}
 	path := filepath.Join(dir, "config.json")
 	data, err := os.ReadFile(path)
 	if err != nil {

@@ -460,3 +460,20 @@ func TestGGUFMixedGroups(t *testing.T) {
 		t.Logf("logits with mixed parts vs widened: %.3g of max |logit|", d)
 	}
 }
+
+// TestBadMagicNamed: a model path that is a file with a wrong magic is reported as that, by the
+// config loader and by the tokenizer loader, not as "x.gguf/config.json: not a directory".
+func TestBadMagicNamed(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "x.gguf")
+	if err := os.WriteFile(bad, []byte("GGUG\x03\x00\x00\x00"+strings.Repeat("\x00", 64)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := model.LoadConfig(bad)
+	if err == nil || !strings.Contains(err.Error(), "bad magic") || strings.Contains(err.Error(), "not a directory") {
+		t.Errorf("LoadConfig: %v", err)
+	}
+	_, err = tokenizer.Load(bad)
+	if err == nil || !strings.Contains(err.Error(), "bad magic") || strings.Contains(err.Error(), "not a directory") {
+		t.Errorf("tokenizer.Load: %v", err)
+	}
+}

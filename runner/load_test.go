@@ -3,6 +3,8 @@ package runner
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/bits"
 	"reflect"
 	"strings"
 	"sync"
@@ -80,5 +82,61 @@ func TestGrammarCompileBounded(t *testing.T) {
 	wg.Wait()
 	if err := starved.Err(); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "no compile slot") {
 		t.Fatalf("compile with no slot free: %v", err)
+	}
+}
+
+// TestGrammarMaskDeadline: a mask that would take long is given up at its deadline, and the
+// constraint then fails its own request with the reason (Err, Accept); a cheap grammar's masks
+// are unaffected. Before, FillMask ran to its end however long it took, and the scheduler
+// waits for every mask before sampling: one request held the step of all.
+func TestGrammarMaskDeadline(t *testing.T) {
+	gs := newTestGrammars(t)
+	gs.maskDeadline = 2 * time.Millisecond
+	// behind a prefix the compile's probe does not reach, 200 `.+` alternatives: compiles,
+	// but a mask after the prefix closes 200 configurations per trie node stepped
+	var sb strings.Builder
+	sb.WriteString(`root ::= "` + strings.Repeat("z", 100) + `" alts` + "\nalts ::= r0")
+	for i := 1; i < 200; i++ {
+		fmt.Fprintf(&sb, " | r%d", i)
+	}
+	for i := range 200 {
+		fmt.Fprintf(&sb, "\nr%d ::= .+", i)
+	}
+	var wg sync.WaitGroup
+	slow := gs.start(context.Background(), &wg, grammar.Spec{Kind: grammar.KindGBNF, Text: sb.String()})
+	cheap := gs.start(context.Background(), &wg, grammar.Spec{Kind: grammar.KindJSONObject})
+	wg.Wait()
+	if slow.Err() != nil || cheap.Err() != nil {
+		t.Fatalf("compiles: %v, %v", slow.Err(), cheap.Err())
+	}
+	if !slow.m.AcceptBytes([]byte(strings.Repeat("z", 100) + "x")) {
+		t.Fatal("prefix refused")
+	}
+	mask := make([]uint64, 1<<12)
+	start := time.Now()
+	slow.FillMask(mask)
+	took := time.Since(start)
+	t.Logf("slow mask given up after %v: %v", took, slow.Err())
+	if err := slow.Err(); err == nil || !errors.Is(err, grammar.ErrMaskDeadline) || !strings.Contains(err.Error(), "deadline") {
+		t.Fatalf("slow mask: Err %v, want the mask deadline", err)
+	}
+	if took > time.Second {
+		t.Errorf("a 2 ms mask deadline took %v", took)
+	}
+	if err := slow.Accept(0); err == nil {
+		t.Error("Accept after a given-up mask succeeded")
+	}
+	gs.maskDeadline = time.Minute
+	cheap.maskDeadline = time.Minute
+	cheap.FillMask(mask)
+	if cheap.Err() != nil {
+		t.Fatalf("cheap mask: %v", cheap.Err())
+	}
+	var n int
+	for _, w := range mask {
+		n += bits.OnesCount64(w)
+	}
+	if n == 0 {
+		t.Fatal("cheap mask allows nothing")
 	}
 }

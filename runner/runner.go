@@ -33,7 +33,12 @@ type Config struct {
 	Grammars *Grammars
 	// Heartbeat is the longest the rank stays silent towards its readers.
 	Heartbeat time.Duration
-	Log       *slog.Logger
+	// KVEvents, when set, receives every step's prefix-cache changes (the scheduler must have
+	// Config.KVEvents); the rank announces an empty cache to it when Run starts. KVBlockSize is
+	// the scheduler's block size, which the events carry.
+	KVEvents    KVEventSink
+	KVBlockSize int
+	Log         *slog.Logger
 }
 
 // Runner is one rank's event loop around a scheduler.
@@ -139,6 +144,9 @@ func (r *Runner) Run(ctx context.Context) error {
 	go func() { defer r.wg.Done(); r.heartbeats(ctx) }()
 	go func() { defer r.wg.Done(); r.receive(ctx) }()
 	r.load.publish(r.sched.Load())
+	// A rank starts with an empty cache: an indexer that knew a previous process of this rank
+	// drops what that one held.
+	r.publishKV([]scheduler.KVEvent{{Kind: scheduler.KVAllBlocksCleared}}, time.Now())
 	for ctx.Err() == nil {
 		idle := !r.sched.HasWork()
 		wait := time.Duration(0)
@@ -321,6 +329,7 @@ func (r *Runner) send(out *scheduler.Output) {
 	}
 	r.load.publish(out.Load)
 	r.emit(b)
+	r.publishKV(out.KVEvents, time.Now())
 	// The batch is encoded: the flushed gates may refill their buffers.
 	for _, g := range r.flushed {
 		g.flushed()

@@ -50,6 +50,7 @@ func requestFromWire(m *ipc.GenerateRequest) (request, error) {
 			MaxNewTokens: int(m.MaxNewTokens), MinNewTokens: int(m.MinNewTokens),
 			StopTokenIDs: m.StopTokenIDs, IgnoreEOS: m.IgnoreEOS,
 			Sampling: samplingFromWire(&m.Sampling), Logprobs: m.Logprobs, TopLogprobs: int(m.TopLogprobs), PromptLogprobs: m.PromptLogprobs, Arrival: time.Unix(0, m.ArrivalUnixNano),
+			Priority: int(m.Priority),
 		},
 		out: outputSettings{stream: m.Stream, interval: max(int(m.StreamInterval), 1), noText: m.NoText,
 			skipSpecial: m.SkipSpecialTokens, stops: m.StopStrings, requestID: m.RequestID},
@@ -136,7 +137,7 @@ func finishReasonToWire(r scheduler.FinishReason) ipc.FinishReason {
 // counters. dst's slices are reused.
 func loadToWire(dst *ipc.Load, sl *scheduler.Load, queued, queuedTokens int, received, receivedTokens []uint64) {
 	*dst = ipc.Load{Running: int64(sl.Running), Waiting: int64(sl.Waiting + queued),
-		KVTokensUsed: int64(sl.KVTokensUsed), KVTokensCapacity: int64(sl.KVTokensCapacity),
+		KVTokensUsed: int64(sl.KVTokensUsed), KVTokensCapacity: int64(sl.KVTokensCapacity), KVBlockSize: int64(sl.KVBlockSize),
 		WaitingTokens: int64(sl.WaitingTokens + queuedTokens),
 		Received:      append(dst.Received[:0], received...), ReceivedTokens: append(dst.ReceivedTokens[:0], receivedTokens...),
 		Preemptions: uint64(sl.Stats.Preemptions), PrefixHitTokens: uint64(sl.Stats.PrefixHitTokens)}

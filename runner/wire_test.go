@@ -124,6 +124,7 @@ func TestRequestCrossesEveryHop(t *testing.T) {
 		"RoutedRank":                 {in.routedRank, req.RoutedRank},
 		"NoText":                     {in.out.noText, req.NoText},
 		"RequestID":                  {in.out.requestID, req.RequestID},
+		"Priority":                   {s.Priority, req.Priority},
 	}
 	for _, name := range leaves(reflect.TypeOf(req), "") {
 		c, ok := checks[name]
@@ -267,6 +268,9 @@ func TestItemCrossesEveryHop(t *testing.T) {
 	f.fill(t, "Item", reflect.ValueOf(&it).Elem())
 	it.Owner = 2
 	it.NewIDs = []int32{400, 401} // ids of real text
+	// The request's first item (its count is its ids): detokd fails a mid-stream item of a
+	// request it holds no state for.
+	it.CompletionTokens = len(it.NewIDs)
 	it.FinishReason = scheduler.FinishError
 	wire, d := cross(it)
 	// A stop token is reported only when no stop string matched and the request stopped.

@@ -35,6 +35,79 @@ type blockPool struct {
 	cached     int
 
 	seed maphash.Seed
+
+	// ev records the pool's changes as KV events; nil when they are off.
+	ev *kvEventLog
+}
+
+// kvEventLog is the pool's record of what it stored and evicted since the last Step, in vLLM's
+// terms (see kvhash.go), and each registered block's external hash.
+type kvEventLog struct {
+	root KVBlockHash
+	// ext is each block's sha256_cbor hash, set when it is registered (also when it stays
+	// private as a duplicate, so that its successor can chain from it) and valid while it is
+	// hashed or held by the sequence that registered it.
+	ext     []KVBlockHash
+	pending []KVEvent // since the last take, oldest first
+	buf     []byte    // CBOR scratch
+}
+
+// enableEvents makes the pool record KV events, hashing with seed (DefaultKVHashSeed when empty).
+func (p *blockPool) enableEvents(seed string) {
+	if seed == "" {
+		seed = DefaultKVHashSeed
+	}
+	p.ev = &kvEventLog{root: KVRootHash(seed), ext: make([]KVBlockHash, len(p.ref))}
+}
+
+// takeEvents returns the events recorded since the last call; the caller owns them.
+func (p *blockPool) takeEvents() []KVEvent {
+	if p.ev == nil || len(p.ev.pending) == 0 {
+		return nil
+	}
+	ev := p.ev.pending
+	p.ev.pending = nil
+	return ev
+}
+
+// stored records that block b (external hash h, tokens toks) joined the cache after
+// parentBlock (-1 for a sequence's first block). A block that continues the chain of the
+// previous stored event joins it, as vLLM stores a request's new full blocks in one event.
+func (l *kvEventLog) stored(h uint64, parentBlock int32, toks []int32) {
+	if n := len(l.pending); n > 0 && parentBlock >= 0 {
+		last := &l.pending[n-1]
+		if last.Kind == KVBlockStored && last.Hashes[len(last.Hashes)-1] == l.ext[parentBlock].External() {
+			last.Hashes = append(last.Hashes, h)
+			last.Tokens = append(last.Tokens, toks...)
+			return
+		}
+	}
+	e := KVEvent{Kind: KVBlockStored, Hashes: []uint64{h}, Tokens: slices.Clone(toks)}
+	if parentBlock >= 0 {
+		e.Parent, e.HasParent = l.ext[parentBlock].External(), true
+	}
+	l.pending = append(l.pending, e)
+}
+
+// removed records that the block with external hash h left the cache.
+func (l *kvEventLog) removed(h uint64) {
+	if n := len(l.pending); n > 0 && l.pending[n-1].Kind == KVBlockRemoved {
+		l.pending[n-1].Hashes = append(l.pending[n-1].Hashes, h)
+		return
+	}
+	l.pending = append(l.pending, KVEvent{Kind: KVBlockRemoved, Hashes: []uint64{h}})
+}
+
+// cachedBlocks maps the external hash of every hashed block to its tokens.
+func (p *blockPool) cachedBlocks() map[uint64][]int32 {
+	if p.ev == nil {
+		return nil
+	}
+	m := make(map[uint64][]int32, len(p.byHash))
+	for _, b := range p.byHash {
+		m[p.ev.ext[b].External()] = slices.Clone(p.tokens[int(b)*p.size : (int(b)+1)*p.size])
+	}
+	return m
 }
 
 func newBlockPool(numBlocks, size int) *blockPool {
@@ -96,6 +169,9 @@ func (p *blockPool) alloc() (int32, bool) {
 	case p.head >= 0:
 		b = p.head
 		p.unlink(b)
+		if p.ev != nil && p.hashed[b] {
+			p.ev.removed(p.ev.ext[b].External())
+		}
 		p.unhash(b)
 	default:
 		return -1, false
@@ -136,10 +212,20 @@ func (p *blockPool) release(b int32) {
 
 // register records that in-use block b now holds the full block toks after parent, so later
 // prefix matches can share it. If another block already holds the same content, b stays private
-// (it is freed, not cached, when released).
-func (p *blockPool) register(b int32, h, parent uint64, toks []int32) {
+// (it is freed, not cached, when released). parentBlock is the sequence's block before b (-1
+// for its first), which KV events chain from.
+func (p *blockPool) register(b, parentBlock int32, h, parent uint64, toks []int32) {
 	if p.hashed[b] {
 		return
+	}
+	var ext KVBlockHash
+	if p.ev != nil {
+		root := p.ev.root
+		if parentBlock >= 0 {
+			root = p.ev.ext[parentBlock]
+		}
+		ext, p.ev.buf = ChainKVHash(root, toks, p.ev.buf)
+		p.ev.ext[b] = ext
 	}
 	if _, dup := p.byHash[h]; dup {
 		return
@@ -149,6 +235,9 @@ func (p *blockPool) register(b int32, h, parent uint64, toks []int32) {
 	p.parent[b] = parent
 	copy(p.tokens[int(b)*p.size:], toks)
 	p.byHash[h] = b
+	if p.ev != nil {
+		p.ev.stored(ext.External(), parentBlock, toks)
+	}
 }
 
 func (p *blockPool) unhash(b int32) {

@@ -16,9 +16,16 @@ import (
 // until the request fits or is itself the newest. The oldest request therefore always makes
 // progress. Waiting requests are then admitted in order while slots, budget and blocks last —
 // but not in a step that had to preempt, which would only thrash.
+//
+// Under PolicyPriority both queues are kept in priority order (lower first, then the order of
+// Add), so "newest" above reads "worst", and before anything else running requests of a worse
+// priority than the best ready waiting one are preempted while it finds no slot or KV blocks.
 func (s *Scheduler) schedule() {
 	s.batch.Seqs = s.batch.Seqs[:0]
 	s.inBatch = s.inBatch[:0]
+	if s.cfg.Policy == PolicyPriority {
+		s.preemptForPriority()
+	}
 	decodes := 0
 	for _, st := range s.running {
 		if len(st.tokens)-st.computed == 1 {
@@ -95,9 +102,55 @@ func (s *Scheduler) preempt(st *liveRequest) {
 	s.running = slices.DeleteFunc(s.running, func(x *liveRequest) bool { return x == st })
 	s.release(st)
 	st.running = false
-	s.waiting = slices.Insert(s.waiting, 0, st)
+	if s.cfg.Policy == PolicyPriority {
+		s.waiting = insertOrdered(s.waiting, st)
+	} else {
+		s.waiting = slices.Insert(s.waiting, 0, st)
+	}
 	s.stats.Preemptions++
 	st.preemptions++
+}
+
+// before reports whether a runs before b under PolicyPriority: a lower priority value, or the
+// same one and added earlier.
+func before(a, b *liveRequest) bool {
+	if a.req.Priority != b.req.Priority {
+		return a.req.Priority < b.req.Priority
+	}
+	return a.seq < b.seq
+}
+
+// insertOrdered inserts st into q, which is in priority order, keeping that order.
+func insertOrdered(q []*liveRequest, st *liveRequest) []*liveRequest {
+	i, _ := slices.BinarySearchFunc(q, st, func(x, t *liveRequest) int {
+		if before(x, t) {
+			return -1
+		}
+		return 1
+	})
+	return slices.Insert(q, i, st)
+}
+
+// preemptForPriority preempts the worst running requests while the best ready waiting request
+// has a strictly better priority and finds no slot, or not the KV blocks for its prompt (and
+// the decode reserve). Equal priorities never preempt each other: they are served in order.
+func (s *Scheduler) preemptForPriority() {
+	i := slices.IndexFunc(s.waiting, func(st *liveRequest) bool { return st.req.Ready == nil || st.req.Ready() })
+	if i < 0 {
+		return
+	}
+	head := s.waiting[i]
+	for len(s.running) > 0 {
+		worst := s.running[len(s.running)-1]
+		if worst.req.Priority <= head.req.Priority {
+			return
+		}
+		need := s.blocksFor(len(head.tokens)) - len(head.blocks) + s.watermark
+		if len(s.running) < s.cfg.MaxRunning && need <= s.pool.available() {
+			return
+		}
+		s.preempt(worst)
+	}
 }
 
 // admit moves waiting requests into the running batch in queue order (skipping those whose
@@ -132,7 +185,11 @@ func (s *Scheduler) admit(budget, promised int) {
 		s.stats.PrefixHitTokens += st.computed
 		s.waiting = slices.Delete(s.waiting, i, i+1)
 		st.running = true
-		s.running = append(s.running, st)
+		if s.cfg.Policy == PolicyPriority {
+			s.running = insertOrdered(s.running, st)
+		} else {
+			s.running = append(s.running, st)
+		}
 		budget -= n
 		s.put(st, n)
 	}

@@ -34,7 +34,24 @@ type Config struct {
 	MaxModelLen int
 	// Rank is this device's data-parallel rank, named in errors.
 	Rank int
+	// Policy is the queue order (--scheduling-policy): PolicyFCFS ("" too) or PolicyPriority.
+	Policy string
+	// KVEvents makes every Output carry the prefix cache's changes (Output.KVEvents).
+	KVEvents bool
+	// KVHashSeed seeds the events' block hashes as PYTHONHASHSEED seeds vLLM's
+	// (DefaultKVHashSeed when empty); ranks whose blocks an indexer compares must share it.
+	KVHashSeed string
 }
+
+// Scheduling policies (Config.Policy).
+const (
+	// PolicyFCFS serves requests in the order of Add; a preempted one goes back to the front.
+	PolicyFCFS = "fcfs"
+	// PolicyPriority serves the lowest Request.Priority first (ties in the order of Add), keeps
+	// the running batch in that order, preempts its worst request first, and preempts running
+	// requests of a worse priority when the best waiting one finds no KV blocks or slot.
+	PolicyPriority = "priority"
+)
 
 // liveRequest is the scheduler's state of one request from Add to its finish.
 type liveRequest struct {
@@ -65,7 +82,8 @@ type liveRequest struct {
 	// received, scheduled and firstToken are when the request reached the rank, was first
 	// admitted and generated its first token (zero until then): its finish item's times.
 	received, scheduled, firstToken time.Time
-	preemptions                     int // times evicted from the batch
+	preemptions                     int    // times evicted from the batch
+	seq                             uint64 // order of Add, the tie-break of equal priorities
 }
 
 func (s *liveRequest) generated() int { return len(s.tokens) - s.promptLen }
@@ -105,6 +123,8 @@ type Scheduler struct {
 	wg       sync.WaitGroup
 
 	stats Stats
+	// seq numbers the requests in the order of Add.
+	seq uint64
 	// now is the clock of the request times (time.Now; tests may replace it).
 	now func() time.Time
 }
@@ -113,6 +133,9 @@ type Scheduler struct {
 func New(b backend.Backend, cfg Config) (*Scheduler, error) {
 	if b == nil {
 		return nil, errors.New("scheduler: nil backend")
+	}
+	if cfg.Policy != "" && cfg.Policy != PolicyFCFS && cfg.Policy != PolicyPriority {
+		return nil, fmt.Errorf("scheduler rank %d: unknown scheduling policy %q (fcfs or priority)", cfg.Rank, cfg.Policy)
 	}
 	if cfg.MaxRunning <= 0 || cfg.MaxPrefillTokens <= 0 || cfg.ChunkSize < 0 || cfg.MaxModelLen <= 0 {
 		return nil, fmt.Errorf("scheduler rank %d: MaxRunning, MaxPrefillTokens and MaxModelLen must be > 0 and ChunkSize >= 0, got %d, %d, %d, %d",
@@ -129,12 +152,16 @@ func New(b backend.Backend, cfg Config) (*Scheduler, error) {
 	cfg.EOS = slices.Clone(cfg.EOS)
 	argmax, _ := b.(backend.DeviceArgmax)
 	dev, _ := b.(backend.DeviceSampler)
+	pool := newBlockPool(nb, bs)
+	if cfg.KVEvents {
+		pool.enableEvents(cfg.KVHashSeed)
+	}
 	return &Scheduler{
 		b: b, argmax: argmax, dev: dev, cfg: cfg, vocab: vocab, bs: bs, chunk: chunk,
 		// Keep ~1% of the cache free when admitting next to running requests, so their decodes
 		// can grow without preempting what was just admitted.
 		watermark:      max(1, nb/100),
-		pool:           newBlockPool(nb, bs),
+		pool:           pool,
 		parallelFloats: parallelSampleFloats,
 		byRID:          make(map[string]*liveRequest),
 		now:            time.Now,
@@ -173,7 +200,13 @@ func (s *Scheduler) Add(req *Request) error {
 		st.mask = make([]uint64, (s.vocab+63)/64)
 	}
 	s.byRID[req.RID] = st
-	s.waiting = append(s.waiting, st)
+	s.seq++
+	st.seq = s.seq
+	if s.cfg.Policy == PolicyPriority {
+		s.waiting = insertOrdered(s.waiting, st)
+	} else {
+		s.waiting = append(s.waiting, st)
+	}
 	return nil
 }
 
@@ -254,7 +287,7 @@ func (s *Scheduler) FailAll(err error) Output {
 	}
 	s.running, s.waiting = s.running[:0], s.waiting[:0]
 	s.items = items
-	return Output{Items: items, Load: s.Load()}
+	return Output{Items: items, Load: s.Load(), KVEvents: s.pool.takeEvents()}
 }
 
 // HasWork reports whether Step has anything to do: a batch to run or a finish to report.
@@ -277,6 +310,7 @@ func (s *Scheduler) Load() Load {
 		Running: len(s.running), Waiting: len(s.waiting),
 		KVTokensUsed:     s.pool.inUse() * s.bs,
 		KVTokensCapacity: s.pool.numBlocks() * s.bs,
+		KVBlockSize:      s.bs,
 		Stats:            s.stats,
 	}
 	for _, st := range s.waiting {
@@ -284,6 +318,11 @@ func (s *Scheduler) Load() Load {
 	}
 	return l
 }
+
+// KVCachedBlocks maps the external hash (see KVBlockHash) of every block the prefix cache holds
+// to its token ids; nil unless Config.KVEvents. It is what the KV events published so far add
+// up to, for tests and debugging.
+func (s *Scheduler) KVCachedBlocks() map[uint64][]int32 { return s.pool.cachedBlocks() }
 
 // Stats returns the event counters.
 func (s *Scheduler) Stats() Stats { return s.stats }
@@ -390,7 +429,7 @@ func (s *Scheduler) Step(ctx context.Context) (Output, error) {
 		s.running = slices.DeleteFunc(s.running, func(x *liveRequest) bool { return x.done })
 	}
 	s.items, s.ids, s.lps = items, ids, lps
-	return Output{Items: items, Load: s.Load()}, nil
+	return Output{Items: items, Load: s.Load(), KVEvents: s.pool.takeEvents()}, nil
 }
 
 // forwardSample runs the step on a DeviceSampler: every sampling request's spec, the forward,
@@ -441,6 +480,11 @@ func (s *Scheduler) fillMask(st *liveRequest) {
 		}
 	}
 	st.req.Constraint.FillMask(st.mask)
+	// A mask given up (over its deadline) fails its request with the reason, not as "the
+	// constraint allows no token".
+	if e, ok := st.req.Constraint.(interface{ Err() error }); ok {
+		st.maskErr = e.Err()
+	}
 }
 
 // item is st's output header with no tokens; a finishing one carries the request's times.
@@ -494,7 +538,11 @@ func (s *Scheduler) registerFull(st *liveRequest) {
 	for full := st.computed / s.bs; len(st.hashes) < full; {
 		i := len(st.hashes)
 		h, parent, toks := s.blockKey(st, i)
-		s.pool.register(st.blocks[i], h, parent, toks)
+		prev := int32(-1)
+		if i > 0 {
+			prev = st.blocks[i-1]
+		}
+		s.pool.register(st.blocks[i], prev, h, parent, toks)
 		st.hashes = append(st.hashes, h)
 	}
 }

@@ -96,6 +96,9 @@ type Request struct {
 	// Received is when the request reached this rank, where its queue time starts; zero means
 	// at Add.
 	Received time.Time
+	// Priority orders the queue under PolicyPriority, as vLLM's priority field: lower runs
+	// first, equal priorities in the order of Add. PolicyFCFS ignores it.
+	Priority int
 }
 
 // Item is one request's output of one step: the tokens it generated in that step (deltas), or
@@ -145,6 +148,8 @@ type Load struct {
 	// prefixes that nothing references are reusable and not counted).
 	KVTokensUsed     int
 	KVTokensCapacity int
+	// KVBlockSize is the positions of one KV block (/metrics' vllm:cache_config_info).
+	KVBlockSize int
 	// WaitingTokens is the positions queued requests still need computed (they hold no KV).
 	WaitingTokens int
 	// Stats are the event counters so far, reported with the load for /metrics.
@@ -157,6 +162,36 @@ type Load struct {
 type Output struct {
 	Items []Item
 	Load  Load
+	// KVEvents are the prefix cache's changes since the previous Output, oldest first, when
+	// Config.KVEvents is set. Unlike Items they are not reused: the caller owns them.
+	KVEvents []KVEvent
+}
+
+// KVEventKind says what a KVEvent reports.
+type KVEventKind uint8
+
+// The kinds of KV events, named as vLLM's.
+const (
+	// KVBlockStored: full blocks joined the prefix cache (reusable by later requests).
+	KVBlockStored KVEventKind = iota + 1
+	// KVBlockRemoved: blocks left the prefix cache (evicted for new KV).
+	KVBlockRemoved
+	// KVAllBlocksCleared: the whole cache was emptied.
+	KVAllBlocksCleared
+)
+
+// KVEvent is one change to a rank's prefix cache, with block hashes of vLLM's sha256_cbor
+// scheme (see KVBlockHash.External), so an indexer of vLLM's events can index ours.
+type KVEvent struct {
+	Kind KVEventKind
+	// Hashes are the blocks stored (in prefix order) or removed.
+	Hashes []uint64
+	// Parent is the hash of the block before the first stored one, when HasParent; a chain
+	// that starts a sequence has none.
+	Parent    uint64
+	HasParent bool
+	// Tokens are the stored blocks' token ids, block size ids per hash.
+	Tokens []int32
 }
 
 // Stats counts scheduler events since New.

@@ -15,6 +15,7 @@ if ((${#need[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 go mod download
+(cd deploy/kubernetes && go mod download) # the manifests test's own module (k8s.io/api)
 if [ -f e2e/node/package.json ] && command -v npm >/dev/null; then
   (cd e2e/node && npm ci --silent --no-audit --no-fund)
 fi

@@ -30,6 +30,8 @@ type Load struct {
 	// KVTokensCapacity the total (0 if unknown).
 	KVTokensUsed     int64 `json:"kv_tokens_used"`
 	KVTokensCapacity int64 `json:"kv_tokens_capacity"`
+	// KVBlockSize is the positions of one of the rank's KV blocks (0 if unknown).
+	KVBlockSize int64 `json:"kv_block_size"`
 	// WaitingTokens is the prompt tokens of waiting requests, which hold no
 	// KV slots yet; without it MinimumTokens cannot see queued prompts.
 	WaitingTokens int64 `json:"waiting_tokens"`
@@ -125,6 +127,13 @@ type Dispatcher struct {
 	// scratch space for Pick, per rank
 	up    []bool
 	score []float64
+	// prefix is cache_aware's record of what was sent where (nil for other methods); match
+	// and keys are Pick's scratch space for it.
+	prefix              *prefixIndex
+	prefixKeys          int
+	match               []int
+	keys                []uint64
+	boundAbs, boundFrac float64 // see WithCacheAwareBound
 	// watched is the time the caller has been watching (see WithWatchGap) from creation to
 	// lastExpire, the last Expire call (or creation); silence is measured on this clock.
 	watched    time.Duration
@@ -165,7 +174,10 @@ func NewDispatcher(numRanks int, method Method, worker int, opts ...Option) (*Di
 		// Workers start their rotation at different ranks so that ties
 		// (e.g. everything idle) do not send every worker's first request
 		// to rank 0.
-		next: worker % numRanks,
+		next:       worker % numRanks,
+		prefixKeys: defaultPrefixKeys,
+		boundAbs:   1,
+		boundFrac:  0.15,
 	}
 	for _, o := range opts {
 		o(d)
@@ -179,6 +191,10 @@ func NewDispatcher(numRanks int, method Method, worker int, opts ...Option) (*Di
 	if d.ledger != nil && (d.ledger.workers != d.workers || d.ledger.ranks != numRanks) {
 		return nil, fmt.Errorf("new dispatcher: shared ledger is for %d workers x %d ranks, want %d x %d",
 			d.ledger.workers, d.ledger.ranks, d.workers, numRanks)
+	}
+	if method == CacheAware {
+		d.prefix = newPrefixIndex(d.prefixKeys, numRanks)
+		d.match = make([]int, numRanks)
 	}
 	now := d.now()
 	d.lastExpire = now
@@ -197,6 +213,16 @@ func NewDispatcher(numRanks int, method Method, worker int, opts ...Option) (*Di
 // records the dispatch in the ledger. routed >= 0 forces that rank (it must
 // be up); routed == -1 lets the policy choose.
 func (d *Dispatcher) Pick(promptTokens int, routed int) (int, error) {
+	return d.pick(promptTokens, nil, routed)
+}
+
+// PickPrompt is Pick for the prompt ids: cache_aware routes by its prefix (and records where
+// it went); the other methods see only its length.
+func (d *Dispatcher) PickPrompt(ids []int32, routed int) (int, error) {
+	return d.pick(len(ids), ids, routed)
+}
+
+func (d *Dispatcher) pick(promptTokens int, ids []int32, routed int) (int, error) {
 	if promptTokens < 0 {
 		return -1, fmt.Errorf("pick rank: negative prompt length %d", promptTokens)
 	}
@@ -206,17 +232,28 @@ func (d *Dispatcher) Pick(promptTokens int, routed int) (int, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.meanPrompt += (float64(promptTokens) - d.meanPrompt) / 16
+	if d.prefix != nil {
+		d.keys = d.prefix.keys(d.keys[:0], ids)
+	}
 	if routed >= 0 {
 		if reason, down := d.downLocked(routed); down {
 			return -1, fmt.Errorf("pick rank: routed rank %d is down: %s", routed, reason)
 		}
 		d.recordLocked(routed, promptTokens)
+		if d.prefix != nil {
+			d.prefix.record(d.keys, routed)
+		}
 		return routed, nil
 	}
 	var r int
 	switch d.method {
 	case RoundRobin:
 		r = d.pickRoundRobinLocked()
+	case CacheAware:
+		r = d.pickCacheAwareLocked(d.keys)
+		if r >= 0 {
+			d.prefix.record(d.keys, r)
+		}
 	default:
 		r = d.pickLeastLoadedLocked()
 	}
@@ -506,6 +543,9 @@ func (d *Dispatcher) resetLocked(rank int, now time.Time) {
 	d.heardLocked(rank, now)
 	if d.ledger != nil {
 		d.ledger.Reset(d.worker, rank)
+	}
+	if d.prefix != nil {
+		d.prefix.forget(rank) // a rank that comes back has most likely restarted: its cache is empty
 	}
 }
 

@@ -16,12 +16,18 @@ const (
 	// dispatches not yet acknowledged), relative to KV capacity when every
 	// candidate reports one.
 	MinimumTokens
+	// CacheAware picks the rank this dispatcher already sent the longest prefix of the prompt
+	// (so the rank's prefix cache likely holds it), unless that rank's load exceeds the
+	// least-loaded rank's by more than a bound (WithCacheAwareBound); then, and for prompts
+	// no rank has seen, it picks as ShortestQueue.
+	CacheAware
 )
 
 var methodNames = [...]string{
 	RoundRobin:    "round_robin",
 	ShortestQueue: "shortest_queue",
 	MinimumTokens: "minimum_tokens",
+	CacheAware:    "cache_aware",
 }
 
 // ParseMethod parses a --load-balance-method value.

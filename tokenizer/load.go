@@ -46,6 +46,9 @@ func Load(dir string) (*Tokenizer, error) {
 	if gguf.IsGGUF(dir) {
 		return LoadGGUF(dir)
 	}
+	if err := gguf.CheckNotFile(dir); err != nil {
+		return nil, fmt.Errorf("tokenizer: %w", err)
+	}
 	tj, err := os.ReadFile(filepath.Join(dir, "tokenizer.json"))
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {

@@ -39,6 +39,7 @@ func RequestToWire(req *api.Request, rid string, owner int, epoch uint64, arriva
 		Grammar:    ipc.Grammar{Kind: kind, Spec: req.GrammarSpec},
 		RoutedRank: int32(req.RoutedRank), ArrivalUnixNano: arrival.UnixNano(),
 		TopLogprobs: int32(req.TopLogprobs), PromptLogprobs: req.PromptLogprobs, RequestID: req.RequestID,
+		Priority: int32(req.Priority),
 	}
 	if !req.Stream {
 		// Non-streaming requests are sent whole at the end, not flushed every step.
@@ -163,7 +164,7 @@ func loadFromWire(seq uint64, l *ipc.Load, self int) shard.Load {
 		recvTokens = l.ReceivedTokens[self]
 	}
 	return shard.Load{Seq: seq, Running: int(l.Running), Waiting: int(l.Waiting),
-		KVTokensUsed: l.KVTokensUsed, KVTokensCapacity: l.KVTokensCapacity, WaitingTokens: l.WaitingTokens,
+		KVTokensUsed: l.KVTokensUsed, KVTokensCapacity: l.KVTokensCapacity, KVBlockSize: l.KVBlockSize, WaitingTokens: l.WaitingTokens,
 		Received: recv, ReceivedTokens: recvTokens, ReceivedAll: l.Received, ReceivedTokensAll: l.ReceivedTokens,
 		Preemptions: l.Preemptions, PrefixHitTokens: l.PrefixHitTokens}
 }

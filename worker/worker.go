@@ -122,6 +122,9 @@ type entry struct {
 	rank int
 	// text is this worker's own detokenizer under ModeSkipDetokenization; nil otherwise.
 	text *detok.Stream
+	// delivered counts the ids pushed to st: every output item's completion count must equal
+	// it plus the item's own ids, or output was lost on the way (a gap).
+	delivered int
 }
 
 // New opens the worker's sockets: its output socket (bound) and one request socket per rank.
@@ -213,13 +216,27 @@ const DefaultGrammarTimeout = 30 * time.Second
 
 // CheckGrammar implements api.Engine.
 func (w *Worker) CheckGrammar(kind api.GrammarKind, text string) error {
+	return w.CheckGrammarBy(time.Time{}, kind, text)
+}
+
+// CheckGrammarBy implements api.GrammarDeadlineChecker: the compile ends by the request's
+// deadline (zero: none) and within GrammarTimeout, its work stopped when it returns.
+func (w *Worker) CheckGrammarBy(by time.Time, kind api.GrammarKind, text string) error {
 	spec, err := GrammarSpec(kind, text)
 	if err != nil || w.cfg.Grammars == nil || spec.Kind == grammar.KindNone {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.GrammarTimeout)
 	defer cancel()
-	_, err = w.cfg.Grammars.Compile(ctx, spec)
+	if !by.IsZero() {
+		var cancelBy context.CancelFunc
+		ctx, cancelBy = context.WithDeadline(ctx, by)
+		defer cancelBy()
+	}
+	_, err = w.cfg.Grammars.CompileWait(ctx, spec)
+	if err != nil && ctx.Err() != nil {
+		return fmt.Errorf("too large to compile within the request's grammar compile budget (one deadline for all its constraints): %w", err)
+	}
 	return err
 }
 
@@ -249,7 +266,7 @@ func (w *Worker) Submit(ctx context.Context, req *api.Request) (*api.Stream, err
 		w.mu.Unlock()
 		return nil, api.ErrOverloaded
 	}
-	rank, err := w.disp.Pick(len(req.InputIDs), req.RoutedRank)
+	rank, err := w.disp.PickPrompt(req.InputIDs, req.RoutedRank)
 	if err != nil {
 		w.mu.Unlock()
 		return nil, fmt.Errorf("no rank can take the request: %w", err)
@@ -336,6 +353,8 @@ type frameBuffers struct {
 	tb   ipc.TokenBatch
 	xb   ipc.TextBatch
 	ents []*entry
+	// failed holds the rids of the batch's requests that deliver failed (a gap).
+	failed []string
 }
 
 // handle routes one output frame: its load reports to the dispatcher, each item to its
@@ -358,9 +377,12 @@ func (w *Worker) handle(buf *frameBuffers, frame []byte) error {
 		buf.ents = w.lookup(buf.ents[:0], len(xb.Items), func(i int) *ipc.TokenItem { return &xb.Items[i].TokenItem })
 		for i, e := range buf.ents {
 			if e != nil {
-				w.deliver(e, &xb.Items[i].TokenItem, xb.Items[i].Text, true)
+				if !w.deliver(e, &xb.Items[i].TokenItem, xb.Items[i].Text, true) {
+					buf.failed = append(buf.failed, xb.Items[i].RID)
+				}
 			}
 		}
+		w.forget(buf)
 	case ipc.MsgTokenBatch:
 		tb := &buf.tb
 		if err := tb.Decode(frame); err != nil {
@@ -370,9 +392,12 @@ func (w *Worker) handle(buf *frameBuffers, frame []byte) error {
 		buf.ents = w.lookup(buf.ents[:0], len(tb.Items), func(i int) *ipc.TokenItem { return &tb.Items[i] })
 		for i, e := range buf.ents {
 			if e != nil {
-				w.deliver(e, &tb.Items[i], "", false)
+				if !w.deliver(e, &tb.Items[i], "", false) {
+					buf.failed = append(buf.failed, tb.Items[i].RID)
+				}
 			}
 		}
+		w.forget(buf)
 	default:
 		return fmt.Errorf("unexpected %v on a worker's output socket", typ)
 	}
@@ -410,12 +435,48 @@ func (w *Worker) lookup(dst []*entry, n int, item func(i int) *ipc.TokenItem) []
 
 // deliver turns one output item into a Delta on its request's stream. The stream copies what it
 // keeps, so the delta points into the decoded batch.
-func (w *Worker) deliver(e *entry, it *ipc.TokenItem, text string, hasText bool) {
+//
+// An item whose completion count is not what was delivered plus its own ids follows a gap: some
+// output of the request was lost on the way (with a detokd that died holding it). Its ids are
+// not delivered (the client's ids would have a hole); the stream fails with what it got, and
+// the rank stops the request. A failed item (detokd's lost state included) is aborted at the
+// rank too: the rank may not know it ended. It reports false when it failed the request, which
+// the caller then forgets.
+func (w *Worker) deliver(e *entry, it *ipc.TokenItem, text string, hasText bool) bool {
+	if want := e.delivered + len(it.NewIDs); int(it.CompletionTokens) != want {
+		lost := int(it.CompletionTokens) - want
+		err := fmt.Errorf("output lost on the way from rank %d: %d token ids missing after the %d delivered (detokd restarted?)", e.rank, lost, e.delivered)
+		if lost < 0 {
+			err = fmt.Errorf("output from rank %d out of sequence: %d ids reported after %d delivered", e.rank, it.CompletionTokens, e.delivered)
+		}
+		w.log.Error("request failed", "rid", it.RID, "err", err)
+		e.st.Push(&api.Delta{Finished: true, FinishReason: api.FinishError, Err: err})
+		w.abortAt(e.rank, it.RID, "the worker gave up on it: "+err.Error())
+		return false
+	}
 	d := DeltaFromWire(it, text)
 	if e.text != nil && !hasText {
 		d.Text, _, _ = e.text.Push(it.NewIDs, it.Finished)
 	}
+	e.delivered += len(it.NewIDs)
 	e.st.Push(&d)
+	if it.FinishReason == ipc.FinishError {
+		w.abortAt(e.rank, it.RID, "it failed: "+it.Error)
+	}
+	return true
+}
+
+// forget removes the requests that deliver failed in the last batch (buf.failed).
+func (w *Worker) forget(buf *frameBuffers) {
+	if len(buf.failed) == 0 {
+		return
+	}
+	w.mu.Lock()
+	for _, rid := range buf.failed {
+		delete(w.reqs, rid)
+	}
+	w.mu.Unlock()
+	buf.failed = buf.failed[:0]
 }
 
 // checkRanks fails the in-flight requests of every rank the dispatcher finds silent.

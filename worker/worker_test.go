@@ -130,6 +130,7 @@ func (r *rankSide) dispatched() *ipc.GenerateRequest {
 	return &m
 }
 
+// item is the output of id, a request's (id+1)th token (ids count from 0).
 func item(rid string, id int32, text string, done bool) ipc.TextItem {
 	it := ipc.TextItem{TokenItem: ipc.TokenItem{RID: rid, NewIDs: []int32{id}, PromptTokens: 3, CompletionTokens: id + 1, MatchedStopToken: -1}, Text: text}
 	if done {
@@ -291,7 +292,9 @@ func TestClientRIDIsALabel(t *testing.T) {
 	if a.RID == b.RID || ma.RID != a.RID || mb.RID != b.RID || a.RID == "mine" {
 		t.Fatalf("engine ids %q and %q, sent as %q and %q", a.RID, b.RID, ma.RID, mb.RID)
 	}
-	rank.route(item(b.RID, 7, "x", true))
+	first := item(b.RID, 7, "x", true)
+	first.CompletionTokens = 1
+	rank.route(first)
 	w.Abort(a.RID)
 	frame, err := rank.reqs.Recv(5 * time.Second)
 	if err != nil {
@@ -324,7 +327,7 @@ func TestOwnStallBlamesNoRank(t *testing.T) {
 	if err := w.Health(); err != nil || w.InFlight() != 1 {
 		t.Fatalf("after the worker's own stall: health %v, %d in flight", err, w.InFlight())
 	}
-	rank.route(item(st.RID, 1, "x", true))
+	rank.route(item(st.RID, 0, "x", true))
 	var d api.Delta
 	if err := st.Take(context.Background(), 1, &d); err != nil || d.Err != nil || !d.Finished {
 		t.Fatalf("request after the stall: %+v %v", d, err)
@@ -357,5 +360,73 @@ func TestCountsOutsideTheWireRefused(t *testing.T) {
 	}
 	if w.InFlight() != 0 {
 		t.Fatalf("%d refused requests in flight", w.InFlight())
+	}
+}
+
+// TestGapFailsTheStream: output that skips ids (a batch lost with a detokd that died) never
+// passes as complete: the stream ends with an error after the ids before the gap, its usage
+// counts those, the ids after the gap are not delivered, and the rank is told to stop it.
+func TestGapFailsTheStream(t *testing.T) {
+	w, rank := startWorker(t, 5*time.Second)
+	st, err := w.Submit(context.Background(), &api.Request{RID: "r1", InputIDs: []int32{1, 2, 3}, MaxNewTokens: 10, Stream: true, StreamInterval: 1, RoutedRank: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rank.dispatched()
+	rank.route(item(st.RID, 0, "a", false), item(st.RID, 1, "b", false))
+	rank.route(item(st.RID, 3, "d", false)) // id 2 was lost
+	rank.route(item(st.RID, 4, "e", true))
+	if w.InFlight() != 0 {
+		t.Fatal("the failed request is still in flight")
+	}
+	d, err := st.Next(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(d.IDs, []int32{0, 1}) || d.Text != "ab" || d.Err == nil || d.FinishReason != api.FinishError ||
+		d.CompletionTokens != 2 || d.PromptTokens != 3 {
+		t.Fatalf("delta after a gap: ids %v text %q err %v finish %q usage %d/%d", d.IDs, d.Text, d.Err, d.FinishReason, d.PromptTokens, d.CompletionTokens)
+	}
+	if !strings.Contains(d.Err.Error(), "1 token ids missing") {
+		t.Errorf("error %q does not say what was lost", d.Err)
+	}
+	frame, err := rank.reqs.Recv(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ab ipc.Abort
+	if err := ab.Decode(frame); err != nil || ab.RID != st.RID {
+		t.Fatalf("after the gap: %+v %v, want an abort of %s", ab, err, st.RID)
+	}
+}
+
+// TestFailedItemAbortsAtTheRank: a failed item that did not come from the rank's own finish
+// (detokd lost the request's state) stops the request at the rank, and its usage is what was
+// delivered.
+func TestFailedItemAbortsAtTheRank(t *testing.T) {
+	w, rank := startWorker(t, 5*time.Second)
+	st, err := w.Submit(context.Background(), &api.Request{RID: "r1", InputIDs: []int32{1, 2, 3}, MaxNewTokens: 10, Stream: true, StreamInterval: 1, RoutedRank: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rank.dispatched()
+	rank.route(item(st.RID, 0, "a", false))
+	lost := ipc.TextItem{TokenItem: ipc.TokenItem{RID: st.RID, PromptTokens: 3, CompletionTokens: 1, Finished: true,
+		FinishReason: ipc.FinishError, Error: "detokd lost it", MatchedStopToken: -1}}
+	rank.route(lost)
+	d, err := st.Next(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.IDs) != 1 || d.Err == nil || d.CompletionTokens != 1 {
+		t.Fatalf("delta: ids %v err %v completion %d", d.IDs, d.Err, d.CompletionTokens)
+	}
+	frame, err := rank.reqs.Recv(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ab ipc.Abort
+	if err := ab.Decode(frame); err != nil || ab.RID != st.RID {
+		t.Fatalf("after the failed item: %+v %v, want an abort of %s", ab, err, st.RID)
 	}
 }

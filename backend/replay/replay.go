@@ -40,6 +40,9 @@ type Options struct {
 	BlockSize int
 	// StepTime is the least time one Forward takes, to imitate a device step; 0 returns at once.
 	StepTime time.Duration
+	// TokenTime is added to StepTime per token of the batch, so prefills cost in proportion
+	// to the tokens computed (what a prefix cache saves) as on a device.
+	TokenTime time.Duration
 	// BusyWait spins for StepTime instead of sleeping, for sub-millisecond step times that a
 	// timer would overshoot.
 	BusyWait bool
@@ -48,9 +51,9 @@ type Options struct {
 // Tuning is the runner's own settings, passed as backend.Options.Tuning (a Tuning or a
 // *Tuning; nil for none) when it is opened through the registry as "replay".
 type Tuning struct {
-	// StepTime and BusyWait are Options'.
-	StepTime time.Duration
-	BusyWait bool
+	// StepTime, TokenTime and BusyWait are Options'.
+	StepTime, TokenTime time.Duration
+	BusyWait            bool
 }
 
 func init() {
@@ -84,7 +87,7 @@ func open(m *model.Model, opts backend.Options) (backend.Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("replay runner: %w", err)
 	}
-	return New(Options{VocabSize: m.Config.VocabSize, NumBlocks: plan.Blocks, BlockSize: bs, StepTime: t.StepTime, BusyWait: t.BusyWait})
+	return New(Options{VocabSize: m.Config.VocabSize, NumBlocks: plan.Blocks, BlockSize: bs, StepTime: t.StepTime, TokenTime: t.TokenTime, BusyWait: t.BusyWait})
 }
 
 // Stats counts the work Forward was given.
@@ -132,8 +135,8 @@ func New(opts Options) (*Runner, error) {
 		return nil, fmt.Errorf("replay runner: %d blocks of %d positions (vocab %d) is too many",
 			opts.NumBlocks, opts.BlockSize, opts.VocabSize)
 	}
-	if opts.StepTime < 0 {
-		return nil, fmt.Errorf("replay runner: negative StepTime %v", opts.StepTime)
+	if opts.StepTime < 0 || opts.TokenTime < 0 {
+		return nil, fmt.Errorf("replay runner: negative StepTime %v or TokenTime %v", opts.StepTime, opts.TokenTime)
 	}
 	kv := make([]int32, opts.NumBlocks*opts.BlockSize)
 	for i := range kv {
@@ -204,7 +207,7 @@ func (r *Runner) Forward(ctx context.Context, b *backend.Batch) ([][]float32, er
 		nrows++
 	}
 	r.out, r.outWin = out, outWin
-	if err := r.wait(ctx, start); err != nil {
+	if err := r.wait(ctx, start, r.opts.StepTime+time.Duration(tokens)*r.opts.TokenTime); err != nil {
 		return nil, err
 	}
 	r.stats.Forwards++
@@ -327,14 +330,14 @@ func (r *Runner) row(k int, tok int32) []float32 {
 	return row
 }
 
-// wait pads the step to StepTime.
-func (r *Runner) wait(ctx context.Context, start time.Time) error {
-	left := r.opts.StepTime - time.Since(start)
+// wait pads the step to d.
+func (r *Runner) wait(ctx context.Context, start time.Time, d time.Duration) error {
+	left := d - time.Since(start)
 	if left <= 0 {
 		return nil
 	}
 	if r.opts.BusyWait {
-		for time.Since(start) < r.opts.StepTime {
+		for time.Since(start) < d {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}

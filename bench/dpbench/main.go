@@ -207,6 +207,17 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	period := fs.Duration("sample", 50*time.Millisecond, "/get_load sampling period")
 	label := fs.String("label", "", "free-form label copied into the result")
 	minTotal := fs.Int("min-total", 1, "the steady imbalance counts samples with at least this many requests on the ranks (e.g. half the concurrency)")
+	var mt multiTurnConfig
+	multiturn := fs.Bool("multiturn", false, "run the multi-turn shared-prefix trace instead of loadgen (see multiturn.go)")
+	fs.IntVar(&mt.Conversations, "conversations", 32, "-multiturn: conversations at once")
+	fs.IntVar(&mt.Turns, "turns", 6, "-multiturn: turns per conversation")
+	fs.IntVar(&mt.Groups, "groups", 4, "-multiturn: system prompts (conversation c has system prompt c mod groups)")
+	fs.IntVar(&mt.SystemLen, "system-len", 512, "-multiturn: system prompt tokens")
+	fs.IntVar(&mt.UserLen, "user-len", 64, "-multiturn: tokens of each user turn")
+	fs.IntVar(&mt.OutputLen, "output-len", 32, "-multiturn: tokens of each reply")
+	fs.BoolVar(&mt.Oracle, "oracle", false, "-multiturn: pin conversation c to rank c mod R (the sticky oracle)")
+	fs.DurationVar(&mt.Sample, "mt-sample", time.Second, "-multiturn: max/min running sampling period")
+	fs.Uint64Var(&mt.Seed, "seed", 1, "-multiturn: token seed")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: dpbench [flags] -- [loadgen flags]")
 		fs.PrintDefaults()
@@ -227,6 +238,24 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	if err := getJSON(context.Background(), &http.Client{Timeout: 5 * time.Second}, base+"/get_load", &probe); err != nil {
 		fmt.Fprintf(stderr, "dpbench: engine at %s: %v\n", base, err)
 		return 2
+	}
+
+	if *multiturn {
+		if mt.Conversations < 1 || mt.Turns < 1 || mt.Groups < 1 || mt.SystemLen < 0 || mt.UserLen < 1 || mt.OutputLen < 1 || mt.Sample <= 0 {
+			fmt.Fprintln(stderr, "dpbench: -conversations, -turns, -groups, -user-len, -output-len and -mt-sample must be positive")
+			return 2
+		}
+		res, err := runMultiTurn(base, *label, mt)
+		if err != nil {
+			fmt.Fprintf(stderr, "dpbench: %v\n", err)
+			return 2
+		}
+		b, _ := json.Marshal(&res)
+		fmt.Fprintf(stdout, "%s\n", b)
+		if res.Failed > 0 {
+			return 1
+		}
+		return 0
 	}
 
 	lgArgs := append([]string{"-url", base, "-json", "-progress", "0"}, fs.Args()...)

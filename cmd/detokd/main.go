@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/llmserve/llmserve/cmd/internal/runflags"
 	"github.com/llmserve/llmserve/tokenizer"
@@ -43,6 +44,7 @@ func run(ctx context.Context, cfg *runflags.Config) error {
 	if err := runflags.LockRunDir(dir, "detokd"); err != nil {
 		return err
 	}
+	runflags.WatchRunDir(time.Second, log)
 	tr, err := cfg.OpenTransport()
 	if err != nil {
 		return err

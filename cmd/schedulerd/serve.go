@@ -15,6 +15,7 @@ import (
 	"github.com/llmserve/llmserve/backend/replay"
 	"github.com/llmserve/llmserve/cmd/internal/runflags"
 	"github.com/llmserve/llmserve/grammar"
+	"github.com/llmserve/llmserve/ipc"
 	"github.com/llmserve/llmserve/model"
 	"github.com/llmserve/llmserve/runner"
 	"github.com/llmserve/llmserve/scheduler"
@@ -54,10 +55,19 @@ type rankConfig struct {
 	LoadFormat string
 	// ReplayStepTime is the least time of one replay step.
 	ReplayStepTime time.Duration
+	// ReplayTokenTime is added to a replay step per token it computes.
+	ReplayTokenTime time.Duration
 	// ReplayKVTokens is the KV positions of the replay runner's pool.
 	ReplayKVTokens int
 	// Heartbeat is the longest silence towards the workers.
 	Heartbeat time.Duration
+	// KVEventsEndpoint, when set, is where the rank publishes its KV-cache events in vLLM's
+	// format (ZMQ PUB; rank r adds r to the port); KVEventsReplayEndpoint the replay ROUTER's.
+	KVEventsEndpoint, KVEventsReplayEndpoint string
+	// KVEventsTopic is the events' topic frame.
+	KVEventsTopic string
+	// KVEventsHashSeed seeds the events' block hashes as PYTHONHASHSEED seeds vLLM's.
+	KVEventsHashSeed string
 }
 
 func (c *rankConfig) flags() []cli.Flag {
@@ -75,8 +85,17 @@ func (c *rankConfig) flags() []cli.Flag {
 		&cli.IntFlag{Name: "context-length", Destination: &c.ContextLength, Usage: "context length (default: the model's max_position_embeddings)"},
 		&cli.StringFlag{Name: "load-format", Destination: &c.LoadFormat, Value: "auto", Usage: "auto (the model's weights) or replay (BENCHMARK ONLY: deterministic tokens, no model math)", Sources: cli.EnvVars("LOAD_FORMAT")},
 		&cli.DurationFlag{Name: "replay-step-time", Destination: &c.ReplayStepTime, Usage: "with --load-format replay: the least time of one step", Sources: cli.EnvVars("REPLAY_STEP_TIME")},
+		&cli.DurationFlag{Name: "replay-token-time", Destination: &c.ReplayTokenTime, Usage: "with --load-format replay: time added to a step per token it computes (prefill cost)", Sources: cli.EnvVars("REPLAY_TOKEN_TIME")},
 		&cli.IntFlag{Name: "replay-kv-tokens", Destination: &c.ReplayKVTokens, Value: 4 << 20, Usage: "with --load-format replay: KV positions in the pool"},
 		&cli.DurationFlag{Name: "heartbeat", Destination: &c.Heartbeat, Value: 200 * time.Millisecond, Usage: "longest silence towards the workers (load reports)"},
+		&cli.StringFlag{Name: "kv-events-endpoint", Destination: &c.KVEventsEndpoint, Sources: cli.EnvVars("KV_EVENTS_ENDPOINT"),
+			Usage: "publish KV-cache events in vLLM's format on this ZMQ PUB endpoint (tcp://*:5557 binds, tcp://host:port connects; rank r adds r to the port); off when empty"},
+		&cli.StringFlag{Name: "kv-events-replay-endpoint", Destination: &c.KVEventsReplayEndpoint, Sources: cli.EnvVars("KV_EVENTS_REPLAY_ENDPOINT"),
+			Usage: "with --kv-events-endpoint: bind a ROUTER here that resends missed batches (rank r adds r to the port)"},
+		&cli.StringFlag{Name: "kv-events-topic", Destination: &c.KVEventsTopic, Sources: cli.EnvVars("KV_EVENTS_TOPIC"),
+			Usage: "topic frame of the KV events (llm-d's indexer reads kv@POD@MODEL)"},
+		&cli.StringFlag{Name: "kv-events-hash-seed", Destination: &c.KVEventsHashSeed, Sources: cli.EnvVars("PYTHONHASHSEED"),
+			Usage: "seed of the events' block hashes, as PYTHONHASHSEED seeds vLLM's (default: vLLM's, \"" + scheduler.DefaultKVHashSeed + "\")"},
 	), c.CPU.flags()...)
 }
 
@@ -116,6 +135,7 @@ func serveRank(ctx context.Context, cfg *rankConfig) error {
 	if err := runflags.LockRunDir(dir, fmt.Sprintf("schedulerd-%d", rank)); err != nil {
 		return err
 	}
+	runflags.WatchRunDir(time.Second, log)
 	tr, err := cfg.OpenTransport()
 	if err != nil {
 		return err
@@ -133,10 +153,20 @@ func serveRank(ctx context.Context, cfg *rankConfig) error {
 	eos, _ := model.EOSTokenIDs(path, mcfg) // an unreadable generation_config.json leaves config.json's
 	sched, err := scheduler.New(b, scheduler.Config{
 		MaxRunning: cfg.MaxRunningRequests, MaxPrefillTokens: cfg.MaxPrefillTokens,
-		ChunkSize: cfg.ChunkedPrefillSize, EOS: eos, MaxModelLen: maxLen, Rank: rank,
+		ChunkSize: cfg.ChunkedPrefillSize, EOS: eos, MaxModelLen: maxLen, Rank: rank, Policy: cfg.SchedulingPolicy,
+		KVEvents: cfg.KVEventsEndpoint != "", KVHashSeed: cfg.KVEventsHashSeed,
 	})
 	if err != nil {
 		return err
+	}
+	kvPub, err := openKVEvents(cfg, rank, log)
+	if err != nil {
+		return err
+	}
+	var kvSink runner.KVEventSink
+	if kvPub != nil {
+		defer kvPub.Close()
+		kvSink = kvPub
 	}
 	var tok *tokenizer.Tokenizer
 	if !cfg.SkipTokenizerInit {
@@ -158,6 +188,7 @@ func serveRank(ctx context.Context, cfg *rankConfig) error {
 		Rank: rank, NumWorkers: cfg.TokenizerWorkerNum, RunDir: dir, Transport: tr,
 		Direct: cfg.SkipDetokenization || cfg.SkipTokenizerInit, Tokenizer: tok, Grammars: grammars,
 		Heartbeat: cfg.Heartbeat, Log: base, // the runner tags its lines with the rank itself
+		KVEvents: kvSink, KVBlockSize: b.BlockSize(),
 	}, sched)
 	if err != nil {
 		return err
@@ -168,6 +199,32 @@ func serveRank(ctx context.Context, cfg *rankConfig) error {
 	log.Info("schedulerd ready", "device", device, "run_dir", dir, "transport", tr.Name(),
 		"kv_blocks", b.NumBlocks(), "block_size", b.BlockSize(), "context_length", maxLen)
 	return r.Run(ctx)
+}
+
+// openKVEvents opens the rank's KV event publisher, or returns nil when events are off.
+func openKVEvents(cfg *rankConfig, rank int, log *slog.Logger) (*ipc.KVEventPublisher, error) {
+	if cfg.KVEventsEndpoint == "" {
+		if cfg.KVEventsReplayEndpoint != "" {
+			return nil, fmt.Errorf("--kv-events-replay-endpoint needs --kv-events-endpoint")
+		}
+		return nil, nil
+	}
+	ep, err := ipc.KVEventsEndpointForRank(cfg.KVEventsEndpoint, rank)
+	if err != nil {
+		return nil, fmt.Errorf("--kv-events-endpoint: %w", err)
+	}
+	replay := ""
+	if cfg.KVEventsReplayEndpoint != "" {
+		if replay, err = ipc.KVEventsEndpointForRank(cfg.KVEventsReplayEndpoint, rank); err != nil {
+			return nil, fmt.Errorf("--kv-events-replay-endpoint: %w", err)
+		}
+	}
+	p, err := ipc.NewKVEventPublisher(ipc.KVPublisherConfig{Endpoint: ep, ReplayEndpoint: replay, Topic: cfg.KVEventsTopic, Log: log})
+	if err != nil {
+		return nil, err
+	}
+	log.Info("publishing KV events", "endpoint", ep, "replay_endpoint", replay, "topic", cfg.KVEventsTopic)
+	return p, nil
 }
 
 // rankDevice resolves the device a rank uses: a kind without an index (cuda) means index
@@ -203,7 +260,7 @@ func openRankBackend(cfg *rankConfig, device string, log *slog.Logger) (backend.
 		}
 		const blockSize = 16
 		r, err := backend.Open("replay", &model.Model{Config: mcfg}, backend.Options{BlockSize: blockSize,
-			NumBlocks: max(1, cfg.ReplayKVTokens/blockSize), Tuning: replay.Tuning{StepTime: cfg.ReplayStepTime}})
+			NumBlocks: max(1, cfg.ReplayKVTokens/blockSize), Tuning: replay.Tuning{StepTime: cfg.ReplayStepTime, TokenTime: cfg.ReplayTokenTime}})
 		if err != nil {
 			return nil, model.Config{}, err
 		}

@@ -27,6 +27,7 @@ func serveHTTP(ctx context.Context, cfg *serveConfig, srv *api.Server, reg *metr
 		return err
 	}
 	lim := api.NewConnLimiter(ln, maxConnections(cfg.MaxConnections))
+	lim.SendBuffer = api.DefaultSendBuffer
 	wl := metrics.Labels{{"worker", strconv.Itoa(cfg.WorkerIndex)}}
 	reg.NewGaugeFunc("llm_http_connections_open", "Open HTTP connections.", wl, func() float64 { return float64(lim.Open()) })
 	reg.NewCounterFunc("llm_http_connections_shed_total", "Idle connections closed to admit new ones at --max-connections.", wl,
@@ -43,11 +44,18 @@ func serveHTTP(ctx context.Context, cfg *serveConfig, srv *api.Server, reg *metr
 	}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(lim) }()
-	log.Info("tokenizer worker ready", "addr", addr, "max_connections", lim.Max)
+	log.Info("tokenizer worker ready", "addr", ln.Addr().String(), "max_connections", lim.Max)
 	select {
 	case err := <-served:
 		return err
 	case <-ctx.Done():
+	}
+	// Readiness goes first: /health turns 503 while the worker still serves, for --drain-delay,
+	// so a gateway or Kubernetes endpoint controller stops sending before connections are refused.
+	srv.SetDraining()
+	if cfg.DrainDelay > 0 {
+		log.Info("shutting down: /health answers 503; still serving", "drain_delay", cfg.DrainDelay)
+		time.Sleep(cfg.DrainDelay)
 	}
 	log.Info("draining: no new connections; requests in flight may finish", "shutdown_timeout", cfg.ShutdownTimeout)
 	dctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
@@ -86,7 +94,18 @@ func maxConnections(flag int) int {
 // named after the port (one engine per port in a network namespace, like the port itself),
 // which the kernel frees when the process dies, however it dies. A trial listen then checks
 // that no other program holds the port.
+//
+// Port 0 asks the kernel for a free port: the trial listen picks it first, and cfg.Port becomes
+// that port, which every worker is then given (each asking for port 0 would get its own).
 func lockPort(ctx context.Context, cfg *serveConfig) (net.Listener, error) {
+	if cfg.Port == 0 {
+		trial, err := listenReusePort(ctx, cfg.addr())
+		if err != nil {
+			return nil, listenError(cfg, err)
+		}
+		cfg.Port = trial.Addr().(*net.TCPAddr).Port
+		trial.Close()
+	}
 	name := fmt.Sprintf("@llmserve-port-%d", cfg.Port)
 	claim, err := net.Listen("unix", name)
 	if err != nil {
@@ -102,10 +121,20 @@ func lockPort(ctx context.Context, cfg *serveConfig) (net.Listener, error) {
 	trial, err := listenReusePort(ctx, cfg.addr())
 	if err != nil {
 		claim.Close()
-		return nil, &runflags.ConflictError{Msg: fmt.Sprintf("port %d: %v (another program holds it)", cfg.Port, err)}
+		return nil, listenError(cfg, err)
 	}
 	trial.Close()
 	return claim, nil
+}
+
+// listenError says why the HTTP address cannot be listened on: another program holds the port,
+// or the address itself is wrong (a host that does not resolve or is not this machine's, a
+// privileged port). Either way restarting cannot help (exit status 78).
+func listenError(cfg *serveConfig, err error) error {
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return &runflags.ConflictError{Msg: fmt.Sprintf("port %d: %v (another program holds it)", cfg.Port, err)}
+	}
+	return &runflags.ConflictError{Msg: fmt.Sprintf("cannot listen on --host %q --port %d: %v", cfg.Host, cfg.Port, err)}
 }
 
 // peerPID is the pid of the process listening on the unix socket name (0 if unknown).

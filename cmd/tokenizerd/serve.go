@@ -71,6 +71,9 @@ type serveConfig struct {
 	// ShutdownTimeout is how long a stopping worker lets requests in flight finish before it
 	// ends them.
 	ShutdownTimeout time.Duration
+	// DrainDelay is how long a worker keeps serving after SIGTERM with /health at 503, before
+	// it stops accepting (readiness propagation).
+	DrainDelay time.Duration
 	// ToolCallParser is the tool-call syntax: auto (from the chat template), hermes,
 	// llama3_json or fallback.
 	ToolCallParser string
@@ -85,11 +88,11 @@ func (c *serveConfig) flags() []cli.Flag {
 		&cli.StringFlag{Name: "served-model-name", Destination: &c.ServedModelName, Usage: "model id in the API (default: the model directory's name)", Sources: cli.EnvVars("SERVED_MODEL_NAME")},
 		&cli.IntFlag{Name: "context-length", Destination: &c.ContextLength, Usage: "context length (default: the model's max_position_embeddings)"},
 		&cli.IntFlag{Name: "stream-interval", Destination: &c.StreamInterval, Value: 1, Usage: "tokens per streamed chunk after the first (server default)", Sources: cli.EnvVars("STREAM_INTERVAL")},
-		&cli.StringFlag{Name: "load-balance-method", Destination: &c.LoadBalanceMethod, Value: "shortest_queue", Usage: "round_robin, shortest_queue or minimum_tokens", Sources: cli.EnvVars("LOAD_BALANCE_METHOD")},
+		&cli.StringFlag{Name: "load-balance-method", Destination: &c.LoadBalanceMethod, Value: "shortest_queue", Usage: "round_robin, shortest_queue, minimum_tokens or cache_aware (the rank already sent the longest prefix of the prompt, within a load bound)", Sources: cli.EnvVars("LOAD_BALANCE_METHOD")},
 		&cli.DurationFlag{Name: "rank-timeout", Destination: &c.RankTimeout, Value: time.Second, Usage: "a rank silent this long is marked down and its requests fail"},
 		&cli.IntFlag{Name: "max-queued-requests", Destination: &c.MaxQueuedRequests, Value: 65536, Usage: "requests one worker holds in flight; more get 503"},
 		&cli.IntFlag{Name: "worker-threads", Destination: &c.WorkerThreads, Usage: "OS threads per worker process (GOMAXPROCS); default: the cores left after one per rank and one for detokd, shared by the workers, at least 1 (a GOMAXPROCS in the environment wins)", Sources: cli.EnvVars("TOKENIZER_WORKER_THREADS")},
-		&cli.StringFlag{Name: "tool-call-parser", Destination: &c.ToolCallParser, Value: "auto", Usage: "tool-call syntax: auto (from the chat template), hermes, llama3_json or fallback (the engine's own, for templates without tools)", Sources: cli.EnvVars("TOOL_CALL_PARSER")},
+		&cli.StringFlag{Name: "tool-call-parser", Destination: &c.ToolCallParser, Value: "auto", Usage: "tool-call syntax: auto (from the chat template), hermes, llama3_json, mistral, deepseek_v3, qwen3_coder (auto only), harmony (auto only) or fallback (the engine's own, for templates without tools)", Sources: cli.EnvVars("TOOL_CALL_PARSER")},
 		&cli.StringFlag{Name: "reasoning-parser", Destination: &c.ReasoningParser, Value: "auto", Usage: "thinking blocks into reasoning_content: auto (from the chat template), none, qwen3 or deepseek_r1", Sources: cli.EnvVars("REASONING_PARSER")},
 		&cli.IntFlag{Name: "worker-index", Destination: &c.WorkerIndex, Value: -1, Usage: "internal: run as worker i (set by the supervisor)", Hidden: true},
 		&cli.Int64Flag{Name: "max-body-bytes", Destination: &c.MaxBodyBytes, Value: api.DefaultMaxBodyBytes, Usage: "largest request body; a larger one is a 413, refused from its Content-Length before it is read", Sources: cli.EnvVars("MAX_BODY_BYTES")},
@@ -100,6 +103,7 @@ func (c *serveConfig) flags() []cli.Flag {
 		&cli.DurationFlag{Name: "write-timeout", Destination: &c.WriteTimeout, Value: 60 * time.Second, Usage: "time a client has to take each write (a response, or one chunk of a stream) before it is cut", Sources: cli.EnvVars("WRITE_TIMEOUT")},
 		&cli.DurationFlag{Name: "idle-timeout", Destination: &c.IdleTimeout, Value: 60 * time.Second, Usage: "how long a kept-alive connection may idle between requests", Sources: cli.EnvVars("IDLE_TIMEOUT")},
 		&cli.IntFlag{Name: "max-connections", Destination: &c.MaxConnections, Usage: "open connections per worker; at the bound the longest-idle one is closed for a new one (default: the descriptor limit less 256)", Sources: cli.EnvVars("MAX_CONNECTIONS")},
+		&cli.DurationFlag{Name: "drain-delay", Destination: &c.DrainDelay, Usage: "on SIGTERM: how long to keep serving with /health at 503 before the drain starts, so load balancers stop sending first (e.g. 5s behind Kubernetes)", Sources: cli.EnvVars("DRAIN_DELAY")},
 		&cli.DurationFlag{Name: "shutdown-timeout", Destination: &c.ShutdownTimeout, Value: 30 * time.Second, Usage: "on SIGTERM: how long requests in flight may finish before they are ended (streams with a final error event, others with a 503)", Sources: cli.EnvVars("SHUTDOWN_TIMEOUT")},
 		&cli.StringSliceFlag{Name: "open-paths", Destination: &c.OpenPaths, Value: api.DefaultOpenPaths, Usage: "paths that need no API key when keys are set (comma-separated; \"\" for none)", Sources: cli.EnvVars("OPEN_PATHS")},
 	)
@@ -176,9 +180,10 @@ func (c *serveConfig) openPaths() []string {
 // checkParsers refuses unknown --tool-call-parser and --reasoning-parser values.
 func checkParsers(tool, reasoning string) error {
 	switch tool {
-	case "auto", api.ToolSyntaxHermes, api.ToolSyntaxLlama3JSON, api.ToolSyntaxFallback:
+	case "auto", api.ToolSyntaxHermes, api.ToolSyntaxLlama3JSON, api.ToolSyntaxFallback,
+		api.ToolSyntaxMistral, api.ToolSyntaxDeepSeekV3, api.ToolSyntaxQwen3Coder, api.ToolSyntaxHarmony:
 	default:
-		return fmt.Errorf("--tool-call-parser %q: want auto, hermes, llama3_json or fallback", tool)
+		return fmt.Errorf("--tool-call-parser %q: want auto, hermes, llama3_json, mistral, deepseek_v3, qwen3_coder, harmony or fallback", tool)
 	}
 	switch reasoning {
 	case "auto", "none", api.ReasoningQwen3, api.ReasoningDeepSeekR1:
@@ -233,6 +238,7 @@ func superviseWorkers(ctx context.Context, cfg *serveConfig) error {
 	if err := runflags.LockRunDir(dir, "tokenizerd"); err != nil {
 		return err
 	}
+	runflags.WatchRunDir(time.Second, log)
 	portLock, err := lockPort(ctx, cfg)
 	if err != nil {
 		return err
@@ -254,10 +260,17 @@ func superviseWorkers(ctx context.Context, cfg *serveConfig) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			args := append(append([]string(nil), os.Args[1:]...), "--worker-index", strconv.Itoa(i))
+			// --port and --run-dir last: the port lockPort resolved (port 0 is a free port, the
+			// same for all) and the run dir named by the port the engine was started with.
+			args := append(append([]string(nil), os.Args[1:]...), "--worker-index", strconv.Itoa(i),
+				"--port", strconv.Itoa(cfg.Port), "--run-dir", dir)
 			err := supervise.Run(ctx, fmt.Sprintf("worker %d", i), func() *exec.Cmd {
 				c := exec.Command(exe, args...)
 				c.Stdout, c.Stderr = os.Stdout, os.Stderr
+				// A worker dies with its supervisor (killed outright, say): unsupervised, a
+				// crash would never be restarted, and the supervisor that replaces it starts
+				// workers of the same indexes.
+				c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 				if threads > 0 {
 					c.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(threads))
 				}
@@ -406,7 +419,7 @@ func newAPIServer(cfg *serveConfig, w *worker.Worker, mode worker.Mode, reg *met
 		MaxBodyBytes: cfg.MaxBodyBytes, APIKeys: keys, OpenPaths: cfg.openPaths(),
 		ReadBodyTimeout: cfg.ReadBodyTimeout, WriteTimeout: cfg.WriteTimeout,
 		ToolCallParser: cfg.ToolCallParser, ReasoningParser: cfg.ReasoningParser,
-		GrammarStrict: cfg.GrammarStrict,
+		GrammarStrict: cfg.GrammarStrict, SchedulingPolicy: cfg.SchedulingPolicy,
 	}, w, reg, log)
 }
 
@@ -483,6 +496,26 @@ func registerRankGauges(reg *metrics.Registry, w *worker.Worker, index, ranks in
 	// Both are fractions (0-1) despite the name, as in vLLM.
 	reg.NewGaugeFunc("vllm:gpu_cache_usage_perc", "KV cache positions in use over capacity, all ranks (0-1).", ml, kvUsage)
 	reg.NewGaugeFunc("vllm:kv_cache_usage_perc", "KV cache positions in use over capacity, all ranks (0-1).", ml, kvUsage)
+	// The Gateway API Inference Extension's model-server protocol reads the KV block size and
+	// count from vllm:cache_config_info's labels, and the adapters loaded from
+	// vllm:lora_requests_info's (none: LoRA is not supported; the value is the time, as vLLM's).
+	reg.NewInfoFunc("vllm:cache_config_info", "KV cache geometry, all ranks: block_size positions per block, num_gpu_blocks blocks.",
+		func() metrics.Labels {
+			var bs, blocks int64
+			for _, rl := range w.Snapshot().Ranks {
+				if b := rl.Reported.KVBlockSize; b > 0 {
+					bs = b
+					blocks += rl.Reported.KVTokensCapacity / b
+				}
+			}
+			if bs == 0 {
+				return nil // no rank has reported yet
+			}
+			return metrics.Labels{{"block_size", strconv.FormatInt(bs, 10)}, {"num_gpu_blocks", strconv.FormatInt(blocks, 10)}}
+		})
+	reg.NewGaugeFunc("vllm:lora_requests_info", "LoRA adapters running and waiting (none: LoRA is not supported).",
+		metrics.Labels{{"max_lora", "0"}, {"running_lora_adapters", ""}, {"waiting_lora_adapters", ""}},
+		func() float64 { return float64(time.Now().UnixNano()) / 1e9 })
 	// vllm:num_preemptions_total is the API's: counted from finished requests in the shared
 	// store, it never goes down between scrapes of different workers, as a sum of each worker's
 	// latest rank reports could.

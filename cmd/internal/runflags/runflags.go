@@ -48,6 +48,9 @@ type Config struct {
 	GrammarCacheMB        int
 	GrammarWhitespace     string
 	GrammarStrict         bool
+	// SchedulingPolicy is the ranks' queue order, fcfs or priority (the request's priority
+	// field, lower first); tokenizerd reads it to say whether priority is ignored.
+	SchedulingPolicy string
 	// LogLevel is debug, info, warn or error.
 	LogLevel string
 	// LogFormat is text (logfmt lines) or json (one JSON object a line).
@@ -70,6 +73,7 @@ func (c *Config) Flags() []cli.Flag {
 		&cli.IntFlag{Name: "grammar-cache-mb", Destination: &c.GrammarCacheMB, Value: 64, Usage: "memory the compiled-grammar cache may hold, their DFA and masks included (MiB; least recently used dropped first)", Sources: cli.EnvVars("GRAMMAR_CACHE_MB")},
 		&cli.StringFlag{Name: "grammar-whitespace", Destination: &c.GrammarWhitespace, Value: "compact", Usage: "JSON whitespace structured output allows: compact or flexible", Sources: cli.EnvVars("GRAMMAR_WHITESPACE")},
 		&cli.BoolFlag{Name: "grammar-strict", Destination: &c.GrammarStrict, Value: true, Usage: "schemas that list properties allow no other keys unless additionalProperties says so (and tuples no extra items), as in OpenAI's strict mode; false: JSON Schema's permissive defaults", Sources: cli.EnvVars("GRAMMAR_STRICT")},
+		&cli.StringFlag{Name: "scheduling-policy", Destination: &c.SchedulingPolicy, Value: "fcfs", Usage: "queue order on every rank: fcfs (arrival) or priority (the request's priority field, lower first; worse-priority running requests are preempted when KV blocks run short)", Sources: cli.EnvVars("SCHEDULING_POLICY")},
 		&cli.StringFlag{Name: "log-level", Destination: &c.LogLevel, Value: "info", Usage: "debug, info, warn or error", Sources: cli.EnvVars("LOG_LEVEL")},
 		&cli.StringFlag{Name: "log-format", Destination: &c.LogFormat, Value: "text", Usage: "log lines as text (key=value) or json (one object a line)", Sources: cli.EnvVars("LOG_FORMAT")},
 	}
@@ -82,6 +86,9 @@ func (c *Config) Check() error {
 	}
 	if n := c.DPSize; n < 1 || n > 256 {
 		return fmt.Errorf("--dp-size must be in [1, 256], got %d", n)
+	}
+	if p := c.SchedulingPolicy; p != "" && p != "fcfs" && p != "priority" {
+		return fmt.Errorf("--scheduling-policy must be fcfs or priority, got %q", p)
 	}
 	if f := c.LogFormat; f != "" && f != "text" && f != "json" {
 		return fmt.Errorf("--log-format must be text or json, got %q", f)

@@ -25,7 +25,7 @@ func TestFlagsFillFieldsWithDefaults(t *testing.T) {
 	parse(t, &c)
 	want := Config{ModelPath: "models/pico", Port: 30000, TokenizerWorkerNum: 1, DPSize: 1,
 		GrammarMaxSchemaBytes: 1 << 20, GrammarMaxDepth: 64, GrammarCacheMB: 64, GrammarWhitespace: "compact",
-		GrammarStrict: true, LogLevel: "info", LogFormat: "text"}
+		GrammarStrict: true, SchedulingPolicy: "fcfs", LogLevel: "info", LogFormat: "text"}
 	if c != want {
 		t.Fatalf("defaults:\n got %+v\nwant %+v", c, want)
 	}

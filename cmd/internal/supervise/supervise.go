@@ -35,6 +35,11 @@ func Run(ctx context.Context, name string, start func() *exec.Cmd, grace time.Du
 	backoff := First
 	for ctx.Err() == nil {
 		c := start()
+		if c.WaitDelay == 0 {
+			// Its output may be a pipe that its own children inherited: without a bound, Wait
+			// would wait for them too, and a process killed outright would go unnoticed.
+			c.WaitDelay = time.Second
+		}
 		started := time.Now()
 		if err := c.Start(); err != nil {
 			return fmt.Errorf("start %s: %w", name, err)

@@ -66,3 +66,28 @@ func TestRunStops(t *testing.T) {
 		}
 	}
 }
+
+// A process that dies while a child of its own keeps its output pipe open is noticed at once and
+// restarted: Wait does not wait for the pipe (the tokenizerd supervisor killed outright, its
+// workers still writing to the Procfile runner's pipe).
+func TestRunNoticesDeathDespiteInheritedPipe(t *testing.T) {
+	dir := t.TempDir()
+	count := filepath.Join(dir, "starts")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, "t", func() *exec.Cmd {
+			// The child keeps the pipe for 6 s; the shell exits at once.
+			cmd := exec.Command("/bin/sh", "-c", `echo x >> `+count+`; sleep 6 & exit 1`)
+			cmd.Stdout = &strings.Builder{} // not a file: exec copies it through a pipe
+			return cmd
+		}, time.Second, slog.New(slog.DiscardHandler))
+	}()
+	time.Sleep(4 * time.Second)
+	cancel()
+	<-done
+	b, _ := os.ReadFile(count)
+	if n := strings.Count(string(b), "\n"); n < 2 {
+		t.Fatalf("%d starts in 4 s: the exit went unnoticed while a child held the pipe", n)
+	}
+}

@@ -1,0 +1,201 @@
+package grammar
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// allocated runs f and returns the bytes it allocated (runtime.MemStats.TotalAlloc: every
+// allocation counts, however short-lived, so this bounds the peak too).
+func allocated(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// TestGBNFBombsRefusedBeforeBuilding: nested {m,n} counts multiply, so a few dozen bytes of GBNF
+// ask for billions of nodes. The size is estimated from the parse and refused with an error
+// naming the repetition and the limit, having allocated next to nothing. Before, the builder
+// expanded every repetition and looked at its budget only after a whole rule: gigabytes.
+func TestGBNFBombsRefusedBeforeBuilding(t *testing.T) {
+	e := env(t, "qwen3")
+	bombs := []string{
+		`root ::= (("a"{1000}){1000}){1000}`,
+		`root ::= x{1000}` + "\n" + `x ::= ("ab"{1000}){1000}`,
+		`root ::= ([a-z]{0,1000}){1000}`,
+		`root ::= (("a" | "b" | "c"){1000} "x"){1000} "y"{1000}`,
+		`root ::= ("a"{1000}){1000} | ("b"{1000}){1000} | ("c"{1000}){1000}`,
+	}
+	for _, src := range bombs {
+		var err error
+		n := allocated(func() { _, err = e.comp.GBNF(src) })
+		var ge *Error
+		if !errors.As(err, &ge) || !strings.Contains(err.Error(), "node limit") {
+			t.Errorf("%q: err %v, want a *Error naming the node limit", src, err)
+		}
+		if n > 16<<20 {
+			t.Errorf("%q: allocated %d MB before refusing", src, n>>20)
+		}
+		t.Logf("%q: %v (allocated %d KB)", src, err, n>>10)
+	}
+}
+
+// TestBuildStopsAtBudget: where the estimate lets a grammar through, the builder still stops
+// allocating at its node budget, not at the end of a rule.
+func TestBuildStopsAtBudget(t *testing.T) {
+	e := env(t, "qwen3")
+	small := NewCompiler(e.tok, []int32{e.eos}, Options{Limits: Limits{MaxStates: 50000}})
+	b := small.newBuilder(context.Background())
+	b.g.rules = []int32{-1}
+	n := allocated(func() {
+		for i := 0; i < 10_000_000 && !b.over; i++ {
+			b.lit("abcdefgh")
+		}
+		for i := 0; i < 1_000_000; i++ { // a caller that does not look at b.over yet
+			b.lit("abcdefgh")
+		}
+	})
+	if !b.over || len(b.g.nodes) > 50001 {
+		t.Fatalf("over %v with %d nodes, want the budget of 50000 to stop it", b.over, len(b.g.nodes))
+	}
+	if n > 32<<20 {
+		t.Errorf("allocated %d MB for a 50000-node budget", n>>20)
+	}
+}
+
+// TestAbandonedCompileStops: a compile whose context ends stops its work (CompileWait returns
+// soon after, having allocated far less than the whole compile) and is not cached.
+func TestAbandonedCompileStops(t *testing.T) {
+	e := env(t, "qwen3")
+	c := NewCompiler(e.tok, []int32{e.eos}, Options{})
+	src := `root ::= ("abcdefghij"{100}){300}` // about 400k nodes: allowed, but slow to build
+	whole := allocated(func() {
+		if _, err := NewCompiler(e.tok, []int32{e.eos}, Options{}).GBNF(src); err != nil {
+			t.Fatalf("whole compile: %v", err)
+		}
+	})
+	var err error
+	var took time.Duration
+	part := allocated(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		_, err = c.CompileWait(ctx, Spec{Kind: KindGBNF, Text: src})
+		took = time.Since(start)
+	})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err %v, want the deadline", err)
+	}
+	t.Logf("stopped after %v having allocated %d KB (the whole compile: %d KB)", took, part>>10, whole>>10)
+	if part > whole/2 {
+		t.Errorf("an abandoned compile allocated %d KB, the whole one %d KB: it did not stop", part>>10, whole>>10)
+	}
+	c.mu.Lock()
+	cachedN := len(c.cache)
+	c.mu.Unlock()
+	if cachedN != 0 {
+		t.Errorf("a stopped compile was cached")
+	}
+}
+
+// maskBomb is a GBNF grammar of n rules `rK ::= "K" .+ | .+` under one alternation: after any
+// first byte thousands of alternatives are active at once.
+func maskBomb(n int) string {
+	var sb strings.Builder
+	sb.WriteString("root ::= ")
+	for i := range n {
+		if i > 0 {
+			sb.WriteString(" | ")
+		}
+		fmt.Fprintf(&sb, "r%d", i)
+	}
+	sb.WriteString("\n")
+	for i := range n {
+		fmt.Fprintf(&sb, "r%d ::= .+\n", i)
+	}
+	return sb.String()
+}
+
+// TestMaskBombRefusedAtCompile: a grammar whose masks would cost seconds each (30,000 `.+`
+// alternatives: each step closes 30,000 configurations, and a mask steps once per trie node)
+// is refused when compiled, naming why, rather than stalling the rank's steps. Before, it
+// compiled, and each mask took about 4 s.
+func TestMaskBombRefusedAtCompile(t *testing.T) {
+	e := env(t, "qwen3")
+	sizes := []int{5000, 30000}
+	if testing.Short() {
+		sizes = sizes[:1] // the 30,000-rule grammar takes seconds to parse and close
+	}
+	for _, n := range sizes {
+		c := NewCompiler(e.tok, []int32{e.eos}, Options{})
+		start := time.Now()
+		_, err := c.GBNF(maskBomb(n))
+		var ge *Error
+		if !errors.As(err, &ge) || !strings.Contains(err.Error(), "alternatives active at once") {
+			t.Fatalf("%d rules: err %v, want a *Error naming the alternatives", n, err)
+		}
+		t.Logf("%d rules: refused in %v: %v", n, time.Since(start), err)
+	}
+	// a grammar of fewer alternatives compiles, its masks within bounds
+	g, err := e.comp.GBNF(maskBomb(50))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !acceptDoc(t, e, g, "hello world") {
+		t.Error("50 alternatives: text refused")
+	}
+}
+
+// TestFillMaskWithinStopsAtDeadline: a mask that is not done by its deadline is given up with
+// ErrMaskDeadline (the grammar's lock released at once), and a later call with time enough
+// computes it.
+func TestFillMaskWithinStopsAtDeadline(t *testing.T) {
+	e := env(t, "qwen3")
+	// behind a prefix longer than what the compile explores, 60 alternatives compile
+	prefix := strings.Repeat("z", probeStates+16)
+	g, err := e.comp.GBNF(strings.Replace(maskBomb(60), "root ::= ", `root ::= "`+prefix+`" alts`+"\nalts ::= ", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := g.NewMatcher()
+	if !m.AcceptBytes([]byte(prefix + "x")) {
+		t.Fatal("prefix refused")
+	}
+	mask := make([]uint64, (e.tok.VocabSize()+63)/64)
+	start := time.Now()
+	err = m.FillMaskWithin(mask, time.Now().Add(time.Millisecond))
+	took := time.Since(start)
+	if !errors.Is(err, ErrMaskDeadline) {
+		t.Fatalf("err %v, want ErrMaskDeadline (took %v)", err, took)
+	}
+	t.Logf("given up after %v", took)
+	if took > 2*time.Second {
+		t.Errorf("a 1 ms deadline took %v to stop", took)
+	}
+	if err := m.FillMaskWithin(mask, time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	// the same mask from a grammar whose computations were never given up
+	src := strings.Replace(maskBomb(60), "root ::= ", `root ::= "`+prefix+`" alts`+"\nalts ::= ", 1)
+	g2, err := NewCompiler(e.tok, []int32{e.eos}, Options{}).GBNF(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m2 := g2.NewMatcher()
+	m2.AcceptBytes([]byte(prefix + "x"))
+	ref := make([]uint64, len(mask))
+	m2.FillMask(ref)
+	for i := range ref {
+		if ref[i] != mask[i] {
+			t.Fatalf("mask word %d after a given-up computation: %x, the plain walk %x", i, mask[i], ref[i])
+		}
+	}
+}
