@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/llmserve/llmserve/backend"
+	"github.com/llmserve/llmserve/sampling"
 )
 
 // WinnerLogit is the logit of the chosen token; every other entry of a row is 0. It is large
@@ -65,13 +66,17 @@ type Runner struct {
 	winner []int32
 	out    [][]float32
 	outWin []int32 // winner of out[i], -1 for a nil row (see Argmax)
-	stats  Stats
-	closed bool
+	// picks and scratch serve ForwardSample, reused across steps.
+	picks   []backend.Pick
+	scratch sampling.Scratch
+	stats   Stats
+	closed  bool
 }
 
 var (
-	_ backend.Backend      = (*Runner)(nil)
-	_ backend.DeviceArgmax = (*Runner)(nil)
+	_ backend.Backend       = (*Runner)(nil)
+	_ backend.DeviceArgmax  = (*Runner)(nil)
+	_ backend.DeviceSampler = (*Runner)(nil)
 )
 
 // New returns a token-replay runner (benchmark only: it does no model math).
@@ -173,6 +178,41 @@ func (r *Runner) Argmax(i int) int32 {
 		return -1
 	}
 	return r.outWin[i]
+}
+
+// ForwardSample is Forward followed by the picks a sampling device would return: a plain
+// greedy row's winner without touching the row, and every other row through the host sampler
+// (backend.HostSample), so its picks are exactly the scheduler's host path's. It returns no
+// host rows (the runner refuses AllLogits).
+func (r *Runner) ForwardSample(ctx context.Context, b *backend.Batch, specs []backend.SampleSpec, masks func()) ([]backend.Pick, [][]float32, error) {
+	if b != nil && len(specs) != len(b.Seqs) {
+		return nil, nil, fmt.Errorf("replay runner: %d sample specs for %d sequences", len(specs), len(b.Seqs))
+	}
+	rows, err := r.Forward(ctx, b)
+	if masks != nil {
+		masks()
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if cap(r.picks) < len(rows) {
+		r.picks = append(r.picks[:cap(r.picks)], make([]backend.Pick, len(rows)-cap(r.picks))...)
+	}
+	picks := r.picks[:len(rows)]
+	for i, row := range rows {
+		p := &picks[i]
+		p.Token, p.Logprob, p.TopIDs, p.TopLogprobs = -1, 0, p.TopIDs[:0], p.TopLogprobs[:0]
+		if row == nil {
+			continue
+		}
+		if sp := &specs[i]; sp.PlainGreedy() {
+			p.Token = r.outWin[i]
+		} else {
+			backend.HostSample(row, sp, &r.scratch, p)
+		}
+	}
+	r.picks = picks
+	return picks, nil, nil
 }
 
 // check validates one sequence against the pool.
