@@ -138,43 +138,46 @@ type ResidualAddArgs struct {
 	Rows, N, Ld, LdB int32
 }
 
-// SampleRow is one row's sampling parameters on the device (SamplePrepArgs.Specs), 64 bytes.
+// SampleRow is one row's sampling parameters on the device (the Specs array of the sampling
+// kernels): backend.SampleSpec flattened, its lists as offsets into the Ints and Floats buffers.
 type SampleRow struct {
 	// LogitRow is the row of the logits buffer to sample.
 	LogitRow int32
-	// Temperature 0 is greedy.
+	// Temperature below 1e-6 (or TopK 1) is greedy.
 	Temperature, TopP, MinP float32
-	// TopK 0 keeps every token.
+	// TopK <= 0 keeps every token.
 	TopK                                 int32
 	RepPenalty, FreqPenalty, PresPenalty float32
-	// BiasOff/BiasLen index BiasIDs/BiasVals; Forced is 1 when a bias of +100 bans every
-	// other token.
-	BiasOff, BiasLen, Forced int32
-	// RepOff/RepLen index RepIDs (distinct seen ids), GenOff/GenLen GenIDs/GenCounts.
-	RepOff, RepLen, GenOff, GenLen int32
+	// Bias ids are Ints[BiasOff:BiasOff+BiasLen], their values Floats[BiasValOff:]; Forced is 1
+	// when a bias of +100 bans every token not biased +100.
+	BiasOff, BiasLen, BiasValOff, Forced int32
+	// Seen ids (repetition penalty) are Ints[SeenOff:+SeenLen]; generated ids
+	// Ints[GenOff:+GenLen] with their counts at Ints[GenOff+GenLen:+GenLen]; banned ids
+	// Ints[BanOff:+BanLen].
+	SeenOff, SeenLen, GenOff, GenLen, BanOff, BanLen int32
 	// MaskRow is the row of Masks ([rows][MaskWords] uint64, bit i%64 of word i/64 allows i),
 	// -1 for none.
 	MaskRow int32
-	// Seed and Step seed the draw (Philox4x32-10 keyed by Seed, counter (Step, token)).
+	// SeedLo, SeedHi and Step give the draw's uniform number (sampling.Uniform(seed, step)).
 	SeedLo, SeedHi, Step uint32
-	// TopLogprobs is how many top logprobs to return (at most SamplePickArgs.MaxTop).
+	// TopLogprobs is how many top logprobs to return (at most the pick's MaxTop).
 	TopLogprobs int32
 }
 
-// SamplePrepArgs: Work[i] = Logits[Specs[i].LogitRow] with bias, penalties and mask applied
+// SamplePrepArgs: Work[i] = Logits[Specs[i].LogitRow] with bias, penalties, ban and mask applied
 // (the sampling package's order). Grid (Rows), block 256.
 type SamplePrepArgs struct {
-	Work, Logits, Specs, BiasIDs, BiasVals uint64
-	RepIDs, GenIDs, GenCounts, Masks       uint64
-	Rows, Vocab, MaskWords                 int32
+	Work, Logits, Specs, Ints, Floats, Masks uint64
+	Rows, Vocab, MaskWords                   int32
 }
 
-// SamplePickArgs: per row i, the token (greedy argmax of Work, or Gumbel-max over the tokens
-// that survive temperature, top-k, top-p and min-p), its log-softmax under the raw Logits row,
-// and the TopLogprobs best raw tokens. Grid (Rows), block 256.
+// SamplePickArgs: per row i, the token (greedy argmax of Work, or the draw over the tokens that
+// survive temperature, top-k, top-p and min-p, walked in id order), -1 when the mask allows
+// none; its log-softmax under the raw Logits row, and the TopLogprobs best raw tokens (ties to
+// the lower id). OutTopIDs and OutTopLogprobs are [Rows][MaxTop]. Grid (Rows), block 256.
 type SamplePickArgs struct {
-	Work, Logits, Specs       uint64
-	OutToken, OutLogprob      uint64
-	OutTopIDs, OutTopLogprobs uint64
-	Rows, Vocab, MaxTop       int32
+	Work, Logits, Specs, Ints, Masks uint64
+	OutToken, OutLogprob             uint64
+	OutTopIDs, OutTopLogprobs        uint64
+	Rows, Vocab, MaskWords, MaxTop   int32
 }

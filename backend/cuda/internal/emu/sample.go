@@ -5,10 +5,11 @@ import (
 	"slices"
 
 	"github.com/llmserve/llmserve/backend/cuda/internal/dev"
+	"github.com/llmserve/llmserve/sampling"
 )
 
-// maxBias mirrors sampling.MaxBias: a bias at -100 bans a token, one at +100 bans every other.
-const maxBias = 100
+// greedyEpsilon mirrors sampling's: a temperature below it is greedy.
+const greedyEpsilon = 1e-6
 
 func samplePrep(m *mem, grid dev.Dim3, a dev.SamplePrepArgs) error {
 	if err := needGrid(grid, int(a.Rows), 1, 1); err != nil {
@@ -21,14 +22,14 @@ func samplePrep(m *mem, grid dev.Dim3, a dev.SamplePrepArgs) error {
 		raw := m.f32(a.Logits+uint64(int(s.LogitRow)*v*4), v)
 		work := m.f32(a.Work+uint64(i*v*4), v)
 		copy(work, raw)
-		ids := m.i32(a.BiasIDs+uint64(s.BiasOff)*4, int(s.BiasLen))
-		vals := m.f32(a.BiasVals+uint64(s.BiasOff)*4, int(s.BiasLen))
+		ids := m.i32(a.Ints+uint64(s.BiasOff)*4, int(s.BiasLen))
+		vals := m.f32(a.Floats+uint64(s.BiasValOff)*4, int(s.BiasLen))
 		if s.Forced != 0 {
 			for t := range work {
 				work[t] = negInf
 			}
 			for j, id := range ids {
-				if vals[j] >= maxBias && id >= 0 && int(id) < v {
+				if vals[j] >= sampling.MaxBias && id >= 0 && int(id) < v {
 					work[id] = raw[id] + vals[j]
 				}
 			}
@@ -36,7 +37,7 @@ func samplePrep(m *mem, grid dev.Dim3, a dev.SamplePrepArgs) error {
 			for j, id := range ids {
 				switch {
 				case id < 0 || int(id) >= v:
-				case vals[j] <= -maxBias:
+				case vals[j] <= -sampling.MaxBias:
 					work[id] = negInf
 				default:
 					work[id] += vals[j]
@@ -44,7 +45,7 @@ func samplePrep(m *mem, grid dev.Dim3, a dev.SamplePrepArgs) error {
 			}
 		}
 		if rp := s.RepPenalty; rp != 1 {
-			for _, id := range m.i32(a.RepIDs+uint64(s.RepOff)*4, int(s.RepLen)) {
+			for _, id := range m.i32(a.Ints+uint64(s.SeenOff)*4, int(s.SeenLen)) {
 				if id < 0 || int(id) >= v {
 					continue
 				}
@@ -56,12 +57,16 @@ func samplePrep(m *mem, grid dev.Dim3, a dev.SamplePrepArgs) error {
 			}
 		}
 		if s.FreqPenalty != 0 || s.PresPenalty != 0 {
-			gen := m.i32(a.GenIDs+uint64(s.GenOff)*4, int(s.GenLen))
-			cnt := m.i32(a.GenCounts+uint64(s.GenOff)*4, int(s.GenLen))
-			for j, id := range gen {
+			gen := m.i32(a.Ints+uint64(s.GenOff)*4, 2*int(s.GenLen))
+			for j, id := range gen[:s.GenLen] {
 				if id >= 0 && int(id) < v {
-					work[id] -= s.FreqPenalty*float32(cnt[j]) + s.PresPenalty
+					work[id] -= s.FreqPenalty*float32(gen[int(s.GenLen)+j]) + s.PresPenalty
 				}
+			}
+		}
+		for _, id := range m.i32(a.Ints+uint64(s.BanOff)*4, int(s.BanLen)) {
+			if id >= 0 && int(id) < v {
+				work[id] = negInf
 			}
 		}
 		if s.MaskRow >= 0 {
@@ -76,30 +81,7 @@ func samplePrep(m *mem, grid dev.Dim3, a dev.SamplePrepArgs) error {
 	return nil
 }
 
-// Philox4x32 runs ten rounds of Philox-4x32 (Salmon et al., SC'11) on counter ctr with key.
-func Philox4x32(ctr [4]uint32, key [2]uint32) [4]uint32 {
-	const (
-		m0, m1 = 0xD2511F53, 0xCD9E8D57
-		w0, w1 = 0x9E3779B9, 0xBB67AE85
-	)
-	for range 10 {
-		p0 := uint64(m0) * uint64(ctr[0])
-		p1 := uint64(m1) * uint64(ctr[2])
-		ctr = [4]uint32{uint32(p1>>32) ^ ctr[1] ^ key[0], uint32(p1), uint32(p0>>32) ^ ctr[3] ^ key[1], uint32(p0)}
-		key[0] += w0
-		key[1] += w1
-	}
-	return ctr
-}
-
-// Uniform is token t's uniform draw in (0, 1) at a request's step: (x + 0.5) / 2^32 in float32.
-func Uniform(seedLo, seedHi, step uint32, t int) float32 {
-	x := Philox4x32([4]uint32{uint32(t), step, 0, 0}, [2]uint32{seedLo, seedHi})[0]
-	return (float32(x>>8) + 0.5) * (1.0 / (1 << 24))
-}
-
-// argmaxFinite returns the first index of the largest value that is not NaN, or -1 when every
-// value is NaN or -Inf.
+// argmaxFinite returns the first index of the largest value that is neither NaN nor -Inf, or -1.
 func argmaxFinite(x []float32) int {
 	best := -1
 	for i, v := range x {
@@ -113,8 +95,8 @@ func argmaxFinite(x []float32) int {
 	return best
 }
 
-// logSoftmax returns the row's maximum and log Σ exp(x - max).
-func logSoftmax(x []float32) (mx, logZ float32) {
+// logPartition returns the row's maximum and log Σ exp(x - max) over its non-NaN values.
+func logPartition(x []float32) (mx, logZ float32) {
 	mx = float32(math.Inf(-1))
 	for _, v := range x {
 		if v == v {
@@ -141,24 +123,24 @@ func samplePick(m *mem, grid dev.Dim3, a dev.SamplePickArgs) error {
 	for i, s := range specs {
 		work := m.f32(a.Work+uint64(i*v*4), v)
 		raw := m.f32(a.Logits+uint64(int(s.LogitRow)*v*4), v)
-		tok := pick(work, s)
+		var mask []uint64
+		if s.MaskRow >= 0 {
+			mask = m.u64(a.Masks+uint64(int(s.MaskRow)*int(a.MaskWords)*8), int(a.MaskWords))
+		}
+		ban := m.i32(a.Ints+uint64(s.BanOff)*4, int(s.BanLen))
+		tok := pick(work, s, mask, ban)
 		toks[i] = int32(tok)
-		mx, logZ := logSoftmax(raw)
-		lps[i] = raw[tok] - mx - logZ
-		if n := min(int(s.TopLogprobs), mt); n > 0 {
+		mx, logZ := logPartition(raw)
+		lps[i] = 0
+		if tok >= 0 {
+			lps[i] = raw[tok] - mx - logZ
+		}
+		if n := min(int(s.TopLogprobs), mt, v); n > 0 {
 			order := make([]int, v)
 			for t := range order {
 				order[t] = t
 			}
-			slices.SortStableFunc(order, func(x, y int) int {
-				switch {
-				case raw[x] > raw[y]:
-					return -1
-				case raw[x] < raw[y]:
-					return 1
-				}
-				return 0
-			})
+			slices.SortStableFunc(order, func(x, y int) int { return cmpDesc(raw[x], raw[y]) })
 			ids := m.i32(a.OutTopIDs+uint64(i*mt*4), mt)
 			tl := m.f32(a.OutTopLogprobs+uint64(i*mt*4), mt)
 			for j := range n {
@@ -170,72 +152,101 @@ func samplePick(m *mem, grid dev.Dim3, a dev.SamplePickArgs) error {
 	return nil
 }
 
-// pick chooses a token from processed logits: greedy, or Gumbel-max over the survivors of
-// temperature, top-k, top-p and min-p (the sampling package's order).
-func pick(work []float32, s dev.SampleRow) int {
+// cmpDesc orders larger values first (a stable sort then breaks ties by the lower id).
+func cmpDesc(x, y float32) int {
+	switch {
+	case x > y:
+		return -1
+	case x < y:
+		return 1
+	}
+	return 0
+}
+
+// firstAllowed is the lowest id the mask allows and ban does not list, or -1.
+func firstAllowed(vocab int, mask []uint64, ban []int32) int {
+	for id := range vocab {
+		if mask != nil && mask[id/64]&(1<<(id%64)) == 0 {
+			continue
+		}
+		if !slices.Contains(ban, int32(id)) {
+			return id
+		}
+	}
+	return -1
+}
+
+// pick chooses a token from processed logits as the sampling package does (greedy shortcut,
+// temperature, top-k, pruning, top-p measured before min-p, min-p), drawing with
+// sampling.Uniform(seed, step) over the kept tokens in id order.
+func pick(work []float32, s dev.SampleRow, mask []uint64, ban []int32) int {
 	best := argmaxFinite(work)
 	if best < 0 {
-		return 0
+		return firstAllowed(len(work), mask, ban)
 	}
-	if s.Temperature == 0 || math.IsInf(float64(work[best]), 1) {
+	if s.Temperature < greedyEpsilon || s.TopK == 1 || math.IsInf(float64(work[best]), 1) {
 		return best
 	}
 	invT := 1 / s.Temperature
-	type cand struct {
-		id    int
-		logit float32
-	}
-	var cs []cand
+	mx := work[best]
+	floor := mx - float32(math.Log(float64(len(work)))+math.Log(1e7))/invT
+	var ids []int
 	for t, l := range work {
-		if l == l && !math.IsInf(float64(l), -1) {
-			cs = append(cs, cand{t, l})
+		if l >= floor {
+			ids = append(ids, t)
 		}
 	}
-	slices.SortStableFunc(cs, func(x, y cand) int {
-		switch {
-		case x.logit > y.logit:
-			return -1
-		case x.logit < y.logit:
-			return 1
+	if k := int(s.TopK); k > 0 && k < len(ids) {
+		slices.SortStableFunc(ids, func(x, y int) int { return cmpDesc(work[x], work[y]) })
+		ids = ids[:k]
+		slices.Sort(ids)
+	}
+	weight := func(t int) float64 { return math.Exp(float64((work[t] - mx) * invT)) }
+	keep := make(map[int]bool, len(ids))
+	switch {
+	case s.TopP < 1:
+		var total float64
+		for _, t := range ids {
+			total += weight(t)
 		}
-		return 0
-	})
-	if k := int(s.TopK); k > 0 && k < len(cs) {
-		cs = cs[:k]
-	}
-	mx := cs[0].logit
-	p := make([]float64, len(cs))
-	var sum float64
-	for j, c := range cs {
-		p[j] = math.Exp(float64((c.logit - mx) * invT))
-		sum += p[j]
-	}
-	keep := len(cs)
-	if s.TopP < 1 {
-		var acc float64
-		for j := range p {
-			acc += p[j] / sum
-			if acc >= float64(s.TopP) {
-				keep = j + 1
+		target := float64(s.TopP) * total
+		byWeight := slices.Clone(ids)
+		slices.SortStableFunc(byWeight, func(x, y int) int { return cmpDesc(work[x], work[y]) })
+		var cum float64
+		for _, t := range byWeight {
+			if s.MinP > 0 && weight(t) < float64(s.MinP) {
+				continue
+			}
+			if cum >= target && len(keep) > 0 {
 				break
+			}
+			keep[t] = true
+			cum += weight(t)
+		}
+	default:
+		for _, t := range ids {
+			if s.MinP <= 0 || weight(t) >= float64(s.MinP) {
+				keep[t] = true
 			}
 		}
 	}
-	if s.MinP > 0 {
-		for j := 1; j < keep; j++ {
-			if p[j]/p[0] < float64(s.MinP) {
-				keep = j
-				break
-			}
+	var total float64
+	for _, t := range ids {
+		if keep[t] {
+			total += weight(t)
 		}
 	}
-	bestID, bestKey := cs[0].id, math.Inf(-1)
-	for _, c := range cs[:keep] {
-		u := Uniform(s.SeedLo, s.SeedHi, s.Step, c.id)
-		key := float64((c.logit-mx)*invT) - math.Log(-math.Log(float64(u)))
-		if key > bestKey {
-			bestID, bestKey = c.id, key
+	u := sampling.Uniform(uint64(s.SeedHi)<<32|uint64(s.SeedLo), s.Step) * total
+	last := best
+	for _, t := range ids {
+		if !keep[t] {
+			continue
+		}
+		last = t
+		u -= weight(t)
+		if u < 0 {
+			return t
 		}
 	}
-	return bestID
+	return last
 }
