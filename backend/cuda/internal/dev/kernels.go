@@ -81,16 +81,17 @@ type GemmArgs struct {
 
 // QKVPostArgs: per row r and head h of the fused q|k|v row QKV[r] (f32, stride
 // (NumHeads+2·NumKVHeads)·HeadDim): add Bias (0: none), RMS-normalise q and k heads by QNorm /
-// KNorm (0: none), rotate q and k by RoPE at Pos[r] (InvFreq [HeadDim/2], rotate_half pairing),
+// KNorm (0: none), rotate q and k by RoPE at Pos[r] (RopeCos and RopeSin [position][HeadDim/2], the
+// host's table, so angles are exact for any position; rotate_half pairing),
 // and store k and v (bf16) in the layer's caches [block][kv head][BlockSize][HeadDim] at block
 // Tables[RowSeq[r]·MaxBlocks + Pos[r]/BlockSize], slot Pos[r]%BlockSize. Grid (Rows,
 // NumHeads+2·NumKVHeads), block 128.
 type QKVPostArgs struct {
-	QKV, Bias, QNorm, KNorm, InvFreq    uint64
-	KCache, VCache, Pos, RowSeq, Tables uint64
-	Rows, NumHeads, NumKVHeads, HeadDim int32
-	BlockSize, MaxBlocks                int32
-	Eps                                 float32
+	QKV, Bias, QNorm, KNorm, RopeCos, RopeSin uint64
+	KCache, VCache, Pos, RowSeq, Tables       uint64
+	Rows, NumHeads, NumKVHeads, HeadDim       int32
+	BlockSize, MaxBlocks                      int32
+	Eps                                       float32
 }
 
 // AttnDecodeArgs: for each listed row Rows[i] (one query token at Pos), KV head g and

@@ -155,7 +155,6 @@ func qkvPost(m *mem, grid dev.Dim3, a dev.QKVPostArgs) error {
 	half := hd / 2
 	bias := m.opt(a.Bias, stride)
 	qn, kn := m.opt(a.QNorm, hd), m.opt(a.KNorm, hd)
-	inv := m.f32(a.InvFreq, half)
 	pos := m.i32(a.Pos, int(a.Rows))
 	seq := m.i32(a.RowSeq, int(a.Rows))
 	bs := int(a.BlockSize)
@@ -178,9 +177,9 @@ func qkvPost(m *mem, grid dev.Dim3, a dev.QKVPostArgs) error {
 				if w != nil {
 					rmsNormRow(head, head, w, a.Eps)
 				}
+				cs, sn := m.f32(a.RopeCos+uint64(p*half*4), half), m.f32(a.RopeSin+uint64(p*half*4), half)
 				for i := range half {
-					angle := float64(inv[i] * float32(p))
-					c, s := float32(math.Cos(angle)), float32(math.Sin(angle))
+					c, s := cs[i], sn[i]
 					x0, x1 := head[i], head[i+half]
 					head[i] = x0*c - x1*s
 					head[i+half] = x1*c + x0*s

@@ -1,0 +1,135 @@
+// Paged attention over the bf16 KV cache ([block][kv head][block size][head dim] per layer),
+// keys and values read through each sequence's block table.
+//
+// attn_decode splits a row's context into partitions of PART positions (their number follows
+// from the context length alone, so a row's result does not depend on its batch) and writes
+// each partition's softmax state; attn_merge combines them. attn_prefill runs tiles of
+// consecutive rows of one sequence, each row causal at its own position.
+//
+// Each warp attends one (row, head) with an online softmax over chunks of 32 keys: lane j
+// scores key j of the chunk, then the warp accumulates the chunk's values, lane l owning
+// dimensions l, l+32, ... (head dim at most 256). Tensor-core tiles (mma.sync) and one K/V read
+// per GQA group are the M2 work.
+#include "kern.cuh"
+
+#define PART 512
+#define MAX_HD 256
+
+struct Attend {
+  float m, l;
+  float o[MAX_HD / 32];
+};
+
+// attend runs one warp over keys [lo, hi) for query q (global, hd floats).
+KERN void attend(Attend& a, const float* q, const bf16* kc, const bf16* vc, const int* table, int nkv, int g, int bs,
+                 int hd, int lo, int hi, float scale) {
+  int lane = tid() & 31;
+  a.m = neg_inf();
+  a.l = 0;
+  for (int i = 0; i < MAX_HD / 32; i++) a.o[i] = 0;
+  for (int c = lo; c < hi; c += 32) {
+    int j = c + lane;
+    float s = neg_inf();
+    if (j < hi) {
+      const bf16* k = kc + (((u64)table[j / bs] * nkv + g) * bs + j % bs) * hd;
+      float d = 0;
+      for (int e = 0; e < hd; e++) d += q[e] * bf2f(k[e]);
+      s = d * scale;
+    }
+    float cm = warp_max(s);
+    float m = fmaxf_(a.m, cm);
+    float corr = expf_(a.m - m);
+    float p = j < hi ? expf_(s - m) : 0.0f;
+    a.l = a.l * corr + warp_sum(p);
+    for (int i = 0; i < MAX_HD / 32; i++) a.o[i] *= corr;
+    a.m = m;
+    int n = imin(32, hi - c);
+    for (int jj = 0; jj < n; jj++) {
+      float pj = shfl_idx(p, jj);
+      int pos = c + jj;
+      const bf16* v = vc + (((u64)table[pos / bs] * nkv + g) * bs + pos % bs) * hd;
+      for (int i = 0; i < MAX_HD / 32; i++) {
+        int d = lane + 32 * i;
+        if (d < hd) a.o[i] += pj * bf2f(v[d]);
+      }
+    }
+  }
+}
+
+extern "C" __global__ void attn_decode(const float* qkv, const bf16* kcache, const bf16* vcache, const int* tables,
+                                       const int* row_seq, const int* pos, const int* rows, float* part_o,
+                                       float* part_m, float* part_l, int num_rows, int num_heads, int num_kv_heads, int head_dim, int block_size,
+                                       int max_blocks, int max_parts, float scale) {
+  const int nh = num_heads;
+  const int nkv = num_kv_heads;
+  const int hd = head_dim;
+  const int bs = block_size;
+  int i = bid_x(), g = bid_y(), part = bid_z();
+  if (i >= num_rows || g >= nkv) return;
+  int r = rows[i];
+  int ctx = pos[r] + 1;
+  int lo = part * PART;
+  if (lo >= ctx) return;
+  int hi = imin(ctx, lo + PART);
+  const int* table = tables + (u64)row_seq[r] * max_blocks;
+  int group = nh / nkv, warp = tid() >> 5, lane = tid() & 31;
+  int stride = (nh + 2 * nkv) * hd;
+  for (int h = g * group + warp; h < (g + 1) * group; h += ntid() >> 5) {
+    Attend a;
+    attend(a, qkv + (u64)r * stride + (u64)h * hd, kcache, vcache, table, nkv, g, bs, hd, lo, hi, scale);
+    u64 at = ((u64)i * nh + h) * max_parts + part;
+    if (lane == 0) {
+      part_m[at] = a.m;
+      part_l[at] = a.l;
+    }
+    for (int e = 0; e < MAX_HD / 32; e++) {
+      int d = lane + 32 * e;
+      if (d < hd) part_o[at * hd + d] = a.o[e];
+    }
+  }
+}
+
+extern "C" __global__ void attn_merge(float* out, const float* part_o, const float* part_m, const float* part_l,
+                                      const int* rows, const int* pos, int num_rows, int num_heads, int head_dim, int max_parts) {
+  const int nh = num_heads;
+  const int hd = head_dim;
+  int i = bid_x(), h = bid_y();
+  if (i >= num_rows || h >= nh) return;
+  int r = rows[i];
+  int parts = (pos[r] + PART) / PART;
+  u64 at = ((u64)i * nh + h) * max_parts;
+  float m = neg_inf();
+  for (int p = 0; p < parts; p++) m = fmaxf_(m, part_m[at + p]);
+  float l = 0;
+  for (int p = 0; p < parts; p++) l += part_l[at + p] * expf_(part_m[at + p] - m);
+  float inv = rcp(l);
+  for (int d = tid(); d < hd; d += ntid()) {
+    float o = 0;
+    for (int p = 0; p < parts; p++) o += part_o[(at + p) * hd + d] * expf_(part_m[at + p] - m);
+    out[((u64)r * nh + h) * hd + d] = o * inv;
+  }
+}
+
+extern "C" __global__ void attn_prefill(float* out, const float* qkv, const bf16* kcache, const bf16* vcache,
+                                        const int* tables, const int* row_seq, const int* pos, const int* tiles,
+                                        int num_tiles, int num_heads, int num_kv_heads, int head_dim, int block_size, int max_blocks, float scale) {
+  const int nh = num_heads;
+  const int nkv = num_kv_heads;
+  const int hd = head_dim;
+  const int bs = block_size;
+  int t = bid_x(), h = bid_y();
+  if (t >= num_tiles || h >= nh) return;
+  int first = tiles[2 * t], n = tiles[2 * t + 1];
+  int warp = tid() >> 5, lane = tid() & 31;
+  int stride = (nh + 2 * nkv) * hd, g = h / (nh / nkv);
+  for (int r = first + warp; r < first + n; r += ntid() >> 5) {
+    const int* table = tables + (u64)row_seq[r] * max_blocks;
+    Attend a;
+    attend(a, qkv + (u64)r * stride + (u64)h * hd, kcache, vcache, table, nkv, g, bs, hd, 0, pos[r] + 1, scale);
+    float inv = rcp(a.l);
+    for (int e = 0; e < MAX_HD / 32; e++) {
+      int d = lane + 32 * e;
+      if (d < hd) out[((u64)r * nh + h) * hd + d] = a.o[e] * inv;
+    }
+  }
+}
