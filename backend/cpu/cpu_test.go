@@ -37,7 +37,7 @@ func consistencyTol(b *Backend) float64 {
 	if b.mul.BF16Activations && b.m.Layers[0].QKV.Type == quant.BF16 {
 		return bf16ActTol
 	}
-	if b.KVCacheDType() == KVF32 {
+	if b.KVCacheDType() == backend.KVF32 {
 		return fp32Tol
 	}
 	return kv16Tol
@@ -92,7 +92,7 @@ func TestMatchesReference(t *testing.T) {
 				{7, 1, 5, haveSIMD},
 			} {
 				t.Run(fmt.Sprintf("%s/%s/block%d/gemmattn%d/tile%d/simd%v", name, configFile, v.blockSize, min(v.attnGEMMMin, 99), v.attnTile, v.simd), func(t *testing.T) {
-					b := newTestBackend(t, m, Options{NumBlocks: 600, BlockSize: v.blockSize, Threads: 2})
+					b := newTestBackend(t, m, backend.Options{NumBlocks: 600, BlockSize: v.blockSize, Tuning: Tuning{Threads: 2}})
 					b.attnGEMMMin, b.attnTile, b.simd = v.attnGEMMMin, v.attnTile, v.simd
 					pool := newBlockPool(b.NumBlocks(), 7)
 					for p, prompt := range ref.Prompts {
@@ -134,7 +134,7 @@ func TestBatchedMatchesAlone(t *testing.T) {
 // batchedMatchesAlone is one case of TestBatchedMatchesAlone.
 func batchedMatchesAlone(t *testing.T, name string, m *model.Model, bf16Acts bool) {
 	ref := loadReference(t, name)
-	b := newTestBackend(t, m, Options{NumBlocks: 200, Threads: 2, BF16Activations: bf16Acts})
+	b := newTestBackend(t, m, backend.Options{NumBlocks: 200, Tuning: Tuning{Threads: 2, BF16Activations: bf16Acts}})
 	pool := newBlockPool(b.NumBlocks(), 11)
 	chunks := []int{16, 5, 0, 1}
 	starts := []int{3, 0, 5, 1}
@@ -172,7 +172,7 @@ func TestPico(t *testing.T) {
 	}
 	// "def fibonacci(n):\n" under models/pico/tokenizer.json: def, Ġf, ib, on, ac, ci, (n, ):Ċ.
 	prompt := []int32{328, 287, 576, 265, 1349, 2768, 618, 330}
-	b := newTestBackend(t, m, Options{NumBlocks: 64, Threads: 2})
+	b := newTestBackend(t, m, backend.Options{NumBlocks: 64, Tuning: Tuning{Threads: 2}})
 	pool := newBlockPool(b.NumBlocks(), 3)
 	const steps = 32
 	first := newSeqRun(prompt, 0, steps, 0)
@@ -214,7 +214,7 @@ func TestPrefixReuse(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ref := loadReference(t, name)
 			m := loadFixture(t, name, "config.json")
-			b := newTestBackend(t, m, Options{NumBlocks: 64, BlockSize: 8})
+			b := newTestBackend(t, m, backend.Options{NumBlocks: 64, BlockSize: 8})
 			pool := newBlockPool(b.NumBlocks(), 5)
 			const p = 3 // the 200-token prompt
 			prompt := ref.Prompts[p].InputIDs

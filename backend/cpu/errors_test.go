@@ -13,7 +13,7 @@ import (
 
 func TestForwardRejectsBadBatches(t *testing.T) {
 	m := loadFixture(t, "qwen3", "config.json")
-	b := newTestBackend(t, m, Options{NumBlocks: 4, BlockSize: 4})
+	b := newTestBackend(t, m, backend.Options{NumBlocks: 4, BlockSize: 4})
 	for _, tc := range []struct {
 		name    string
 		seq     backend.Seq
@@ -53,23 +53,23 @@ func TestForwardRejectsBadBatches(t *testing.T) {
 func TestNewOptions(t *testing.T) {
 	m := loadFixture(t, "llama", "config.json")
 	// 2 layers × 2 (K, V) × 2 kv heads × 16 positions × 16 dims × 4 bytes = 8 KiB per block.
-	b, err := New(m, Options{KVCacheBytes: 80 << 10})
+	b, err := New(m, backend.Options{KVCacheBytes: 80 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if b.NumBlocks() != 10 || b.BlockSize() != DefaultBlockSize || b.VocabSize() != 512 {
 		t.Errorf("blocks %d, block size %d, vocab %d", b.NumBlocks(), b.BlockSize(), b.VocabSize())
 	}
-	if _, err := New(m, Options{KVCacheBytes: 100}); err == nil || !strings.Contains(err.Error(), "NumBlocks") {
+	if _, err := New(m, backend.Options{KVCacheBytes: 100}); err == nil || !strings.Contains(err.Error(), "holds no block") {
 		t.Errorf("tiny budget: %v", err)
 	}
-	if _, err := New(m, Options{}); err == nil {
+	if _, err := New(m, backend.Options{}); err == nil {
 		t.Error("no KV size accepted")
 	}
-	if _, err := New(m, Options{NumBlocks: -1}); err == nil {
+	if _, err := New(m, backend.Options{NumBlocks: -1}); err == nil {
 		t.Error("negative NumBlocks accepted")
 	}
-	if _, err := New(&model.Model{}, Options{NumBlocks: 1}); err == nil {
+	if _, err := New(&model.Model{}, backend.Options{NumBlocks: 1}); err == nil {
 		t.Error("empty model accepted")
 	}
 }

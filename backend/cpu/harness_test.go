@@ -228,7 +228,7 @@ func relDiff(t testing.TB, got, want []float32) float64 {
 	return maxDiff / maxRef
 }
 
-func newTestBackend(t testing.TB, m *model.Model, opts Options) *Backend {
+func newTestBackend(t testing.TB, m *model.Model, opts backend.Options) *Backend {
 	t.Helper()
 	b, err := New(m, opts)
 	if err != nil {

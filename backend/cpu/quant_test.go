@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"github.com/llmserve/llmserve/backend"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -54,8 +55,8 @@ func quantizeModel(t *testing.T, m *model.Model, typ quant.Type) *model.Model {
 func TestQuantizedWeights(t *testing.T) {
 	ref := loadReference(t, "qwen3")
 	m := quantizeModel(t, loadFixture(t, "qwen3", "config.json"), quant.Q8_0)
-	b := newTestBackend(t, m, Options{NumBlocks: 64})
-	if b.KVCacheDType() != KVF16 {
+	b := newTestBackend(t, m, backend.Options{NumBlocks: 64})
+	if b.KVCacheDType() != backend.KVF16 {
 		t.Errorf("auto KV cache for q8_0 weights is %v, want f16", b.KVCacheDType())
 	}
 	pool := newBlockPool(b.NumBlocks(), 5)
@@ -77,7 +78,7 @@ func TestQuantizedWeights(t *testing.T) {
 // projects each block into its own columns of the output, exactly as the block alone would,
 // for decode and prefill shapes, with and without accumulation.
 func TestProjectParts(t *testing.T) {
-	b := newTestBackend(t, loadFixture(t, "qwen3", "config.json"), Options{NumBlocks: 8})
+	b := newTestBackend(t, loadFixture(t, "qwen3", "config.json"), backend.Options{NumBlocks: 8})
 	const cols = 256
 	rng := rand.New(rand.NewPCG(3, 4))
 	part := func(typ quant.Type, rows int) model.Matrix {

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/llmserve/llmserve/backend"
+	"github.com/llmserve/llmserve/model"
 	"github.com/llmserve/llmserve/sampling"
 )
 
@@ -42,6 +43,48 @@ type Options struct {
 	// BusyWait spins for StepTime instead of sleeping, for sub-millisecond step times that a
 	// timer would overshoot.
 	BusyWait bool
+}
+
+// Tuning is the runner's own settings, passed as backend.Options.Tuning (a Tuning or a
+// *Tuning; nil for none) when it is opened through the registry as "replay".
+type Tuning struct {
+	// StepTime and BusyWait are Options'.
+	StepTime time.Duration
+	BusyWait bool
+}
+
+func init() {
+	backend.Register("replay", open)
+}
+
+// open is the registry's constructor: the vocabulary from m.Config (m needs no weights), the
+// pool from opts.NumBlocks (or opts.KVCacheBytes at 4 bytes a position), block size 16 unless
+// set.
+func open(m *model.Model, opts backend.Options) (backend.Backend, error) {
+	if m == nil {
+		return nil, errors.New("replay runner: nil model")
+	}
+	var t Tuning
+	switch v := opts.Tuning.(type) {
+	case nil:
+	case Tuning:
+		t = v
+	case *Tuning:
+		if v != nil {
+			t = *v
+		}
+	default:
+		return nil, fmt.Errorf("replay runner: tuning of type %T is not replay.Tuning", opts.Tuning)
+	}
+	bs := opts.BlockSize
+	if bs == 0 {
+		bs = 16
+	}
+	plan, err := opts.KVBlocks(int64(bs)*4, nil)
+	if err != nil {
+		return nil, fmt.Errorf("replay runner: %w", err)
+	}
+	return New(Options{VocabSize: m.Config.VocabSize, NumBlocks: plan.Blocks, BlockSize: bs, StepTime: t.StepTime, BusyWait: t.BusyWait})
 }
 
 // Stats counts the work Forward was given.
