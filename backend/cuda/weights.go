@@ -1,0 +1,194 @@
+package cuda
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"unsafe"
+
+	"github.com/llmserve/llmserve/backend/cuda/internal/dev"
+	"github.com/llmserve/llmserve/model"
+	"github.com/llmserve/llmserve/quant"
+)
+
+// layerWeights are one decoder layer's device tensors: projections in bf16 ([out][in]), norms
+// and biases in f32 (0 when the family has none).
+type layerWeights struct {
+	qkv, o, gateUp, down           dev.Ptr
+	inNorm, postNorm, qNorm, kNorm dev.Ptr
+	qkvBias, oBias                 dev.Ptr
+}
+
+// weights are the model's device tensors.
+type weights struct {
+	embed, lmHead, norm dev.Ptr
+	layers              []layerWeights
+	// bytes is the device memory they occupy.
+	bytes int64
+}
+
+// uploader allocates device tensors and fills them, remembering every allocation for Close.
+type uploader struct {
+	d      dev.Device
+	allocs *[]dev.Ptr
+	bytes  int64
+}
+
+func (u *uploader) put(data []byte) (dev.Ptr, error) {
+	p, err := u.d.Alloc(int64(len(data)))
+	if err != nil {
+		return 0, err
+	}
+	*u.allocs = append(*u.allocs, p)
+	u.bytes += int64(len(data))
+	if err := u.d.Upload(p, data); err != nil {
+		return 0, err
+	}
+	return p, nil
+}
+
+// f32 uploads a float32 vector (nil: no tensor, pointer 0).
+func (u *uploader) f32(x []float32) (dev.Ptr, error) {
+	if x == nil {
+		return 0, nil
+	}
+	return u.put(f32Bytes(x))
+}
+
+// bf16 uploads a matrix as bfloat16 [Rows][Cols]: BF16 data as stored, other float types
+// rounded, block-quantized types dequantized first (their own kernels are later work).
+func (u *uploader) bf16(m model.Matrix) (dev.Ptr, error) {
+	out := make([]byte, 0, 2*m.Rows*m.Cols)
+	for _, blk := range m.Blocks() {
+		if blk.Type == quant.BF16 {
+			out = append(out, blk.Data[:2*blk.Rows*blk.Cols]...)
+			continue
+		}
+		row := make([]float32, blk.Cols)
+		for r := range blk.Rows {
+			var err error
+			if blk.Type.Quantized() {
+				err = quant.Dequantize(blk.Type, blk.Row(r), row)
+			} else {
+				err = model.RowFloat32(blk, r, row)
+			}
+			if err != nil {
+				return 0, fmt.Errorf("row %d: %w", r, err)
+			}
+			for _, v := range row {
+				out = binary.LittleEndian.AppendUint16(out, toBF16(v))
+			}
+		}
+	}
+	return u.put(out)
+}
+
+// uploadWeights copies m's weights to the device.
+func uploadWeights(d dev.Device, m *model.Model, allocs *[]dev.Ptr) (*weights, error) {
+	u := &uploader{d: d, allocs: allocs}
+	w := &weights{layers: make([]layerWeights, len(m.Layers))}
+	var err error
+	try := func(name string, p *dev.Ptr, f func() (dev.Ptr, error)) {
+		if err != nil {
+			return
+		}
+		if *p, err = f(); err != nil {
+			err = fmt.Errorf("upload %s: %w", name, err)
+		}
+	}
+	try("embed_tokens", &w.embed, func() (dev.Ptr, error) { return u.bf16(m.Embed) })
+	if len(m.LMHead.Data) > 0 && len(m.Embed.Data) > 0 && &m.LMHead.Data[0] == &m.Embed.Data[0] && m.LMHead.Type == m.Embed.Type {
+		w.lmHead = w.embed // tied embeddings: one copy
+	} else {
+		try("lm_head", &w.lmHead, func() (dev.Ptr, error) { return u.bf16(m.LMHead) })
+	}
+	try("norm", &w.norm, func() (dev.Ptr, error) { return u.f32(m.Norm) })
+	for i := range m.Layers {
+		l, lw := &m.Layers[i], &w.layers[i]
+		name := func(s string) string { return fmt.Sprintf("layer %d %s", i, s) }
+		try(name("qkv"), &lw.qkv, func() (dev.Ptr, error) { return u.bf16(l.QKV) })
+		try(name("o_proj"), &lw.o, func() (dev.Ptr, error) { return u.bf16(l.O) })
+		try(name("gate_up"), &lw.gateUp, func() (dev.Ptr, error) { return u.bf16(l.GateUp) })
+		try(name("down_proj"), &lw.down, func() (dev.Ptr, error) { return u.bf16(l.Down) })
+		try(name("input_layernorm"), &lw.inNorm, func() (dev.Ptr, error) { return u.f32(l.InputNorm) })
+		try(name("post_attention_layernorm"), &lw.postNorm, func() (dev.Ptr, error) { return u.f32(l.PostAttnNorm) })
+		try(name("q_norm"), &lw.qNorm, func() (dev.Ptr, error) { return u.f32(l.QNorm) })
+		try(name("k_norm"), &lw.kNorm, func() (dev.Ptr, error) { return u.f32(l.KNorm) })
+		try(name("qkv bias"), &lw.qkvBias, func() (dev.Ptr, error) { return u.f32(l.QKVBias) })
+		try(name("o_proj bias"), &lw.oBias, func() (dev.Ptr, error) { return u.f32(l.OBias) })
+	}
+	w.bytes = u.bytes
+	return w, err
+}
+
+// toBF16 rounds to the nearest bfloat16, ties to even (NaN stays NaN).
+func toBF16(f float32) uint16 {
+	u := math.Float32bits(f)
+	if u&0x7fffffff > 0x7f800000 {
+		return uint16(u>>16) | 0x40
+	}
+	u += 0x7fff + (u>>16)&1
+	return uint16(u >> 16)
+}
+
+// f32Bytes views float32s as little-endian bytes (a copy).
+func f32Bytes(x []float32) []byte {
+	if len(x) == 0 {
+		return nil
+	}
+	return append([]byte(nil), unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), 4*len(x))...)
+}
+
+// i32Bytes views int32s as little-endian bytes (a copy).
+func i32Bytes(x []int32) []byte {
+	if len(x) == 0 {
+		return nil
+	}
+	return append([]byte(nil), unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), 4*len(x))...)
+}
+
+// ropeTables returns cos and sin of every (position, frequency) pair for positions [0, n), the
+// inverse frequencies derived as transformers does in float32 (the CPU backend's derivation),
+// each angle rounded to float32 before its cosine and sine are taken in float64.
+func ropeTables(cfg model.Config, n int) (cos, sin []float32) {
+	half := cfg.HeadDim / 2
+	dim := float32(cfg.HeadDim)
+	inv := make([]float32, half)
+	for i := range inv {
+		inv[i] = 1 / float32(math.Pow(cfg.Rope.Theta, float64(float32(2*i)/dim)))
+	}
+	switch cfg.Rope.Type {
+	case model.RopeLinear:
+		for i := range inv {
+			inv[i] /= float32(cfg.Rope.Factor)
+		}
+	case model.RopeLlama3:
+		r := cfg.Rope
+		factor := float32(r.Factor)
+		oldCtx := float32(r.OriginalMaxPositions)
+		lowWavelen := float64(r.OriginalMaxPositions) / r.LowFreqFactor
+		highWavelen := float64(r.OriginalMaxPositions) / r.HighFreqFactor
+		low, span := float32(r.LowFreqFactor), float32(r.HighFreqFactor-r.LowFreqFactor)
+		for i, f := range inv {
+			wavelen := float32(2*math.Pi) / f
+			scaled := f
+			if float64(wavelen) > lowWavelen {
+				scaled = f / factor
+			}
+			if !(float64(wavelen) < highWavelen) && !(float64(wavelen) > lowWavelen) {
+				smooth := (oldCtx/wavelen - low) / span
+				scaled = (1-smooth)*scaled/factor + smooth*scaled
+			}
+			inv[i] = scaled
+		}
+	}
+	cos, sin = make([]float32, n*half), make([]float32, n*half)
+	for p := range n {
+		for i, f := range inv {
+			angle := float64(f * float32(p))
+			cos[p*half+i] = float32(math.Cos(angle))
+			sin[p*half+i] = float32(math.Sin(angle))
+		}
+	}
+	return cos, sin
+}
