@@ -109,6 +109,10 @@ func (d *driverDevice) Download(dst []byte, src dev.Ptr) error {
 
 func (d *driverDevice) Memset(p dev.Ptr, v byte, n int64) error { return d.c.Memset(uintptr(p), v, n) }
 
+func (d *driverDevice) Copy(dst, src dev.Ptr, n int64) error {
+	return d.c.CopyDtoD(uintptr(dst), uintptr(src), n)
+}
+
 func (d *driverDevice) Launch(k dev.Kernel, grid, block dev.Dim3, shmem int, args []byte) error {
 	if err := d.c.Launch(d.fns[k], grid, block, uint32(shmem), args); err != nil {
 		return err

@@ -44,3 +44,26 @@ extern "C" __global__ void residual_add(float* x, const float* b, int rows, int 
   const float* src = b + (u64)r * ldb;
   for (int i = tid(); i < n; i += ntid()) dst[i] += src[i];
 }
+
+// fill_hash is a counter hash (SplitMix64's finaliser) of seed and i.
+KERN u64 fill_hash(u32 seed, u64 i) {
+  u64 x = i * 0x9e3779b97f4a7c15ull + ((u64)seed << 32 | seed);
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  x ^= x >> 31;
+  return x;
+}
+
+// out[i] = bf16(scale * (2u - 1)), u = the top 24 bits of fill_hash / 2^24: benchmark weights
+// made on the device. Each block fills 1024 elements.
+extern "C" __global__ void fill_bf16(bf16* out, u64 n, u32 seed, float scale) {
+  u64 base = (u64)bid_x() * 1024;
+  for (u32 j = tid(); j < 1024; j += ntid()) {
+    u64 i = base + j;
+    if (i >= n) return;
+    float u = (float)(fill_hash(seed, i) >> 40) * (1.0f / 16777216.0f);
+    out[i] = f2bf(scale * (2.0f * u - 1.0f));
+  }
+}

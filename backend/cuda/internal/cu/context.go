@@ -258,9 +258,9 @@ func (c *Context) CopyDtoHAsync(dst *Pinned, off int, src uintptr, n int) error 
 	return c.Do(func() error { return call(fnMemcpyDtoHAsync, dst.ptr+uintptr(off), src, uintptr(n), c.stream) })
 }
 
-// CopyDtoD enqueues a device-to-device copy.
+// CopyDtoD enqueues a device-to-device copy on the stream.
 func (c *Context) CopyDtoD(dst, src uintptr, n int64) error {
-	return c.Do(func() error { return call(fnMemcpyDtoD, dst, src, uintptr(n)) })
+	return c.Do(func() error { return call(fnMemcpyDtoD, dst, src, uintptr(n), c.stream) })
 }
 
 // Memset enqueues setting n bytes at p to v.

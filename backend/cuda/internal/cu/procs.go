@@ -31,7 +31,7 @@ var (
 	fnMemFreeHost        = &proc{name: "cuMemFreeHost"}
 	fnMemcpyHtoD         = &proc{name: "cuMemcpyHtoD"}
 	fnMemcpyDtoH         = &proc{name: "cuMemcpyDtoH"}
-	fnMemcpyDtoD         = &proc{name: "cuMemcpyDtoD"}
+	fnMemcpyDtoD         = &proc{name: "cuMemcpyDtoDAsync"}
 	fnMemcpyHtoDAsync    = &proc{name: "cuMemcpyHtoDAsync"}
 	fnMemcpyDtoHAsync    = &proc{name: "cuMemcpyDtoHAsync"}
 	fnMemsetD8Async      = &proc{name: "cuMemsetD8Async"}

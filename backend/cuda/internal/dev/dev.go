@@ -46,6 +46,8 @@ type Device interface {
 	Download(dst []byte, src Ptr) error
 	// Memset sets n bytes at p to v.
 	Memset(p Ptr, v byte, n int64) error
+	// Copy copies n bytes from src to dst on the device.
+	Copy(dst, src Ptr, n int64) error
 	// Launch enqueues kernel k over grid x block threads with args (Pack of k's argument struct).
 	Launch(k Kernel, grid, block Dim3, shmem int, args []byte) error
 	// Sync waits for all issued work.

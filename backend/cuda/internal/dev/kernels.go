@@ -18,6 +18,7 @@ const (
 	KResidualAdd
 	KSamplePrep
 	KSamplePick
+	KFillBF16
 	NumKernels
 )
 
@@ -42,6 +43,7 @@ var Kernels = [NumKernels]KernelInfo{
 	KResidualAdd: {"residual_add", "elementwise.cu", reflect.TypeFor[ResidualAddArgs]()},
 	KSamplePrep:  {"sample_prep", "sample.cu", reflect.TypeFor[SamplePrepArgs]()},
 	KSamplePick:  {"sample_pick", "sample.cu", reflect.TypeFor[SamplePickArgs]()},
+	KFillBF16:    {"fill_bf16", "elementwise.cu", reflect.TypeFor[FillArgs]()},
 }
 
 func (k Kernel) String() string {
@@ -181,4 +183,14 @@ type SamplePickArgs struct {
 	OutToken, OutLogprob             uint64
 	OutTopIDs, OutTopLogprobs        uint64
 	Rows, Vocab, MaskWords, MaxTop   int32
+}
+
+// FillArgs: Out[i] = bf16(Scale · (2·u(Seed, i) - 1)) for i < N, u uniform in [0, 1) from a
+// counter hash: weights made on the device for benchmarks (no host initialisation of 16 GB).
+// Grid (ceil(N/1024)), block 256.
+type FillArgs struct {
+	Out   uint64
+	N     uint64
+	Seed  uint32
+	Scale float32
 }

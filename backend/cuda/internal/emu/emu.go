@@ -174,6 +174,22 @@ func (d *Device) Memset(p dev.Ptr, v byte, n int64) error {
 	return nil
 }
 
+// Copy copies n bytes between device buffers.
+func (d *Device) Copy(dst, src dev.Ptr, n int64) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	from, err := d.bytes(src, int(n))
+	if err != nil {
+		return fmt.Errorf("emu: copy: %w", err)
+	}
+	to, err := d.bytes(dst, int(n))
+	if err != nil {
+		return fmt.Errorf("emu: copy: %w", err)
+	}
+	copy(to, from)
+	return nil
+}
+
 // Launch runs kernel k's reference now, or records it while capturing.
 func (d *Device) Launch(k dev.Kernel, grid, block dev.Dim3, shmem int, args []byte) error {
 	if k < 0 || k >= dev.NumKernels {

@@ -23,6 +23,7 @@ var refs = [dev.NumKernels]ref{
 	dev.KResidualAdd: wrap(residualAdd),
 	dev.KSamplePrep:  wrap(samplePrep),
 	dev.KSamplePick:  wrap(samplePick),
+	dev.KFillBF16:    wrap(fillBF16),
 }
 
 // wrap decodes the packed arguments for a typed reference.
@@ -381,6 +382,28 @@ func residualAdd(m *mem, grid dev.Dim3, a dev.ResidualAddArgs) error {
 		for i := range x {
 			x[i] += b[i]
 		}
+	}
+	return nil
+}
+
+func fillHash(seed uint32, i uint64) uint64 {
+	x := i*0x9e3779b97f4a7c15 + (uint64(seed)<<32 | uint64(seed))
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}
+
+func fillBF16(m *mem, grid dev.Dim3, a dev.FillArgs) error {
+	if err := needGrid(grid, int((a.N+1023)/1024), 1, 1); err != nil {
+		return err
+	}
+	out := m.u16(a.Out, int(a.N))
+	for i := range out {
+		u := float32(fillHash(a.Seed, uint64(i))>>40) * (1.0 / 16777216.0)
+		out[i] = ToBF16(a.Scale * (2*u - 1))
 	}
 	return nil
 }
