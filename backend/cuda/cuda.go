@@ -129,7 +129,12 @@ func newBackend(d dev.Device, m *model.Model, opts backend.Options, t Tuning) (*
 	if m == nil {
 		return nil, errors.New("nil model")
 	}
-	cfg := m.Config
+	return newBackendWith(d, m.Config, opts, t, func(allocs *[]dev.Ptr) (*weights, error) { return uploadWeights(d, m, allocs) })
+}
+
+// newBackendWith builds the backend for a model of shape cfg whose weights mkWeights puts on the
+// device (uploaded from a checkpoint, or made there for benchmarks).
+func newBackendWith(d dev.Device, cfg model.Config, opts backend.Options, t Tuning, mkWeights func(allocs *[]dev.Ptr) (*weights, error)) (*Backend, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -156,7 +161,7 @@ func newBackend(d dev.Device, m *model.Model, opts backend.Options, t Tuning) (*
 	}
 	b := &Backend{d: d, cfg: cfg, tune: t, bs: bs, maxPos: maxPos, stride: (maxPos + bs - 1) / bs, graphs: map[int]dev.Graph{}}
 	var err error
-	if b.w, err = uploadWeights(d, m, &b.allocs); err != nil {
+	if b.w, err = mkWeights(&b.allocs); err != nil {
 		b.free()
 		return nil, err
 	}

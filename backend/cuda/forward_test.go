@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/llmserve/llmserve/backend"
@@ -47,10 +48,41 @@ func loadFixture(t testing.TB, name string) (*model.Model, reference) {
 	return m, ref
 }
 
+// device is where an end-to-end test runs: the emulator, or GPU 0.
+type device struct {
+	name string
+	gpu  bool
+}
+
+var (
+	gpuProbe     sync.Once
+	gpuAvailable bool
+)
+
+// forDevices runs fn on the emulator, and on GPU 0 where one opens with the kernels.
+func forDevices(t *testing.T, fn func(t *testing.T, dv device)) {
+	gpuProbe.Do(func() {
+		if d, err := openDriver(0); err == nil {
+			gpuAvailable = true
+			_ = d.Close()
+		}
+	})
+	t.Run("emu", func(t *testing.T) { fn(t, device{name: "emu"}) })
+	if gpuAvailable {
+		t.Run("gpu", func(t *testing.T) { fn(t, device{name: "gpu", gpu: true}) })
+	}
+}
+
 // emulated opens the CUDA backend on the emulator.
 func emulated(t testing.TB, m *model.Model, opts backend.Options, tune Tuning) *Backend {
 	t.Helper()
-	tune.Emulate = true
+	return openOn(t, device{name: "emu"}, m, opts, tune)
+}
+
+// openOn opens the CUDA backend on dv.
+func openOn(t testing.TB, dv device, m *model.Model, opts backend.Options, tune Tuning) *Backend {
+	t.Helper()
+	tune.Emulate = !dv.gpu
 	opts.Tuning = tune
 	b, err := New(m, opts)
 	if err != nil {
@@ -189,56 +221,60 @@ const runTol = 8e-3
 // batched with each other, and compares the logits with transformers' float32 reference
 // (bf16Tol of max |logit|), greedy ids equal where the top-2 gap is clear.
 func TestForwardMatchesReference(t *testing.T) {
-	for _, name := range fixtureModels {
-		t.Run(name, func(t *testing.T) {
-			m, ref := loadFixture(t, name)
-			b := emulated(t, m, backend.Options{NumBlocks: 96}, Tuning{})
-			var seqs []*seqRun
-			for i, p := range ref.Prompts {
-				seqs = append(seqs, &seqRun{prompt: p.InputIDs, chunk: []int{0, 5, 64, 0}[i%4], steps: len(p.GreedyNewIDs), start: i, tokens: slices.Clone(p.InputIDs)})
-			}
-			rows := drive(t, []backend.Backend{b}, seqs, 96)[0]
-			for i, p := range ref.Prompts {
-				if d := relDiff(t, rows[i][0], p.LastLogits); d > bf16Tol {
-					t.Errorf("prompt %d: last prompt logits differ from transformers by %.3g of max |logit|", i, d)
+	forDevices(t, func(t *testing.T, dv device) {
+		for _, name := range fixtureModels {
+			t.Run(name, func(t *testing.T) {
+				m, ref := loadFixture(t, name)
+				b := openOn(t, dv, m, backend.Options{NumBlocks: 96}, Tuning{})
+				var seqs []*seqRun
+				for i, p := range ref.Prompts {
+					seqs = append(seqs, &seqRun{prompt: p.InputIDs, chunk: []int{0, 5, 64, 0}[i%4], steps: len(p.GreedyNewIDs), start: i, tokens: slices.Clone(p.InputIDs)})
 				}
-				if p.MinTop2Gap > 0.05 && !slices.Equal(seqs[i].generated, p.GreedyNewIDs) {
-					t.Errorf("prompt %d: greedy ids %v, transformers %v (min top-2 gap %.3g)", i, seqs[i].generated, p.GreedyNewIDs, p.MinTop2Gap)
+				rows := drive(t, []backend.Backend{b}, seqs, 96)[0]
+				for i, p := range ref.Prompts {
+					if d := relDiff(t, rows[i][0], p.LastLogits); d > bf16Tol {
+						t.Errorf("prompt %d: last prompt logits differ from transformers by %.3g of max |logit|", i, d)
+					}
+					if p.MinTop2Gap > 0.05 && !slices.Equal(seqs[i].generated, p.GreedyNewIDs) {
+						t.Errorf("prompt %d: greedy ids %v, transformers %v (min top-2 gap %.3g)", i, seqs[i].generated, p.GreedyNewIDs, p.MinTop2Gap)
+					}
 				}
-			}
-		})
-	}
+			})
+		}
+	})
 }
 
 // TestForwardMatchesCPU runs the same batches on the emulated device and the CPU backend with
 // bf16 activations and a bf16 KV cache over a bf16 checkpoint: both round the same operands, so
 // only the order of float32 sums differs.
 func TestForwardMatchesCPU(t *testing.T) {
-	m, ref := loadFixture(t, "qwen3-bf16")
-	opts := backend.Options{NumBlocks: 96, KVCacheDType: backend.KVBF16}
-	c, err := cpu.New(m, backend.Options{NumBlocks: 96, KVCacheDType: backend.KVBF16, Tuning: cpu.Tuning{Threads: 1, BF16Activations: true}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	g := emulated(t, m, opts, Tuning{})
-	var seqs []*seqRun
-	for i, p := range ref.Prompts {
-		seqs = append(seqs, &seqRun{prompt: p.InputIDs, chunk: []int{0, 3, 16, 50}[i%4], steps: 8, start: 2 * i, tokens: slices.Clone(p.InputIDs)})
-	}
-	rows := drive(t, []backend.Backend{g, c}, seqs, 96)
-	n := 0
-	for i := range seqs {
-		for j := range rows[0][i] {
-			if d := relDiff(t, rows[0][i][j], rows[1][i][j]); d > runTol {
-				t.Errorf("seq %d row %d: emulated CUDA and CPU differ by %.3g", i, j, d)
-			}
-			n++
+	forDevices(t, func(t *testing.T, dv device) {
+		m, ref := loadFixture(t, "qwen3-bf16")
+		opts := backend.Options{NumBlocks: 96, KVCacheDType: backend.KVBF16}
+		c, err := cpu.New(m, backend.Options{NumBlocks: 96, KVCacheDType: backend.KVBF16, Tuning: cpu.Tuning{Threads: 1, BF16Activations: true}})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if n < 30 {
-		t.Fatalf("compared only %d rows", n)
-	}
+		defer c.Close()
+		g := openOn(t, dv, m, opts, Tuning{})
+		var seqs []*seqRun
+		for i, p := range ref.Prompts {
+			seqs = append(seqs, &seqRun{prompt: p.InputIDs, chunk: []int{0, 3, 16, 50}[i%4], steps: 8, start: 2 * i, tokens: slices.Clone(p.InputIDs)})
+		}
+		rows := drive(t, []backend.Backend{g, c}, seqs, 96)
+		n := 0
+		for i := range seqs {
+			for j := range rows[0][i] {
+				if d := relDiff(t, rows[0][i][j], rows[1][i][j]); d > runTol {
+					t.Errorf("seq %d row %d: emulated CUDA and CPU differ by %.3g", i, j, d)
+				}
+				n++
+			}
+		}
+		if n < 30 {
+			t.Fatalf("compared only %d rows", n)
+		}
+	})
 }
 
 // randomModel is a small Qwen3-shaped model with random bf16 weights and a context long enough
@@ -259,118 +295,124 @@ func randomModel(t testing.TB) *model.Model {
 // TestLongContextPartitions: decode rows past 512 and 1024 positions (two and three split-KV
 // partitions merged) match the CPU backend, as does the prefill that filled their cache.
 func TestLongContextPartitions(t *testing.T) {
-	if testing.Short() {
-		t.Skip("long contexts on the emulator take a few seconds")
-	}
-	m := randomModel(t)
-	rng := rand.New(rand.NewPCG(3, 3))
-	prompt := func(n int) []int32 {
-		p := make([]int32, n)
-		for i := range p {
-			p[i] = int32(rng.IntN(m.Config.VocabSize))
+	forDevices(t, func(t *testing.T, dv device) {
+		if testing.Short() {
+			t.Skip("long contexts on the emulator take a few seconds")
 		}
-		return p
-	}
-	c, err := cpu.New(m, backend.Options{NumBlocks: 200, KVCacheDType: backend.KVBF16, Tuning: cpu.Tuning{Threads: 1, BF16Activations: true}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	g := emulated(t, m, backend.Options{NumBlocks: 200}, Tuning{})
-	seqs := []*seqRun{
-		{prompt: prompt(1030), chunk: 300, steps: 3},
-		{prompt: prompt(510), chunk: 0, steps: 5, start: 1},
-	}
-	for _, s := range seqs {
-		s.tokens = slices.Clone(s.prompt)
-	}
-	rows := drive(t, []backend.Backend{g, c}, seqs, 200)
-	for i := range seqs {
-		for j := range rows[0][i] {
-			if d := relDiff(t, rows[0][i][j], rows[1][i][j]); d > runTol {
-				t.Errorf("seq %d row %d: emulated CUDA and CPU differ by %.3g", i, j, d)
+		m := randomModel(t)
+		rng := rand.New(rand.NewPCG(3, 3))
+		prompt := func(n int) []int32 {
+			p := make([]int32, n)
+			for i := range p {
+				p[i] = int32(rng.IntN(m.Config.VocabSize))
+			}
+			return p
+		}
+		c, err := cpu.New(m, backend.Options{NumBlocks: 200, KVCacheDType: backend.KVBF16, Tuning: cpu.Tuning{Threads: 1, BF16Activations: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		g := openOn(t, dv, m, backend.Options{NumBlocks: 200}, Tuning{})
+		seqs := []*seqRun{
+			{prompt: prompt(1030), chunk: 300, steps: 3},
+			{prompt: prompt(510), chunk: 0, steps: 5, start: 1},
+		}
+		for _, s := range seqs {
+			s.tokens = slices.Clone(s.prompt)
+		}
+		rows := drive(t, []backend.Backend{g, c}, seqs, 200)
+		for i := range seqs {
+			for j := range rows[0][i] {
+				if d := relDiff(t, rows[0][i][j], rows[1][i][j]); d > runTol {
+					t.Errorf("seq %d row %d: emulated CUDA and CPU differ by %.3g", i, j, d)
+				}
 			}
 		}
-	}
+	})
 }
 
 // TestBatchInvariance: a sequence's decode rows are bitwise the same alone, in a batch of
 // seven, with graphs (padded to a bucket) or eagerly.
 func TestBatchInvariance(t *testing.T) {
-	m, ref := loadFixture(t, "qwen3-bf16")
-	prompt := ref.Prompts[2].InputIDs
-	run := func(tune Tuning, others int) [][]float32 {
-		b := emulated(t, m, backend.Options{NumBlocks: 128}, tune)
-		table := func(s int) []int32 { return []int32{int32(4 * s), int32(4*s + 1), int32(4*s + 2), int32(4*s + 3)} }
-		var batch backend.Batch
-		for s := range others + 1 {
-			batch.Seqs = append(batch.Seqs, backend.Seq{Tokens: prompt[:len(prompt)-s], BlockTable: table(s), Logits: true})
-		}
-		out, err := b.Forward(context.Background(), &batch)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var rows [][]float32
-		tok := argmax(out[0])
-		for step := range 4 {
-			batch.Seqs = batch.Seqs[:0]
+	forDevices(t, func(t *testing.T, dv device) {
+		m, ref := loadFixture(t, "qwen3-bf16")
+		prompt := ref.Prompts[2].InputIDs
+		run := func(tune Tuning, others int) [][]float32 {
+			b := openOn(t, dv, m, backend.Options{NumBlocks: 128}, tune)
+			table := func(s int) []int32 { return []int32{int32(4 * s), int32(4*s + 1), int32(4*s + 2), int32(4*s + 3)} }
+			var batch backend.Batch
 			for s := range others + 1 {
-				batch.Seqs = append(batch.Seqs, backend.Seq{Tokens: []int32{tok}, Pos: len(prompt) - s + step, BlockTable: table(s), Logits: true})
+				batch.Seqs = append(batch.Seqs, backend.Seq{Tokens: prompt[:len(prompt)-s], BlockTable: table(s), Logits: true})
 			}
 			out, err := b.Forward(context.Background(), &batch)
 			if err != nil {
 				t.Fatal(err)
 			}
-			rows = append(rows, slices.Clone(out[0]))
-			tok = argmax(out[0])
+			var rows [][]float32
+			tok := argmax(out[0])
+			for step := range 4 {
+				batch.Seqs = batch.Seqs[:0]
+				for s := range others + 1 {
+					batch.Seqs = append(batch.Seqs, backend.Seq{Tokens: []int32{tok}, Pos: len(prompt) - s + step, BlockTable: table(s), Logits: true})
+				}
+				out, err := b.Forward(context.Background(), &batch)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rows = append(rows, slices.Clone(out[0]))
+				tok = argmax(out[0])
+			}
+			if want := map[bool]int{true: 0, false: 1}[tune.NoGraphs]; len(b.graphs) != want {
+				t.Fatalf("%d graphs captured, want %d", len(b.graphs), want)
+			}
+			return rows
 		}
-		if want := map[bool]int{true: 0, false: 1}[tune.NoGraphs]; len(b.graphs) != want {
-			t.Fatalf("%d graphs captured, want %d", len(b.graphs), want)
-		}
-		return rows
-	}
-	alone := run(Tuning{NoGraphs: true}, 0)
-	for _, c := range []struct {
-		name   string
-		tune   Tuning
-		others int
-	}{{"eager batch of 7", Tuning{NoGraphs: true}, 6}, {"graph alone", Tuning{}, 0}, {"graph batch of 7 (bucket 8)", Tuning{}, 6}} {
-		got := run(c.tune, c.others)
-		for i := range alone {
-			if !slices.Equal(got[i], alone[i]) {
-				t.Errorf("%s: decode step %d differs from the sequence alone (max rel diff %.3g)", c.name, i, relDiff(t, got[i], alone[i]))
+		alone := run(Tuning{NoGraphs: true}, 0)
+		for _, c := range []struct {
+			name   string
+			tune   Tuning
+			others int
+		}{{"eager batch of 7", Tuning{NoGraphs: true}, 6}, {"graph alone", Tuning{}, 0}, {"graph batch of 7 (bucket 8)", Tuning{}, 6}} {
+			got := run(c.tune, c.others)
+			for i := range alone {
+				if !slices.Equal(got[i], alone[i]) {
+					t.Errorf("%s: decode step %d differs from the sequence alone (max rel diff %.3g)", c.name, i, relDiff(t, got[i], alone[i]))
+				}
 			}
 		}
-	}
+	})
 }
 
 // TestAllLogits: every position's row of an AllLogits chunk equals the last row of a forward
 // over that prefix alone.
 func TestAllLogits(t *testing.T) {
-	m, ref := loadFixture(t, "qwen3")
-	b := emulated(t, m, backend.Options{NumBlocks: 64}, Tuning{})
-	prompt := ref.Prompts[2].InputIDs
-	v := b.VocabSize()
-	out, err := b.Forward(context.Background(), &backend.Batch{Seqs: []backend.Seq{
-		{Tokens: prompt, BlockTable: []int32{0, 1, 2}, AllLogits: true, Logits: true},
-		{Tokens: prompt[:5], BlockTable: []int32{9}},
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(out[0]) != len(prompt)*v || out[1] != nil {
-		t.Fatalf("rows of %d floats and %v", len(out[0]), out[1] != nil)
-	}
-	all := slices.Clone(out[0])
-	for _, j := range []int{0, 7, len(prompt) - 1} {
-		out, err := b.Forward(context.Background(), &backend.Batch{Seqs: []backend.Seq{{Tokens: prompt[:j+1], BlockTable: []int32{4, 5, 6}, Logits: true}}})
+	forDevices(t, func(t *testing.T, dv device) {
+		m, ref := loadFixture(t, "qwen3")
+		b := openOn(t, dv, m, backend.Options{NumBlocks: 64}, Tuning{})
+		prompt := ref.Prompts[2].InputIDs
+		v := b.VocabSize()
+		out, err := b.Forward(context.Background(), &backend.Batch{Seqs: []backend.Seq{
+			{Tokens: prompt, BlockTable: []int32{0, 1, 2}, AllLogits: true, Logits: true},
+			{Tokens: prompt[:5], BlockTable: []int32{9}},
+		}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d := relDiff(t, all[j*v:(j+1)*v], out[0]); d > 1e-5 {
-			t.Errorf("position %d differs from its prefix's forward by %.3g", j, d)
+		if len(out[0]) != len(prompt)*v || out[1] != nil {
+			t.Fatalf("rows of %d floats and %v", len(out[0]), out[1] != nil)
 		}
-	}
+		all := slices.Clone(out[0])
+		for _, j := range []int{0, 7, len(prompt) - 1} {
+			out, err := b.Forward(context.Background(), &backend.Batch{Seqs: []backend.Seq{{Tokens: prompt[:j+1], BlockTable: []int32{4, 5, 6}, Logits: true}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := relDiff(t, all[j*v:(j+1)*v], out[0]); d > 1e-5 {
+				t.Errorf("position %d differs from its prefix's forward by %.3g", j, d)
+			}
+		}
+	})
 }
 
 func TestRegistryAndErrors(t *testing.T) {

@@ -192,3 +192,61 @@ func ropeTables(cfg model.Config, n int) (cos, sin []float32) {
 	}
 	return cos, sin
 }
+
+// fillWeights makes random weights of shape cfg on the device (fill_bf16, uniform with variance
+// about 1/fan_in; norms one), for benchmarks of shapes no checkpoint is at hand for: nothing of
+// their size crosses from the host. Biases and q/k norms follow cfg.
+func fillWeights(d dev.Device, cfg model.Config, allocs *[]dev.Ptr) (*weights, error) {
+	u := &uploader{d: d, allocs: allocs}
+	seed := uint32(1)
+	mat := func(rows, cols int) (dev.Ptr, error) {
+		n := rows * cols
+		p, err := d.Alloc(int64(2 * n))
+		if err != nil {
+			return 0, err
+		}
+		*allocs = append(*allocs, p)
+		u.bytes += int64(2 * n)
+		seed++
+		scale := float32(math.Sqrt(3 / float64(cols)))
+		a := dev.FillArgs{Out: p, N: uint64(n), Seed: seed, Scale: scale}
+		return p, d.Launch(dev.KFillBF16, dev.D1((n+1023)/1024), dev.D1(256), 0, dev.Pack(&a))
+	}
+	ones := func(n int) (dev.Ptr, error) {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = 1
+		}
+		return u.f32(x)
+	}
+	h, qkv, inter := cfg.HiddenSize, cfg.QDim()+2*cfg.KVDim(), cfg.IntermediateSize
+	w := &weights{layers: make([]layerWeights, cfg.NumLayers)}
+	var err error
+	set := func(p *dev.Ptr, f func() (dev.Ptr, error)) {
+		if err == nil {
+			*p, err = f()
+		}
+	}
+	set(&w.embed, func() (dev.Ptr, error) { return mat(cfg.VocabSize, h) })
+	if cfg.TieWordEmbeddings {
+		w.lmHead = w.embed
+	} else {
+		set(&w.lmHead, func() (dev.Ptr, error) { return mat(cfg.VocabSize, h) })
+	}
+	set(&w.norm, func() (dev.Ptr, error) { return ones(h) })
+	for i := range w.layers {
+		l := &w.layers[i]
+		set(&l.qkv, func() (dev.Ptr, error) { return mat(qkv, h) })
+		set(&l.o, func() (dev.Ptr, error) { return mat(h, cfg.QDim()) })
+		set(&l.gateUp, func() (dev.Ptr, error) { return mat(2*inter, h) })
+		set(&l.down, func() (dev.Ptr, error) { return mat(h, inter) })
+		set(&l.inNorm, func() (dev.Ptr, error) { return ones(h) })
+		set(&l.postNorm, func() (dev.Ptr, error) { return ones(h) })
+		if cfg.QKNorm {
+			set(&l.qNorm, func() (dev.Ptr, error) { return ones(cfg.HeadDim) })
+			set(&l.kNorm, func() (dev.Ptr, error) { return ones(cfg.HeadDim) })
+		}
+	}
+	w.bytes = u.bytes
+	return w, err
+}
