@@ -121,14 +121,14 @@ func argmax(x []float32) int32 {
 
 // seqRun is one sequence driven through chunked prefill and greedy decoding.
 type seqRun struct {
-	prompt    []int32
-	chunk     int
-	steps     int
-	start     int
+	prompt []int32
+	// chunk is the prefill chunk length (0: the whole prompt), steps the greedy tokens to
+	// generate, start the step at which the sequence joins.
+	chunk, steps, start int
+	// fed counts the tokens whose K/V are cached; tokens is the prompt and what was generated.
 	fed       int
 	tokens    []int32
 	table     []int32
-	rows      [][]float32 // every logits row it received
 	generated []int32
 }
 

@@ -9,6 +9,46 @@ import (
 	"github.com/ebitengine/purego"
 )
 
+// proc is one driver function: its base name (cuGetProcAddress picks the ABI version) and
+// address once loaded.
+type proc struct {
+	name string
+	addr uintptr
+}
+
+// Functions only the loader and the error path call.
+var (
+	fnInit           = &proc{name: "cuInit"}
+	fnGetErrorName   = &proc{name: "cuGetErrorName"}
+	fnGetErrorString = &proc{name: "cuGetErrorString"}
+)
+
+// procs lists every function for the loader; cuInit first, the error names next so that later
+// failures can be named.
+var procs = []*proc{
+	fnInit, fnGetErrorName, fnGetErrorString, fnDriverGetVersion, fnDeviceGet, fnDeviceGetCount,
+	fnDeviceGetName, fnDeviceGetAttribute, fnPrimaryCtxRetain, fnPrimaryCtxRelease,
+	fnCtxSetCurrent, fnMemGetInfo, fnMemAlloc, fnMemFree, fnMemHostAlloc,
+	fnMemFreeHost, fnMemcpyHtoD, fnMemcpyDtoH, fnMemcpyDtoD, fnMemcpyHtoDAsync, fnMemcpyDtoHAsync,
+	fnMemsetD8Async, fnModuleLoadData, fnModuleUnload, fnModuleGetFunction, fnLaunchKernel,
+	fnStreamCreate, fnStreamDestroy, fnStreamSynchronize, fnStreamBeginCapture, fnStreamEndCapture,
+	fnGraphInstantiate, fnGraphLaunch, fnGraphExecDestroy, fnGraphDestroy, fnEventCreate,
+	fnEventRecord, fnEventSynchronize, fnEventElapsedTime, fnEventDestroy,
+}
+
+// cString copies a NUL-terminated string the driver owns.
+func cString(p uintptr) string {
+	if p == 0 {
+		return ""
+	}
+	base := unsafe.Add(unsafe.Pointer(nil), p)
+	n := 0
+	for *(*byte)(unsafe.Add(base, n)) != 0 {
+		n++
+	}
+	return string(unsafe.Slice((*byte)(base), n))
+}
+
 // libNames are tried in order: the driver's versioned soname first, as the CUDA runtime does.
 var libNames = []string{"libcuda.so.1", "libcuda.so"}
 

@@ -1,29 +1,15 @@
 package cu
 
-import "unsafe"
-
-// proc is one driver function: its base name (cuGetProcAddress picks the ABI version) and
-// address once loaded.
-type proc struct {
-	name string
-	addr uintptr
-}
-
-// The driver functions this package calls.
+// The driver functions the Context calls.
 var (
-	fnInit               = &proc{name: "cuInit"}
-	fnGetErrorName       = &proc{name: "cuGetErrorName"}
-	fnGetErrorString     = &proc{name: "cuGetErrorString"}
 	fnDriverGetVersion   = &proc{name: "cuDriverGetVersion"}
 	fnDeviceGet          = &proc{name: "cuDeviceGet"}
 	fnDeviceGetCount     = &proc{name: "cuDeviceGetCount"}
 	fnDeviceGetName      = &proc{name: "cuDeviceGetName"}
 	fnDeviceGetAttribute = &proc{name: "cuDeviceGetAttribute"}
-	fnDeviceTotalMem     = &proc{name: "cuDeviceTotalMem"}
 	fnPrimaryCtxRetain   = &proc{name: "cuDevicePrimaryCtxRetain"}
 	fnPrimaryCtxRelease  = &proc{name: "cuDevicePrimaryCtxRelease"}
 	fnCtxSetCurrent      = &proc{name: "cuCtxSetCurrent"}
-	fnCtxSynchronize     = &proc{name: "cuCtxSynchronize"}
 	fnMemGetInfo         = &proc{name: "cuMemGetInfo"}
 	fnMemAlloc           = &proc{name: "cuMemAlloc"}
 	fnMemFree            = &proc{name: "cuMemFree"}
@@ -54,27 +40,3 @@ var (
 	fnEventElapsedTime   = &proc{name: "cuEventElapsedTime"}
 	fnEventDestroy       = &proc{name: "cuEventDestroy"}
 )
-
-// procs lists them for the loader; cuInit first so later ones can report through the names.
-var procs = []*proc{
-	fnInit, fnGetErrorName, fnGetErrorString, fnDriverGetVersion, fnDeviceGet, fnDeviceGetCount,
-	fnDeviceGetName, fnDeviceGetAttribute, fnDeviceTotalMem, fnPrimaryCtxRetain, fnPrimaryCtxRelease,
-	fnCtxSetCurrent, fnCtxSynchronize, fnMemGetInfo, fnMemAlloc, fnMemFree, fnMemHostAlloc,
-	fnMemFreeHost, fnMemcpyHtoD, fnMemcpyDtoH, fnMemcpyDtoD, fnMemcpyHtoDAsync, fnMemcpyDtoHAsync,
-	fnMemsetD8Async, fnModuleLoadData, fnModuleUnload, fnModuleGetFunction, fnLaunchKernel,
-	fnStreamCreate, fnStreamDestroy, fnStreamSynchronize, fnStreamBeginCapture, fnStreamEndCapture,
-	fnGraphInstantiate, fnGraphLaunch, fnGraphExecDestroy, fnGraphDestroy, fnEventCreate,
-	fnEventRecord, fnEventSynchronize, fnEventElapsedTime, fnEventDestroy,
-}
-
-// cString copies a NUL-terminated string the driver owns.
-func cString(p uintptr) string {
-	if p == 0 {
-		return ""
-	}
-	var n int
-	for *(*byte)(unsafe.Add(unsafe.Pointer(nil), p+uintptr(n))) != 0 { //nolint:govet // driver-owned static string
-		n++
-	}
-	return string(unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(nil), p)), n))
-}

@@ -161,10 +161,8 @@ func qkvPost(m *mem, grid dev.Dim3, a dev.QKVPostArgs) error {
 	bs := int(a.BlockSize)
 	for r := range int(a.Rows) {
 		row := m.f32(a.QKV+uint64(r*stride*4), stride)
-		if bias != nil {
-			for i, b := range bias {
-				row[i] += b
-			}
+		for i, b := range bias {
+			row[i] += b
 		}
 		p := int(pos[r])
 		blk := m.i32(a.Tables+uint64((int(seq[r])*int(a.MaxBlocks)+p/bs)*4), 1)[0]
