@@ -97,10 +97,12 @@ type Backend struct {
 	x, xn, qkv, attn, gu []float32
 	sel, logits          []float32
 	// mul multiplies activations by the weight matrices (project).
-	mul     linear.Multiplier
-	rowPos  []int
-	rowSeq  []int
-	workers []attnScratch
+	mul    linear.Multiplier
+	rowPos []int
+	rowSeq []int
+	// groups are this step's row groups of the layers' products, headGroups the LM head's.
+	groups, headGroups []rowGroup
+	workers            []attnScratch
 
 	// kvPlan is how the KV pool was sized (for the start-up log).
 	kvPlan backend.KVPlan
@@ -322,6 +324,7 @@ func (b *Backend) Forward(ctx context.Context, batch *backend.Batch) ([][]float3
 		}
 	}
 
+	b.groups = b.rowGroups(b.groups, len(spans), func(i int) int { return spans[i].n })
 	for l := range b.m.Layers {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("cpu forward: %w", err)
@@ -347,7 +350,7 @@ func (b *Backend) layer(l int, spans []seqSpan, rows int) {
 	b.parallelRows(rows, h, func(r int) {
 		rmsNorm(b.xn[r*h:(r+1)*h], b.x[r*h:(r+1)*h], w.InputNorm, eps)
 	})
-	b.project(w.QKV, rows, b.xn, h, b.qkv, qkvDim, false)
+	b.project(w.QKV, b.groups, b.xn, h, b.qkv, qkvDim, false)
 
 	// Per row: bias, per-head norm, rotation, then the row's K and V go into its cache slot.
 	bs, nkv := b.blockSize, cfg.NumKVHeads
@@ -380,19 +383,19 @@ func (b *Backend) layer(l int, spans []seqSpan, rows int) {
 
 	b.attention(l, spans)
 
-	b.project(w.O, rows, b.attn, qDim, b.x, h, true)
+	b.project(w.O, b.groups, b.attn, qDim, b.x, h, true)
 	if w.OBias != nil {
 		addBias(b.x, rows, h, w.OBias)
 	}
 	b.parallelRows(rows, h, func(r int) {
 		rmsNorm(b.xn[r*h:(r+1)*h], b.x[r*h:(r+1)*h], w.PostAttnNorm, eps)
 	})
-	b.project(w.GateUp, rows, b.xn, h, b.gu, 2*inter, false)
+	b.project(w.GateUp, b.groups, b.xn, h, b.gu, 2*inter, false)
 	b.parallelRows(rows, inter, func(r int) {
 		row := b.gu[r*2*inter : (r+1)*2*inter]
 		swiGLU(row[:inter], row[inter:])
 	})
-	b.project(w.Down, rows, b.gu, 2*inter, b.x, h, true)
+	b.project(w.Down, b.groups, b.gu, 2*inter, b.x, h, true)
 }
 
 // finish applies the final norm and the LM head to the last row of every sequence that asked
@@ -428,7 +431,13 @@ func (b *Backend) finish(spans []seqSpan) [][]float32 {
 			j++
 		}
 	}
-	b.project(b.m.LMHead, total, b.sel, h, b.logits, vocab, false)
+	b.headGroups = b.rowGroups(b.headGroups, len(want), func(j int) int {
+		if spans[want[j]].seq.AllLogits {
+			return spans[want[j]].n
+		}
+		return 1
+	})
+	b.project(b.m.LMHead, b.headGroups, b.sel, h, b.logits, vocab, false)
 	j = 0
 	for _, i := range want {
 		k := 1

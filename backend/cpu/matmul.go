@@ -35,16 +35,58 @@ func checkWeights(m *model.Model) error {
 	return nil
 }
 
-// project computes out[i·ldo+j] = Σ_p x[i·ldx+p]·w[j][p] for i < m and j < w.Rows (added to out
+// rowGroup is a run of activation rows that go through one product: the rows of short chunks
+// (decodes, small prefill chunks) together, on the streaming path, where every row's result is
+// independent of the others; a long chunk (prefill) alone, on the path its own length picks.
+// Either way a sequence's rows are computed exactly as they would be in a batch of their own.
+type rowGroup struct {
+	start, n int
+	rowwise  bool
+}
+
+// rowGroups appends to dst the groups of consecutive chunks of lengths n(0), n(1), ...
+// (count chunks). With BF16Activations, whose results depend on the batch anyway, all rows are
+// one product on the fastest path.
+func (b *Backend) rowGroups(dst []rowGroup, count int, n func(i int) int) []rowGroup {
+	dst = dst[:0]
+	start := 0
+	for i := range count {
+		ni := n(i)
+		short := ni <= linear.StreamMaxRows || b.mul.BF16Activations
+		if last := len(dst) - 1; short && last >= 0 && dst[last].rowwise {
+			dst[last].n += ni
+		} else {
+			dst = append(dst, rowGroup{start: start, n: ni, rowwise: short})
+		}
+		start += ni
+	}
+	if b.mul.BF16Activations {
+		for i := range dst {
+			dst[i].rowwise = false
+		}
+	}
+	return dst
+}
+
+// project computes out[i·ldo+j] = Σ_p x[i·ldx+p]·w[j][p] for the rows of groups (added to out
 // when accumulate is set): the activations times a weight matrix in its storage type. It counts
 // the work in b.stats.
-func (b *Backend) project(w model.Matrix, m int, x []float32, ldx int, out []float32, ldo int, accumulate bool) {
+func (b *Backend) project(w model.Matrix, groups []rowGroup, x []float32, ldx int, out []float32, ldo int, accumulate bool) {
 	t := time.Now()
-	// a group of mixed types runs part by part, each into its columns of out
-	off := 0
-	for _, blk := range w.Blocks() {
-		b.mul.MatMul(blk, m, x, ldx, out[off:], ldo, accumulate)
-		off += blk.Rows
+	m := 0
+	for _, g := range groups {
+		xs, os := x[g.start*ldx:], out[g.start*ldo:]
+		// a group of mixed types runs part by part, each into its columns of out
+		off := 0
+		for _, blk := range w.Blocks() {
+			if g.rowwise {
+				b.mul.MatMulRows(blk, g.n, xs, ldx, os[off:], ldo, accumulate)
+			} else {
+				b.mul.MatMul(blk, g.n, xs, ldx, os[off:], ldo, accumulate)
+			}
+			off += blk.Rows
+		}
+		m += g.n
 	}
 	b.stats.GEMMTime += time.Since(t)
 	b.stats.GEMMFlops += 2 * float64(m) * float64(w.Rows) * float64(w.Cols)

@@ -114,7 +114,7 @@ func TestProjectParts(t *testing.T) {
 				got[i] = float32(i % 7)
 			}
 			want := slices.Clone(got)
-			b.project(w, m, x, cols, got, ldo, acc)
+			b.project(w, []rowGroup{{start: 0, n: m}}, x, cols, got, ldo, acc)
 			off := 0
 			for _, p := range parts {
 				alone := make([]float32, m*p.Rows)
