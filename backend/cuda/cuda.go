@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"os"
 	"unsafe"
 
 	"github.com/llmserve/llmserve/backend"
@@ -42,10 +43,15 @@ type Tuning struct {
 	MaxPositions int
 }
 
+// EmulateEnv, set to 1, runs a backend opened without a Tuning (schedulerd --device cuda) on
+// the emulator: the whole engine then runs the CUDA backend's host side on a machine without a
+// GPU, slowly (every kernel is Go reference code).
+const EmulateEnv = "LLMSERVE_CUDA_EMULATE"
+
 func tuning(opts *backend.Options) (Tuning, error) {
 	switch t := opts.Tuning.(type) {
 	case nil:
-		return Tuning{}, nil
+		return Tuning{Emulate: os.Getenv(EmulateEnv) == "1"}, nil
 	case Tuning:
 		return t, nil
 	case *Tuning:
@@ -58,7 +64,8 @@ func tuning(opts *backend.Options) (Tuning, error) {
 }
 
 func init() {
-	backend.Register("cuda", func(m *model.Model, opts backend.Options) (backend.Backend, error) { return New(m, opts) })
+	// backend.Open names the device in its errors, so the registered constructor does not.
+	backend.Register("cuda", func(m *model.Model, opts backend.Options) (backend.Backend, error) { return open(m, opts) })
 }
 
 // Backend runs a model on one CUDA device (or the emulator). Forward and ForwardSample must
@@ -85,6 +92,8 @@ type Backend struct {
 	// graphs holds the captured decode graph of each bucket; they bake in buf's pointers and
 	// capacities, so growing buf drops them.
 	graphs map[int]dev.Graph
+	// kvPlan is how the KV pool was sized.
+	kvPlan backend.KVPlan
 	// logits is the host copy of the last step's logits rows.
 	logits []float32
 	// samp is the sampling state (sample.go).
@@ -101,9 +110,17 @@ var (
 // New opens device opts.Device (or the emulator, with Tuning.Emulate), uploads m's weights in
 // bf16 and allocates the KV pool.
 func New(m *model.Model, opts backend.Options) (*Backend, error) {
-	t, err := tuning(&opts)
+	b, err := open(m, opts)
 	if err != nil {
 		return nil, fmt.Errorf("cuda backend: %w", err)
+	}
+	return b, nil
+}
+
+func open(m *model.Model, opts backend.Options) (*Backend, error) {
+	t, err := tuning(&opts)
+	if err != nil {
+		return nil, err
 	}
 	var d dev.Device
 	if t.Emulate {
@@ -114,13 +131,13 @@ func New(m *model.Model, opts backend.Options) (*Backend, error) {
 		d = emu.New(mem)
 	} else {
 		if d, err = openDriver(opts.Device); err != nil {
-			return nil, fmt.Errorf("cuda backend: %w", err)
+			return nil, err
 		}
 	}
 	b, err := newBackend(d, m, opts, t)
 	if err != nil {
 		_ = d.Close()
-		return nil, fmt.Errorf("cuda backend: %w", err)
+		return nil, err
 	}
 	return b, nil
 }
@@ -183,7 +200,7 @@ func newBackendWith(d dev.Device, cfg model.Config, opts backend.Options, t Tuni
 		b.free()
 		return nil, err
 	}
-	b.numBlocks = plan.Blocks
+	b.numBlocks, b.kvPlan = plan.Blocks, plan
 	layerBytes := int64(plan.Blocks+1) * perBlock // +1: the dummy block
 	for range cfg.NumLayers {
 		for _, c := range []*[]dev.Ptr{&b.kcache, &b.vcache} {
@@ -214,6 +231,14 @@ func (b *Backend) free() {
 	b.allocs = nil
 	b.buf.free(b.d)
 	b.samp.free(b.d)
+}
+
+// KVPlan says how the KV pool was sized (schedulerd logs it).
+func (b *Backend) KVPlan() backend.KVPlan { return b.kvPlan }
+
+// LogAttrs describes the device and the weights for schedulerd's start-up log.
+func (b *Backend) LogAttrs() []any {
+	return []any{"cuda_device", b.d.Name(), "weights_bytes", b.w.bytes, "graphs", !b.tune.NoGraphs}
 }
 
 // NumBlocks is the number of KV blocks the scheduler may use.
