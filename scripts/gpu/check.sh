@@ -63,6 +63,7 @@ if want build; then
 fi
 
 export LLMSERVE_CUDA_FATBIN=$OUT/kernels.fatbin
+export LLMSERVE_CUDA_GPU_ONLY=1 # the emulated halves of the end-to-end tests ran in CI
 if want kernels; then
   stage kernels 75 "
     cd backend/cuda && '$BIN/cu.test' -test.v -test.run . 2>&1 | tail -5 &&
