@@ -42,6 +42,10 @@ type Tuning struct {
 	// does: on CPUs with AVX512_BF16 batched decode and prefill run up to twice as fast, but a
 	// sequence's results then depend on the batch it runs in (see package linear).
 	BF16Activations bool
+	// Kernels names the kernel set of the weight products (linear.KernelSets: "avx512bf16",
+	// "avx512", "avx2", "go"); "" picks the fastest this machine runs. With "go" attention
+	// runs without SIMD as well, so the whole forward is portable Go (tests compare the sets).
+	Kernels string
 }
 
 // tuning reads opts.Tuning.
@@ -209,6 +213,12 @@ func New(m *model.Model, opts backend.Options) (*Backend, error) {
 		workers: make([]attnScratch, threads),
 		mul:     linear.Multiplier{Threads: threads, BF16Activations: tune.BF16Activations},
 		kvPlan:  plan,
+	}
+	if err := b.mul.UseKernels(tune.Kernels); err != nil {
+		return nil, fmt.Errorf("cpu backend: %w", err)
+	}
+	if tune.Kernels == "go" {
+		b.simd = false
 	}
 	b.prefault()
 	return b, nil

@@ -40,7 +40,7 @@ func TestKVCacheDTypes(t *testing.T) {
 		for p, prompt := range ref.Prompts {
 			s := newSeqRun(prompt.InputIDs, 0, 1, 0)
 			runSeqs(t, b, pool, []*seqRun{s})
-			d := relDiff(t, s.prefill, ref.Prompts[p].LastLogits)
+			d := relDiff(t, s.Prefill, ref.Prompts[p].LastLogits)
 			worst = max(worst, d)
 		}
 		if worst > tc.tol {

@@ -64,7 +64,7 @@ func TestQuantizedWeights(t *testing.T) {
 	for p, prompt := range ref.Prompts {
 		s := newSeqRun(prompt.InputIDs, 5, 2, 0)
 		runSeqs(t, b, pool, []*seqRun{s})
-		worst = max(worst, relDiff(t, s.prefill, ref.Prompts[p].LastLogits))
+		worst = max(worst, relDiff(t, s.Prefill, ref.Prompts[p].LastLogits))
 	}
 	if worst > 5e-2 {
 		t.Errorf("q8_0: last logits within %.3g of the reference, want <= 5e-2", worst)

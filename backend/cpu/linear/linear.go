@@ -57,6 +57,30 @@ const streamChunkRows = 32
 // "go").
 func Kernels() string { return sets[0].name }
 
+// KernelSets names the kernel sets this machine can run, fastest first (the portable "go" last).
+func KernelSets() []string {
+	names := make([]string, len(sets))
+	for i, s := range sets {
+		names[i] = s.name
+	}
+	return names
+}
+
+// UseKernels makes mu run the kernel set named name (one of KernelSets), "" for the fastest.
+func (mu *Multiplier) UseKernels(name string) error {
+	if name == "" {
+		mu.set = nil
+		return nil
+	}
+	for _, s := range sets {
+		if s.name == name {
+			mu.set = s
+			return nil
+		}
+	}
+	return fmt.Errorf("kernel set %q: this machine runs %v", name, KernelSets())
+}
+
 // sets are the kernel sets this machine can run, fastest first.
 var sets = kernelSets()
 
