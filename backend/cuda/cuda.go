@@ -79,6 +79,8 @@ type Backend struct {
 	numBlocks, bs int
 	// stride is the block-table row length (blocks a sequence may hold), maxPos the positions.
 	stride, maxPos int
+	// kvF32 is set for an f32 KV cache (else bf16).
+	kvF32 bool
 
 	w      *weights
 	kcache []dev.Ptr
@@ -162,8 +164,8 @@ func newBackendWith(d dev.Device, cfg model.Config, opts backend.Options, t Tuni
 		return nil, fmt.Errorf("head dim %d, %d heads over %d KV heads: the attention kernels take head dim <= %d and groups <= %d",
 			cfg.HeadDim, cfg.NumHeads, cfg.NumKVHeads, maxHeadDim, maxGroup)
 	}
-	if opts.KVCacheDType != backend.KVAuto && opts.KVCacheDType != backend.KVBF16 {
-		return nil, fmt.Errorf("KV cache dtype %s: the CUDA backend stores bf16", opts.KVCacheDType)
+	if opts.KVCacheDType == backend.KVF16 {
+		return nil, fmt.Errorf("KV cache dtype %s: the CUDA backend stores bf16 or f32", opts.KVCacheDType)
 	}
 	bs := opts.BlockSize
 	if bs == 0 {
@@ -191,7 +193,18 @@ func newBackendWith(d dev.Device, cfg model.Config, opts backend.Options, t Tuni
 		b.free()
 		return nil, fmt.Errorf("upload RoPE table: %w", err)
 	}
-	perBlock := int64(cfg.NumKVHeads * bs * cfg.HeadDim * 2) // bytes of K (or V) per block per layer
+	// the KV cache follows the weights unless set: f32 for checkpoints uploaded in f32
+	switch opts.KVCacheDType {
+	case backend.KVF32:
+		b.kvF32 = true
+	case backend.KVAuto:
+		b.kvF32 = len(b.w.layers) > 0 && b.w.layers[0].qkv.f32
+	}
+	elem := int64(2)
+	if b.kvF32 {
+		elem = 4
+	}
+	perBlock := int64(cfg.NumKVHeads*bs*cfg.HeadDim) * elem // bytes of K (or V) per block per layer
 	plan, err := opts.KVBlocks(2*int64(cfg.NumLayers)*perBlock, func() (int64, error) {
 		free, _, err := d.MemInfo()
 		return max(0, free-workspaceReserve), err
@@ -219,7 +232,7 @@ func newBackendWith(d dev.Device, cfg model.Config, opts backend.Options, t Tuni
 		}
 	}
 	slog.Info("cuda backend ready", "device", d.Name(), "weights_bytes", b.w.bytes, "kv_blocks", plan.Blocks,
-		"kv_bytes", plan.Bytes, "kv_sized_by", plan.Source, "block_size", bs, "max_positions", maxPos, "graphs", !t.NoGraphs)
+		"kv_bytes", plan.Bytes, "kv_f32", b.kvF32, "kv_sized_by", plan.Source, "block_size", bs, "max_positions", maxPos, "graphs", !t.NoGraphs)
 	return b, nil
 }
 
@@ -358,12 +371,18 @@ func launch[T any](d dev.Device, k dev.Kernel, grid, block dev.Dim3, args *T) er
 	return nil
 }
 
-// gemm enqueues out (+)= x · wᵀ.
-func (b *Backend) gemm(out, x, w dev.Ptr, m, n, k, ldx, ldo int, acc bool) error {
-	a := dev.GemmArgs{Out: out, X: x, W: w, M: int32(m), N: int32(n), K: int32(k), Ldx: int32(ldx), Ldo: int32(ldo)}
-	if acc {
-		a.Accumulate = 1
+// flag is 1 for true, as kernels take booleans.
+func flag(b bool) int32 {
+	if b {
+		return 1
 	}
+	return 0
+}
+
+// gemm enqueues out (+)= x · wᵀ.
+func (b *Backend) gemm(out, x dev.Ptr, w matrix, m, n, k, ldx, ldo int, acc bool) error {
+	a := dev.GemmArgs{Out: out, X: x, W: w.p, M: int32(m), N: int32(n), K: int32(k), Ldx: int32(ldx), Ldo: int32(ldo),
+		Accumulate: flag(acc), WF32: flag(w.f32)}
 	return launch(b.d, dev.KGemm, dev.Dim3{uint32((n + 63) / 64), uint32((m + 63) / 64), 1}, dev.D1(256), &a)
 }
 
@@ -378,7 +397,7 @@ func (b *Backend) enqueue(p *plan, parts int) error {
 	eps := float32(cfg.RMSNormEps)
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	blk := dev.D1(256)
-	if err := launch(d, dev.KEmbed, dev.D1(rows), blk, &dev.EmbedArgs{Out: s.x, Table: b.w.embed, IDs: s.ids, Rows: int32(rows), H: int32(h)}); err != nil {
+	if err := launch(d, dev.KEmbed, dev.D1(rows), blk, &dev.EmbedArgs{Out: s.x, Table: b.w.embed.p, IDs: s.ids, Rows: int32(rows), H: int32(h), TableF32: flag(b.w.embed.f32)}); err != nil {
 		return err
 	}
 	for l := range cfg.NumLayers {
@@ -393,7 +412,7 @@ func (b *Backend) enqueue(p *plan, parts int) error {
 					QKV: s.qkv, Bias: w.qkvBias, QNorm: w.qNorm, KNorm: w.kNorm, RopeCos: b.ropeCos, RopeSin: b.ropeSin,
 					KCache: b.kcache[l], VCache: b.vcache[l], Pos: s.pos, RowSeq: s.rowSeq, Tables: s.tables,
 					Rows: int32(rows), NumHeads: int32(nh), NumKVHeads: int32(nkv), HeadDim: int32(hd),
-					BlockSize: int32(b.bs), MaxBlocks: int32(b.stride), Eps: eps})
+					BlockSize: int32(b.bs), MaxBlocks: int32(b.stride), KVF32: flag(b.kvF32), Eps: eps})
 			},
 			func() error {
 				nd := len(p.decodeRows)
@@ -404,7 +423,7 @@ func (b *Backend) enqueue(p *plan, parts int) error {
 					QKV: s.qkv, KCache: b.kcache[l], VCache: b.vcache[l], Tables: s.tables, RowSeq: s.rowSeq, Pos: s.pos,
 					Rows: s.decode, PartO: s.partO, PartM: s.partM, PartL: s.partL, NumRows: int32(nd), NumHeads: int32(nh),
 					NumKVHeads: int32(nkv), HeadDim: int32(hd), BlockSize: int32(b.bs), MaxBlocks: int32(b.stride),
-					MaxParts: int32(parts), Scale: scale}); err != nil {
+					MaxParts: int32(parts), KVF32: flag(b.kvF32), Scale: scale}); err != nil {
 					return err
 				}
 				return launch(d, dev.KAttnMerge, dev.Dim3{uint32(nd), uint32(nh), 1}, dev.D1(128), &dev.AttnMergeArgs{
@@ -419,7 +438,7 @@ func (b *Backend) enqueue(p *plan, parts int) error {
 				return launch(d, dev.KAttnPrefill, dev.Dim3{uint32(nt), uint32(nh), 1}, dev.D1(128), &dev.AttnPrefillArgs{
 					Out: s.attn, QKV: s.qkv, KCache: b.kcache[l], VCache: b.vcache[l], Tables: s.tables, RowSeq: s.rowSeq,
 					Pos: s.pos, Tiles: s.tiles, NumTiles: int32(nt), NumHeads: int32(nh), NumKVHeads: int32(nkv),
-					HeadDim: int32(hd), BlockSize: int32(b.bs), MaxBlocks: int32(b.stride), Scale: scale})
+					HeadDim: int32(hd), BlockSize: int32(b.bs), MaxBlocks: int32(b.stride), KVF32: flag(b.kvF32), Scale: scale})
 			},
 			func() error { return b.gemm(s.x, s.attn, w.o, rows, h, qDim, qDim, h, true) },
 			func() error {

@@ -11,18 +11,26 @@ import (
 	"github.com/llmserve/llmserve/quant"
 )
 
-// layerWeights are one decoder layer's device tensors: projections in bf16 ([out][in]), norms
-// and biases in f32 (0 when the family has none).
+// matrix is a projection on the device, [out][in]: bf16, or f32 (f32 set) for checkpoints
+// stored in any other type (widened exactly; block-quantized types dequantized).
+type matrix struct {
+	p   dev.Ptr
+	f32 bool
+}
+
+// layerWeights are one decoder layer's device tensors: projections as matrix, norms and biases
+// in f32 (0 when the family has none).
 type layerWeights struct {
-	qkv, o, gateUp, down           dev.Ptr
+	qkv, o, gateUp, down           matrix
 	inNorm, postNorm, qNorm, kNorm dev.Ptr
 	qkvBias, oBias                 dev.Ptr
 }
 
 // weights are the model's device tensors.
 type weights struct {
-	embed, lmHead, norm dev.Ptr
-	layers              []layerWeights
+	embed, lmHead matrix
+	norm          dev.Ptr
+	layers        []layerWeights
 	// bytes is the device memory they occupy.
 	bytes int64
 }
@@ -55,15 +63,24 @@ func (u *uploader) f32(x []float32) (dev.Ptr, error) {
 	return u.put(f32Bytes(x))
 }
 
-// bf16 uploads a matrix as bfloat16 [Rows][Cols]: BF16 data as stored, other float types
-// rounded, block-quantized types dequantized first (their own kernels are later work).
-func (u *uploader) bf16(m model.Matrix) (dev.Ptr, error) {
-	out := make([]byte, 0, 2*m.Rows*m.Cols)
+// matrix uploads a matrix in its stored precision: BF16 as stored; any other type (F32, F16,
+// block-quantized) widened to f32 exactly, for the f32-weight GEMM (quantized kernels are later
+// work).
+func (u *uploader) matrix(m model.Matrix) (matrix, error) {
+	bf16 := true
 	for _, blk := range m.Blocks() {
-		if blk.Type == quant.BF16 {
+		bf16 = bf16 && blk.Type == quant.BF16
+	}
+	if bf16 {
+		out := make([]byte, 0, 2*m.Rows*m.Cols)
+		for _, blk := range m.Blocks() {
 			out = append(out, blk.Data[:2*blk.Rows*blk.Cols]...)
-			continue
 		}
+		p, err := u.put(out)
+		return matrix{p: p}, err
+	}
+	out := make([]byte, 0, 4*m.Rows*m.Cols)
+	for _, blk := range m.Blocks() {
 		row := make([]float32, blk.Cols)
 		for r := range blk.Rows {
 			var err error
@@ -73,14 +90,15 @@ func (u *uploader) bf16(m model.Matrix) (dev.Ptr, error) {
 				err = model.RowFloat32(blk, r, row)
 			}
 			if err != nil {
-				return 0, fmt.Errorf("row %d: %w", r, err)
+				return matrix{}, fmt.Errorf("row %d: %w", r, err)
 			}
 			for _, v := range row {
-				out = binary.LittleEndian.AppendUint16(out, toBF16(v))
+				out = binary.LittleEndian.AppendUint32(out, math.Float32bits(v))
 			}
 		}
 	}
-	return u.put(out)
+	p, err := u.put(out)
+	return matrix{p: p, f32: true}, err
 }
 
 // uploadWeights copies m's weights to the device.
@@ -96,20 +114,28 @@ func uploadWeights(d dev.Device, m *model.Model, allocs *[]dev.Ptr) (*weights, e
 			err = fmt.Errorf("upload %s: %w", name, err)
 		}
 	}
-	try("embed_tokens", &w.embed, func() (dev.Ptr, error) { return u.bf16(m.Embed) })
+	mat := func(name string, p *matrix, src model.Matrix) {
+		if err != nil {
+			return
+		}
+		if *p, err = u.matrix(src); err != nil {
+			err = fmt.Errorf("upload %s: %w", name, err)
+		}
+	}
+	mat("embed_tokens", &w.embed, m.Embed)
 	if len(m.LMHead.Data) > 0 && len(m.Embed.Data) > 0 && &m.LMHead.Data[0] == &m.Embed.Data[0] && m.LMHead.Type == m.Embed.Type {
 		w.lmHead = w.embed // tied embeddings: one copy
 	} else {
-		try("lm_head", &w.lmHead, func() (dev.Ptr, error) { return u.bf16(m.LMHead) })
+		mat("lm_head", &w.lmHead, m.LMHead)
 	}
 	try("norm", &w.norm, func() (dev.Ptr, error) { return u.f32(m.Norm) })
 	for i := range m.Layers {
 		l, lw := &m.Layers[i], &w.layers[i]
 		name := func(s string) string { return fmt.Sprintf("layer %d %s", i, s) }
-		try(name("qkv"), &lw.qkv, func() (dev.Ptr, error) { return u.bf16(l.QKV) })
-		try(name("o_proj"), &lw.o, func() (dev.Ptr, error) { return u.bf16(l.O) })
-		try(name("gate_up"), &lw.gateUp, func() (dev.Ptr, error) { return u.bf16(l.GateUp) })
-		try(name("down_proj"), &lw.down, func() (dev.Ptr, error) { return u.bf16(l.Down) })
+		mat(name("qkv"), &lw.qkv, l.QKV)
+		mat(name("o_proj"), &lw.o, l.O)
+		mat(name("gate_up"), &lw.gateUp, l.GateUp)
+		mat(name("down_proj"), &lw.down, l.Down)
 		try(name("input_layernorm"), &lw.inNorm, func() (dev.Ptr, error) { return u.f32(l.InputNorm) })
 		try(name("post_attention_layernorm"), &lw.postNorm, func() (dev.Ptr, error) { return u.f32(l.PostAttnNorm) })
 		try(name("q_norm"), &lw.qNorm, func() (dev.Ptr, error) { return u.f32(l.QNorm) })
@@ -199,18 +225,18 @@ func ropeTables(cfg model.Config, n int) (cos, sin []float32) {
 func fillWeights(d dev.Device, cfg model.Config, allocs *[]dev.Ptr) (*weights, error) {
 	u := &uploader{d: d, allocs: allocs}
 	seed := uint32(1)
-	mat := func(rows, cols int) (dev.Ptr, error) {
+	mat := func(rows, cols int) (matrix, error) {
 		n := rows * cols
 		p, err := d.Alloc(int64(2 * n))
 		if err != nil {
-			return 0, err
+			return matrix{}, err
 		}
 		*allocs = append(*allocs, p)
 		u.bytes += int64(2 * n)
 		seed++
 		scale := float32(math.Sqrt(3 / float64(cols)))
 		a := dev.FillArgs{Out: p, N: uint64(n), Seed: seed, Scale: scale}
-		return p, d.Launch(dev.KFillBF16, dev.D1((n+1023)/1024), dev.D1(256), 0, dev.Pack(&a))
+		return matrix{p: p}, d.Launch(dev.KFillBF16, dev.D1((n+1023)/1024), dev.D1(256), 0, dev.Pack(&a))
 	}
 	ones := func(n int) (dev.Ptr, error) {
 		x := make([]float32, n)
@@ -227,19 +253,24 @@ func fillWeights(d dev.Device, cfg model.Config, allocs *[]dev.Ptr) (*weights, e
 			*p, err = f()
 		}
 	}
-	set(&w.embed, func() (dev.Ptr, error) { return mat(cfg.VocabSize, h) })
+	setM := func(p *matrix, rows, cols int) {
+		if err == nil {
+			*p, err = mat(rows, cols)
+		}
+	}
+	setM(&w.embed, cfg.VocabSize, h)
 	if cfg.TieWordEmbeddings {
 		w.lmHead = w.embed
 	} else {
-		set(&w.lmHead, func() (dev.Ptr, error) { return mat(cfg.VocabSize, h) })
+		setM(&w.lmHead, cfg.VocabSize, h)
 	}
 	set(&w.norm, func() (dev.Ptr, error) { return ones(h) })
 	for i := range w.layers {
 		l := &w.layers[i]
-		set(&l.qkv, func() (dev.Ptr, error) { return mat(qkv, h) })
-		set(&l.o, func() (dev.Ptr, error) { return mat(h, cfg.QDim()) })
-		set(&l.gateUp, func() (dev.Ptr, error) { return mat(2*inter, h) })
-		set(&l.down, func() (dev.Ptr, error) { return mat(h, inter) })
+		setM(&l.qkv, qkv, h)
+		setM(&l.o, h, cfg.QDim())
+		setM(&l.gateUp, 2*inter, h)
+		setM(&l.down, h, inter)
 		set(&l.inNorm, func() (dev.Ptr, error) { return ones(h) })
 		set(&l.postNorm, func() (dev.Ptr, error) { return ones(h) })
 		if cfg.QKNorm {

@@ -1,4 +1,4 @@
-// Paged attention over the bf16 KV cache ([block][kv head][block size][head dim] per layer),
+// Paged attention over the KV cache (bf16, or f32 with kv_f32; [block][kv head][block size][head dim] per layer),
 // keys and values read through each sequence's block table.
 //
 // attn_decode splits a row's context into partitions of PART positions (their number follows
@@ -20,9 +20,12 @@ struct Attend {
   float o[MAX_HD / 32];
 };
 
+// kv_at reads element e of a cache row at u64 offset at: bf16, or f32 with f32 set.
+KERN float kv_at(const bf16* c, u64 at, int f32) { return f32 ? ((const float*)c)[at] : bf2f(c[at]); }
+
 // attend runs one warp over keys [lo, hi) for query q (global, hd floats).
 KERN void attend(Attend& a, const float* q, const bf16* kc, const bf16* vc, const int* table, int nkv, int g, int bs,
-                 int hd, int lo, int hi, float scale) {
+                 int hd, int lo, int hi, float scale, int f32) {
   int lane = tid() & 31;
   a.m = neg_inf();
   a.l = 0;
@@ -31,9 +34,9 @@ KERN void attend(Attend& a, const float* q, const bf16* kc, const bf16* vc, cons
     int j = c + lane;
     float s = neg_inf();
     if (j < hi) {
-      const bf16* k = kc + (((u64)table[j / bs] * nkv + g) * bs + j % bs) * hd;
+      u64 k = (((u64)table[j / bs] * nkv + g) * bs + j % bs) * hd;
       float d = 0;
-      for (int e = 0; e < hd; e++) d += q[e] * bf2f(k[e]);
+      for (int e = 0; e < hd; e++) d += q[e] * kv_at(kc, k + e, f32);
       s = d * scale;
     }
     float cm = warp_max(s);
@@ -47,10 +50,10 @@ KERN void attend(Attend& a, const float* q, const bf16* kc, const bf16* vc, cons
     for (int jj = 0; jj < n; jj++) {
       float pj = shfl_idx(p, jj);
       int pos = c + jj;
-      const bf16* v = vc + (((u64)table[pos / bs] * nkv + g) * bs + pos % bs) * hd;
+      u64 v = (((u64)table[pos / bs] * nkv + g) * bs + pos % bs) * hd;
       for (int i = 0; i < MAX_HD / 32; i++) {
         int d = lane + 32 * i;
-        if (d < hd) a.o[i] += pj * bf2f(v[d]);
+        if (d < hd) a.o[i] += pj * kv_at(vc, v + d, f32);
       }
     }
   }
@@ -59,7 +62,7 @@ KERN void attend(Attend& a, const float* q, const bf16* kc, const bf16* vc, cons
 extern "C" __global__ void attn_decode(const float* qkv, const bf16* kcache, const bf16* vcache, const int* tables,
                                        const int* row_seq, const int* pos, const int* rows, float* part_o,
                                        float* part_m, float* part_l, int num_rows, int num_heads, int num_kv_heads, int head_dim, int block_size,
-                                       int max_blocks, int max_parts, float scale) {
+                                       int max_blocks, int max_parts, int kv_f32, float scale) {
   const int nh = num_heads;
   const int nkv = num_kv_heads;
   const int hd = head_dim;
@@ -76,7 +79,7 @@ extern "C" __global__ void attn_decode(const float* qkv, const bf16* kcache, con
   int stride = (nh + 2 * nkv) * hd;
   for (int h = g * group + warp; h < (g + 1) * group; h += ntid() >> 5) {
     Attend a;
-    attend(a, qkv + (u64)r * stride + (u64)h * hd, kcache, vcache, table, nkv, g, bs, hd, lo, hi, scale);
+    attend(a, qkv + (u64)r * stride + (u64)h * hd, kcache, vcache, table, nkv, g, bs, hd, lo, hi, scale, kv_f32);
     u64 at = ((u64)i * nh + h) * max_parts + part;
     if (lane == 0) {
       part_m[at] = a.m;
@@ -112,7 +115,7 @@ extern "C" __global__ void attn_merge(float* out, const float* part_o, const flo
 
 extern "C" __global__ void attn_prefill(float* out, const float* qkv, const bf16* kcache, const bf16* vcache,
                                         const int* tables, const int* row_seq, const int* pos, const int* tiles,
-                                        int num_tiles, int num_heads, int num_kv_heads, int head_dim, int block_size, int max_blocks, float scale) {
+                                        int num_tiles, int num_heads, int num_kv_heads, int head_dim, int block_size, int max_blocks, int kv_f32, float scale) {
   const int nh = num_heads;
   const int nkv = num_kv_heads;
   const int hd = head_dim;
@@ -125,7 +128,7 @@ extern "C" __global__ void attn_prefill(float* out, const float* qkv, const bf16
   for (int r = first + warp; r < first + n; r += ntid() >> 5) {
     const int* table = tables + (u64)row_seq[r] * max_blocks;
     Attend a;
-    attend(a, qkv + (u64)r * stride + (u64)h * hd, kcache, vcache, table, nkv, g, bs, hd, 0, pos[r] + 1, scale);
+    attend(a, qkv + (u64)r * stride + (u64)h * hd, kcache, vcache, table, nkv, g, bs, hd, 0, pos[r] + 1, scale, kv_f32);
     float inv = rcp(a.l);
     for (int e = 0; e < MAX_HD / 32; e++) {
       int d = lane + 32 * e;

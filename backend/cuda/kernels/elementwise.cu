@@ -1,12 +1,17 @@
 // Element-wise kernels: embedding gather, RMSNorm, SwiGLU, residual and bias adds.
 #include "kern.cuh"
 
-// out[r] = float(table[ids[r]]): one block per row.
-extern "C" __global__ void embed_gather(float* out, const bf16* table, const int* ids, int rows, int h) {
+// out[r] = float(table[ids[r]]) (a bf16 table, or f32 with table_f32): one block per row.
+extern "C" __global__ void embed_gather(float* out, const bf16* table, const int* ids, int rows, int h, int table_f32) {
   int r = bid_x();
   if (r >= rows) return;
-  const bf16* src = table + (u64)ids[r] * h;
   float* dst = out + (u64)r * h;
+  if (table_f32) {
+    const float* src = (const float*)table + (u64)ids[r] * h;
+    for (int i = tid(); i < h; i += ntid()) dst[i] = src[i];
+    return;
+  }
+  const bf16* src = table + (u64)ids[r] * h;
   for (int i = tid(); i < h; i += ntid()) dst[i] = bf2f(src[i]);
 }
 

@@ -1,6 +1,7 @@
 // The built-in GEMM: out[m][n] (+)= sum_k bf16(x[m][k]) * w[n][k], bf16 weights in Hugging
 // Face's [out][in] layout, f32 activations rounded to bf16 as they are loaded, f32 accumulation
-// in k order (no split-K, so a row's result never depends on the batch). 64x64 output tiles,
+// in k order (no split-K, so a row's result never depends on the batch); with w_f32 the weights
+// are f32 and the activations are used unrounded (float32 checkpoints). 64x64 output tiles,
 // 256 threads of 4x4 outputs each. cuBLASLt replaces it where it is faster (M2).
 #include "kern.cuh"
 
@@ -9,7 +10,7 @@
 #define TK 16
 
 extern "C" __global__ void gemm_bf16(float* out, const float* x, const bf16* w, int M, int N, int K, int ldx, int ldo,
-                                     int accumulate) {
+                                     int accumulate, int w_f32) {
   __shared__ float xs[TK][TM + 1];
   __shared__ float ws[TK][TN + 1];
   int n0 = bid_x() * TN, m0 = bid_y() * TM;
@@ -22,9 +23,12 @@ extern "C" __global__ void gemm_bf16(float* out, const float* x, const bf16* w, 
     for (int e = t; e < TM * TK; e += 256) {
       int mm = e / TK, kk = e % TK;
       int gm = m0 + mm, gk = k0 + kk;
-      xs[kk][mm] = (gm < M && gk < K) ? round_bf(x[(u64)gm * ldx + gk]) : 0.0f;
+      float xv = (gm < M && gk < K) ? x[(u64)gm * ldx + gk] : 0.0f;
+      xs[kk][mm] = w_f32 ? xv : round_bf(xv);
       int gn = n0 + mm;
-      ws[kk][mm] = (gn < N && gk < K) ? bf2f(w[(u64)gn * K + gk]) : 0.0f;
+      float wv = 0.0f;
+      if (gn < N && gk < K) wv = w_f32 ? ((const float*)w)[(u64)gn * K + gk] : bf2f(w[(u64)gn * K + gk]);
+      ws[kk][mm] = wv;
     }
     sync();
     for (int kk = 0; kk < TK; kk++) {

@@ -1,12 +1,12 @@
 // qkv_post: per row and head of the fused q|k|v projection, bias, Qwen3's per-head RMSNorm of q
 // and k, RoPE (rotate_half pairing, the host's cos/sin table), and the bf16 store of k and v in
-// the paged cache at the row's block-table slot. Grid (rows, heads + 2 kv heads).
+// the paged cache (f32 with kv_f32) at the row's block-table slot. Grid (rows, heads + 2 kv heads).
 #include "kern.cuh"
 
 extern "C" __global__ void qkv_post(float* qkv, const float* bias, const float* qnorm, const float* knorm,
                                     const float* rope_cos, const float* rope_sin, bf16* kcache, bf16* vcache,
                                     const int* pos, const int* row_seq, const int* tables, int rows, int num_heads, int num_kv_heads,
-                                    int head_dim, int block_size, int max_blocks, float eps) {
+                                    int head_dim, int block_size, int max_blocks, int kv_f32, float eps) {
   const int nh = num_heads, nkv = num_kv_heads, hd = head_dim, bs = block_size;
   __shared__ float red[32];
   int r = bid_x(), h = bid_y();
@@ -44,6 +44,12 @@ extern "C" __global__ void qkv_post(float* qkv, const float* bias, const float* 
     kh = h - nh - nkv;
   }
   int blk = tables[row_seq[r] * max_blocks + p / bs];
-  bf16* dst = cache + (((u64)blk * nkv + kh) * bs + p % bs) * hd;
+  u64 at = (((u64)blk * nkv + kh) * bs + p % bs) * hd;
+  if (kv_f32) {
+    float* dst = (float*)cache + at;
+    for (int i = tid(); i < hd; i += ntid()) dst[i] = head[i];
+    return;
+  }
+  bf16* dst = cache + at;
   for (int i = tid(); i < hd; i += ntid()) dst[i] = f2bf(head[i]);
 }

@@ -58,10 +58,11 @@ func (k Kernel) String() string {
 // batch it runs in.
 const PartitionTokens = 512
 
-// EmbedArgs: Out[r][:H] = float(Table[IDs[r]][:H]) (bf16 table, f32 rows). Grid (Rows).
+// EmbedArgs: Out[r][:H] = float(Table[IDs[r]][:H]) (a bf16 table, or f32 when TableF32 is
+// 1; f32 rows). Grid (Rows).
 type EmbedArgs struct {
-	Out, Table, IDs uint64
-	Rows, H         int32
+	Out, Table, IDs   uint64
+	Rows, H, TableF32 int32
 }
 
 // RMSNormArgs: Out[r] = W ⊙ X[src] / sqrt(mean(X[src]²) + Eps), src = RowIdx[r] (r when
@@ -73,26 +74,27 @@ type RMSNormArgs struct {
 }
 
 // GemmArgs: Out[m][n] (+)= Σ_k bf16(X[m·Ldx+k]) · W[n][k] with bf16 W [N][K], f32 X and Out
-// (row stride Ldo), f32 accumulation in k order; added to Out when Accumulate is 1. Grid
-// (ceil(N/64), ceil(M/64)), block 256.
+// (row stride Ldo), f32 accumulation in k order; added to Out when Accumulate is 1. With WF32
+// 1 the weights are f32 and X is used unrounded (float32 checkpoints). Grid (ceil(N/64),
+// ceil(M/64)), block 256.
 type GemmArgs struct {
 	Out, X, W         uint64
 	M, N, K, Ldx, Ldo int32
-	Accumulate        int32
+	Accumulate, WF32  int32
 }
 
 // QKVPostArgs: per row r and head h of the fused q|k|v row QKV[r] (f32, stride
 // (NumHeads+2·NumKVHeads)·HeadDim): add Bias (0: none), RMS-normalise q and k heads by QNorm /
 // KNorm (0: none), rotate q and k by RoPE at Pos[r] (RopeCos and RopeSin [position][HeadDim/2], the
 // host's table, so angles are exact for any position; rotate_half pairing),
-// and store k and v (bf16) in the layer's caches [block][kv head][BlockSize][HeadDim] at block
+// and store k and v (bf16, or f32 when KVF32 is 1) in the layer's caches [block][kv head][BlockSize][HeadDim] at block
 // Tables[RowSeq[r]·MaxBlocks + Pos[r]/BlockSize], slot Pos[r]%BlockSize. Grid (Rows,
 // NumHeads+2·NumKVHeads), block 128.
 type QKVPostArgs struct {
 	QKV, Bias, QNorm, KNorm, RopeCos, RopeSin uint64
 	KCache, VCache, Pos, RowSeq, Tables       uint64
 	Rows, NumHeads, NumKVHeads, HeadDim       int32
-	BlockSize, MaxBlocks                      int32
+	BlockSize, MaxBlocks, KVF32               int32
 	Eps                                       float32
 }
 
@@ -105,7 +107,7 @@ type AttnDecodeArgs struct {
 	QKV, KCache, VCache, Tables, RowSeq, Pos, Rows uint64
 	PartO, PartM, PartL                            uint64
 	NumRows, NumHeads, NumKVHeads, HeadDim         int32
-	BlockSize, MaxBlocks, MaxParts                 int32
+	BlockSize, MaxBlocks, MaxParts, KVF32          int32
 	Scale                                          float32
 }
 
@@ -124,7 +126,7 @@ type AttnMergeArgs struct {
 type AttnPrefillArgs struct {
 	Out, QKV, KCache, VCache, Tables, RowSeq, Pos, Tiles uint64
 	NumTiles, NumHeads, NumKVHeads, HeadDim              int32
-	BlockSize, MaxBlocks                                 int32
+	BlockSize, MaxBlocks, KVF32                          int32
 	Scale                                                float32
 }
 

@@ -68,6 +68,10 @@ func embed(m *mem, grid dev.Dim3, a dev.EmbedArgs) error {
 	ids := m.i32(a.IDs, int(a.Rows))
 	out := m.f32(a.Out, int(a.Rows)*h)
 	for r, id := range ids {
+		if a.TableF32 != 0 {
+			copy(out[r*h:(r+1)*h], m.f32(a.Table+uint64(id)*uint64(h)*4, h))
+			continue
+		}
 		row := m.u16(a.Table+uint64(id)*uint64(h)*2, h)
 		for i, v := range row {
 			out[r*h+i] = BF16(v)
@@ -119,28 +123,47 @@ func gemm(m *mem, grid dev.Dim3, a dev.GemmArgs) error {
 	if a.Ldx < a.K || a.Ldo < a.N {
 		return fmt.Errorf("leading dimensions %d, %d below K=%d, N=%d", a.Ldx, a.Ldo, K, N)
 	}
-	w := m.u16(a.W, N*K)
-	wf := make([]float32, N*K)
-	for i, v := range w {
-		wf[i] = BF16(v)
-	}
-	xr := make([]float32, K)
+	// the activations, rounded to bf16 unless the weights are f32, once
+	xs := make([]float32, M*K)
 	for i := range M {
 		x := m.f32(a.X+uint64(i*int(a.Ldx)*4), K)
 		for k, v := range x {
-			xr[k] = RoundBF16(v)
+			if a.WF32 == 0 {
+				v = RoundBF16(v)
+			}
+			xs[i*K+k] = v
 		}
-		out := m.f32(a.Out+uint64(i*int(a.Ldo)*4), N)
-		for n := range N {
+	}
+	outs := make([][]float32, M)
+	for i := range M {
+		outs[i] = m.f32(a.Out+uint64(i*int(a.Ldo)*4), N)
+	}
+	var wf32 []float32
+	var wbf []uint16
+	if a.WF32 != 0 {
+		wf32 = m.f32(a.W, N*K)
+	} else {
+		wbf = m.u16(a.W, N*K)
+	}
+	wr := make([]float32, K)
+	for n := range N {
+		if wf32 != nil {
+			copy(wr, wf32[n*K:(n+1)*K])
+		} else {
+			for k, v := range wbf[n*K : (n+1)*K] {
+				wr[k] = BF16(v)
+			}
+		}
+		for i := range M {
+			x := xs[i*K : (i+1)*K]
 			var s float32
-			wr := wf[n*K : (n+1)*K]
-			for k, v := range xr {
-				s += v * wr[k]
+			for k, v := range wr {
+				s += x[k] * v
 			}
 			if a.Accumulate != 0 {
-				out[n] += s
+				outs[i][n] += s
 			} else {
-				out[n] = s
+				outs[i][n] = s
 			}
 		}
 	}
@@ -191,7 +214,12 @@ func qkvPost(m *mem, grid dev.Dim3, a dev.QKVPostArgs) error {
 			if h >= nh+nkv {
 				cache, kh = a.VCache, h-nh-nkv
 			}
-			dst := m.u16(cache+uint64(((int(blk)*nkv+kh)*bs+p%bs)*hd*2), hd)
+			at := uint64(((int(blk)*nkv+kh)*bs + p%bs) * hd)
+			if a.KVF32 != 0 {
+				copy(m.f32(cache+at*4, hd), head)
+				continue
+			}
+			dst := m.u16(cache+at*2, hd)
 			for i, v := range head {
 				dst[i] = ToBF16(v)
 			}
@@ -200,20 +228,35 @@ func qkvPost(m *mem, grid dev.Dim3, a dev.QKVPostArgs) error {
 	return nil
 }
 
-// kvRow returns position p's key or value vector of KV head g through a block table.
-func kvRow(m *mem, cache uint64, table []int32, nkv, bs, hd, g, p int) []uint16 {
+// kvCache is one layer's K or V cache as a kernel sees it.
+type kvCache struct {
+	p   uint64
+	f32 bool
+}
+
+// kvRow returns position p's key or value vector of KV head g through a block table, widened.
+func kvRow(m *mem, c kvCache, table []int32, nkv, bs, hd, g, p int) []float32 {
 	blk := int(table[p/bs])
-	return m.u16(cache+uint64(((blk*nkv+g)*bs+p%bs)*hd*2), hd)
+	at := uint64(((blk*nkv+g)*bs + p%bs) * hd)
+	if c.f32 {
+		return m.f32(c.p+at*4, hd)
+	}
+	row := m.u16(c.p+at*2, hd)
+	out := make([]float32, hd)
+	for i, v := range row {
+		out[i] = BF16(v)
+	}
+	return out
 }
 
 // scoresRange returns q·k·scale over positions [lo, hi) of one sequence.
-func scoresRange(m *mem, q []float32, cache uint64, table []int32, nkv, bs, hd, g, lo, hi int, scale float32) []float32 {
+func scoresRange(m *mem, q []float32, cache kvCache, table []int32, nkv, bs, hd, g, lo, hi int, scale float32) []float32 {
 	s := make([]float32, hi-lo)
 	for p := lo; p < hi; p++ {
 		k := kvRow(m, cache, table, nkv, bs, hd, g, p)
 		var d float32
 		for i, v := range q {
-			d += v * BF16(k[i])
+			d += v * k[i]
 		}
 		s[p-lo] = d * scale
 	}
@@ -243,7 +286,7 @@ func attnDecode(m *mem, grid dev.Dim3, a dev.AttnDecodeArgs) error {
 			for part := range parts {
 				lo, hi := part*dev.PartitionTokens, min(ctx, (part+1)*dev.PartitionTokens)
 				for h := g * group; h < (g+1)*group; h++ {
-					s := scoresRange(m, q[h*hd:(h+1)*hd], a.KCache, table, nkv, bs, hd, g, lo, hi, a.Scale)
+					s := scoresRange(m, q[h*hd:(h+1)*hd], kvCache{a.KCache, a.KVF32 != 0}, table, nkv, bs, hd, g, lo, hi, a.Scale)
 					mx := float32(math.Inf(-1))
 					for _, v := range s {
 						mx = max(mx, v)
@@ -253,9 +296,9 @@ func attnDecode(m *mem, grid dev.Dim3, a dev.AttnDecodeArgs) error {
 					for j, v := range s {
 						e := float32(math.Exp(float64(v - mx)))
 						l += e
-						val := kvRow(m, a.VCache, table, nkv, bs, hd, g, lo+j)
+						val := kvRow(m, kvCache{a.VCache, a.KVF32 != 0}, table, nkv, bs, hd, g, lo+j)
 						for d := range o {
-							o[d] += e * BF16(val[d])
+							o[d] += e * val[d]
 						}
 					}
 					at := (i*nh+h)*mp + part
@@ -329,7 +372,7 @@ func attnPrefill(m *mem, grid dev.Dim3, a dev.AttnPrefillArgs) error {
 			q := m.f32(a.QKV+uint64(r*stride*4), nh*hd)
 			for h := range nh {
 				g := h / group
-				s := scoresRange(m, q[h*hd:(h+1)*hd], a.KCache, table, nkv, bs, hd, g, 0, ctx, a.Scale)
+				s := scoresRange(m, q[h*hd:(h+1)*hd], kvCache{a.KCache, a.KVF32 != 0}, table, nkv, bs, hd, g, 0, ctx, a.Scale)
 				mx := float32(math.Inf(-1))
 				for _, v := range s {
 					mx = max(mx, v)
@@ -340,9 +383,9 @@ func attnPrefill(m *mem, grid dev.Dim3, a dev.AttnPrefillArgs) error {
 				for j, v := range s {
 					e := float32(math.Exp(float64(v - mx)))
 					l += e
-					val := kvRow(m, a.VCache, table, nkv, bs, hd, g, j)
+					val := kvRow(m, kvCache{a.VCache, a.KVF32 != 0}, table, nkv, bs, hd, g, j)
 					for d := range out {
-						out[d] += e * BF16(val[d])
+						out[d] += e * val[d]
 					}
 				}
 				for d := range out {
