@@ -238,10 +238,10 @@ func TestForwardMatchesReference(t *testing.T) {
 				rows := drive(t, []backend.Backend{b}, seqs, 96)[0]
 				for i, p := range ref.Prompts {
 					tol := bf16Tol
-				if name != "qwen3-bf16" {
-					tol = 1e-4 // float32 checkpoints run in f32 (weights, activations, KV cache)
-				}
-				if d := relDiff(t, rows[i][0], p.LastLogits); d > tol {
+					if name != "qwen3-bf16" {
+						tol = 1e-4 // float32 checkpoints run in f32 (weights, activations, KV cache)
+					}
+					if d := relDiff(t, rows[i][0], p.LastLogits); d > tol {
 						t.Errorf("prompt %d: last prompt logits differ from transformers by %.3g of max |logit|", i, d)
 					}
 					if p.MinTop2Gap > 0.05 && !slices.Equal(seqs[i].generated, p.GreedyNewIDs) {
