@@ -185,6 +185,9 @@ func kernelElementwise(t *testing.T, g dev.Device) {
 		table := k.bf16(v*h, 1)
 		out := k.out("embed_gather", rows*h, false, 0)
 		k.launch(dev.KEmbed, dev.D1(rows), dev.D1(256), dev.Pack(&dev.EmbedArgs{Out: out, Table: table, IDs: k.i32(ids), Rows: int32(rows), H: int32(h)}))
+		table32, _ := k.f32(v*h, 1)
+		out32 := k.out("embed_gather f32", rows*h, false, 0)
+		k.launch(dev.KEmbed, dev.D1(rows), dev.D1(256), dev.Pack(&dev.EmbedArgs{Out: out32, Table: table32, IDs: k.i32(ids), Rows: int32(rows), H: int32(h), TableF32: 1}))
 		x, _ := k.f32(rows*h, 3)
 		w, _ := k.f32(h, 1)
 		idx := make([]int32, rows/2+1)
@@ -227,6 +230,10 @@ func kernelGemm(t *testing.T, g dev.Device) {
 				k.launch(dev.KGemm, dev.Dim3{uint32((n + 63) / 64), uint32((m + 63) / 64), 1}, dev.D1(256),
 					dev.Pack(&dev.GemmArgs{Out: acc, X: x, W: w, M: int32(m), N: int32(n), K: int32(kk), Ldx: int32(kk), Ldo: int32(n), Accumulate: 1}))
 				k.inout("gemm accumulate", acc, m*n, tolBF16)
+				w32, _ := k.f32(n*kk, 1/float32(math.Sqrt(float64(kk))))
+				out32 := k.out("gemm f32 weights", m*n, false, tolF32)
+				k.launch(dev.KGemm, dev.Dim3{uint32((n + 63) / 64), uint32((m + 63) / 64), 1}, dev.D1(256),
+					dev.Pack(&dev.GemmArgs{Out: out32, X: x, W: w32, M: int32(m), N: int32(n), K: int32(kk), Ldx: int32(kk), Ldo: int32(n), WF32: 1}))
 			})
 		})
 	}
@@ -246,7 +253,11 @@ func kernelAttention(t *testing.T, g dev.Device) {
 	}
 	for name, s := range shapes {
 		t.Run(name, func(t *testing.T) {
-			compareKernel(t, g, func(k *kctx) { attentionScenario(k, s, ctxs) })
+			for _, f32 := range []bool{false, true} {
+				t.Run(map[bool]string{false: "bf16 cache", true: "f32 cache"}[f32], func(t *testing.T) {
+					compareKernel(t, g, func(k *kctx) { attentionScenario(k, s, ctxs, f32) })
+				})
+			}
 		})
 	}
 }
@@ -254,7 +265,7 @@ func kernelAttention(t *testing.T, g dev.Device) {
 // attentionScenario: one sequence per context length, each a decode row at its last position
 // plus a prefill chunk of its last 20 positions (or fewer), all through qkv_post (so K/V go in
 // through the block table) and then both attention kernels.
-func attentionScenario(k *kctx, s attnShape, ctxs []int) {
+func attentionScenario(k *kctx, s attnShape, ctxs []int, f32 bool) {
 	const bs = 16
 	stride := 0
 	for _, c := range ctxs {
@@ -290,7 +301,15 @@ func attentionScenario(k *kctx, s attnShape, ctxs []int) {
 	for _, c := range ctxs {
 		maxPos = max(maxPos, c)
 	}
-	kcache, vcache := k.bf16(blocks*s.nkv*bs*s.hd, 1), k.bf16(blocks*s.nkv*bs*s.hd, 1)
+	cacheN := blocks * s.nkv * bs * s.hd
+	var kcache, vcache dev.Ptr
+	if f32 {
+		kcache, _ = k.f32(cacheN, 1)
+		vcache, _ = k.f32(cacheN, 1)
+	} else {
+		kcache, vcache = k.bf16(cacheN, 1), k.bf16(cacheN, 1)
+	}
+	kvf32 := flag(f32)
 	cos, sin := make([]float32, maxPos*half), make([]float32, maxPos*half)
 	for i := range cos {
 		a := k.rng.Float64() * 2 * math.Pi
@@ -304,9 +323,13 @@ func attentionScenario(k *kctx, s attnShape, ctxs []int) {
 	k.launch(dev.KQKVPost, dev.Dim3{uint32(rows), uint32(s.nh + 2*s.nkv), 1}, dev.D1(128), dev.Pack(&dev.QKVPostArgs{
 		QKV: qkv, Bias: bias, QNorm: qn, KNorm: kn, RopeCos: k.alloc(f32Bytes(cos)), RopeSin: k.alloc(f32Bytes(sin)),
 		KCache: kcache, VCache: vcache, Pos: pp, RowSeq: rs, Tables: tb, Rows: int32(rows), NumHeads: int32(s.nh),
-		NumKVHeads: int32(s.nkv), HeadDim: int32(s.hd), BlockSize: bs, MaxBlocks: int32(stride), Eps: 1e-6}))
+		NumKVHeads: int32(s.nkv), HeadDim: int32(s.hd), BlockSize: bs, MaxBlocks: int32(stride), KVF32: kvf32, Eps: 1e-6}))
 	k.inout("qkv_post q|k|v", qkv, rows*stridex, tolF32)
-	k.inout("qkv_post k cache", kcache, blocks*s.nkv*bs*s.hd/2, tolBF16)
+	if f32 {
+		k.inout("qkv_post k cache", kcache, cacheN, tolF32)
+	} else {
+		k.inout("qkv_post k cache (bf16 pairs)", kcache, cacheN/2, tolBF16)
+	}
 	scale := float32(1 / math.Sqrt(float64(s.hd)))
 	parts := (maxPos + dev.PartitionTokens - 1) / dev.PartitionTokens
 	nd := len(decode)
@@ -319,7 +342,7 @@ func attentionScenario(k *kctx, s attnShape, ctxs []int) {
 	k.launch(dev.KAttnDecode, dev.Dim3{uint32(nd), uint32(s.nkv), uint32(parts)}, dev.D1(128), dev.Pack(&dev.AttnDecodeArgs{
 		QKV: qkv, KCache: kcache, VCache: vcache, Tables: tb, RowSeq: rs, Pos: pp, Rows: dr, PartO: po, PartM: pm, PartL: pl,
 		NumRows: int32(nd), NumHeads: int32(s.nh), NumKVHeads: int32(s.nkv), HeadDim: int32(s.hd), BlockSize: bs,
-		MaxBlocks: int32(stride), MaxParts: int32(parts), Scale: scale}))
+		MaxBlocks: int32(stride), MaxParts: int32(parts), KVF32: kvf32, Scale: scale}))
 	k.launch(dev.KAttnMerge, dev.Dim3{uint32(nd), uint32(s.nh), 1}, dev.D1(128), dev.Pack(&dev.AttnMergeArgs{
 		Out: dec, PartO: po, PartM: pm, PartL: pl, Rows: dr, Pos: pp, NumRows: int32(nd), NumHeads: int32(s.nh),
 		HeadDim: int32(s.hd), MaxParts: int32(parts)}))
@@ -328,7 +351,7 @@ func attentionScenario(k *kctx, s attnShape, ctxs []int) {
 	k.launch(dev.KAttnPrefill, dev.Dim3{uint32(len(tiles) / 2), uint32(s.nh), 1}, dev.D1(128), dev.Pack(&dev.AttnPrefillArgs{
 		Out: pre, QKV: qkv, KCache: kcache, VCache: vcache, Tables: tb, RowSeq: rs, Pos: pp, Tiles: k.i32(tiles),
 		NumTiles: int32(len(tiles) / 2), NumHeads: int32(s.nh), NumKVHeads: int32(s.nkv), HeadDim: int32(s.hd),
-		BlockSize: bs, MaxBlocks: int32(stride), Scale: scale}))
+		BlockSize: bs, MaxBlocks: int32(stride), KVF32: kvf32, Scale: scale}))
 }
 
 func TestKernelSampling(t *testing.T) { kernelSampling(t, gpuOrSkip(t)) }
