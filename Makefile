@@ -35,6 +35,7 @@ gpu-bins:
 	mkdir -p .dev/gpu
 	CGO_ENABLED=0 $(GO) test -c -o .dev/gpu/cuda.test ./backend/cuda
 	CGO_ENABLED=0 $(GO) test -c -o .dev/gpu/cu.test ./backend/cuda/internal/cu
+	CGO_ENABLED=0 $(GO) test -c -o .dev/gpu/cublaslt.test ./backend/cuda/internal/cublaslt
 	@ls -la .dev/gpu
 
 lint:

@@ -54,6 +54,7 @@ if want env; then
     echo "libcublasLt:"; (ldconfig -p | grep -i cublasLt; find /usr/local /usr/lib /opt -maxdepth 7 -name "libcublasLt.so*" 2>/dev/null | head -5;
       python3 -c "import nvidia.cublas, os; print(\"wheel:\", os.path.dirname(nvidia.cublas.__file__))" 2>/dev/null) || true
     ls -la '"$BIN"'
+    '"$BIN"'/cublaslt.test -test.v 2>&1 | grep -E "cuBLASLt|ok|FAIL" || true
   '
 fi
 
