@@ -26,7 +26,7 @@ const workspaceReserve = 1 << 30
 // Largest head dimension and GQA group the attention kernels handle.
 const (
 	maxHeadDim = 256
-	maxGroup   = 32
+	maxGroup   = 8
 )
 
 // Tuning holds the CUDA backend's own settings (backend.Options.Tuning).

@@ -6,14 +6,15 @@
 // each partition's softmax state; attn_merge combines them. attn_prefill runs tiles of
 // consecutive rows of one sequence, each row causal at its own position.
 //
-// Each warp attends one (row, head) with an online softmax over chunks of 32 keys: lane j
-// scores key j of the chunk, then the warp accumulates the chunk's values, lane l owning
-// dimensions l, l+32, ... (head dim at most 256). Tensor-core tiles (mma.sync) and one K/V read
-// per GQA group are the M2 work.
+// A warp runs an online softmax over chunks of 32 keys: lane j scores key j of the chunk, then
+// the warp accumulates the chunk's values, lane l owning dimensions l, l+32, ... (head dim at
+// most 256, GQA groups at most 8). Decode shares each K/V read across the GQA group; prefill
+// attends one (row, head) per warp; tensor-core tiles (mma.sync) are the M2 work.
 #include "kern.cuh"
 
 #define PART 512
 #define MAX_HD 256
+#define MAX_GROUP 8
 
 struct Attend {
   float m, l;
@@ -59,14 +60,19 @@ KERN void attend(Attend& a, const float* q, const bf16* kc, const bf16* vc, cons
   }
 }
 
+// attn_decode: one CTA per (row, KV head, partition); its warps split the partition's keys
+// (warp w takes chunks w, w+4, ... of 32 keys) and each warp serves the whole GQA group, so every
+// K and V row is read once per CTA for all the group's heads; the warps' softmax states are then
+// merged through shared memory.
 extern "C" __global__ void attn_decode(const float* qkv, const bf16* kcache, const bf16* vcache, const int* tables,
                                        const int* row_seq, const int* pos, const int* rows, float* part_o,
-                                       float* part_m, float* part_l, int num_rows, int num_heads, int num_kv_heads, int head_dim, int block_size,
-                                       int max_blocks, int max_parts, int kv_f32, float scale) {
-  const int nh = num_heads;
-  const int nkv = num_kv_heads;
-  const int hd = head_dim;
-  const int bs = block_size;
+                                       float* part_m, float* part_l, int num_rows, int num_heads, int num_kv_heads,
+                                       int head_dim, int block_size, int max_blocks, int max_parts, int kv_f32,
+                                       float scale) {
+  const int nh = num_heads, nkv = num_kv_heads, hd = head_dim, bs = block_size;
+  __shared__ float qs[MAX_GROUP][MAX_HD];
+  __shared__ float wm[4][MAX_GROUP], wl[4][MAX_GROUP];
+  __shared__ float wo[4][MAX_GROUP][MAX_HD];
   int i = bid_x(), g = bid_y(), part = bid_z();
   if (i >= num_rows || g >= nkv) return;
   int r = rows[i];
@@ -77,17 +83,78 @@ extern "C" __global__ void attn_decode(const float* qkv, const bf16* kcache, con
   const int* table = tables + (u64)row_seq[r] * max_blocks;
   int group = nh / nkv, warp = tid() >> 5, lane = tid() & 31;
   int stride = (nh + 2 * nkv) * hd;
-  for (int h = g * group + warp; h < (g + 1) * group; h += ntid() >> 5) {
-    Attend a;
-    attend(a, qkv + (u64)r * stride + (u64)h * hd, kcache, vcache, table, nkv, g, bs, hd, lo, hi, scale, kv_f32);
-    u64 at = ((u64)i * nh + h) * max_parts + part;
+  for (int e = tid(); e < group * hd; e += ntid()) qs[e / hd][e % hd] = qkv[(u64)r * stride + (u64)(g * group) * hd + e];
+  sync();
+  float m[MAX_GROUP], l[MAX_GROUP], o[MAX_GROUP][MAX_HD / 32];
+  for (int h = 0; h < MAX_GROUP; h++) {
+    m[h] = neg_inf();
+    l[h] = 0;
+    for (int e = 0; e < MAX_HD / 32; e++) o[h][e] = 0;
+  }
+  for (int c = lo + warp * 32; c < hi; c += 4 * 32) {
+    int j = c + lane;
+    float s[MAX_GROUP];
+    for (int h = 0; h < MAX_GROUP; h++) s[h] = neg_inf();
+    if (j < hi) {
+      u64 k = (((u64)table[j / bs] * nkv + g) * bs + j % bs) * hd;
+      for (int h = 0; h < group; h++) s[h] = 0;
+      for (int e = 0; e < hd; e++) {
+        float kv = kv_at(kcache, k + e, kv_f32);
+        for (int h = 0; h < group; h++) s[h] += qs[h][e] * kv;
+      }
+      for (int h = 0; h < group; h++) s[h] *= scale;
+    }
+    float p[MAX_GROUP];
+    for (int h = 0; h < group; h++) {
+      float mn = fmaxf_(m[h], warp_max(s[h]));
+      float corr = expf_(m[h] - mn);
+      p[h] = j < hi ? expf_(s[h] - mn) : 0.0f;
+      l[h] = l[h] * corr + warp_sum(p[h]);
+      for (int e = 0; e < MAX_HD / 32; e++) o[h][e] *= corr;
+      m[h] = mn;
+    }
+    int n = imin(32, hi - c);
+    for (int jj = 0; jj < n; jj++) {
+      int ps = c + jj;
+      u64 v = (((u64)table[ps / bs] * nkv + g) * bs + ps % bs) * hd;
+      float vv[MAX_HD / 32];
+      for (int e = 0; e < MAX_HD / 32; e++) {
+        int d = lane + 32 * e;
+        vv[e] = d < hd ? kv_at(vcache, v + d, kv_f32) : 0.0f;
+      }
+      for (int h = 0; h < group; h++) {
+        float pj = shfl_idx(p[h], jj);
+        for (int e = 0; e < MAX_HD / 32; e++) o[h][e] += pj * vv[e];
+      }
+    }
+  }
+  for (int h = 0; h < group; h++) {
     if (lane == 0) {
-      part_m[at] = a.m;
-      part_l[at] = a.l;
+      wm[warp][h] = m[h];
+      wl[warp][h] = l[h];
     }
     for (int e = 0; e < MAX_HD / 32; e++) {
       int d = lane + 32 * e;
-      if (d < hd) part_o[at * hd + d] = a.o[e];
+      if (d < hd) wo[warp][h][d] = o[h][e];
+    }
+  }
+  sync();
+  int nw = ntid() >> 5;
+  for (int e = tid(); e < group * hd; e += ntid()) {
+    int h = e / hd, d = e % hd;
+    float mm = neg_inf();
+    for (int w = 0; w < nw; w++) mm = fmaxf_(mm, wm[w][h]);
+    float ll = 0, oo = 0;
+    for (int w = 0; w < nw; w++) {
+      float f = wm[w][h] == neg_inf() ? 0.0f : expf_(wm[w][h] - mm);
+      ll += wl[w][h] * f;
+      oo += wo[w][h][d] * f;
+    }
+    u64 at = ((u64)i * nh + g * group + h) * max_parts + part;
+    part_o[at * hd + d] = oo;
+    if (d == 0) {
+      part_m[at] = mm;
+      part_l[at] = ll;
     }
   }
 }
