@@ -138,21 +138,26 @@ func (b *Backend) ensureSample(in *sampleInputs, words int) error {
 // ForwardSample runs the step and samples every Seq with Logits on the device. See
 // backend.DeviceSampler.
 func (b *Backend) ForwardSample(ctx context.Context, batch *backend.Batch, specs []backend.SampleSpec, masks func()) ([]backend.Pick, [][]float32, error) {
-	if batch == nil || len(batch.Seqs) == 0 {
-		if masks != nil {
+	// masks is called exactly once on every path, failures included: the scheduler's mask
+	// goroutines finish before it returns.
+	masksDone := false
+	finishMasks := func() {
+		if masks != nil && !masksDone {
+			masksDone = true
 			masks()
 		}
+	}
+	defer finishMasks()
+	if batch == nil || len(batch.Seqs) == 0 {
 		return nil, nil, nil
 	}
 	if len(specs) != len(batch.Seqs) {
 		return nil, nil, fmt.Errorf("cuda sample: %d specs for %d seqs", len(specs), len(batch.Seqs))
 	}
 	p, err := b.run(ctx, batch)
+	finishMasks() // the forward is enqueued: the grammar masks finished while the device ran
 	if err != nil {
 		return nil, nil, fmt.Errorf("cuda forward: %w", err)
-	}
-	if masks != nil {
-		masks() // the forward is enqueued: the grammar masks finish while the device runs
 	}
 	logitRow := make([]int, len(batch.Seqs))
 	wantRows := make([]bool, len(batch.Seqs))

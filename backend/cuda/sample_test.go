@@ -179,7 +179,15 @@ func TestSampleSpecRefusals(t *testing.T) {
 			t.Errorf("spec %+v accepted", spec)
 		}
 	}
-	if _, _, err := b.ForwardSample(context.Background(), batch, nil, nil); err == nil {
+	calls := 0
+	if _, _, err := b.ForwardSample(context.Background(), batch, nil, func() { calls++ }); err == nil {
 		t.Error("missing specs accepted")
+	}
+	bad := &backend.Batch{Seqs: []backend.Seq{{Tokens: []int32{1}, BlockTable: []int32{99}, Logits: true}}}
+	if _, _, err := b.ForwardSample(context.Background(), bad, []backend.SampleSpec{{}}, func() { calls++ }); err == nil {
+		t.Error("a block outside the pool was accepted")
+	}
+	if calls != 2 {
+		t.Errorf("masks called %d times over two failed steps, want once each", calls)
 	}
 }
