@@ -173,41 +173,12 @@ func i32Bytes(x []int32) []byte {
 	return append([]byte(nil), unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), 4*len(x))...)
 }
 
-// ropeTables returns cos and sin of every (position, frequency) pair for positions [0, n), the
-// inverse frequencies derived as transformers does in float32 (the CPU backend's derivation),
-// each angle rounded to float32 before its cosine and sine are taken in float64.
+// ropeTables returns cos and sin of every (position, frequency) pair for positions [0, n), from
+// the inverse frequencies model.Config.RopeInvFreq derives (as transformers does), each angle
+// rounded to float32 before its cosine and sine are taken in float64, as the CPU backend does.
 func ropeTables(cfg model.Config, n int) (cos, sin []float32) {
-	half := cfg.HeadDim / 2
-	dim := float32(cfg.HeadDim)
-	inv := make([]float32, half)
-	for i := range inv {
-		inv[i] = 1 / float32(math.Pow(cfg.Rope.Theta, float64(float32(2*i)/dim)))
-	}
-	switch cfg.Rope.Type {
-	case model.RopeLinear:
-		for i := range inv {
-			inv[i] /= float32(cfg.Rope.Factor)
-		}
-	case model.RopeLlama3:
-		r := cfg.Rope
-		factor := float32(r.Factor)
-		oldCtx := float32(r.OriginalMaxPositions)
-		lowWavelen := float64(r.OriginalMaxPositions) / r.LowFreqFactor
-		highWavelen := float64(r.OriginalMaxPositions) / r.HighFreqFactor
-		low, span := float32(r.LowFreqFactor), float32(r.HighFreqFactor-r.LowFreqFactor)
-		for i, f := range inv {
-			wavelen := float32(2*math.Pi) / f
-			scaled := f
-			if float64(wavelen) > lowWavelen {
-				scaled = f / factor
-			}
-			if !(float64(wavelen) < highWavelen) && !(float64(wavelen) > lowWavelen) {
-				smooth := (oldCtx/wavelen - low) / span
-				scaled = (1-smooth)*scaled/factor + smooth*scaled
-			}
-			inv[i] = scaled
-		}
-	}
+	inv := cfg.RopeInvFreq()
+	half := len(inv)
 	cos, sin = make([]float32, n*half), make([]float32, n*half)
 	for p := range n {
 		for i, f := range inv {
