@@ -30,6 +30,7 @@ KERN void attend(Attend& a, const float* q, const bf16* kc, const bf16* vc, cons
   int lane = tid() & 31;
   a.m = neg_inf();
   a.l = 0;
+#pragma unroll
   for (int i = 0; i < MAX_HD / 32; i++) a.o[i] = 0;
   for (int c = lo; c < hi; c += 32) {
     int j = c + lane;
@@ -45,6 +46,7 @@ KERN void attend(Attend& a, const float* q, const bf16* kc, const bf16* vc, cons
     float corr = expf_(a.m - m);
     float p = j < hi ? expf_(s - m) : 0.0f;
     a.l = a.l * corr + warp_sum(p);
+#pragma unroll
     for (int i = 0; i < MAX_HD / 32; i++) a.o[i] *= corr;
     a.m = m;
     int n = imin(32, hi - c);
@@ -52,6 +54,7 @@ KERN void attend(Attend& a, const float* q, const bf16* kc, const bf16* vc, cons
       float pj = shfl_idx(p, jj);
       int pos = c + jj;
       u64 v = (((u64)table[pos / bs] * nkv + g) * bs + pos % bs) * hd;
+#pragma unroll
       for (int i = 0; i < MAX_HD / 32; i++) {
         int d = lane + 32 * i;
         if (d < hd) a.o[i] += pj * kv_at(vc, v + d, f32);
@@ -86,30 +89,40 @@ extern "C" __global__ void attn_decode(const float* qkv, const bf16* kcache, con
   for (int e = tid(); e < group * hd; e += ntid()) qs[e / hd][e % hd] = qkv[(u64)r * stride + (u64)(g * group) * hd + e];
   sync();
   float m[MAX_GROUP], l[MAX_GROUP], o[MAX_GROUP][MAX_HD / 32];
+#pragma unroll
   for (int h = 0; h < MAX_GROUP; h++) {
     m[h] = neg_inf();
     l[h] = 0;
+#pragma unroll
     for (int e = 0; e < MAX_HD / 32; e++) o[h][e] = 0;
   }
   for (int c = lo + warp * 32; c < hi; c += 4 * 32) {
     int j = c + lane;
     float s[MAX_GROUP];
+#pragma unroll
     for (int h = 0; h < MAX_GROUP; h++) s[h] = neg_inf();
     if (j < hi) {
       u64 k = (((u64)table[j / bs] * nkv + g) * bs + j % bs) * hd;
-      for (int h = 0; h < group; h++) s[h] = 0;
+#pragma unroll
+      for (int h = 0; h < MAX_GROUP; h++) s[h] = h < group ? 0.0f : neg_inf();
       for (int e = 0; e < hd; e++) {
         float kv = kv_at(kcache, k + e, kv_f32);
-        for (int h = 0; h < group; h++) s[h] += qs[h][e] * kv;
+#pragma unroll
+        for (int h = 0; h < MAX_GROUP; h++)
+          if (h < group) s[h] += qs[h][e] * kv;
       }
-      for (int h = 0; h < group; h++) s[h] *= scale;
+#pragma unroll
+      for (int h = 0; h < MAX_GROUP; h++) s[h] *= scale;
     }
     float p[MAX_GROUP];
-    for (int h = 0; h < group; h++) {
+#pragma unroll
+    for (int h = 0; h < MAX_GROUP; h++) {
+      if (h >= group) continue;  // uniform across the warp: the shuffles below stay converged
       float mn = fmaxf_(m[h], warp_max(s[h]));
       float corr = expf_(m[h] - mn);
       p[h] = j < hi ? expf_(s[h] - mn) : 0.0f;
       l[h] = l[h] * corr + warp_sum(p[h]);
+#pragma unroll
       for (int e = 0; e < MAX_HD / 32; e++) o[h][e] *= corr;
       m[h] = mn;
     }
@@ -118,21 +131,28 @@ extern "C" __global__ void attn_decode(const float* qkv, const bf16* kcache, con
       int ps = c + jj;
       u64 v = (((u64)table[ps / bs] * nkv + g) * bs + ps % bs) * hd;
       float vv[MAX_HD / 32];
+#pragma unroll
       for (int e = 0; e < MAX_HD / 32; e++) {
         int d = lane + 32 * e;
         vv[e] = d < hd ? kv_at(vcache, v + d, kv_f32) : 0.0f;
       }
-      for (int h = 0; h < group; h++) {
+#pragma unroll
+      for (int h = 0; h < MAX_GROUP; h++) {
+        if (h >= group) continue;
         float pj = shfl_idx(p[h], jj);
+#pragma unroll
         for (int e = 0; e < MAX_HD / 32; e++) o[h][e] += pj * vv[e];
       }
     }
   }
-  for (int h = 0; h < group; h++) {
+#pragma unroll
+  for (int h = 0; h < MAX_GROUP; h++) {
+    if (h >= group) continue;
     if (lane == 0) {
       wm[warp][h] = m[h];
       wl[warp][h] = l[h];
     }
+#pragma unroll
     for (int e = 0; e < MAX_HD / 32; e++) {
       int d = lane + 32 * e;
       if (d < hd) wo[warp][h][d] = o[h][e];
@@ -197,6 +217,7 @@ extern "C" __global__ void attn_prefill(float* out, const float* qkv, const bf16
     Attend a;
     attend(a, qkv + (u64)r * stride + (u64)h * hd, kcache, vcache, table, nkv, g, bs, hd, 0, pos[r] + 1, scale, kv_f32);
     float inv = rcp(a.l);
+#pragma unroll
     for (int e = 0; e < MAX_HD / 32; e++) {
       int d = lane + 32 * e;
       if (d < hd) out[((u64)r * nh + h) * hd + d] = a.o[e] * inv;
