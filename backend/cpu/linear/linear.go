@@ -34,6 +34,7 @@ import (
 	"unsafe"
 
 	"github.com/llmserve/llmserve/backend/cpu/gemm"
+	"github.com/llmserve/llmserve/backend/cpu/quantmm"
 	"github.com/llmserve/llmserve/internal/parallel"
 	"github.com/llmserve/llmserve/model"
 	"github.com/llmserve/llmserve/quant"
@@ -211,11 +212,11 @@ func (mu *Multiplier) quantized(w model.Matrix, m int, x []float32, ldx int, out
 		xs = mu.packed
 	}
 	if !accumulate {
-		quant.MatMul(w.Type, w.Data, n, k, xs, m, out, ldo, threads)
+		quantmm.MatMul(w.Type, w.Data, n, k, xs, m, out, ldo, threads)
 		return
 	}
 	mu.sum = growFloats(mu.sum, m*n)
-	quant.MatMul(w.Type, w.Data, n, k, xs, m, mu.sum, n, threads)
+	quantmm.MatMul(w.Type, w.Data, n, k, xs, m, mu.sum, n, threads)
 	for i := range m {
 		o := out[i*ldo : i*ldo+n]
 		for j, v := range mu.sum[i*n : (i+1)*n] {
