@@ -3,7 +3,7 @@ GO ?= go
 BIN := bin
 export OPENBLAS_NUM_THREADS ?= 2
 
-.PHONY: setup build run test lint bench fmt
+.PHONY: setup build run test lint bench fmt kernels-check gpu-bins
 
 setup:
 	./scripts/setup.sh
@@ -18,12 +18,27 @@ run: build
 	./scripts/run.sh
 
 # The whole suite: vet, the cgo build (libzmq, OpenBLAS) and the pure-Go build (go-zeromq, Go GEMM).
-test:
+test: kernels-check
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 30m ./...
 	CGO_ENABLED=0 $(GO) test -count=1 -timeout 15m ./ipc/... ./backend/... ./model/... ./quant/... ./gguf/...
 	# The Kubernetes manifests' strict decoding: a module of its own (k8s.io/api stays out of go.mod).
 	cd deploy/kubernetes && $(GO) vet ./... && $(GO) test -count=1 ./...
+
+# Compiles every CUDA kernel with clang (no CUDA headers or GPU needed; scripts/setup.sh installs
+# clang), checks each kernel's parameters against its Go argument struct, and that the kernel
+# sources still match backend/cuda/kernels/MANIFEST.
+kernels-check:
+	LLMSERVE_REQUIRE_CLANG=1 $(GO) test -count=1 -run 'TestKernelsCompile|TestManifest|TestStaleSources|TestNoFatbin' ./backend/cuda/
+
+# What a GPU machine (no Go there) needs for scripts/gpu/check.sh: the CUDA backend's test
+# binaries, built without cgo, in .dev/gpu (git-ignored; the working tree travels with it).
+gpu-bins:
+	mkdir -p .dev/gpu
+	CGO_ENABLED=0 $(GO) test -c -o .dev/gpu/cuda.test ./backend/cuda
+	CGO_ENABLED=0 $(GO) test -c -o .dev/gpu/cu.test ./backend/cuda/internal/cu
+	CGO_ENABLED=0 $(GO) test -c -o .dev/gpu/cublaslt.test ./backend/cuda/internal/cublaslt
+	@ls -la .dev/gpu
 
 lint:
 	gofmt -l . | (! grep .)

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Installs what a fresh Debian machine lacks to build, run and test the engine: the cgo libraries
 # (libzmq, OpenBLAS), Go module downloads, the npm packages used by the end-to-end tests, and
-# Prometheus (with promtool), which the metrics end-to-end test scrapes the engine with.
+# Prometheus (with promtool), which the metrics end-to-end test scrapes the engine with, and clang,
+# which compile-checks the CUDA kernels (make kernels-check; no GPU or CUDA toolkit needed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 need=()
-for p in libzmq3-dev libopenblas-dev pkg-config prometheus; do
+for p in libzmq3-dev libopenblas-dev pkg-config prometheus clang; do
   dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
 done
 if ((${#need[@]})); then
