@@ -25,6 +25,9 @@ type Config struct {
 	ServedModelName string
 	// ContextLength bounds prompt + generated tokens.
 	ContextLength int
+	// KVTokens, when set, is how many positions the smallest rank's KV cache holds (0: not
+	// known yet): one request can never be longer, so it bounds max_model_len too.
+	KVTokens func() int
 	// DefaultSampling comes from the model's generation_config.json.
 	DefaultSampling sampling.Params
 	// DefaultMaxNewTokens applies to /generate when max_new_tokens is absent.
@@ -55,6 +58,27 @@ type Config struct {
 	// GrammarStrict is the grammar compiler's strict setting (--grammar-strict); a request whose
 	// json_schema.strict differs has its schema rewritten to match (strict.go).
 	GrammarStrict bool
+}
+
+// maxModelLen is the longest prompt + generated tokens a request may have: the context length,
+// or less when the ranks' KV cache holds less (then kv is true).
+func (s *Server) maxModelLen() (n int, kv bool) {
+	n = s.cfg.ContextLength
+	if s.cfg.KVTokens != nil {
+		if c := s.cfg.KVTokens(); c > 0 && c < n {
+			return c, true
+		}
+	}
+	return n, false
+}
+
+// lengthLimit names the limit n for an error message: the context length, or the KV cache and
+// the setting that raises it.
+func lengthLimit(n int, kv bool) string {
+	if kv {
+		return fmt.Sprintf("max_model_len %d: the KV cache holds %d tokens; raise the server's --kv-cache-mb (KV_CACHE_MB)", n, n)
+	}
+	return fmt.Sprintf("the context length (%d)", n)
 }
 
 // DefaultMaxBodyBytes is the default bound on a request body: room for a 1 MiB schema and a

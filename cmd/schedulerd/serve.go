@@ -63,18 +63,18 @@ func (c *rankConfig) flags() []cli.Flag {
 		&cli.StringFlag{Name: "device", Destination: &c.Device, Value: "cpu", Usage: "cpu, or cuda:K", Sources: cli.EnvVars("DEVICE")},
 		&cli.IntFlag{Name: "dp-rank", Destination: &c.DPRank, Value: 0, Usage: "this process's data-parallel rank", Sources: cli.EnvVars("DP_RANK")},
 		&cli.IntFlag{Name: "base-gpu-id", Destination: &c.BaseGPUID, Value: 0, Usage: "with --device cuda, rank r uses GPU base-gpu-id + r", Sources: cli.EnvVars("BASE_GPU_ID")},
-		&cli.IntFlag{Name: "max-running-requests", Destination: &c.MaxRunningRequests, Value: 256, Usage: "requests admitted into the batch at once"},
-		&cli.IntFlag{Name: "max-prefill-tokens", Destination: &c.MaxPrefillTokens, Value: 2048, Usage: "token budget of one step"},
-		&cli.IntFlag{Name: "chunked-prefill-size", Destination: &c.ChunkedPrefillSize, Value: 512, Usage: "largest prefill chunk of one request per step (0: the step budget)"},
+		&cli.IntFlag{Name: "max-running-requests", Destination: &c.MaxRunningRequests, Value: 256, Usage: "requests admitted into the batch at once", Sources: cli.EnvVars("MAX_RUNNING_REQUESTS")},
+		&cli.IntFlag{Name: "max-prefill-tokens", Destination: &c.MaxPrefillTokens, Value: 2048, Usage: "token budget of one step", Sources: cli.EnvVars("MAX_PREFILL_TOKENS")},
+		&cli.IntFlag{Name: "chunked-prefill-size", Destination: &c.ChunkedPrefillSize, Value: 512, Usage: "largest prefill chunk of one request per step (0: the step budget)", Sources: cli.EnvVars("CHUNKED_PREFILL_SIZE")},
 		&cli.IntFlag{Name: "kv-cache-mb", Destination: &c.KVCacheMB, Value: 256, Usage: "memory for the KV cache, MiB", Sources: cli.EnvVars("KV_CACHE_MB")},
 		kvCacheDTypeFlag(&c.KVCacheDType),
 		quantizationFlag(&c.Quantization),
 		bf16ActivationsFlag(&c.BF16Activations),
-		&cli.IntFlag{Name: "context-length", Destination: &c.ContextLength, Usage: "context length (default: the model's max_position_embeddings)"},
+		&cli.IntFlag{Name: "context-length", Destination: &c.ContextLength, Usage: "context length (default: the model's max_position_embeddings)", Sources: cli.EnvVars("CONTEXT_LENGTH")},
 		&cli.StringFlag{Name: "load-format", Destination: &c.LoadFormat, Value: "auto", Usage: "auto (the model's weights) or replay (BENCHMARK ONLY: deterministic tokens, no model math)", Sources: cli.EnvVars("LOAD_FORMAT")},
 		&cli.DurationFlag{Name: "replay-step-time", Destination: &c.ReplayStepTime, Usage: "with --load-format replay: the least time of one step", Sources: cli.EnvVars("REPLAY_STEP_TIME")},
-		&cli.IntFlag{Name: "replay-kv-tokens", Destination: &c.ReplayKVTokens, Value: 4 << 20, Usage: "with --load-format replay: KV positions in the pool"},
-		&cli.DurationFlag{Name: "heartbeat", Destination: &c.Heartbeat, Value: 200 * time.Millisecond, Usage: "longest silence towards the workers (load reports)"},
+		&cli.IntFlag{Name: "replay-kv-tokens", Destination: &c.ReplayKVTokens, Value: 4 << 20, Usage: "with --load-format replay: KV positions in the pool", Sources: cli.EnvVars("REPLAY_KV_TOKENS")},
+		&cli.DurationFlag{Name: "heartbeat", Destination: &c.Heartbeat, Value: 200 * time.Millisecond, Usage: "longest silence towards the workers (load reports)", Sources: cli.EnvVars("HEARTBEAT")},
 	)
 }
 
@@ -83,10 +83,14 @@ func (c *rankConfig) flags() []cli.Flag {
 func serveCommand() *cli.Command {
 	var cfg rankConfig
 	return &cli.Command{
-		Name:  "serve",
-		Usage: "run one data-parallel rank (scheduler, KV cache, model forward) on one device",
-		Flags: cfg.flags(),
-		Action: func(ctx context.Context, _ *cli.Command) error {
+		Name:      "serve",
+		Usage:     "run one data-parallel rank (scheduler, KV cache, model forward) on one device",
+		Flags:     cfg.flags(),
+		ArgsUsage: "[MODEL]",
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			if err := cfg.ModelArg(cmd); err != nil {
+				return err
+			}
 			return serveRank(ctx, &cfg)
 		},
 	}
@@ -98,14 +102,14 @@ func serveRank(ctx context.Context, cfg *rankConfig) error {
 	base := cfg.Logger("schedulerd")
 	log := base.With("rank", rank)
 	if err := cfg.Check(); err != nil {
-		return err
+		return runflags.AsConfig(err)
 	}
 	if rank < 0 || rank >= cfg.DPSize {
-		return fmt.Errorf("--dp-rank %d out of range for --dp-size %d", rank, cfg.DPSize)
+		return runflags.Configf("--dp-rank %d out of range for --dp-size %d", rank, cfg.DPSize)
 	}
 	device, err := rankDevice(cfg.Device, cfg.BaseGPUID, rank)
 	if err != nil {
-		return err
+		return runflags.AsConfig(err)
 	}
 	dir, err := cfg.OpenRunDir()
 	if err != nil {
@@ -121,12 +125,17 @@ func serveRank(ctx context.Context, cfg *rankConfig) error {
 	path := cfg.ModelPath
 	b, mcfg, err := openRankBackend(cfg, device, log)
 	if err != nil {
-		return err
+		// The model path, its format, the device, the quantization or KV cache type, a KV
+		// cache that does not fit: nothing a restart changes.
+		return runflags.AsConfig(err)
 	}
 	defer b.Close()
 	maxLen := mcfg.MaxPositions
 	if cfg.ContextLength > 0 {
 		maxLen = cfg.ContextLength
+	}
+	if err := checkContextFits(maxLen, cfg.ContextLength > 0, b.NumBlocks(), b.BlockSize(), cfg.KVCacheMB); err != nil {
+		return err
 	}
 	eos, _ := model.EOSTokenIDs(path, mcfg) // an unreadable generation_config.json leaves config.json's
 	sched, err := scheduler.New(b, scheduler.Config{
@@ -134,21 +143,21 @@ func serveRank(ctx context.Context, cfg *rankConfig) error {
 		ChunkSize: cfg.ChunkedPrefillSize, EOS: eos, MaxModelLen: maxLen, Rank: rank,
 	})
 	if err != nil {
-		return err
+		return runflags.AsConfig(err) // the batch and prefill limits
 	}
 	var tok *tokenizer.Tokenizer
 	if !cfg.SkipTokenizerInit {
 		// Stop strings are matched here, where the tokens are made, so a stop ends the
 		// request (and frees its KV) in the step that produced it.
 		if tok, err = tokenizer.Load(path); err != nil {
-			return err
+			return runflags.AsConfig(err)
 		}
 	}
 	var grammars *runner.Grammars
 	if tok != nil {
 		gopts, err := cfg.GrammarOptions()
 		if err != nil {
-			return err
+			return runflags.AsConfig(err)
 		}
 		grammars = runner.NewGrammars(grammar.NewCompiler(tok, model.ConstraintEOS(eos, tok), gopts))
 	}
@@ -166,6 +175,25 @@ func serveRank(ctx context.Context, cfg *rankConfig) error {
 	log.Info("schedulerd ready", "device", device, "run_dir", dir, "transport", tr.Name(),
 		"kv_blocks", b.NumBlocks(), "block_size", b.BlockSize(), "context_length", maxLen)
 	return r.Run(ctx)
+}
+
+// checkContextFits refuses to start a rank whose context length its KV cache cannot hold, as
+// vLLM does: one request of the full context could never run, and the API would advertise a
+// max_model_len the engine cannot serve. The message names both numbers and the settings that
+// fix it.
+func checkContextFits(maxLen int, explicit bool, blocks, blockSize, kvMB int) error {
+	capacity := blocks * blockSize
+	if maxLen <= capacity {
+		return nil
+	}
+	what := "the model's context length (max_position_embeddings)"
+	if explicit {
+		what = "--context-length"
+	}
+	perToken := float64(kvMB) / float64(max(capacity, 1)) // MiB per position
+	return runflags.Configf("%s is %d tokens, but the KV cache (--kv-cache-mb %d) holds only %d; "+
+		"raise --kv-cache-mb to at least %d (KV_CACHE_MB), or lower --context-length to %d or less (CONTEXT_LENGTH)",
+		what, maxLen, kvMB, capacity, int(perToken*float64(maxLen))+1, capacity)
 }
 
 // rankDevice resolves the device a rank may use: cuda without an index means base-gpu-id+rank.

@@ -83,11 +83,11 @@ func (c *serveConfig) flags() []cli.Flag {
 	return append(c.Config.Flags(),
 		&cli.StringFlag{Name: "host", Destination: &c.Host, Value: "127.0.0.1", Usage: "HTTP listen address", Sources: cli.EnvVars("HOST")},
 		&cli.StringFlag{Name: "served-model-name", Destination: &c.ServedModelName, Usage: "model id in the API (default: the model directory's name)", Sources: cli.EnvVars("SERVED_MODEL_NAME")},
-		&cli.IntFlag{Name: "context-length", Destination: &c.ContextLength, Usage: "context length (default: the model's max_position_embeddings)"},
+		&cli.IntFlag{Name: "context-length", Destination: &c.ContextLength, Usage: "context length (default: the model's max_position_embeddings)", Sources: cli.EnvVars("CONTEXT_LENGTH")},
 		&cli.IntFlag{Name: "stream-interval", Destination: &c.StreamInterval, Value: 1, Usage: "tokens per streamed chunk after the first (server default)", Sources: cli.EnvVars("STREAM_INTERVAL")},
 		&cli.StringFlag{Name: "load-balance-method", Destination: &c.LoadBalanceMethod, Value: "shortest_queue", Usage: "round_robin, shortest_queue or minimum_tokens", Sources: cli.EnvVars("LOAD_BALANCE_METHOD")},
-		&cli.DurationFlag{Name: "rank-timeout", Destination: &c.RankTimeout, Value: time.Second, Usage: "a rank silent this long is marked down and its requests fail"},
-		&cli.IntFlag{Name: "max-queued-requests", Destination: &c.MaxQueuedRequests, Value: 65536, Usage: "requests one worker holds in flight; more get 503"},
+		&cli.DurationFlag{Name: "rank-timeout", Destination: &c.RankTimeout, Value: time.Second, Usage: "a rank silent this long is marked down and its requests fail", Sources: cli.EnvVars("RANK_TIMEOUT")},
+		&cli.IntFlag{Name: "max-queued-requests", Destination: &c.MaxQueuedRequests, Value: 65536, Usage: "requests one worker holds in flight; more get 503", Sources: cli.EnvVars("MAX_QUEUED_REQUESTS")},
 		&cli.IntFlag{Name: "worker-threads", Destination: &c.WorkerThreads, Usage: "OS threads per worker process (GOMAXPROCS); default: the cores left after one per rank and one for detokd, shared by the workers, at least 1 (a GOMAXPROCS in the environment wins)", Sources: cli.EnvVars("TOKENIZER_WORKER_THREADS")},
 		&cli.StringFlag{Name: "tool-call-parser", Destination: &c.ToolCallParser, Value: "auto", Usage: "tool-call syntax: auto (from the chat template), hermes, llama3_json or fallback (the engine's own, for templates without tools)", Sources: cli.EnvVars("TOOL_CALL_PARSER")},
 		&cli.StringFlag{Name: "reasoning-parser", Destination: &c.ReasoningParser, Value: "auto", Usage: "thinking blocks into reasoning_content: auto (from the chat template), none, qwen3 or deepseek_r1", Sources: cli.EnvVars("REASONING_PARSER")},
@@ -199,12 +199,16 @@ func (c *serveConfig) addr() string {
 func serveCommand() *cli.Command {
 	var cfg serveConfig
 	return &cli.Command{
-		Name:  "serve",
-		Usage: "serve the HTTP API with N tokenizer worker processes",
-		Flags: cfg.flags(),
-		Action: func(ctx context.Context, _ *cli.Command) error {
-			if err := cfg.check(); err != nil {
+		Name:      "serve",
+		Usage:     "serve the HTTP API with N tokenizer worker processes",
+		Flags:     cfg.flags(),
+		ArgsUsage: "[MODEL]",
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			if err := cfg.ModelArg(cmd); err != nil {
 				return err
+			}
+			if err := cfg.check(); err != nil {
+				return runflags.AsConfig(err)
 			}
 			ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -297,7 +301,7 @@ func runWorker(ctx context.Context, cfg *serveConfig) error {
 	mode := workerMode(&cfg.Config)
 	tok, grammars, err := loadTokenizer(&cfg.Config, mode)
 	if err != nil {
-		return err
+		return runflags.AsConfig(err) // a model path that does not hold a tokenizer
 	}
 	w, err := openWorker(cfg, mode, tok, grammars, log)
 	if err != nil {
@@ -312,7 +316,7 @@ func runWorker(ctx context.Context, cfg *serveConfig) error {
 	srv, err := newAPIServer(cfg, w, mode, reg, log)
 	store.Seal() // every counter and histogram is registered: publish this worker's layout
 	if err != nil {
-		return err
+		return runflags.AsConfig(err) // the model's config.json, the API key file
 	}
 	return serveHTTP(ctx, cfg, srv, reg, log)
 }
@@ -359,7 +363,7 @@ func openWorker(cfg *serveConfig, mode worker.Mode, tok *tokenizer.Tokenizer, gr
 	}
 	method, err := shard.ParseMethod(cfg.LoadBalanceMethod)
 	if err != nil {
-		return nil, err
+		return nil, runflags.AsConfig(err)
 	}
 	ledger, err := shard.OpenLedger(worker.LedgerPath(dir), cfg.TokenizerWorkerNum, cfg.DPSize)
 	if err != nil {
@@ -401,13 +405,24 @@ func newAPIServer(cfg *serveConfig, w *worker.Worker, mode worker.Mode, reg *met
 	}
 	registerRankGauges(reg, w, cfg.WorkerIndex, cfg.DPSize, name)
 	return api.NewServer(api.Config{
-		ServedModelName: name, ContextLength: ctxLen, DefaultSampling: defaultSampling(cfg.ModelPath, log),
+		ServedModelName: name, ContextLength: ctxLen, KVTokens: func() int { return kvTokens(w) }, DefaultSampling: defaultSampling(cfg.ModelPath, log),
 		StreamInterval: cfg.StreamInterval, SkipTokenizerInit: mode == worker.ModeSkipTokenizerInit, Worker: cfg.WorkerIndex,
 		MaxBodyBytes: cfg.MaxBodyBytes, APIKeys: keys, OpenPaths: cfg.openPaths(),
 		ReadBodyTimeout: cfg.ReadBodyTimeout, WriteTimeout: cfg.WriteTimeout,
 		ToolCallParser: cfg.ToolCallParser, ReasoningParser: cfg.ReasoningParser,
 		GrammarStrict: cfg.GrammarStrict,
 	}, w, reg, log)
+}
+
+// kvTokens is the KV cache positions of the smallest rank that reports (0: none has yet).
+func kvTokens(w *worker.Worker) int {
+	least := 0
+	for _, rl := range w.Snapshot().Ranks {
+		if c := int(rl.Reported.KVTokensCapacity); c > 0 && (least == 0 || c < least) {
+			least = c
+		}
+	}
+	return least
 }
 
 // defaultSampling is the model's generation_config.json over the OpenAI defaults.
