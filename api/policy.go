@@ -95,7 +95,7 @@ func (s *Server) reportIgnored(w http.ResponseWriter, endpoint string, body any)
 	}
 	w.Header().Set(IgnoredFieldsHeader, strings.Join(names, ","))
 	s.log.Warn("request fields accepted and ignored: they change nothing this engine generates",
-		"endpoint", endpoint, "fields", names)
+		"endpoint", endpoint, "fields", names, "request_id", w.Header().Get(requestIDHeader))
 }
 
 // structuredOutputs is vLLM's structured_outputs object (the successor of its guided_* fields).

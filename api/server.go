@@ -201,6 +201,9 @@ func (s *Server) writeError(w http.ResponseWriter, status int, err error) {
 	case status >= 500:
 		e.Type = "internal_server_error"
 	}
+	if sw := findStatusWriter(w); sw != nil && sw.reason == "" {
+		sw.reason = e.Message // the access line says why
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(map[string]apiError{"error": e})

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -108,11 +109,35 @@ func (c *Config) logger(w io.Writer, process string) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: lvl}
 	var h slog.Handler = slog.NewTextHandler(w, opts)
 	if c.LogFormat == "json" {
-		h = slog.NewJSONHandler(w, opts)
+		h = slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl, ReplaceAttr: jsonAttr})
 	}
 	l := slog.New(h).With("proc", process)
 	slog.SetDefault(l)
 	return l
+}
+
+// jsonAttr makes a JSON line's values what a log shipper can read: a duration is a number of
+// seconds under a key ending in _seconds (slog writes nanoseconds), and an enum (an integer type
+// with a String method) is its name, not its number.
+func jsonAttr(_ []string, a slog.Attr) slog.Attr {
+	switch a.Value.Kind() {
+	case slog.KindDuration:
+		key := a.Key
+		if !strings.HasSuffix(key, "_seconds") {
+			key += "_seconds"
+		}
+		return slog.Float64(key, a.Value.Duration().Seconds())
+	case slog.KindAny:
+		v := a.Value.Any()
+		if s, ok := v.(fmt.Stringer); ok {
+			switch reflect.TypeOf(v).Kind() {
+			case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+				reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+				return slog.String(a.Key, s.String())
+			}
+		}
+	}
+	return a
 }
 
 // RunDirPath is the run directory: --run-dir, else $XDG_RUNTIME_DIR (or /tmp)/llmserve-UID-PORT.
