@@ -143,8 +143,8 @@ func run(path string, grace time.Duration, log *slog.Logger) error {
 		if errors.As(result, &refused) {
 			for i, e := range entries {
 				if e.name == refused.Name {
-					log.Error("stopping: a process refused to start; fix its configuration (its last lines say why)",
-						"process", e.name, "exit_status", supervise.ExitNoRestart, "why", writers[i].lastLines())
+					log.Error("stopping: a process refused to start; fix its configuration",
+						"process", e.name, "exit_status", supervise.ExitNoRestart, "reason", writers[i].lastLines())
 				}
 			}
 		} else {
@@ -161,8 +161,9 @@ func run(path string, grace time.Duration, log *slog.Logger) error {
 // jsonLines is -log-format json: the runner's output is JSON lines only.
 var jsonLines bool
 
-// keepLines is how many of a process's last lines the runner repeats when it refuses to start.
-const keepLines = 3
+// keepLines is how many of a process's last lines the runner repeats when it refuses to start:
+// the engine's binaries print their error last.
+const keepLines = 1
 
 // lineWriter prefixes every line written through it (in JSON mode: passes JSON lines as they are
 // and wraps others as JSON) and writes whole lines only.
