@@ -252,3 +252,37 @@ func TestAuthOpenPaths(t *testing.T) {
 		t.Error("a key with a space was accepted")
 	}
 }
+
+// A value of the wrong JSON type is refused naming the field and the type it expects, in JSON's
+// words, not Go's.
+func TestJSONTypeErrorsNameFieldAndType(t *testing.T) {
+	type msg struct {
+		Content string `json:"content"`
+	}
+	type body struct {
+		Messages []map[string]any `json:"messages"`
+		Items    []msg            `json:"items"`
+		N        *int             `json:"n"`
+		T        float64          `json:"temperature"`
+		S        bool             `json:"stream"`
+	}
+	for in, want := range map[string]string{
+		`{"messages":"hi"}`:         "messages: expected an array of objects, got a string",
+		`{"items":[{"content":3}]}`: "items.content: expected a string, got a number",
+		`{"n":"2"}`:                 "n: expected an integer, got a string",
+		`{"n":2.5}`:                 "expected an integer, got number 2.5",
+		`{"temperature":"hot"}`:     "temperature: expected a number, got a string",
+		`{"stream":"yes"}`:          "stream: expected a boolean (true or false), got a string",
+		`{"messages":[}`:            "invalid JSON body at byte",
+		`{"messages":[`:             "ends before the value is complete",
+	} {
+		var b body
+		err := jsonError(json.Unmarshal([]byte(in), &b))
+		if in == `{"messages":[` {
+			err = jsonError(json.NewDecoder(strings.NewReader(in)).Decode(&b))
+		}
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "Go ") || strings.Contains(err.Error(), "interface") {
+			t.Errorf("%s: %v, want %q", in, err, want)
+		}
+	}
+}

@@ -256,7 +256,7 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) error
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return badRequest("", "invalid JSON body: "+clip(strings.TrimPrefix(err.Error(), "json: ")))
+		return jsonError(err)
 	}
 	if dec.More() {
 		return badRequest("", "invalid JSON body: trailing data after the object")
