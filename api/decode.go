@@ -3,8 +3,8 @@ package api
 import (
 	"encoding/json"
 	"errors"
-	"io"
 	"fmt"
+	"io"
 	"reflect"
 	"strings"
 	"sync"

@@ -98,7 +98,7 @@ func TestNumericBoundaries(t *testing.T) {
 	ts := newTestServer(t, e, 1)
 	for _, c := range []struct{ path, body, param string }{
 		{"/v1/completions", `{"prompt":[1],"max_tokens":9223372036854775807}`, "max_tokens"},
-		{"/v1/completions", `{"prompt":[1],"max_tokens":9223372036854775808}`, ""},
+		{"/v1/completions", `{"prompt":[1],"max_tokens":9223372036854775808}`, "max_tokens"},
 		{"/v1/completions", `{"prompt":[1],"top_k":2147483648}`, "top_k"},
 		{"/v1/completions", `{"prompt":[1],"top_k":4294967297}`, "top_k"},
 		{"/v1/completions", `{"prompt":[1],"min_tokens":4294967296}`, "min_tokens"},
