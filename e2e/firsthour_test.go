@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -259,5 +260,39 @@ func TestMakeRunJSONLogs(t *testing.T) {
 	if len(lines) < 10 || !badLine || !ignoredLine {
 		t.Fatalf("%d JSON lines; the 400's access line with its reason: %v; the ignored-fields warning with its request id: %v",
 			len(lines), badLine, ignoredLine)
+	}
+}
+
+// Every scrape, whichever worker answers it, shows every worker's own series (in flight,
+// connections, process and Go runtime), every process's process_* series, and the build.
+func TestMetricsEveryWorkerAndProcess(t *testing.T) {
+	e := startEngine(t, engineOpts{workers: 2})
+	time.Sleep(1500 * time.Millisecond) // each worker has published once
+	for i := 0; i < 8; i++ {
+		resp, err := freshClient.Get(e.base + "/metrics") // a fresh connection: either worker answers
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := string(b)
+		for _, want := range []string{
+			`llm_worker_in_flight_requests{worker="0"} `, `llm_worker_in_flight_requests{worker="1"} `,
+			`llm_http_connections_open{worker="0"} `, `llm_http_connections_open{worker="1"} `,
+			`process_resident_memory_bytes{process="tokenizerd-worker",worker="1"} `,
+			`go_goroutines{process="tokenizerd-worker",worker="0"} `,
+			`process_resident_memory_bytes{process="schedulerd",rank="0"} `,
+			`process_cpu_seconds_total{process="detokd"} `,
+			`process_open_fds{process="tokenizerd"} `,
+			`process_start_time_seconds{process="schedulerd",rank="0"} `,
+			`llmserve_build_info{version="`,
+		} {
+			if !strings.Contains(body, want) {
+				t.Fatalf("scrape %d lacks %s", i, want)
+			}
+		}
 	}
 }
