@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/llmserve/llmserve/backend/cpu"
 	"github.com/llmserve/llmserve/backend/cpu/gemm"
 	"github.com/llmserve/llmserve/backend/cpu/linear"
+	"github.com/llmserve/llmserve/metrics"
 	"github.com/llmserve/llmserve/model"
 	"github.com/urfave/cli/v3"
 )
@@ -37,8 +39,18 @@ func openBackend(path, device, quantization string, opts cpu.Options, log *slog.
 	}
 	log.Info("model loaded", "path", path, "seconds", time.Since(start).Seconds(), "arch", m.Config.Architecture,
 		"layers", m.Config.NumLayers, "kv_blocks", b.NumBlocks(), "block_size", b.BlockSize(), "kv_dtype", b.KVCacheDType(),
-		"gemm", gemm.Impl(), "blas_core", gemm.Core(), "kernels", linear.Kernels(), "bf16_activations", opts.BF16Activations)
+		"gemm", gemm.Impl(), "blas_core", gemm.Core(), "kernels", linear.Kernels(), "bf16_activations", opts.BF16Activations,
+		"rss_mib", rssMiB())
 	return b, m.Config, nil
+}
+
+// rssMiB is this process's resident memory in MiB (0 if unknown).
+func rssMiB() int64 {
+	p, err := metrics.ReadProc(os.Getpid())
+	if err != nil {
+		return 0
+	}
+	return int64(p.RSS) >> 20
 }
 
 // parseIDs reads "5,7,9".
