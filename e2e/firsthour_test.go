@@ -296,3 +296,32 @@ func TestMetricsEveryWorkerAndProcess(t *testing.T) {
 		}
 	}
 }
+
+// `schedulerd quantize IN OUT --type T` writes a GGUF file of T with progress on stderr, which
+// the engine then serves (llama.cpp loads the same files: see the README).
+func TestQuantizeCommand(t *testing.T) {
+	dir := t.TempDir()
+	var served string
+	for _, typ := range []string{"q8_0", "q4_k", "q4_0", "q6_k"} {
+		out := filepath.Join(dir, "pico-"+typ+".gguf")
+		b, err := exec.Command(filepath.Join(binDir, "schedulerd"), "quantize", modelPath, out, "--type", typ).CombinedOutput()
+		if err != nil || !strings.Contains(string(b), "quantizing") || !strings.Contains(string(b), "wrote") {
+			t.Fatalf("quantize %s: %v\n%s", typ, err, b)
+		}
+		g, err := exec.Command(filepath.Join(binDir, "schedulerd"), "generate", "--model-path", out, "--input-ids", "400,1234,87", "--max-new-tokens", "3").Output()
+		if err != nil || !strings.Contains(string(g), `"output_ids":[`) {
+			t.Fatalf("generate on the %s file: %v %s", typ, err, g)
+		}
+		served = out
+	}
+	b, err := exec.Command(filepath.Join(binDir, "schedulerd"), "quantize", modelPath, filepath.Join(dir, "x.gguf"), "--type", "q9").CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 78 {
+		t.Fatalf("an unknown type: %v, want exit status 78\n%s", err, b)
+	}
+	e := startEngine(t, engineOpts{model: served})
+	code, body := e.post("/v1/completions", map[string]any{"prompt": "hello", "max_tokens": 4, "temperature": 0})
+	if code != http.StatusOK {
+		t.Fatalf("serving the quantized file: %d %s", code, body)
+	}
+}
