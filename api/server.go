@@ -161,6 +161,7 @@ func (s *Server) Handler() http.Handler {
 		s.reg.WriteText(w)
 	})
 	s.extRoutes(mux)
+	s.pageRoutes(mux)
 	return s.access(s.readDeadline(s.authenticate(mux)))
 }
 
