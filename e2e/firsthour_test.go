@@ -325,3 +325,48 @@ func TestQuantizeCommand(t *testing.T) {
 		t.Fatalf("serving the quantized file: %d %s", code, body)
 	}
 }
+
+// The README's constrained examples (structured output, grammars, tools) answer on `make run`'s
+// pico and finish by their constraint, not by running to max_tokens.
+func TestReadmeConstrainedExamplesFinish(t *testing.T) {
+	data, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(data), "\n")
+	type example struct{ path, body string }
+	var examples []example
+	for i := 0; i < len(lines); i++ {
+		if !strings.HasPrefix(lines[i], "curl -s") || !strings.Contains(lines[i], " -d '") {
+			continue
+		}
+		cmd := lines[i]
+		for strings.Count(cmd, "'")%2 == 1 && i+1 < len(lines) {
+			i++
+			cmd += "\n" + lines[i]
+		}
+		_, rest, _ := strings.Cut(cmd, "localhost:30000")
+		path, _, _ := strings.Cut(rest, " ")
+		_, body, _ := strings.Cut(cmd, " -d '")
+		body = strings.TrimSuffix(strings.TrimSpace(body), "'")
+		if strings.Contains(body, "response_format") || strings.Contains(body, `"tools"`) ||
+			strings.Contains(body, `"grammar"`) || strings.Contains(body, `"regex"`) {
+			examples = append(examples, example{path, body})
+		}
+	}
+	if len(examples) < 4 {
+		t.Fatalf("found %d constrained examples in the README", len(examples))
+	}
+	e := startEngine(t, engineOpts{})
+	for _, ex := range examples {
+		for try := 0; try < 3; try++ { // sampled: each run must finish
+			code, body := e.postRaw(ex.path, ex.body)
+			if code != http.StatusOK {
+				t.Fatalf("%s %s: %d %s", ex.path, ex.body, code, body)
+			}
+			if strings.Contains(string(body), `"finish_reason":"length"`) || strings.Contains(string(body), `"type":"length"`) {
+				t.Errorf("%s %s ran to its token limit: %s", ex.path, ex.body, body)
+			}
+		}
+	}
+}
