@@ -162,6 +162,112 @@ type choiceEvent struct {
 	st *Stream // the choice's stream, for its times
 }
 
+// choiceRun is one choice set in flight: the goroutines that submit and read its candidates,
+// and the aborts that end them.
+//
+// Goroutines, all started by serveChoices' goroutine (the HTTP handler's) and joined (wg) before
+// serveChoices returns; it cancels ctx first, which ends each of them:
+//   - one pump per submitted candidate (pump): reads the candidate's Stream and forwards each
+//     delta to events, until the candidate finishes or ctx ends.
+//   - one sibling submitter per prompt when per > 1 (siblings): waits until the prompt's first
+//     candidate has a token (its prompt's KV is computed and cached), then submits the other
+//     candidates to the same rank and starts their pumps.
+//   - the AfterFuncs on the client's context and on the server's stop call abortAll; they are
+//     stopped (or have run) before serveChoices returns.
+//
+// The handler's goroutine submits each prompt's first candidate, consumes events and writes the
+// response. Locks: mu guards submitted, which the handler, the submitters and abortAll touch.
+type choiceRun struct {
+	s        *Server
+	cs       *choiceSet
+	ctx      context.Context
+	events   chan choiceEvent // every candidate's deltas, buffered for one per candidate
+	interval int              // ids per delta a pump waits for after the first (stream interval)
+	wg       sync.WaitGroup   // the pumps and submitters
+
+	mu        sync.Mutex
+	submitted []string // the Stream RIDs of the candidates submitted so far
+}
+
+// add records a submitted candidate's stream, so abortAll reaches it.
+func (c *choiceRun) add(st *Stream) {
+	c.mu.Lock()
+	c.submitted = append(c.submitted, st.RID)
+	c.mu.Unlock()
+}
+
+// abortAll aborts every candidate submitted so far.
+func (c *choiceRun) abortAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, rid := range c.submitted {
+		c.s.engine.Abort(rid)
+	}
+}
+
+// pump starts the goroutine that forwards candidate i's deltas; first, when set, is closed at
+// its first delta.
+func (c *choiceRun) pump(i int, st *Stream, first chan<- struct{}) {
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		want := 1
+		for {
+			d, err := st.Next(c.ctx, want)
+			if err != nil {
+				return
+			}
+			want = c.interval
+			if first != nil {
+				close(first)
+				first = nil
+			}
+			select {
+			case c.events <- choiceEvent{i, d, st}:
+			case <-c.ctx.Done():
+				return
+			}
+			if d.Finished {
+				return
+			}
+		}
+	}()
+}
+
+// siblings starts the goroutine that submits candidates g+1 .. g+per-1 once first is closed, to
+// rank (-1: any) unless a candidate is pinned, and starts their pumps.
+func (c *choiceRun) siblings(g, rank int, first <-chan struct{}) {
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		select {
+		case <-first: // the prompt's KV is computed: the siblings reuse it
+		case <-c.ctx.Done():
+			return
+		}
+		for i := g + 1; i < g+c.cs.per && c.ctx.Err() == nil; i++ {
+			req := c.cs.reqs[i]
+			if req.RoutedRank < 0 {
+				req.RoutedRank = rank
+			}
+			st, err := c.s.engine.Submit(c.ctx, req)
+			if err != nil {
+				select {
+				case c.events <- choiceEvent{i, Delta{Finished: true, FinishReason: FinishError, Err: fmt.Errorf("submit choice %d: %w", i, err)}, nil}:
+				case <-c.ctx.Done():
+				}
+				continue
+			}
+			c.add(st)
+			if c.ctx.Err() != nil {
+				c.s.engine.Abort(st.RID) // the client left while it was being sent
+				return
+			}
+			c.pump(i, st, nil)
+		}
+	}()
+}
+
 // serveChoices runs every candidate of cs and answers with one response object or one stream.
 func (s *Server) serveChoices(w http.ResponseWriter, r *http.Request, cs *choiceSet, start time.Time) {
 	// As in serve: no read deadline once the body is in, and none taken after Stop.
@@ -171,68 +277,38 @@ func (s *Server) serveChoices(w http.ResponseWriter, r *http.Request, cs *choice
 		return
 	}
 	ctx, cancel := context.WithCancelCause(r.Context())
-	defer cancel(nil)
-	var mu sync.Mutex // guards submitted
-	var submitted []string
-	abortAll := func() {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, rid := range submitted {
-			s.engine.Abort(rid)
-		}
-	}
-	events := make(chan choiceEvent, len(cs.reqs))
+	run := &choiceRun{s: s, cs: cs, ctx: ctx, events: make(chan choiceEvent, len(cs.reqs)),
+		interval: max(cs.reqs[0].StreamInterval, 1)}
+	defer func() {
+		cancel(nil)
+		run.wg.Wait()
+	}()
 	done := make([]bool, len(cs.reqs))
-	interval := max(cs.reqs[0].StreamInterval, 1)
 	if !cs.reqs[0].Stream {
-		interval = 1 << 30
-	}
-	pump := func(i int, st *Stream, first chan<- struct{}) {
-		want := 1
-		for {
-			d, err := st.Next(ctx, want)
-			if err != nil {
-				return
-			}
-			want = interval
-			if first != nil {
-				close(first)
-				first = nil
-			}
-			select {
-			case events <- choiceEvent{i, d, st}:
-			case <-ctx.Done():
-				return
-			}
-			if d.Finished {
-				return
-			}
-		}
+		run.interval = 1 << 30
 	}
 	// The first candidate of every prompt goes out now: a refusal is the response.
 	firsts := make([]*Stream, 0, len(cs.reqs)/cs.per)
 	for g := 0; g < len(cs.reqs); g += cs.per {
 		st, err := s.engine.Submit(ctx, cs.reqs[g])
 		if err != nil {
-			abortAll()
+			run.abortAll()
 			s.fail(w, err)
 			return
 		}
-		mu.Lock()
-		submitted = append(submitted, st.RID)
-		mu.Unlock()
+		run.add(st)
 		firsts = append(firsts, st)
 	}
-	stop := context.AfterFunc(r.Context(), func() { s.met.disconnects.Inc(); abortAll() })
+	stop := context.AfterFunc(r.Context(), func() { s.met.disconnects.Inc(); run.abortAll() })
 	defer stop()
 	// Stop ends the request here (a 503, or a stream's error event and [DONE]) and the
 	// candidates at the ranks.
-	stopped := context.AfterFunc(s.stopping, func() { cancel(errShuttingDown); abortAll() })
+	stopped := context.AfterFunc(s.stopping, func() { cancel(errShuttingDown); run.abortAll() })
 	defer stopped()
 	for gi, st := range firsts {
 		g := gi * cs.per
 		first := make(chan struct{})
-		go pump(g, st, first)
+		run.pump(g, st, first)
 		if cs.per == 1 {
 			continue
 		}
@@ -242,36 +318,9 @@ func (s *Server) serveChoices(w http.ResponseWriter, r *http.Request, cs *choice
 				rank = rk
 			}
 		}
-		go func() {
-			select {
-			case <-first: // the prompt's KV is computed: the siblings reuse it
-			case <-ctx.Done():
-				return
-			}
-			for i := g + 1; i < g+cs.per && ctx.Err() == nil; i++ {
-				req := cs.reqs[i]
-				if req.RoutedRank < 0 {
-					req.RoutedRank = rank
-				}
-				st, err := s.engine.Submit(ctx, req)
-				if err != nil {
-					select {
-					case events <- choiceEvent{i, Delta{Finished: true, FinishReason: FinishError, Err: fmt.Errorf("submit choice %d: %w", i, err)}, nil}:
-					case <-ctx.Done():
-					}
-					continue
-				}
-				mu.Lock()
-				submitted = append(submitted, st.RID)
-				mu.Unlock()
-				if ctx.Err() != nil {
-					s.engine.Abort(req.RID) // the client left while it was being sent
-					return
-				}
-				go pump(i, st, nil)
-			}
-		}()
+		run.siblings(g, rank, first)
 	}
+	events, abortAll := run.events, run.abortAll
 	if cs.reqs[0].Stream {
 		s.streamChoices(ctx, w, cs, events, done, start)
 		if slices.Contains(done, false) && r.Context().Err() == nil {

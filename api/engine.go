@@ -9,25 +9,28 @@ import (
 	"context"
 	"errors"
 
+	"github.com/llmserve/llmserve/grammar"
 	"github.com/llmserve/llmserve/sampling"
 	"github.com/llmserve/llmserve/shard"
 	"github.com/llmserve/llmserve/tokenizer"
 )
 
-// GrammarKind selects a structured-output constraint.
-type GrammarKind uint8
+// GrammarKind selects a structured-output constraint: the grammar package's kind (the worker
+// compiles it as is; the wire carries it as ipc.GrammarKind), named here so the API reads as
+// before.
+type GrammarKind = grammar.Kind
 
 // Grammar kinds.
 const (
-	GrammarNone GrammarKind = iota
-	GrammarJSONSchema
-	GrammarJSONObject
-	GrammarRegex
+	GrammarNone       = grammar.KindNone
+	GrammarJSONSchema = grammar.KindJSONSchema
+	GrammarJSONObject = grammar.KindJSONObject
+	GrammarRegex      = grammar.KindRegex
 	// GrammarCompose is a composed grammar (tool calls, reasoning): GrammarSpec is a grammar.Part
 	// as JSON.
-	GrammarCompose
+	GrammarCompose = grammar.KindCompose
 	// GrammarGBNF is a context-free grammar in llama.cpp's GBNF syntax (start rule root).
-	GrammarGBNF
+	GrammarGBNF = grammar.KindGBNF
 )
 
 // Request is one validated generation request, ready to dispatch.

@@ -41,7 +41,7 @@ type serverMetrics struct {
 	maxGenLen                *metrics.Histogram
 	// success is by finish reason; errors by HTTP status (errorStatuses, others under "other").
 	// Every series is registered up front: a shared registry's layout is fixed once sealed.
-	success     map[FinishReason]*metrics.Counter
+	success     map[string]*metrics.Counter
 	errors      map[int]*metrics.Counter
 	otherErrors *metrics.Counter
 }
@@ -54,7 +54,7 @@ var errorStatuses = []int{400, 401, 404, 405, 408, 413, 429, 500, 503, 504}
 
 func newServerMetrics(reg *metrics.Registry, model string) *serverMetrics {
 	ml := metrics.Labels{{"model_name", model}}
-	m := &serverMetrics{requests: map[string]*metrics.Counter{}, success: map[FinishReason]*metrics.Counter{},
+	m := &serverMetrics{requests: map[string]*metrics.Counter{}, success: map[string]*metrics.Counter{},
 		errors: map[int]*metrics.Counter{}}
 	for _, ep := range []string{"/v1/completions", "/v1/chat/completions", "/v1/responses", "/generate", "/tokenize", "/detokenize"} {
 		m.requests[ep] = reg.NewCounter("llm_requests_total", "Requests received, by endpoint.",
@@ -69,9 +69,9 @@ func newServerMetrics(reg *metrics.Registry, model string) *serverMetrics {
 	m.disconnects = reg.NewCounter("llm_client_disconnects_total", "Requests aborted because the client went away.", ml)
 	m.promptTok = reg.NewCounter("vllm:prompt_tokens_total", "Prompt tokens of finished requests.", ml)
 	m.genTok = reg.NewCounter("vllm:generation_tokens_total", "Tokens generated for finished requests.", ml)
-	for _, r := range []FinishReason{FinishStop, FinishLength, FinishAbort, FinishError, "tool_calls"} {
+	for _, r := range []string{FinishStop.String(), FinishLength.String(), FinishAbort.String(), FinishError.String(), "tool_calls"} {
 		m.success[r] = reg.NewCounter("vllm:request_success_total", "Finished requests, by finish reason.",
-			append(metrics.Labels{{"finished_reason", string(r)}}, ml...))
+			append(metrics.Labels{{"finished_reason", r}}, ml...))
 	}
 	lat := func(name, help string) *metrics.Histogram {
 		return reg.NewHistogram(name, help, ml, metrics.LatencyBuckets)
@@ -116,8 +116,7 @@ func (m *serverMetrics) finished(d *Delta, st *Stream, start time.Time) {
 	m.promptLen.Observe(float64(d.PromptTokens))
 	m.genLen.Observe(float64(d.CompletionTokens))
 	m.maxGenLen.Observe(float64(d.CompletionTokens))
-	reason := d.FinishReason
-	if c := m.success[reason]; c != nil {
+	if c := m.success[d.FinishReason.String()]; c != nil {
 		c.Inc()
 	}
 	m.e2e.Observe(now.Sub(start).Seconds())

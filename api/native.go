@@ -135,7 +135,7 @@ func (f *nativeFormat) object(dst []byte, d *Delta) []byte {
 		dst = append(dst, '}')
 	default:
 		dst = append(dst, `{"type":`...)
-		dst = appendJSONString(dst, string(d.FinishReason))
+		dst = appendJSONString(dst, d.FinishReason.String())
 		if d.Err != nil {
 			dst = append(dst, `,"message":`...)
 			dst = appendJSONString(dst, d.Err.Error())
@@ -206,14 +206,8 @@ type tokenizeRequest struct {
 }
 
 func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
-	s.met.requests["/tokenize"].Inc()
 	var body tokenizeRequest
-	if err := s.decodeBody(w, r, &body); err != nil {
-		s.writeError(w, http.StatusBadRequest, err)
-		return
-	}
-	if err := s.needTokenizer("/tokenize"); err != nil {
-		s.writeError(w, http.StatusBadRequest, err)
+	if !s.tokenizerBody(w, r, "/tokenize", &body, &body.Model) {
 		return
 	}
 	tok := s.engine.Tokenizer()
@@ -247,6 +241,25 @@ func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"tokens": ids, "count": len(ids), "max_model_len": limit})
 }
 
+// tokenizerBody is the start of /tokenize and /detokenize: count the request, decode the body
+// into v, check the model it names (*model, a field of v) and that there is a tokenizer. False
+// means the error has been answered.
+func (s *Server) tokenizerBody(w http.ResponseWriter, r *http.Request, endpoint string, v any, model *string) bool {
+	s.met.requests[endpoint].Inc()
+	err := s.decodeBody(w, r, v)
+	if err == nil {
+		err = s.checkModel(*model)
+	}
+	if err == nil {
+		err = s.needTokenizer(endpoint)
+	}
+	if err != nil {
+		s.fail(w, err)
+		return false
+	}
+	return true
+}
+
 type detokenizeRequest struct {
 	Tokens json.RawMessage `json:"tokens"` // parsed by parseTokenIDs
 	// SkipSpecialTokens defaults to true, as in SGLang.
@@ -255,14 +268,8 @@ type detokenizeRequest struct {
 }
 
 func (s *Server) handleDetokenize(w http.ResponseWriter, r *http.Request) {
-	s.met.requests["/detokenize"].Inc()
 	var body detokenizeRequest
-	if err := s.decodeBody(w, r, &body); err != nil {
-		s.writeError(w, http.StatusBadRequest, err)
-		return
-	}
-	if err := s.needTokenizer("/detokenize"); err != nil {
-		s.writeError(w, http.StatusBadRequest, err)
+	if !s.tokenizerBody(w, r, "/detokenize", &body, &body.Model) {
 		return
 	}
 	tokens, err := parseTokenIDs(body.Tokens, "tokens", math.MaxInt)

@@ -65,6 +65,15 @@ func (f *samplingFields) ignoredNames() []string {
 		// tokens: true (vLLM's default) changes nothing, false is what happens anyway.
 		out = append(out, "spaces_between_special_tokens")
 	}
+	if rf := f.ResponseFormat; rf != nil && rf.JSONSchema != nil {
+		// The schema's label, and a description the engine never shows the model.
+		if rf.JSONSchema.Name != "" {
+			out = append(out, "response_format.json_schema.name")
+		}
+		if rf.JSONSchema.Description != "" {
+			out = append(out, "response_format.json_schema.description")
+		}
+	}
 	return out
 }
 
@@ -90,12 +99,21 @@ func (s *Server) reportIgnored(w http.ResponseWriter, endpoint string, body any)
 		return
 	}
 	names := b.ignoredNames()
+	if c, ok := body.(*chatRequest); ok && c.ReasoningEffort != nil && !s.templateNames("reasoning_effort") {
+		names = append(names, "reasoning_effort") // a template that never names it cannot read it
+	}
 	if len(names) == 0 {
 		return
 	}
 	w.Header().Set(IgnoredFieldsHeader, strings.Join(names, ","))
 	s.log.Warn("request fields accepted and ignored: they change nothing this engine generates",
 		"endpoint", endpoint, "fields", names, "request_id", w.Header().Get(requestIDHeader))
+}
+
+// templateNames reports whether the chat template's text mentions name (a variable it may read).
+func (s *Server) templateNames(name string) bool {
+	tok := s.engine.Tokenizer()
+	return tok != nil && strings.Contains(tok.ChatTemplate(), name)
 }
 
 // structuredOutputs is vLLM's structured_outputs object (the successor of its guided_* fields).

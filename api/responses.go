@@ -65,6 +65,15 @@ func (b *responsesRequest) ignoredNames() []string {
 	if b.Include != nil {
 		out = append(out, "include") // empty (checked): nothing extra to include
 	}
+	if o := b.StreamOptions; o != nil {
+		// Usage always comes with response.completed; chunks carry none.
+		if o.IncludeUsage {
+			out = append(out, "stream_options.include_usage")
+		}
+		if o.ContinuousUsageStats {
+			out = append(out, "stream_options.continuous_usage_stats")
+		}
+	}
 	return append(out, b.StreamOptions.ignoredNames()...)
 }
 

@@ -5,18 +5,22 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/llmserve/llmserve/scheduler"
 )
 
-// FinishReason says why a request stopped producing tokens.
-type FinishReason string
+// FinishReason says why a request stopped producing tokens: the scheduler's type (the rank
+// decides it; the wire carries it as ipc.FinishReason), named here so the API reads as before.
+// Its String is the OpenAI name.
+type FinishReason = scheduler.FinishReason
 
-// Finish reasons, with the OpenAI names.
+// Finish reasons.
 const (
-	FinishNone   FinishReason = ""
-	FinishStop   FinishReason = "stop"
-	FinishLength FinishReason = "length"
-	FinishAbort  FinishReason = "abort"
-	FinishError  FinishReason = "error"
+	FinishNone   = scheduler.FinishNone
+	FinishStop   = scheduler.FinishStop
+	FinishLength = scheduler.FinishLength
+	FinishAbort  = scheduler.FinishAbort
+	FinishError  = scheduler.FinishError
 )
 
 // Delta is what is new for one request since its previous delta: token ids, their text and

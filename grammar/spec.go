@@ -8,8 +8,9 @@ import (
 // Kind says how a Spec's text is read.
 type Kind uint8
 
-// Grammar kinds. Each package that carries a kind (api, ipc) has its own type; the converters
-// at each hop map them by name, and a test pins the mapping.
+// Grammar kinds. The API carries this type (api.GrammarKind); the wire has its own
+// (ipc.GrammarKind), which the worker and the rank convert to and from by name, and a test
+// pins the mapping.
 const (
 	KindNone       Kind = iota // unconstrained; nothing to compile
 	KindJSONSchema             // Text is a JSON Schema document

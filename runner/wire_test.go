@@ -9,9 +9,11 @@ import (
 	"time"
 
 	"github.com/llmserve/llmserve/api"
+	"github.com/llmserve/llmserve/detok"
 	"github.com/llmserve/llmserve/grammar"
 	"github.com/llmserve/llmserve/ipc"
 	"github.com/llmserve/llmserve/scheduler"
+	"github.com/llmserve/llmserve/tokenizer"
 	"github.com/llmserve/llmserve/worker"
 )
 
@@ -117,7 +119,7 @@ func TestRequestCrossesEveryHop(t *testing.T) {
 		"Logprobs":                   {s.Logprobs, req.Logprobs},
 		"TopLogprobs":                {s.TopLogprobs, req.TopLogprobs},
 		"PromptLogprobs":             {s.PromptLogprobs, req.PromptLogprobs},
-		"GrammarKind":                {in.grammar.Kind, grammar.KindRegex},
+		"GrammarKind":                {in.grammar.Kind, req.GrammarKind},
 		"GrammarSpec":                {in.grammar.Text, req.GrammarSpec},
 		"RoutedRank":                 {in.routedRank, req.RoutedRank},
 		"NoText":                     {in.out.noText, req.NoText},
@@ -153,31 +155,22 @@ func deref(p *uint64) uint64 {
 	return *p
 }
 
-// TestGrammarKindCrossing pins each API grammar kind to the grammar kind the rank compiles, by
-// name, through the wire's kind; an unknown wire kind is refused, never cast.
+// TestGrammarKindCrossing: each grammar kind (the API's kind is the grammar package's) reaches
+// the rank as itself, through the wire's own kind of the same name; an unknown wire kind is
+// refused, never cast.
 func TestGrammarKindCrossing(t *testing.T) {
-	for _, c := range []struct {
-		api  api.GrammarKind
-		want grammar.Kind
-	}{
-		{api.GrammarNone, grammar.KindNone},
-		{api.GrammarJSONSchema, grammar.KindJSONSchema},
-		{api.GrammarJSONObject, grammar.KindJSONObject},
-		{api.GrammarRegex, grammar.KindRegex},
-		{api.GrammarCompose, grammar.KindCompose},
-		{api.GrammarGBNF, grammar.KindGBNF},
-	} {
-		m, err := worker.RequestToWire(&api.Request{GrammarKind: c.api, GrammarSpec: "x"}, "r", 0, 1, time.Now())
+	for k := grammar.KindNone; k <= grammar.KindGBNF; k++ {
+		m, err := worker.RequestToWire(&api.Request{GrammarKind: k, GrammarSpec: "x"}, "r", 0, 1, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
 		got, err := grammarFromWire(m.Grammar)
-		if err != nil || got.Kind != c.want || m.Grammar.Kind.String() != c.want.String() {
-			t.Errorf("api kind %d: wire %v, rank %v (%v), want %v", c.api, m.Grammar.Kind, got.Kind, err, c.want)
+		if err != nil || got.Kind != k || m.Grammar.Kind.String() != k.String() {
+			t.Errorf("kind %v: wire %v, rank %v (%v)", k, m.Grammar.Kind, got.Kind, err)
 		}
-		direct, err := worker.GrammarSpec(c.api, "x")
-		if err != nil || direct.Kind != c.want {
-			t.Errorf("api kind %d: the worker's own check compiles %v, want %v", c.api, direct.Kind, c.want)
+		direct, err := worker.GrammarSpec(k, "x")
+		if err != nil || direct.Kind != k {
+			t.Errorf("kind %v: the worker's own check compiles %v (%v)", k, direct.Kind, err)
 		}
 	}
 	if _, err := worker.RequestToWire(&api.Request{GrammarKind: api.GrammarGBNF + 1}, "r", 0, 1, time.Now()); err == nil {
@@ -235,5 +228,146 @@ func TestLoadToWire(t *testing.T) {
 		Received: []uint64{7, 8}, ReceivedTokens: []uint64{70, 80}, Preemptions: 5, PrefixHitTokens: 48}
 	if !reflect.DeepEqual(l, want) {
 		t.Fatalf("load %+v, want %+v", l, want)
+	}
+}
+
+// TestItemCrossesEveryHop pins the return path field by field, as TestRequestCrossesEveryHop
+// pins the request's: a scheduler item with every field set goes rank -> ipc -> bytes -> detokd's
+// step -> bytes -> the worker's delta. Each field of scheduler.Item, ipc.TokenItem and api.Delta
+// must be checked at the far end or listed as dropped with the reason; a field added to any of
+// them fails here until it is one or the other.
+func TestItemCrossesEveryHop(t *testing.T) {
+	tok, err := tokenizer.Load("../models/pico")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// cross sends it (its first item) through every hop and returns the delta the worker makes.
+	cross := func(it scheduler.Item) (ipc.TextItem, api.Delta) {
+		out := outputSettings{skipSpecial: true, stops: []string{"never seen"}, requestID: "req-1"}
+		w := itemToWire(&it, it.NewIDs, it.Logprobs, topLogprobs{it.TopLogprobIDs, it.TopLogprobs}, &out, true)
+		var tb ipc.TokenBatch
+		if err := tb.Decode((&ipc.TokenBatch{Rank: 1, Seq: 2, Items: []ipc.TokenItem{w}}).Append(nil)); err != nil {
+			t.Fatal(err)
+		}
+		batches, err := detok.NewDetokenizer(tok, it.Owner+1).Step(&tb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var xb ipc.TextBatch
+		if err := xb.Decode(batches[it.Owner].Append(nil)); err != nil {
+			t.Fatal(err)
+		}
+		if len(xb.Items) != 1 {
+			t.Fatalf("%d items reach worker %d, want 1", len(xb.Items), it.Owner)
+		}
+		return xb.Items[0], worker.DeltaFromWire(&xb.Items[0].TokenItem, xb.Items[0].Text)
+	}
+	var it scheduler.Item
+	var f filler
+	f.fill(t, "Item", reflect.ValueOf(&it).Elem())
+	it.Owner = 2
+	it.NewIDs = []int32{400, 401} // ids of real text
+	it.FinishReason = scheduler.FinishError
+	wire, d := cross(it)
+	// A stop token is reported only when no stop string matched and the request stopped.
+	stopped := it
+	stopped.FinishReason, stopped.MatchedStop, stopped.Err = scheduler.FinishStop, "", ""
+	_, ds := cross(stopped)
+
+	type check struct {
+		got, want any
+		dropped   string // why the field stops before the delta
+	}
+	items := map[string]check{
+		"RID":                 {dropped: "the worker routes the delta to the request's stream by it"},
+		"Owner":               {dropped: "detokd picks the owning worker's socket by it"},
+		"NewIDs":              {got: d.IDs, want: it.NewIDs},
+		"Logprobs":            {got: d.Logprobs, want: it.Logprobs},
+		"TopLogprobIDs":       {got: d.TopLogprobIDs, want: it.TopLogprobIDs},
+		"TopLogprobs":         {got: d.TopLogprobs, want: it.TopLogprobs},
+		"PromptLogprobs":      {got: d.PromptLogprobs, want: it.PromptLogprobs},
+		"PromptTopLogprobIDs": {got: d.PromptTopLogprobIDs, want: it.PromptTopLogprobIDs},
+		"PromptTopLogprobs":   {got: d.PromptTopLogprobs, want: it.PromptTopLogprobs},
+		"PromptTokens":        {got: d.PromptTokens, want: it.PromptTokens},
+		"CachedTokens":        {got: d.CachedTokens, want: it.CachedTokens},
+		"CompletionTokens":    {got: d.CompletionTokens, want: it.CompletionTokens},
+		"Finished":            {got: d.Finished, want: it.Finished},
+		"FinishReason":        {got: [2]api.FinishReason{d.FinishReason, ds.FinishReason}, want: [2]scheduler.FinishReason{scheduler.FinishError, scheduler.FinishStop}},
+		"MatchedStopToken":    {got: ds.MatchedStop, want: it.MatchedStopToken},
+		"MatchedStop":         {got: d.MatchedStop, want: it.MatchedStop},
+		"Err":                 {got: fmt.Sprint(d.Err), want: it.Err},
+		"QueueTime":           {got: d.QueueTime, want: it.QueueTime},
+		"PrefillTime":         {got: d.PrefillTime, want: it.PrefillTime},
+		"DecodeTime":          {got: d.DecodeTime, want: it.DecodeTime},
+		"Preemptions":         {got: d.Preemptions, want: it.Preemptions},
+	}
+	for _, name := range leaves(reflect.TypeOf(it), "") {
+		c, ok := items[name]
+		delete(items, name)
+		switch {
+		case !ok:
+			t.Errorf("scheduler.Item.%s has no check here: check it on the delta, or say why it is dropped", name)
+		case c.dropped != "":
+		case reflect.ValueOf(c.want).IsZero():
+			t.Errorf("Item.%s: the filler left it zero", name)
+		case !reflect.DeepEqual(c.got, c.want):
+			t.Errorf("Item.%s reaches the delta as %v, sent %v", name, c.got, c.want)
+		}
+	}
+	for name := range items {
+		t.Errorf("the check for %s names no field of scheduler.Item", name)
+	}
+
+	// The wire item's own fields: each lands in a delta field (checked above through the item)
+	// or stops before the delta, for the reason given.
+	wireFields := map[string]string{
+		"RID": "RID", "Owner": "-routing: detokd's choice of worker socket", "NewIDs": "IDs",
+		"Logprobs": "Logprobs", "PromptTokens": "PromptTokens", "CachedTokens": "CachedTokens",
+		"CompletionTokens": "CompletionTokens", "Finished": "Finished", "FinishReason": "FinishReason",
+		"MatchedStopToken": "MatchedStop", "MatchedStop": "MatchedStop", "Error": "Err",
+		"NoText":              "-detokenization setting: read by detokd (or the worker's own detokenizer)",
+		"SkipSpecialTokens":   "-detokenization setting: read by detokd (or the worker's own detokenizer)",
+		"StopStrings":         "-detokenization setting: detokd keeps them per request",
+		"TopLogprobIDs":       "TopLogprobIDs",
+		"TopLogprobs":         "TopLogprobs",
+		"PromptLogprobs":      "PromptLogprobs",
+		"PromptTopLogprobIDs": "PromptTopLogprobIDs", "PromptTopLogprobs": "PromptTopLogprobs",
+		"RequestID":  "-detokd's log lines; the worker has the request's own id",
+		"QueueNanos": "QueueTime", "PrefillNanos": "PrefillTime", "DecodeNanos": "DecodeTime",
+		"Preemptions": "Preemptions",
+	}
+	reached := map[string]bool{"Text": true} // the text is detokd's, checked below
+	for _, name := range leaves(reflect.TypeOf(wire.TokenItem), "") {
+		to, ok := wireFields[name]
+		delete(wireFields, name)
+		switch {
+		case !ok:
+			t.Errorf("ipc.TokenItem.%s has no entry here: name the delta field it lands in, or why it is dropped", name)
+		case strings.HasPrefix(to, "-"):
+		case to == "RID":
+			if wire.RID != it.RID {
+				t.Errorf("wire RID %q, sent %q", wire.RID, it.RID)
+			}
+		default:
+			if _, ok := reflect.TypeFor[api.Delta]().FieldByName(to); !ok {
+				t.Errorf("ipc.TokenItem.%s lands in api.Delta.%s, which does not exist", name, to)
+			}
+			reached[to] = true
+		}
+	}
+	for name := range wireFields {
+		t.Errorf("the entry for %s names no field of ipc.TokenItem", name)
+	}
+	for _, name := range leaves(reflect.TypeFor[api.Delta](), "") {
+		if !reached[name] {
+			t.Errorf("api.Delta.%s is filled from no wire field", name)
+		}
+	}
+	if want := tok.Decode(it.NewIDs, true); d.Text != want || want == "" {
+		t.Errorf("text %q, want %q (the ids' text, decoded by detokd)", d.Text, want)
+	}
+	// The settings that stop at detokd did reach it.
+	if wire.NoText || !wire.SkipSpecialTokens || !slices.Equal(wire.StopStrings, []string{"never seen"}) || wire.RequestID != "req-1" {
+		t.Errorf("detokenization settings on the wire: %+v", wire.TokenItem)
 	}
 }

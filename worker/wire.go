@@ -103,29 +103,18 @@ func grammarKindToWire(k api.GrammarKind) (ipc.GrammarKind, error) {
 	return 0, fmt.Errorf("unknown grammar kind %d", k)
 }
 
-// GrammarSpec converts an API constraint into the grammar package's spec (what a worker
-// compiles to check a constraint up front).
+// GrammarSpec is an API constraint as the grammar package's spec (what a worker compiles to
+// check a constraint up front): the API's kind is the grammar's, so only its range is checked.
 func GrammarSpec(k api.GrammarKind, text string) (grammar.Spec, error) {
-	switch k {
-	case api.GrammarNone:
-		return grammar.Spec{Kind: grammar.KindNone, Text: text}, nil
-	case api.GrammarJSONSchema:
-		return grammar.Spec{Kind: grammar.KindJSONSchema, Text: text}, nil
-	case api.GrammarJSONObject:
-		return grammar.Spec{Kind: grammar.KindJSONObject, Text: text}, nil
-	case api.GrammarRegex:
-		return grammar.Spec{Kind: grammar.KindRegex, Text: text}, nil
-	case api.GrammarCompose:
-		return grammar.Spec{Kind: grammar.KindCompose, Text: text}, nil
-	case api.GrammarGBNF:
-		return grammar.Spec{Kind: grammar.KindGBNF, Text: text}, nil
+	if _, err := grammarKindToWire(k); err != nil {
+		return grammar.Spec{}, err
 	}
-	return grammar.Spec{}, fmt.Errorf("unknown grammar kind %d", k)
+	return grammar.Spec{Kind: k, Text: text}, nil
 }
 
-// deltaFromWire converts one output item into a delta for the request's stream. text is the
+// DeltaFromWire converts one output item into a delta for the request's stream. text is the
 // item's text (from detokd, or from the worker's own detokenizer). The delta points into it.
-func deltaFromWire(it *ipc.TokenItem, text string) api.Delta {
+func DeltaFromWire(it *ipc.TokenItem, text string) api.Delta {
 	d := api.Delta{
 		IDs: it.NewIDs, Text: text, Logprobs: it.Logprobs,
 		TopLogprobIDs: it.TopLogprobIDs, TopLogprobs: it.TopLogprobs,

@@ -82,25 +82,41 @@ type Config struct {
 func LedgerPath(runDir string) string { return filepath.Join(runDir, "dispatch-ledger") }
 
 // Worker implements api.Engine.
+//
+// Goroutines: New starts one, the receive loop (receiveLoop), which Close joins (wg) after it
+// closes pull; the loop alone reads pull, routes outputs to streams and checks rank liveness.
+// Everything else (Submit, Abort, CheckGrammar, Load, Health) runs on the HTTP handlers'
+// goroutines, many at once.
+//
+// Locks: mu guards reqs, nothing else. Lock order: mu, then the dispatcher's own lock. Submit
+// holds mu across disp.Pick, so the in-flight bound and the rank's dispatch are decided together
+// (a request refused as overloaded is never counted at a rank); the dispatcher never calls back
+// into the worker, and nothing else takes the two nested (report, checkRanks, Load take them one
+// after the other). No socket send and no Stream.Push happens under mu: a stream's own lock is
+// taken after mu is released.
 type Worker struct {
-	cfg   Config
-	disp  *shard.Dispatcher
+	cfg  Config
+	disp *shard.Dispatcher // rank choice, dispatch ledger and liveness; locks itself
+	// push holds one request socket per rank (safe for concurrent sends); pull is the worker's
+	// output socket, read by the receive loop only.
 	push  []ipc.Sender
 	pull  ipc.Receiver
 	log   *slog.Logger
-	start time.Time
+	start time.Time // when New ran
 
 	// epoch identifies this process of the worker to the ranks (ipc.GenerateRequest.OwnerEpoch).
 	epoch uint64
 
-	mu   sync.Mutex
-	reqs map[string]*entry
+	mu   sync.Mutex        // guards reqs
+	reqs map[string]*entry // in-flight requests by the engine's rid
 
-	framePool sync.Pool
-	closed    chan struct{}
-	wg        sync.WaitGroup
+	framePool sync.Pool      // encode buffers of Submit's request frames
+	closed    chan struct{}  // closed by Close
+	wg        sync.WaitGroup // the receive loop
 }
 
+// entry is one in-flight request: its stream, its rank, and its detokenizer when the worker
+// detokenizes. Set by Submit before the request is sent, read-only after.
 type entry struct {
 	st   *api.Stream
 	rank int
@@ -395,7 +411,7 @@ func (w *Worker) lookup(dst []*entry, n int, item func(i int) *ipc.TokenItem) []
 // deliver turns one output item into a Delta on its request's stream. The stream copies what it
 // keeps, so the delta points into the decoded batch.
 func (w *Worker) deliver(e *entry, it *ipc.TokenItem, text string, hasText bool) {
-	d := deltaFromWire(it, text)
+	d := DeltaFromWire(it, text)
 	if e.text != nil && !hasText {
 		d.Text, _, _ = e.text.Push(it.NewIDs, it.Finished)
 	}
