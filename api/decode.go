@@ -79,14 +79,15 @@ func jsonError(err error) error {
 	switch {
 	case errors.As(err, &te):
 		got, _, _ := strings.Cut(te.Value, " ") // "number 2.5" -> number
+		what := article(got) + " " + got
 		if got == "number" && isIntegerType(te.Type) && te.Value != "number" {
-			return badRequest(clip(te.Field), fmt.Sprintf("expected %s, got %s", jsonTypeName(te.Type), clip(te.Value)))
+			what = clip(te.Value) // "number 2.5": say which number
 		}
-		field := te.Field
-		if field == "" {
-			field = "body"
+		msg := fmt.Sprintf("expected %s, got %s", jsonTypeName(te.Type), what)
+		if te.Field == "" {
+			msg = "the body: " + msg
 		}
-		return badRequest(clip(te.Field), fmt.Sprintf("%s: expected %s, got %s %s", clip(field), jsonTypeName(te.Type), article(got), got))
+		return badRequest(clip(te.Field), msg) // the error names the field before the message
 	case errors.As(err, &se):
 		return badRequest("", fmt.Sprintf("invalid JSON body at byte %d: %s", se.Offset, strings.TrimPrefix(se.Error(), "json: ")))
 	case errors.Is(err, io.ErrUnexpectedEOF):

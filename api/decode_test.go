@@ -284,5 +284,8 @@ func TestJSONTypeErrorsNameFieldAndType(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "Go ") || strings.Contains(err.Error(), "interface") {
 			t.Errorf("%s: %v, want %q", in, err, want)
 		}
+		if field, _, ok := strings.Cut(err.Error(), ": "); ok && strings.Count(err.Error(), field+": ") > 1 {
+			t.Errorf("%s: %v names the field twice", in, err)
+		}
 	}
 }
