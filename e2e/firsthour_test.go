@@ -108,7 +108,10 @@ func TestStrayArgumentsRefused(t *testing.T) {
 		{"schedulerd", "generate", "stray", "--input-ids", "1"},
 		{"tokenizerd", "serve", "--model", modelPath, "/elsewhere"},
 	} {
-		out, err := exec.Command(filepath.Join(binDir, args[0]), args[1:]...).CombinedOutput()
+		// Before the fix these started serving with the argument ignored: bound the wait.
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		out, err := exec.CommandContext(ctx, filepath.Join(binDir, args[0]), args[1:]...).CombinedOutput()
+		cancel()
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || ee.ExitCode() != 78 || !strings.Contains(string(out), "argument") {
 			t.Errorf("%v: %v, want exit status 78 naming the argument:\n%s", args, err, out)
