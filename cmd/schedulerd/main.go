@@ -1,7 +1,7 @@
 // Command schedulerd runs one data-parallel rank on one device: `serve` is the engine process
 // (continuous batching, KV cache, model forward, sampling); `generate` runs a model directly on
-// given token ids, for smoke tests and scripts; `keygen` writes the CURVE keys of an engine whose
-// processes span hosts.
+// given token ids, for smoke tests and scripts; `quantize` writes a model as a quantized GGUF file;
+// `keygen` writes the CURVE keys of an engine whose processes span hosts.
 package main
 
 import (
@@ -13,6 +13,6 @@ func main() {
 	runflags.Main(&cli.Command{
 		Name:     "schedulerd",
 		Usage:    "one data-parallel rank of the llmserve engine",
-		Commands: []*cli.Command{serveCommand(), generateCommand(), keygenCommand()},
+		Commands: []*cli.Command{serveCommand(), generateCommand(), quantizeCommand(), keygenCommand()},
 	})
 }

@@ -89,27 +89,29 @@ func LWSRank() (int, bool, error) {
 	return i - 1, true, nil
 }
 
-// Topology is where this engine's sockets are, with dir the opened run directory.
+// Topology is where this engine's sockets are, with dir the opened run directory. Its errors
+// are configuration errors (a restart cannot fix them).
 func (c *Config) Topology(dir string) (*ipc.Topology, error) {
 	t := &ipc.Topology{RunDir: dir, LeaderHost: c.LeaderAddress, Port: c.ZMQPort}
 	var err error
 	if t.RankHosts, err = c.RankHosts(c.DPSize); err != nil {
-		return nil, err
+		return nil, AsConfig(err)
 	}
 	if c.CurveKeys != "" {
 		if t.Curve, err = ipc.LoadCurveKeys(c.CurveKeys); err != nil {
-			return nil, err
+			return nil, AsConfig(err)
 		}
 	}
 	if err := t.Check(c.DPSize); err != nil {
-		return nil, err
+		return nil, AsConfig(err)
 	}
 	return t, nil
 }
 
 // JoinPeers opens the topology and, when it spans hosts, checks before anything slow (a model
 // load) that this process can reach and authenticate to every endpoint it will write to, so a
-// process that cannot join exits within --peer-timeout naming each address and why.
+// process that cannot join exits within --peer-timeout naming each address and why (status 1:
+// the peer may only be late, so supervisors restart it).
 func (c *Config) JoinPeers(dir string, peers func(*ipc.Topology) []string) (*ipc.Topology, error) {
 	top, err := c.Topology(dir)
 	if err != nil {

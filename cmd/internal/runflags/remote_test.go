@@ -19,8 +19,8 @@ func TestTopologyFromLeaderWorkerSet(t *testing.T) {
 		t.Fatalf("no keys on disk: err = %v", err)
 	}
 	c.CurveKeys = ""
-	if _, err := c.Topology(t.TempDir()); err == nil || !strings.Contains(err.Error(), "--curve-keys") {
-		t.Fatalf("no --curve-keys across hosts: err = %v", err)
+	if _, err := c.Topology(t.TempDir()); err == nil || !strings.Contains(err.Error(), "--curve-keys") || ExitStatus(err) != ExitConflict {
+		t.Fatalf("no --curve-keys across hosts: err = %v (exit %d, want %d)", err, ExitStatus(err), ExitConflict)
 	}
 	hosts, err := c.RankHosts(2)
 	if err != nil || strings.Join(hosts, ",") != "llmserve-0-1.llmserve.prod,llmserve-0-2.llmserve.prod" {
