@@ -85,6 +85,8 @@ type Backend struct {
 	rowPos  []int
 	rowSeq  []int
 	workers []attnScratch
+	// last is the layout of the last Forward's batch, whose rows b.x still holds (Hidden).
+	last []seqSpan
 
 	stats  Stats
 	closed bool
@@ -181,7 +183,7 @@ func (b *Backend) Close() error {
 	b.closed = true
 	b.kv = nil
 	b.x, b.xn, b.qkv, b.attn, b.gu, b.sel, b.logits = nil, nil, nil, nil, nil, nil, nil
-	b.workers = nil
+	b.workers, b.last = nil, nil
 	return nil
 }
 
@@ -269,6 +271,7 @@ func (b *Backend) Forward(ctx context.Context, batch *backend.Batch) ([][]float3
 	}
 
 	out := b.finish(spans)
+	b.last = spans
 	b.stats.Forwards++
 	b.stats.Tokens += rows
 	b.stats.ForwardTime += time.Since(start)
