@@ -210,12 +210,15 @@ func (s *Server) parseEmbeddingInputs(raw json.RawMessage) ([][]int32, error) {
 		if len(items) > MaxEmbeddingInputs {
 			return nil, badRequest("input", fmt.Sprintf("holds at most %d inputs, got %d", MaxEmbeddingInputs, len(items)))
 		}
+		texts := len(first) > 0 && first[0] == '"' // a batch is all strings or all token arrays
 		for i, it := range items {
 			param := "input[" + strconv.Itoa(i) + "]"
 			it = bytes.TrimSpace(it)
 			var ids []int32
 			var err error
 			switch {
+			case len(it) > 0 && (it[0] == '"') != texts && (it[0] == '"' || it[0] == '['):
+				return nil, badRequest(param, "mixes strings and token arrays in one batch: send one kind")
 			case len(it) > 0 && it[0] == '"':
 				var t string
 				if err := json.Unmarshal(it, &t); err != nil {
