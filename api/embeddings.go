@@ -52,7 +52,7 @@ type embeddingRequest struct {
 	// User is accepted and ignored (policy.go).
 	User json.RawMessage `json:"user"`
 	// Priority orders the rank's queue under --scheduling-policy priority.
-	Priority *int `json:"priority"`
+	Priority json.RawMessage `json:"priority"`
 }
 
 func (b *embeddingRequest) ignoredNames() []string {
@@ -60,7 +60,7 @@ func (b *embeddingRequest) ignoredNames() []string {
 	if len(b.User) > 0 && string(b.User) != "null" {
 		out = append(out, "user")
 	}
-	if b.Priority != nil {
+	if len(b.Priority) > 0 && string(b.Priority) != "null" {
 		out = append(out, "priority") // under fcfs (reportIgnored drops it under priority)
 	}
 	return out
@@ -68,9 +68,10 @@ func (b *embeddingRequest) ignoredNames() []string {
 
 // embeddingParams is a validated request: its inputs as token ids and how to write the output.
 type embeddingParams struct {
-	inputs [][]int32
-	dims   int // output length
-	base64 bool
+	inputs   [][]int32
+	dims     int // output length
+	base64   bool
+	priority int
 }
 
 func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
@@ -92,7 +93,7 @@ func (s *Server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, errShuttingDown)
 		return
 	}
-	vecs, usage, err := s.runEmbeddings(r.Context(), &body, p, start)
+	vecs, usage, err := s.runEmbeddings(r.Context(), p, start)
 	if err != nil {
 		if r.Context().Err() != nil {
 			return // the client is gone
@@ -139,10 +140,9 @@ func (s *Server) buildEmbeddings(body *embeddingRequest) (*embeddingParams, erro
 		}
 		p.dims = *d
 	}
-	if body.Priority != nil {
-		if *body.Priority < math.MinInt32 || *body.Priority > math.MaxInt32 {
-			return nil, badRequest("priority", fmt.Sprintf("must be within int32, got %d", *body.Priority))
-		}
+	var err error
+	if p.priority, err = parsePriority(body.Priority); err != nil {
+		return nil, err
 	}
 	inputs, err := s.parseEmbeddingInputs(body.Input)
 	if err != nil {
@@ -285,7 +285,7 @@ func (s *Server) checkEmbeddingLen(ids []int32, param string) error {
 // runEmbeddings submits every input, waits for all of them and returns their vectors
 // (truncated and normalized) and the prompt tokens they used. A refusal or failure of one aborts
 // the rest.
-func (s *Server) runEmbeddings(ctx context.Context, body *embeddingRequest, p *embeddingParams, start time.Time) ([][]float32, int, error) {
+func (s *Server) runEmbeddings(ctx context.Context, p *embeddingParams, start time.Time) ([][]float32, int, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stop := context.AfterFunc(s.stopping, func() { cancel(errShuttingDown) })
@@ -304,10 +304,7 @@ func (s *Server) runEmbeddings(ctx context.Context, body *embeddingRequest, p *e
 		}
 	}()
 	for _, ids := range p.inputs {
-		req := &Request{RID: s.engine.NewRID(), InputIDs: ids, Pooling: pooling, NoText: true, RoutedRank: -1}
-		if body.Priority != nil {
-			req.Priority = *body.Priority
-		}
+		req := &Request{RID: s.engine.NewRID(), InputIDs: ids, Pooling: pooling, NoText: true, RoutedRank: -1, Priority: p.priority}
 		st, err := s.engine.Submit(ctx, req)
 		if err != nil {
 			return nil, 0, err

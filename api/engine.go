@@ -1,5 +1,5 @@
 // Package api serves a tokenizer worker's HTTP API: the OpenAI-compatible endpoints
-// (/v1/completions, /v1/chat/completions, /v1/models), the SGLang-style native ones (/generate,
+// (/v1/completions, /v1/chat/completions, /v1/embeddings, /v1/models), the SGLang-style native ones (/generate,
 // /tokenize, /detokenize, /get_load) and the operator's (/health, /metrics). It validates input,
 // tokenizes and renders chat templates, and streams each request's Stream as SSE; everything
 // behind the Engine interface (sockets, dispatch, detokenization) belongs to the worker.
