@@ -242,13 +242,14 @@ func TestEmbeddingsOpenAINodeClient(t *testing.T) {
 
 // TestEmbeddingsMeanPoolingFlag: on the plain pico directory (no sentence-transformers files)
 // --pooling mean pools by the mean and normalizes, and dimensions other than the full size are a
-// 400 naming it, since pico is not a Matryoshka model.
+// 400 naming it, since pico is not a Matryoshka model. It runs with --skip-detokenization and two
+// workers (the Node client test runs through detokd).
 func TestEmbeddingsMeanPoolingFlag(t *testing.T) {
 	m, err := model.Load(modelPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := startEngine(t, engineOpts{workers: 1, tokArgs: []string{"--pooling", "mean"}})
+	e := startEngine(t, engineOpts{workers: 2, skipDetok: true, tokArgs: []string{"--pooling", "mean"}})
 	ids := []int32{11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30}
 	status, body := e.post("/v1/embeddings", map[string]any{"input": [][]int32{ids, ids[:3]}, "dimensions": 256})
 	if status != 200 {
