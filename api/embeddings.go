@@ -326,6 +326,9 @@ func (s *Server) runEmbeddings(ctx context.Context, p *embeddingParams, start ti
 		if d.Err != nil {
 			return nil, 0, fmt.Errorf("embedding of input %d failed: %w", i, d.Err)
 		}
+		if d.FinishReason != FinishStop {
+			return nil, 0, fmt.Errorf("embedding of input %d ended with %s before its vector", i, d.FinishReason)
+		}
 		if err := checkVector(d.Embedding, s.cfg.Embeddings.Size, p.dims); err != nil {
 			return nil, 0, fmt.Errorf("embedding of input %d: %w", i, err)
 		}
