@@ -144,3 +144,41 @@ func TestEmbeddingRefused(t *testing.T) {
 		t.Errorf("a backend without hidden states: %v", err)
 	}
 }
+
+// TestEmbeddingPreemptedRestarts: a mean-pooled embedding preempted mid-prompt (a decoding
+// request beside it needs its KV blocks) restarts from its first token when re-admitted, so its
+// vector still equals the whole-prompt forward's, not a sum that counts the first chunks twice.
+func TestEmbeddingPreemptedRestarts(t *testing.T) {
+	m, _ := loadQwen3(t)
+	const bs = 4
+	b, err := cpu.New(m, cpu.Options{NumBlocks: 12, BlockSize: bs, Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	refB, err := cpu.New(m, cpu.Options{NumBlocks: 12, BlockSize: bs, Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer refB.Close()
+	s := newScheduler(t, b, Config{MaxRunning: 4, MaxPrefillTokens: 8, ChunkSize: 3, MaxModelLen: m.Config.MaxPositions})
+	prompt := make([]int32, 40) // 10 blocks: with the decoding request's, more than the pool's 12
+	for i := range prompt {
+		prompt[i] = int32((i*37 + 5) % b.VocabSize())
+	}
+	mustAdd(t, s, &Request{RID: "gen", InputIDs: []int32{1, 2, 3, 4}, MaxNewTokens: 24, IgnoreEOS: true, Sampling: greedy()})
+	mustAdd(t, s, &Request{RID: "emb", InputIDs: prompt, Pooling: PoolingMean})
+	results := map[string]*result{}
+	run(t, s, results, 500)
+	checkDrained(t, s)
+	r := results["emb"]
+	if r == nil || r.last.FinishReason != FinishStop {
+		t.Fatalf("embedding: %+v", r)
+	}
+	if r.last.Preemptions == 0 {
+		t.Fatalf("the embedding was never preempted (stats %+v): the test does not test the restart", s.Stats())
+	}
+	if d := maxAbsDiff(r.last.Embedding, poolRef(t, refB, prompt, PoolingMean)); d > 1e-4 {
+		t.Errorf("after %d preemptions the mean differs from the forward's by %.3g", r.last.Preemptions, d)
+	}
+}
