@@ -25,7 +25,7 @@ const embeddingTolerance = 2e-3
 // the final normed hidden states and pools, truncates and normalizes them here.
 func referenceEmbedding(t *testing.T, m *model.Model, ids []int32, pooling string, dims int) []float32 {
 	t.Helper()
-	b, err := cpu.New(m, cpu.Options{NumBlocks: (len(ids) + 15) / 16, BlockSize: 16, Threads: 1})
+	b, err := cpu.New(m, backend.Options{NumBlocks: (len(ids) + 15) / 16, BlockSize: 16, Tuning: cpu.Tuning{Threads: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}

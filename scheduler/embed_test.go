@@ -57,12 +57,12 @@ func maxAbsDiff(a, b []float32) float64 {
 // one now starting from cached blocks (the mean and CLS ones may not use the cache).
 func TestEmbeddingsMatchForward(t *testing.T) {
 	m, fx := loadQwen3(t)
-	b, err := cpu.New(m, cpu.Options{NumBlocks: 64, BlockSize: 4, Threads: 2})
+	b, err := cpu.New(m, backend.Options{NumBlocks: 64, BlockSize: 4, Tuning: cpu.Tuning{Threads: 2}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	refB, err := cpu.New(m, cpu.Options{NumBlocks: 64, BlockSize: 4, Threads: 2})
+	refB, err := cpu.New(m, backend.Options{NumBlocks: 64, BlockSize: 4, Tuning: cpu.Tuning{Threads: 2}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestEmbeddingsMatchForward(t *testing.T) {
 // states, are refused at Add.
 func TestEmbeddingRefused(t *testing.T) {
 	m, _ := loadQwen3(t)
-	b, err := cpu.New(m, cpu.Options{NumBlocks: 4, BlockSize: 4, Threads: 1})
+	b, err := cpu.New(m, backend.Options{NumBlocks: 4, BlockSize: 4, Tuning: cpu.Tuning{Threads: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,12 +151,12 @@ func TestEmbeddingRefused(t *testing.T) {
 func TestEmbeddingPreemptedRestarts(t *testing.T) {
 	m, _ := loadQwen3(t)
 	const bs = 4
-	b, err := cpu.New(m, cpu.Options{NumBlocks: 12, BlockSize: bs, Threads: 2})
+	b, err := cpu.New(m, backend.Options{NumBlocks: 12, BlockSize: bs, Tuning: cpu.Tuning{Threads: 2}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	refB, err := cpu.New(m, cpu.Options{NumBlocks: 12, BlockSize: bs, Threads: 2})
+	refB, err := cpu.New(m, backend.Options{NumBlocks: 12, BlockSize: bs, Tuning: cpu.Tuning{Threads: 2}})
 	if err != nil {
 		t.Fatal(err)
 	}

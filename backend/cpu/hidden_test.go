@@ -13,7 +13,7 @@ import (
 // KV) has the same hidden states as run whole; a sequence's states do not depend on its batch.
 func TestHidden(t *testing.T) {
 	m := loadFixture(t, "qwen3", "config.json")
-	b := newTestBackend(t, m, Options{NumBlocks: 64, BlockSize: 16, Threads: 2})
+	b := newTestBackend(t, m, backend.Options{NumBlocks: 64, BlockSize: 16, Tuning: Tuning{Threads: 2}})
 	var prompt []int32 // 21 tokens: two chunks, the first ending inside a block
 	for i := range 21 {
 		prompt = append(prompt, int32((i*37+5)%b.VocabSize()))
@@ -43,7 +43,7 @@ func TestHidden(t *testing.T) {
 		t.Fatalf("hidden states of %d floats, want %d", len(whole), n*h)
 	}
 	again := make([]float32, n*vocab)
-	b.project(b.m.LMHead, n, whole, h, again, vocab, false)
+	b.project(b.m.LMHead, []rowGroup{{start: 0, n: n}}, whole, h, again, vocab, false)
 	if d := relDiff(t, again, logits); d > 1e-5 {
 		t.Fatalf("LM head over the hidden states differs from Forward's logits by %.3g", d)
 	}

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/llmserve/llmserve/backend"
-	"github.com/llmserve/llmserve/backend/cpu"
 	"github.com/llmserve/llmserve/backend/replay"
 	"github.com/llmserve/llmserve/cmd/internal/runflags"
 	"github.com/llmserve/llmserve/grammar"
@@ -41,12 +40,15 @@ type rankConfig struct {
 	ChunkedPrefillSize int
 	// KVCacheMB is the memory for the KV cache, MiB.
 	KVCacheMB int
+	// KVCacheFraction, when > 0, sizes the KV cache instead: this share of the memory available
+	// once the weights are loaded.
+	KVCacheFraction float64
 	// KVCacheDType is the KV cache element type: auto (the weights' type), bf16, f16 or f32.
 	KVCacheDType string
 	// Quantization re-stores the weights in this type at load ("": as the checkpoint stores them).
 	Quantization string
-	// BF16Activations rounds the activations BF16 weights multiply to bf16 (cpu.Options).
-	BF16Activations bool
+	// CPU holds the CPU backend's own flags.
+	CPU cpuFlags
 	// ContextLength overrides the model's max_position_embeddings when > 0.
 	ContextLength int
 	// LoadFormat is auto (the model's weights) or replay (benchmark only).
@@ -69,7 +71,7 @@ type rankConfig struct {
 }
 
 func (c *rankConfig) flags() []cli.Flag {
-	return append(c.Config.Flags(),
+	return append(append(c.Config.Flags(),
 		&cli.StringFlag{Name: "device", Destination: &c.Device, Value: "cpu", Usage: "cpu, or cuda:K", Sources: cli.EnvVars("DEVICE")},
 		&cli.IntFlag{Name: "dp-rank", Destination: &c.DPRank, Value: 0, Usage: "this process's data-parallel rank", Sources: cli.EnvVars("DP_RANK")},
 		&cli.IntFlag{Name: "base-gpu-id", Destination: &c.BaseGPUID, Value: 0, Usage: "with --device cuda, rank r uses GPU base-gpu-id + r", Sources: cli.EnvVars("BASE_GPU_ID")},
@@ -77,9 +79,9 @@ func (c *rankConfig) flags() []cli.Flag {
 		&cli.IntFlag{Name: "max-prefill-tokens", Destination: &c.MaxPrefillTokens, Value: 2048, Usage: "token budget of one step"},
 		&cli.IntFlag{Name: "chunked-prefill-size", Destination: &c.ChunkedPrefillSize, Value: 512, Usage: "largest prefill chunk of one request per step (0: the step budget)"},
 		&cli.IntFlag{Name: "kv-cache-mb", Destination: &c.KVCacheMB, Value: 256, Usage: "memory for the KV cache, MiB", Sources: cli.EnvVars("KV_CACHE_MB")},
+		&cli.FloatFlag{Name: "kv-cache-fraction", Destination: &c.KVCacheFraction, Usage: "when > 0, size the KV cache as this share (0-1] of the device memory available once the weights are loaded (on cpu: MemAvailable), instead of --kv-cache-mb", Sources: cli.EnvVars("KV_CACHE_FRACTION")},
 		kvCacheDTypeFlag(&c.KVCacheDType),
 		quantizationFlag(&c.Quantization),
-		bf16ActivationsFlag(&c.BF16Activations),
 		&cli.IntFlag{Name: "context-length", Destination: &c.ContextLength, Usage: "context length (default: the model's max_position_embeddings)"},
 		&cli.StringFlag{Name: "load-format", Destination: &c.LoadFormat, Value: "auto", Usage: "auto (the model's weights) or replay (BENCHMARK ONLY: deterministic tokens, no model math)", Sources: cli.EnvVars("LOAD_FORMAT")},
 		&cli.DurationFlag{Name: "replay-step-time", Destination: &c.ReplayStepTime, Usage: "with --load-format replay: the least time of one step", Sources: cli.EnvVars("REPLAY_STEP_TIME")},
@@ -94,7 +96,7 @@ func (c *rankConfig) flags() []cli.Flag {
 			Usage: "topic frame of the KV events (llm-d's indexer reads kv@POD@MODEL)"},
 		&cli.StringFlag{Name: "kv-events-hash-seed", Destination: &c.KVEventsHashSeed, Sources: cli.EnvVars("PYTHONHASHSEED"),
 			Usage: "seed of the events' block hashes, as PYTHONHASHSEED seeds vLLM's (default: vLLM's, \"" + scheduler.DefaultKVHashSeed + "\")"},
-	)
+	), c.CPU.flags()...)
 }
 
 // serveCommand runs one data-parallel rank: its scheduler loop on its device, between the
@@ -225,31 +227,31 @@ func openKVEvents(cfg *rankConfig, rank int, log *slog.Logger) (*ipc.KVEventPubl
 	return p, nil
 }
 
-// rankDevice resolves the device a rank may use: cuda without an index means base-gpu-id+rank.
+// rankDevice resolves the device a rank uses: a kind without an index (cuda) means index
+// base-gpu-id+rank; cpu is the one CPU. Whether the kind is built in is the registry's to say.
 func rankDevice(device string, baseGPU, rank int) (string, error) {
-	switch {
-	case device == "cpu":
-		return device, nil
-	case device == "cuda":
-		return "cuda:" + strconv.Itoa(baseGPU+rank), nil
-	case strings.HasPrefix(device, "cuda:"):
-		if _, err := strconv.Atoi(device[5:]); err != nil {
-			return "", fmt.Errorf("--device %q: want cuda:K", device)
-		}
-		return device, nil
+	kind, idx, err := backend.ParseDevice(device)
+	if err != nil {
+		return "", fmt.Errorf("--device: %w", err)
 	}
-	return "", fmt.Errorf("--device %q: want cpu, cuda or cuda:K", device)
+	if kind == "cpu" {
+		return "cpu", nil
+	}
+	if !strings.Contains(device, ":") {
+		idx = baseGPU + rank
+	}
+	return kind + ":" + strconv.Itoa(idx), nil
 }
 
 // openRankBackend opens the model's backend, or the replay runner for pipeline benchmarks.
 func openRankBackend(cfg *rankConfig, device string, log *slog.Logger) (backend.Backend, model.Config, error) {
 	switch cfg.LoadFormat {
 	case "auto":
-		kvType, err := cpu.ParseKVDType(cfg.KVCacheDType)
+		opts, err := kvOptions(cfg.KVCacheDType, cfg.KVCacheMB, cfg.KVCacheFraction)
 		if err != nil {
-			return nil, model.Config{}, fmt.Errorf("--kv-cache-dtype: %w", err)
+			return nil, model.Config{}, err
 		}
-		opts := cpu.Options{KVCacheBytes: int64(cfg.KVCacheMB) << 20, KVCacheDType: kvType, BF16Activations: cfg.BF16Activations}
+		opts.Tuning = cfg.CPU.tuning(device)
 		return openBackend(cfg.ModelPath, device, cfg.Quantization, opts, log)
 	case "replay":
 		mcfg, err := model.LoadConfig(cfg.ModelPath)
@@ -257,8 +259,8 @@ func openRankBackend(cfg *rankConfig, device string, log *slog.Logger) (backend.
 			return nil, model.Config{}, err
 		}
 		const blockSize = 16
-		r, err := replay.New(replay.Options{VocabSize: mcfg.VocabSize, BlockSize: blockSize,
-			NumBlocks: max(1, cfg.ReplayKVTokens/blockSize), StepTime: cfg.ReplayStepTime, TokenTime: cfg.ReplayTokenTime})
+		r, err := backend.Open("replay", &model.Model{Config: mcfg}, backend.Options{BlockSize: blockSize,
+			NumBlocks: max(1, cfg.ReplayKVTokens/blockSize), Tuning: replay.Tuning{StepTime: cfg.ReplayStepTime, TokenTime: cfg.ReplayTokenTime}})
 		if err != nil {
 			return nil, model.Config{}, err
 		}
