@@ -276,3 +276,32 @@ func TestEmbeddingsMeanPoolingFlag(t *testing.T) {
 		t.Errorf("dimensions on a model without Matryoshka training: %d %s", status, body)
 	}
 }
+
+// TestEmbeddingsSkipTokenizerInit: with no tokenizer anywhere, token-id inputs are embedded
+// (last-token pooling, the default without sentence-transformers files) and a text input is a
+// 400 naming the flag.
+func TestEmbeddingsSkipTokenizerInit(t *testing.T) {
+	m, err := model.Load(modelPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := startEngine(t, engineOpts{workers: 1, skipTokInit: true})
+	ids := []int32{40, 41, 42, 43, 44, 45, 46}
+	status, body := e.post("/v1/embeddings", map[string]any{"input": ids})
+	if status != 200 {
+		t.Fatalf("status %d: %s", status, body)
+	}
+	var res struct {
+		Data []struct {
+			Embedding []float32 `json:"embedding"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(body, &res); err != nil || len(res.Data) != 1 {
+		t.Fatalf("%v: %s", err, body)
+	}
+	checkEmbedding(t, "ids", res.Data[0].Embedding, referenceEmbedding(t, m, ids, "last", 256))
+	status, body = e.post("/v1/embeddings", map[string]any{"input": "text"})
+	if status != 400 || !strings.Contains(string(body), "--skip-tokenizer-init") {
+		t.Errorf("a text input without a tokenizer: %d %s", status, body)
+	}
+}
