@@ -256,11 +256,12 @@ func (s *Server) embeddingText(text, param string) ([]int32, error) {
 
 // embeddingIDs reads one token-id input, refused at the first id over the context.
 func (s *Server) embeddingIDs(raw json.RawMessage, param string) ([]int32, error) {
-	ids, err := parseTokenIDs(raw, param, s.cfg.ContextLength)
+	limit, kv := s.maxModelLen()
+	ids, err := parseTokenIDs(raw, param, limit)
 	if err != nil {
 		var bre *BadRequestError
 		if errors.As(err, &bre) && len(bre.Msg) > 9 && bre.Msg[:9] == "more than" {
-			bre.Msg += fmt.Sprintf("; the context length is %d", s.cfg.ContextLength)
+			bre.Msg += "; the limit is " + lengthLimit(limit, kv)
 		}
 		return nil, err
 	}
@@ -270,14 +271,15 @@ func (s *Server) embeddingIDs(raw json.RawMessage, param string) ([]int32, error
 	return ids, s.checkEmbeddingLen(ids, param)
 }
 
-// checkEmbeddingLen refuses an input with no tokens or more than the context holds (an
-// embedding generates nothing, so the whole context is the prompt's).
+// checkEmbeddingLen refuses an input with no tokens or more than a request may hold (an
+// embedding generates nothing, so the whole of it is the prompt's).
 func (s *Server) checkEmbeddingLen(ids []int32, param string) error {
+	limit, kv := s.maxModelLen()
 	switch {
 	case len(ids) == 0:
 		return badRequest(param, "has no tokens")
-	case len(ids) > s.cfg.ContextLength:
-		return badRequest(param, fmt.Sprintf("has %d tokens, more than the context length (%d)", len(ids), s.cfg.ContextLength))
+	case len(ids) > limit:
+		return badRequest(param, fmt.Sprintf("has %d tokens, more than %s", len(ids), lengthLimit(limit, kv)))
 	}
 	return nil
 }

@@ -3,11 +3,13 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/llmserve/llmserve/backend"
+	"github.com/llmserve/llmserve/metrics"
 	"github.com/llmserve/llmserve/model"
 	"github.com/urfave/cli/v3"
 )
@@ -45,6 +47,7 @@ func openBackend(path, device, quantization string, opts backend.Options, log *s
 	if d, ok := b.(interface{ LogAttrs() []any }); ok {
 		attrs = append(attrs, d.LogAttrs()...)
 	}
+	attrs = append(attrs, "rss_mib", rssMiB())
 	log.Info("model loaded", attrs...)
 	return b, m.Config, nil
 }
@@ -66,6 +69,15 @@ func kvOptions(dtype string, mb int, fraction float64) (backend.Options, error) 
 		opts.KVCacheBytes = 0 // the fraction, when given, sizes the pool
 	}
 	return opts, nil
+}
+
+// rssMiB is this process's resident memory in MiB (0 if unknown).
+func rssMiB() int64 {
+	p, err := metrics.ReadProc(os.Getpid())
+	if err != nil {
+		return 0
+	}
+	return int64(p.RSS) >> 20
 }
 
 // parseIDs reads "5,7,9".

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/llmserve/llmserve/cmd/internal/runflags"
 	"os"
 	"slices"
 
@@ -68,7 +69,10 @@ func generateCommand() *cli.Command {
 		Name:  "generate",
 		Usage: `run a model on token ids and print {"output_ids": [...], "last_logits": [...]}`,
 		Flags: cfg.flags(),
-		Action: func(ctx context.Context, _ *cli.Command) error {
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			if err := runflags.NoArgs(cmd); err != nil {
+				return err
+			}
 			ids, err := parseIDs(cfg.InputIDs)
 			if err != nil {
 				return err
