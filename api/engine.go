@@ -1,5 +1,5 @@
 // Package api serves a tokenizer worker's HTTP API: the OpenAI-compatible endpoints
-// (/v1/completions, /v1/chat/completions, /v1/models), the SGLang-style native ones (/generate,
+// (/v1/completions, /v1/chat/completions, /v1/embeddings, /v1/models), the SGLang-style native ones (/generate,
 // /tokenize, /detokenize, /get_load) and the operator's (/health, /metrics). It validates input,
 // tokenizes and renders chat templates, and streams each request's Stream as SSE; everything
 // behind the Engine interface (sockets, dispatch, detokenization) belongs to the worker.
@@ -8,6 +8,7 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/llmserve/llmserve/grammar"
@@ -64,6 +65,47 @@ type Request struct {
 	RequestID string
 	// Priority orders the rank's queue under --scheduling-policy priority (lower first).
 	Priority int
+	// Pooling, when set, makes this an embedding request (/v1/embeddings): the rank runs the
+	// prompt without sampling and its finishing Delta carries the pooled vector (Embedding).
+	Pooling Pooling
+}
+
+// Pooling says how an embedding request's final hidden states become one vector.
+type Pooling uint8
+
+// Pooling modes.
+const (
+	PoolingNone Pooling = iota // a generation request
+	PoolingLast                // the last token's state (decoder embedders such as Qwen3-Embedding)
+	PoolingMean                // the mean over the prompt's tokens
+	PoolingCLS                 // the first token's state
+)
+
+// ParsePooling reads a pooling name: last, mean or cls.
+func ParsePooling(name string) (Pooling, error) {
+	switch name {
+	case "last", "lasttoken":
+		return PoolingLast, nil
+	case "mean":
+		return PoolingMean, nil
+	case "cls":
+		return PoolingCLS, nil
+	}
+	return PoolingNone, fmt.Errorf("unknown pooling %q (last, mean or cls)", name)
+}
+
+func (p Pooling) String() string {
+	switch p {
+	case PoolingNone:
+		return "none"
+	case PoolingLast:
+		return "last"
+	case PoolingMean:
+		return "mean"
+	case PoolingCLS:
+		return "cls"
+	}
+	return fmt.Sprintf("Pooling(%d)", uint8(p))
 }
 
 // GrammarDeadlineChecker is an Engine that bounds a request's grammar compile work by one

@@ -141,7 +141,7 @@ func llama3BOS(t *testing.T) *tokenizer.Tokenizer {
 func fieldServer(t *testing.T, tok *tokenizer.Tokenizer) func(path, body string) fieldOutcome {
 	e := &ridEngine{tokEngine: tokEngine{feedEngine: feedEngine{feed: finishAfter(1)}, tok: tok}}
 	srv, err := NewServer(Config{ServedModelName: "m", ContextLength: 4096, StreamInterval: 1,
-		DefaultSampling: sampling.DefaultParams(), GrammarStrict: true},
+		DefaultSampling: sampling.DefaultParams(), GrammarStrict: true, Embeddings: EmbeddingConfig{Size: 64, Matryoshka: true}},
 		e, metrics.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -155,6 +155,22 @@ func fieldServer(t *testing.T, tok *tokenizer.Tokenizer) func(path, body string)
 		"/v1/messages":         generation(srv, "/v1/messages", capture(e, &built, srv.buildMessages)),
 		"/tokenize":            http.HandlerFunc(srv.handleTokenize),
 		"/detokenize":          http.HandlerFunc(srv.handleDetokenize),
+		// What /v1/embeddings builds from a body: its validated inputs and output settings (the
+		// vectors come from a rank, which this engine does not run).
+		"/v1/embeddings": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			var body embeddingRequest
+			if err := srv.decodeBody(w, r, &body); err != nil {
+				srv.fail(w, err)
+				return
+			}
+			p, err := srv.buildEmbeddings(&body)
+			if err != nil {
+				srv.fail(w, err)
+				return
+			}
+			srv.reportIgnored(w, "/v1/embeddings", &body)
+			built = p
+		}),
 	}
 	return func(path, body string) fieldOutcome {
 		built = nil
@@ -290,6 +306,13 @@ func TestEveryRequestFieldDoesSomething(t *testing.T) {
 				"max_reasoning_chars":  {value: "3", ctx: msgWith("thinking", `{"type":"enabled"}`)},
 				"chat_template_kwargs": {value: `{"enable_thinking":true}`},
 				"model":                {value: `"another"`},
+			}},
+		{path: "/v1/embeddings", body: reflect.TypeFor[embeddingRequest](), base: `{"input":"hello"}`,
+			cases: map[string]fieldCase{
+				"input":           {value: `"bye"`},
+				"dimensions":      {value: "8"},
+				"encoding_format": {value: `"base64"`},
+				"model":           {value: `"another"`},
 			}},
 		{path: "/tokenize", body: reflect.TypeFor[tokenizeRequest](), base: `{"text":"hello"}`,
 			cases: map[string]fieldCase{

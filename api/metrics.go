@@ -56,7 +56,7 @@ func newServerMetrics(reg *metrics.Registry, model string) *serverMetrics {
 	ml := metrics.Labels{{"model_name", model}}
 	m := &serverMetrics{requests: map[string]*metrics.Counter{}, success: map[string]*metrics.Counter{},
 		errors: map[int]*metrics.Counter{}}
-	for _, ep := range []string{"/v1/completions", "/v1/chat/completions", "/v1/responses", "/v1/messages", "/generate", "/tokenize", "/detokenize"} {
+	for _, ep := range []string{"/v1/completions", "/v1/chat/completions", "/v1/responses", "/v1/messages", "/v1/embeddings", "/generate", "/tokenize", "/detokenize"} {
 		m.requests[ep] = reg.NewCounter("llm_requests_total", "Requests received, by endpoint.",
 			append(metrics.Labels{{"endpoint", ep}}, ml...))
 	}

@@ -63,6 +63,8 @@ type Config struct {
 	// SchedulingPolicy is the ranks' queue order (--scheduling-policy): under "priority" the
 	// request's priority field orders the queue, otherwise it is accepted and named ignored.
 	SchedulingPolicy string
+	// Embeddings is how /v1/embeddings pools and post-processes (embeddings.go).
+	Embeddings EmbeddingConfig
 }
 
 // maxModelLen is the longest prompt + generated tokens a request may have: the context length,
@@ -160,6 +162,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/completions", generation(s, "/v1/completions", s.buildCompletion))
 	mux.HandleFunc("POST /v1/chat/completions", generation(s, "/v1/chat/completions", s.buildChat))
 	mux.HandleFunc("GET /v1/models", s.handleModels)
+	mux.HandleFunc("POST /v1/embeddings", s.handleEmbeddings)
 	mux.HandleFunc("POST /generate", generation(s, "/generate", s.buildGenerate))
 	mux.HandleFunc("POST /tokenize", s.handleTokenize)
 	mux.HandleFunc("POST /detokenize", s.handleDetokenize)

@@ -57,6 +57,9 @@ type Delta struct {
 	QueueTime, PrefillTime, DecodeTime time.Duration
 	// Preemptions is how many times the rank evicted the finished request to free KV blocks.
 	Preemptions int
+	// Embedding is an embedding request's pooled final hidden state (not normalized), on its
+	// finishing delta.
+	Embedding []float32
 }
 
 // Merge appends later onto d: ids and logprobs appended, text concatenated, the finish and the
@@ -82,6 +85,9 @@ func (d *Delta) mergeMeta(later *Delta) {
 		d.PromptLogprobs = slices.Clone(later.PromptLogprobs)
 		d.PromptTopLogprobIDs = slices.Clone(later.PromptTopLogprobIDs)
 		d.PromptTopLogprobs = slices.Clone(later.PromptTopLogprobs)
+	}
+	if len(later.Embedding) > 0 {
+		d.Embedding = slices.Clone(later.Embedding) // copied, as the prompt logprobs
 	}
 	if later.Err != nil && d.Err == nil {
 		d.Err = later.Err

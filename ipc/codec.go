@@ -392,7 +392,7 @@ const (
 
 func (m *GenerateRequest) size() int {
 	return headerLen + sizeStr(m.RID) + 4 + 8 + sizeI32s(m.InputIDs) + sizeSampling(&m.Sampling) + 2*4 +
-		sizeI32s(m.StopTokenIDs) + sizeStrs(m.StopStrings) + 1 + 4 + 1 + sizeStr(m.Grammar.Spec) + 4 + 8 + 4 + sizeStr(m.RequestID) + 4
+		sizeI32s(m.StopTokenIDs) + sizeStrs(m.StopStrings) + 1 + 4 + 1 + sizeStr(m.Grammar.Spec) + 4 + 8 + 4 + sizeStr(m.RequestID) + 4 + 1
 }
 
 // Append implements Message.
@@ -418,6 +418,7 @@ func (m *GenerateRequest) Append(dst []byte) []byte {
 	dst = appendI32(dst, m.TopLogprobs)
 	dst = appendStr(dst, m.RequestID)
 	dst = appendI32(dst, m.Priority)
+	dst = append(dst, byte(m.Pooling))
 	return dst
 }
 
@@ -452,6 +453,10 @@ func (m *GenerateRequest) Decode(frame []byte) error {
 	m.TopLogprobs = r.i32("top_logprobs")
 	m.RequestID = r.str(m.RequestID, "request_id")
 	m.Priority = r.i32("priority")
+	m.Pooling = Pooling(r.u8("pooling"))
+	if r.err == nil && m.Pooling > maxPooling {
+		r.bad(fmt.Errorf("%w: unknown pooling %d", ErrMalformed, m.Pooling))
+	}
 	return r.done(MsgGenerateRequest)
 }
 
@@ -525,7 +530,7 @@ func sizeTokenItem(it *TokenItem) int {
 		sizeStr(it.MatchedStop) + sizeStr(it.Error) + sizeStrs(it.StopStrings) +
 		sizeI32s(it.TopLogprobIDs) + sizeF32s(it.TopLogprobs) +
 		sizeF32s(it.PromptLogprobs) + sizeI32s(it.PromptTopLogprobIDs) + sizeF32s(it.PromptTopLogprobs) +
-		sizeStr(it.RequestID) + itemTimesLen(it)
+		sizeStr(it.RequestID) + sizeF32s(it.Embedding) + itemTimesLen(it)
 }
 
 // itemTimesLen is the size of an item's times: only a finished item carries them.
@@ -537,7 +542,7 @@ func itemTimesLen(it *TokenItem) int {
 }
 
 // minTokenItemLen is the encoded size of an empty TokenItem; it bounds item counts.
-const minTokenItemLen = 4 + 4 + 4 + 4 + 3*4 + 2 + 4 + 4 + 4 + 4 + 4 + 4 + 4 + 4 + 4 + 4
+const minTokenItemLen = 4 + 4 + 4 + 4 + 3*4 + 2 + 4 + 4 + 4 + 4 + 4 + 4 + 4 + 4 + 4 + 4 + 4
 
 func appendTokenItem(dst []byte, it *TokenItem) []byte {
 	dst = appendStr(dst, it.RID)
@@ -559,6 +564,7 @@ func appendTokenItem(dst []byte, it *TokenItem) []byte {
 	dst = appendI32s(dst, it.PromptTopLogprobIDs)
 	dst = appendF32s(dst, it.PromptTopLogprobs)
 	dst = appendStr(dst, it.RequestID)
+	dst = appendF32s(dst, it.Embedding)
 	if it.Finished {
 		dst = appendI64(dst, it.QueueNanos)
 		dst = appendI64(dst, it.PrefillNanos)
@@ -608,6 +614,7 @@ func (r *reader) tokenItem(it *TokenItem) {
 		r.bad(fmt.Errorf("%w: %d prompt top logprob ids but %d values", ErrMalformed, len(it.PromptTopLogprobIDs), len(it.PromptTopLogprobs)))
 	}
 	it.RequestID = r.str(it.RequestID, "item.request_id")
+	it.Embedding = r.f32s(it.Embedding, "item.embedding")
 	it.QueueNanos, it.PrefillNanos, it.DecodeNanos, it.Preemptions = 0, 0, 0, 0
 	if it.Finished {
 		it.QueueNanos = r.i64("item.queue_time")

@@ -52,6 +52,9 @@ func sampleItem(i int) TokenItem {
 	if i%11 == 0 {
 		it.Finished, it.FinishReason, it.Error = true, FinishError, "kv cache exhausted"
 	}
+	if i%7 == 0 && i%11 != 0 {
+		it.Embedding = []float32{0.5, float32(-i), 3}
+	}
 	if it.Finished {
 		it.QueueNanos, it.PrefillNanos, it.DecodeNanos, it.Preemptions = int64(i)*1000, 2_000_000, int64(i)<<32, int32(i%3)
 	}
@@ -85,6 +88,7 @@ func sampleMessages() []Message {
 	return []Message{
 		sampleRequest(),
 		&GenerateRequest{RoutedRank: -1},
+		&GenerateRequest{RID: "emb", InputIDs: []int32{1, 2, 3}, RoutedRank: -1, NoText: true, Pooling: PoolingMean},
 		&Abort{RID: "req-1", Owner: 1, OwnerEpoch: 99, Reason: "client disconnected"},
 		&Abort{},
 		sampleTokenBatch(0), // heartbeat
@@ -353,27 +357,27 @@ func TestWireGolden(t *testing.T) {
 		m    Message
 		want string
 	}{
-		{&Abort{RID: "r1", Owner: 2, OwnerEpoch: 5, Reason: "x"}, "0a02" + "02000000" + "7231" + "02000000" + "0500000000000000" + "01000000" + "78"},
+		{&Abort{RID: "r1", Owner: 2, OwnerEpoch: 5, Reason: "x"}, "0b02" + "02000000" + "7231" + "02000000" + "0500000000000000" + "01000000" + "78"},
 		{&GenerateRequest{RID: "g", Owner: 1, OwnerEpoch: 3, InputIDs: []int32{7},
 			Sampling: Sampling{Temperature: 1, TopP: 0.5, MinP: 0, RepetitionPenalty: 2, FrequencyPenalty: -1, PresencePenalty: 0,
 				TopK: 3, Seed: 9, HasSeed: true},
 			MaxNewTokens: 4, MinNewTokens: 1, StopTokenIDs: []int32{2}, StopStrings: []string{"s"}, Stream: true, NoText: true,
-			StreamInterval: 5, Grammar: Grammar{Kind: GrammarRegex, Spec: "a"}, RoutedRank: -1, ArrivalUnixNano: 6, RequestID: "q", Priority: -2},
-			"0a01" + "01000000" + "67" + "01000000" + "0300000000000000" + "01000000" + "07000000" +
+			StreamInterval: 5, Grammar: Grammar{Kind: GrammarRegex, Spec: "a"}, RoutedRank: -1, ArrivalUnixNano: 6, RequestID: "q", Priority: -2, Pooling: PoolingLast},
+			"0b01" + "01000000" + "67" + "01000000" + "0300000000000000" + "01000000" + "07000000" +
 				"0000803f" + "0000003f" + "00000000" + "00000040" + "000080bf" + "00000000" + "03000000" + "0900000000000000" + "01" + "00000000" + "00000000" +
 				"04000000" + "01000000" + "01000000" + "02000000" + "01000000" + "01000000" + "73" +
-				"0c" + "05000000" + "03" + "01000000" + "61" + "ffffffff" + "0600000000000000" + "00000000" + "01000000" + "71" + "feffffff"},
+				"0c" + "05000000" + "03" + "01000000" + "61" + "ffffffff" + "0600000000000000" + "00000000" + "01000000" + "71" + "feffffff" + "01"},
 		{&TokenBatch{Rank: 1, Seq: 2, Load: Load{Running: 3, KVBlockSize: 16, Received: []uint64{4}, Preemptions: 7, PrefixHitTokens: 8},
 			Items: []TokenItem{{RID: "a", NewIDs: []int32{-1}, Finished: true, FinishReason: FinishLength, MatchedStopToken: -1,
-				SkipSpecialTokens: true, StopStrings: []string{"z"}, RequestID: "q", QueueNanos: 1, PrefillNanos: 2, DecodeNanos: 3, Preemptions: 4}}},
-			"0a03" + "01000000" + "0200000000000000" +
+				SkipSpecialTokens: true, StopStrings: []string{"z"}, RequestID: "q", QueueNanos: 1, PrefillNanos: 2, DecodeNanos: 3, Preemptions: 4, Embedding: []float32{1}}}},
+			"0b03" + "01000000" + "0200000000000000" +
 				"0300000000000000" + "0000000000000000" + "0000000000000000" + "0000000000000000" + "1000000000000000" + "0000000000000000" +
 				"0700000000000000" + "0800000000000000" +
 				"01000000" + "0400000000000000" + "00000000" +
 				"01000000" + // one item
 				"01000000" + "61" + "00000000" + "01000000" + "ffffffff" + "00000000" +
 				"00000000" + "00000000" + "00000000" + "05" + "02" + "ffffffff" + "00000000" + "00000000" +
-				"01000000" + "01000000" + "7a" + "00000000" + "00000000" + "00000000" + "00000000" + "00000000" + "01000000" + "71" +
+				"01000000" + "01000000" + "7a" + "00000000" + "00000000" + "00000000" + "00000000" + "00000000" + "01000000" + "71" + "01000000" + "0000803f" +
 				"0100000000000000" + "0200000000000000" + "0300000000000000" + "04000000"},
 	}
 	for _, c := range cases {

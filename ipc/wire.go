@@ -4,7 +4,7 @@ import "fmt"
 
 // WireVersion is the first byte of every frame. Bump it on any incompatible layout change;
 // decoders refuse frames of any other version.
-const WireVersion byte = 10
+const WireVersion byte = 11
 
 // MsgType is the second byte of every frame.
 type MsgType uint8
@@ -111,6 +111,34 @@ func (r FinishReason) String() string {
 	return fmt.Sprintf("FinishReason(%d)", uint8(r))
 }
 
+// Pooling makes a GenerateRequest an embedding request and says how its prompt's final hidden
+// states become one vector.
+type Pooling uint8
+
+// Pooling modes.
+const (
+	PoolingNone Pooling = 0 // a generation request
+	PoolingLast Pooling = 1 // the last prompt token's state
+	PoolingMean Pooling = 2 // the mean over the prompt's tokens
+	PoolingCLS  Pooling = 3 // the first prompt token's state
+)
+
+const maxPooling = PoolingCLS
+
+func (p Pooling) String() string {
+	switch p {
+	case PoolingNone:
+		return "none"
+	case PoolingLast:
+		return "last"
+	case PoolingMean:
+		return "mean"
+	case PoolingCLS:
+		return "cls"
+	}
+	return fmt.Sprintf("Pooling(%d)", uint8(p))
+}
+
 // Sampling is a request's sampling settings (sampling.Params on the wire); it travels as one
 // block so a new setting is added in one place on each side.
 type Sampling struct {
@@ -163,6 +191,9 @@ type GenerateRequest struct {
 	RequestID string
 	// Priority orders the rank's queue under its priority policy (lower first).
 	Priority int32
+	// Pooling, when set, makes this an embedding request: its prompt runs with no sampling and
+	// its only item carries the pooled vector (TokenItem.Embedding).
+	Pooling Pooling
 }
 
 // Abort cancels a request at the scheduler that runs it. An empty RID (never a request's)
@@ -239,6 +270,9 @@ type TokenItem struct {
 	QueueNanos, PrefillNanos, DecodeNanos int64
 	// Preemptions is how many times the rank evicted the finished request to free KV blocks.
 	Preemptions int32
+	// Embedding is an embedding request's pooled final hidden state (not normalized), on its
+	// finishing item; else empty.
+	Embedding []float32
 }
 
 // TokenBatch is what a scheduler sends after a step: the new token ids of every request that

@@ -44,13 +44,17 @@ func requestFromWire(m *ipc.GenerateRequest) (request, error) {
 	if err != nil {
 		return request{}, err
 	}
+	pooling, err := poolingFromWire(m.Pooling)
+	if err != nil {
+		return request{}, err
+	}
 	return request{
 		sched: scheduler.Request{
 			RID: m.RID, Owner: int(m.Owner), InputIDs: m.InputIDs,
 			MaxNewTokens: int(m.MaxNewTokens), MinNewTokens: int(m.MinNewTokens),
 			StopTokenIDs: m.StopTokenIDs, IgnoreEOS: m.IgnoreEOS,
 			Sampling: samplingFromWire(&m.Sampling), Logprobs: m.Logprobs, TopLogprobs: int(m.TopLogprobs), PromptLogprobs: m.PromptLogprobs, Arrival: time.Unix(0, m.ArrivalUnixNano),
-			Priority: int(m.Priority),
+			Priority: int(m.Priority), Pooling: pooling,
 		},
 		out: outputSettings{stream: m.Stream, interval: max(int(m.StreamInterval), 1), noText: m.NoText,
 			skipSpecial: m.SkipSpecialTokens, stops: m.StopStrings, requestID: m.RequestID},
@@ -71,6 +75,20 @@ func samplingFromWire(s *ipc.Sampling) sampling.Params {
 		p.LogitBias = append(p.LogitBias, sampling.Bias{ID: id, Value: s.LogitBiasValues[i]})
 	}
 	return p
+}
+
+func poolingFromWire(p ipc.Pooling) (scheduler.Pooling, error) {
+	switch p {
+	case ipc.PoolingNone:
+		return scheduler.PoolingNone, nil
+	case ipc.PoolingLast:
+		return scheduler.PoolingLast, nil
+	case ipc.PoolingMean:
+		return scheduler.PoolingMean, nil
+	case ipc.PoolingCLS:
+		return scheduler.PoolingCLS, nil
+	}
+	return 0, fmt.Errorf("unknown pooling %v", p)
 }
 
 func grammarFromWire(g ipc.Grammar) (grammar.Spec, error) {
@@ -104,7 +122,7 @@ func itemToWire(it *scheduler.Item, ids []int32, logprobs []float32, top topLogp
 		MatchedStopToken: it.MatchedStopToken, MatchedStop: it.MatchedStop, Error: it.Err,
 		NoText: out.noText, SkipSpecialTokens: out.skipSpecial,
 		QueueNanos: int64(it.QueueTime), PrefillNanos: int64(it.PrefillTime), DecodeNanos: int64(it.DecodeTime),
-		Preemptions: int32(it.Preemptions),
+		Preemptions: int32(it.Preemptions), Embedding: it.Embedding,
 	}
 	if first {
 		ti.StopStrings, ti.RequestID = out.stops, out.requestID

@@ -76,6 +76,7 @@ func TestRequestCrossesEveryHop(t *testing.T) {
 	f.fill(t, "Request", reflect.ValueOf(&req).Elem())
 	req.GrammarKind = api.GrammarRegex // an enum: any valid non-zero kind
 	req.Stream = true                  // non-streamed requests take MaxNewTokens as their interval
+	req.Pooling = api.PoolingMean      // an enum too
 	if req.MinNewTokens > req.MaxNewTokens {
 		req.MinNewTokens, req.MaxNewTokens = req.MaxNewTokens, req.MinNewTokens // min <= max, still distinct
 	}
@@ -125,6 +126,7 @@ func TestRequestCrossesEveryHop(t *testing.T) {
 		"NoText":                     {in.out.noText, req.NoText},
 		"RequestID":                  {in.out.requestID, req.RequestID},
 		"Priority":                   {s.Priority, req.Priority},
+		"Pooling":                    {s.Pooling.String(), req.Pooling.String()},
 	}
 	for _, name := range leaves(reflect.TypeOf(req), "") {
 		c, ok := checks[name]
@@ -201,7 +203,7 @@ func TestItemCrossesToTheWire(t *testing.T) {
 		"MatchedStopToken": {w.MatchedStopToken, it.MatchedStopToken}, "MatchedStop": {w.MatchedStop, it.MatchedStop},
 		"Err": {w.Error, it.Err}, "QueueTime": {w.QueueNanos, int64(it.QueueTime)},
 		"PrefillTime": {w.PrefillNanos, int64(it.PrefillTime)}, "DecodeTime": {w.DecodeNanos, int64(it.DecodeTime)},
-		"Preemptions": {int(w.Preemptions), it.Preemptions},
+		"Preemptions": {int(w.Preemptions), it.Preemptions}, "Embedding": {w.Embedding, it.Embedding},
 	}
 	for _, name := range leaves(reflect.TypeOf(it), "") {
 		c, ok := checks[name]
@@ -304,6 +306,7 @@ func TestItemCrossesEveryHop(t *testing.T) {
 		"PrefillTime":         {got: d.PrefillTime, want: it.PrefillTime},
 		"DecodeTime":          {got: d.DecodeTime, want: it.DecodeTime},
 		"Preemptions":         {got: d.Preemptions, want: it.Preemptions},
+		"Embedding":           {got: d.Embedding, want: it.Embedding},
 	}
 	for _, name := range leaves(reflect.TypeOf(it), "") {
 		c, ok := items[name]
@@ -338,7 +341,7 @@ func TestItemCrossesEveryHop(t *testing.T) {
 		"PromptTopLogprobIDs": "PromptTopLogprobIDs", "PromptTopLogprobs": "PromptTopLogprobs",
 		"RequestID":  "-detokd's log lines; the worker has the request's own id",
 		"QueueNanos": "QueueTime", "PrefillNanos": "PrefillTime", "DecodeNanos": "DecodeTime",
-		"Preemptions": "Preemptions",
+		"Preemptions": "Preemptions", "Embedding": "Embedding",
 	}
 	reached := map[string]bool{"Text": true} // the text is detokd's, checked below
 	for _, name := range leaves(reflect.TypeOf(wire.TokenItem), "") {

@@ -202,6 +202,9 @@ func (s *Scheduler) matchPrefix(st *liveRequest) {
 	if st.req.PromptLogprobs && st.prompt.scored < st.promptLen {
 		limit = 0 // every prompt position's logits are needed
 	}
+	if p := st.req.Pooling; p == PoolingMean || p == PoolingCLS {
+		limit = 0 // the pooled positions' hidden states are needed; a cached one has none
+	}
 	for len(st.blocks) < limit {
 		h, parent, toks := s.blockKey(st, len(st.blocks))
 		b := s.pool.lookup(h, parent, toks)
@@ -222,7 +225,7 @@ func (s *Scheduler) put(st *liveRequest, n int) {
 		Tokens:     st.tokens[st.computed:end],
 		Pos:        st.computed,
 		BlockTable: st.blocks[:s.blocksFor(end)],
-		Logits:     end == len(st.tokens),
+		Logits:     end == len(st.tokens) && st.req.Pooling == PoolingNone, // an embedding samples nothing
 		AllLogits:  st.wantsPromptLogits(),
 	})
 	s.inBatch = append(s.inBatch, st)

@@ -84,6 +84,9 @@ type liveRequest struct {
 	received, scheduled, firstToken time.Time
 	preemptions                     int    // times evicted from the batch
 	seq                             uint64 // order of Add, the tie-break of equal priorities
+	// embed is an embedding request's pooled vector as it accumulates (HiddenSize floats), and
+	// hiddenRows its scratch for a chunk's hidden states.
+	embed, hiddenRows []float32
 }
 
 func (s *liveRequest) generated() int { return len(s.tokens) - s.promptLen }
@@ -95,6 +98,7 @@ type Scheduler struct {
 	argmax backend.DeviceArgmax // b's, when it takes greedy picks itself
 	// dev is b's, when it samples on the device: Step then never reads a row it does not need.
 	dev       backend.DeviceSampler
+	hidden    backend.HiddenStates // b's, when it can return hidden states (embeddings)
 	cfg       Config
 	vocab     int
 	bs        int
@@ -152,12 +156,13 @@ func New(b backend.Backend, cfg Config) (*Scheduler, error) {
 	cfg.EOS = slices.Clone(cfg.EOS)
 	argmax, _ := b.(backend.DeviceArgmax)
 	dev, _ := b.(backend.DeviceSampler)
+	hidden, _ := b.(backend.HiddenStates)
 	pool := newBlockPool(nb, bs)
 	if cfg.KVEvents {
 		pool.enableEvents(cfg.KVHashSeed)
 	}
 	return &Scheduler{
-		b: b, argmax: argmax, dev: dev, cfg: cfg, vocab: vocab, bs: bs, chunk: chunk,
+		b: b, argmax: argmax, dev: dev, hidden: hidden, cfg: cfg, vocab: vocab, bs: bs, chunk: chunk,
 		// Keep ~1% of the cache free when admitting next to running requests, so their decodes
 		// can grow without preempting what was just admitted.
 		watermark:      max(1, nb/100),
@@ -189,15 +194,19 @@ func (s *Scheduler) Add(req *Request) error {
 		st.received = s.now()
 	}
 	copy(st.tokens, req.InputIDs)
-	if req.MaxNewTokens == 0 {
-		s.pending = append(s.pending, s.item(st, FinishLength))
-		return nil
-	}
-	p := req.Sampling
-	st.sampler = sampling.New(p, req.InputIDs)
-	st.mutates = p.RepetitionPenalty != 1 || p.FrequencyPenalty != 0 || p.PresencePenalty != 0 || len(p.LogitBias) > 0
-	if req.Constraint != nil {
-		st.mask = make([]uint64, (s.vocab+63)/64)
+	if req.Pooling != PoolingNone {
+		st.embed = make([]float32, s.hidden.HiddenSize())
+	} else {
+		if req.MaxNewTokens == 0 {
+			s.pending = append(s.pending, s.item(st, FinishLength))
+			return nil
+		}
+		p := req.Sampling
+		st.sampler = sampling.New(p, req.InputIDs)
+		st.mutates = p.RepetitionPenalty != 1 || p.FrequencyPenalty != 0 || p.PresencePenalty != 0 || len(p.LogitBias) > 0
+		if req.Constraint != nil {
+			st.mask = make([]uint64, (s.vocab+63)/64)
+		}
 	}
 	s.byRID[req.RID] = st
 	s.seq++
@@ -227,6 +236,9 @@ func (s *Scheduler) validate(req *Request) error {
 		if id < 0 || int(id) >= s.vocab {
 			return fmt.Errorf("prompt token %d is %d, outside the vocabulary [0, %d)", i, id, s.vocab)
 		}
+	}
+	if req.Pooling != PoolingNone {
+		return s.validateEmbed(req)
 	}
 	if req.MaxNewTokens < 0 || req.MinNewTokens < 0 {
 		return fmt.Errorf("max_new_tokens (%d) and min_new_tokens (%d) must be >= 0", req.MaxNewTokens, req.MinNewTokens)
@@ -402,6 +414,14 @@ func (s *Scheduler) Step(ctx context.Context) (Output, error) {
 		s.stats.BatchTokens += n
 		st.computed += n
 		s.registerFull(st)
+		if st.req.Pooling != PoolingNone {
+			if it, done := s.poolChunk(st, k, &s.batch.Seqs[k]); done {
+				items = append(items, it)
+				s.finish(st)
+				finished = true
+			}
+			continue
+		}
 		if !s.batch.Seqs[k].Logits {
 			continue
 		}

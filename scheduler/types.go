@@ -99,6 +99,9 @@ type Request struct {
 	// Priority orders the queue under PolicyPriority, as vLLM's priority field: lower runs
 	// first, equal priorities in the order of Add. PolicyFCFS ignores it.
 	Priority int
+	// Pooling, when set, makes this an embedding request (embed.go): its prompt is run without
+	// sampling and its item carries the pooled final hidden state. MaxNewTokens must be 0.
+	Pooling Pooling
 }
 
 // Item is one request's output of one step: the tokens it generated in that step (deltas), or
@@ -139,6 +142,9 @@ type Item struct {
 	// Preemptions is, on a finished item, how many times the request was evicted from the batch
 	// to free KV blocks.
 	Preemptions int
+	// Embedding is an embedding request's pooled final hidden state (not normalized), on its
+	// finishing item.
+	Embedding []float32
 }
 
 // Load is the rank's load, piggybacked on every output.

@@ -29,6 +29,10 @@ func RequestToWire(req *api.Request, rid string, owner int, epoch uint64, arriva
 	if err != nil {
 		return ipc.GenerateRequest{}, err
 	}
+	pooling, err := poolingToWire(req.Pooling)
+	if err != nil {
+		return ipc.GenerateRequest{}, err
+	}
 	m := ipc.GenerateRequest{
 		RID: rid, Owner: uint32(owner), OwnerEpoch: epoch, InputIDs: req.InputIDs,
 		Sampling:     samplingToWire(&req.Sampling),
@@ -39,7 +43,7 @@ func RequestToWire(req *api.Request, rid string, owner int, epoch uint64, arriva
 		Grammar:    ipc.Grammar{Kind: kind, Spec: req.GrammarSpec},
 		RoutedRank: int32(req.RoutedRank), ArrivalUnixNano: arrival.UnixNano(),
 		TopLogprobs: int32(req.TopLogprobs), PromptLogprobs: req.PromptLogprobs, RequestID: req.RequestID,
-		Priority: int32(req.Priority),
+		Priority: int32(req.Priority), Pooling: pooling,
 	}
 	if !req.Stream {
 		// Non-streaming requests are sent whole at the end, not flushed every step.
@@ -86,6 +90,20 @@ func samplingToWire(p *sampling.Params) ipc.Sampling {
 	return s
 }
 
+func poolingToWire(p api.Pooling) (ipc.Pooling, error) {
+	switch p {
+	case api.PoolingNone:
+		return ipc.PoolingNone, nil
+	case api.PoolingLast:
+		return ipc.PoolingLast, nil
+	case api.PoolingMean:
+		return ipc.PoolingMean, nil
+	case api.PoolingCLS:
+		return ipc.PoolingCLS, nil
+	}
+	return 0, fmt.Errorf("unknown pooling %v", p)
+}
+
 func grammarKindToWire(k api.GrammarKind) (ipc.GrammarKind, error) {
 	switch k {
 	case api.GrammarNone:
@@ -122,6 +140,7 @@ func DeltaFromWire(it *ipc.TokenItem, text string) api.Delta {
 		PromptLogprobs: it.PromptLogprobs, PromptTopLogprobIDs: it.PromptTopLogprobIDs, PromptTopLogprobs: it.PromptTopLogprobs,
 		PromptTokens: int(it.PromptTokens), CachedTokens: int(it.CachedTokens), CompletionTokens: int(it.CompletionTokens),
 		Finished: it.Finished, FinishReason: finishReasonFromWire(it.FinishReason),
+		Embedding: it.Embedding,
 	}
 	if it.Finished {
 		d.QueueTime, d.PrefillTime, d.DecodeTime = time.Duration(it.QueueNanos), time.Duration(it.PrefillNanos), time.Duration(it.DecodeNanos)

@@ -53,6 +53,7 @@ func Run(t *testing.T, tg Target) {
 	t.Run("Reference", func(t *testing.T) { testReference(t, tg) })
 	t.Run("DeviceSampler", func(t *testing.T) { testDeviceSampler(t, tg) })
 	t.Run("BatchInvariance", func(t *testing.T) { testBatchInvariance(t, tg) })
+	t.Run("HiddenStates", func(t *testing.T) { testHiddenStates(t, tg) })
 }
 
 // Pico loads models/pico, the bundled Qwen3-family checkpoint (bf16 weights).

@@ -114,6 +114,8 @@ type Backend struct {
 	// groups are this step's row groups of the layers' products, headGroups the LM head's.
 	groups, headGroups []rowGroup
 	workers            []attnScratch
+	// last is the layout of the last Forward's batch, whose rows b.x still holds (Hidden).
+	last []seqSpan
 
 	// kvPlan is how the KV pool was sized (for the start-up log).
 	kvPlan backend.KVPlan
@@ -263,7 +265,7 @@ func (b *Backend) Close() error {
 	b.closed = true
 	b.kv = nil
 	b.x, b.xn, b.qkv, b.attn, b.gu, b.sel, b.logits = nil, nil, nil, nil, nil, nil, nil
-	b.workers = nil
+	b.workers, b.last = nil, nil
 	return nil
 }
 
@@ -352,6 +354,7 @@ func (b *Backend) Forward(ctx context.Context, batch *backend.Batch) ([][]float3
 	}
 
 	out := b.finish(spans)
+	b.last = spans
 	b.stats.Forwards++
 	b.stats.Tokens += rows
 	b.stats.ForwardTime += time.Since(start)

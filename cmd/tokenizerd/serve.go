@@ -82,6 +82,9 @@ type serveConfig struct {
 	// ReasoningParser reads thinking blocks: auto (from the chat template), none, qwen3 or
 	// deepseek_r1.
 	ReasoningParser string
+	// Pooling is /v1/embeddings' pooling: auto (the model directory's sentence-transformers
+	// config, else last), last, mean or cls.
+	Pooling string
 }
 
 func (c *serveConfig) flags() []cli.Flag {
@@ -96,6 +99,7 @@ func (c *serveConfig) flags() []cli.Flag {
 		&cli.IntFlag{Name: "worker-threads", Destination: &c.WorkerThreads, Usage: "OS threads per worker process (GOMAXPROCS); default: the cores left after one per rank and one for detokd, shared by the workers, at least 1 (a GOMAXPROCS in the environment wins)", Sources: cli.EnvVars("TOKENIZER_WORKER_THREADS")},
 		&cli.StringFlag{Name: "tool-call-parser", Destination: &c.ToolCallParser, Value: "auto", Usage: "tool-call syntax: auto (from the chat template), hermes, llama3_json, mistral, deepseek_v3, qwen3_coder (auto only), harmony (auto only) or fallback (the engine's own, for templates without tools)", Sources: cli.EnvVars("TOOL_CALL_PARSER")},
 		&cli.StringFlag{Name: "reasoning-parser", Destination: &c.ReasoningParser, Value: "auto", Usage: "thinking blocks into reasoning_content: auto (from the chat template), none, qwen3 or deepseek_r1", Sources: cli.EnvVars("REASONING_PARSER")},
+		&cli.StringFlag{Name: "pooling", Destination: &c.Pooling, Value: "auto", Usage: "how /v1/embeddings pools the final hidden states: auto (the model directory's sentence-transformers modules.json / 1_Pooling, else last), last (decoder embedders such as Qwen3-Embedding), mean or cls", Sources: cli.EnvVars("POOLING")},
 		&cli.IntFlag{Name: "worker-index", Destination: &c.WorkerIndex, Value: -1, Usage: "internal: run as worker i (set by the supervisor)", Hidden: true},
 		&cli.Int64Flag{Name: "max-body-bytes", Destination: &c.MaxBodyBytes, Value: api.DefaultMaxBodyBytes, Usage: "largest request body; a larger one is a 413, refused from its Content-Length before it is read", Sources: cli.EnvVars("MAX_BODY_BYTES")},
 		&cli.StringFlag{Name: "api-key", Destination: &c.APIKey, Usage: "require Authorization: Bearer KEY on every request but those to --open-paths", Sources: cli.EnvVars("API_KEY")},
@@ -142,6 +146,11 @@ func (c *serveConfig) check() error {
 	}
 	if _, err := c.apiKeys(); err != nil {
 		return err
+	}
+	if c.Pooling != "auto" {
+		if _, err := api.ParsePooling(c.Pooling); err != nil {
+			return fmt.Errorf("--pooling: %w", err)
+		}
 	}
 	return checkParsers(c.ToolCallParser, c.ReasoningParser)
 }
@@ -436,14 +445,40 @@ func newAPIServer(cfg *serveConfig, w *worker.Worker, mode worker.Mode, reg *met
 		return nil, err
 	}
 	registerRankGauges(reg, w, cfg.DPSize, name)
+	emb := embeddingConfig(cfg.ModelPath, cfg.Pooling, mcfg.HiddenSize, log)
 	return api.NewServer(api.Config{
 		ServedModelName: name, ContextLength: ctxLen, KVTokens: func() int { return kvTokens(w) }, DefaultSampling: defaultSampling(cfg.ModelPath, log),
 		StreamInterval: cfg.StreamInterval, SkipTokenizerInit: mode == worker.ModeSkipTokenizerInit, Worker: cfg.WorkerIndex,
 		MaxBodyBytes: cfg.MaxBodyBytes, APIKeys: keys, OpenPaths: cfg.openPaths(),
 		ReadBodyTimeout: cfg.ReadBodyTimeout, WriteTimeout: cfg.WriteTimeout,
 		ToolCallParser: cfg.ToolCallParser, ReasoningParser: cfg.ReasoningParser,
-		GrammarStrict: cfg.GrammarStrict, SchedulingPolicy: cfg.SchedulingPolicy,
+		GrammarStrict: cfg.GrammarStrict, SchedulingPolicy: cfg.SchedulingPolicy, Embeddings: emb,
 	}, w, reg, log)
+}
+
+// embeddingConfig is /v1/embeddings' pooling and post-processing: --pooling when given, else the
+// model directory's sentence-transformers pooling, else last-token pooling (what decoder
+// embedders use); normalized unless a sentence-transformers config without a Normalize module
+// says otherwise; dimensions honoured for Matryoshka models only. A model whose configured
+// pooling this engine does not implement serves generation as usual and answers embeddings with
+// a 400 naming why (and --pooling overrides it).
+func embeddingConfig(dir, flag string, hidden int, log *slog.Logger) api.EmbeddingConfig {
+	ec := api.EmbeddingConfig{Size: hidden, Pooling: api.PoolingLast}
+	mc, err := model.LoadEmbeddingConfig(dir)
+	ec.Matryoshka, ec.MatryoshkaDims = mc.Matryoshka, mc.MatryoshkaDims
+	switch {
+	case flag != "auto" && flag != "":
+		ec.Pooling, _ = api.ParsePooling(flag) // checked with the flags
+	case err != nil:
+		ec.Unavailable = err.Error() + " (set --pooling to choose one)"
+		log.Warn("embeddings unavailable", "err", err)
+	case mc.Pooling != "":
+		ec.Pooling, _ = api.ParsePooling(mc.Pooling) // one of last, mean, cls
+	}
+	if err == nil && mc.Pooling != "" {
+		ec.SkipNormalize = !mc.Normalize
+	}
+	return ec
 }
 
 // kvTokens is the KV cache positions of the smallest rank that reports (0: none has yet).
