@@ -64,6 +64,9 @@ type Request struct {
 	RequestID string
 	// Priority orders the rank's queue under --scheduling-policy priority (lower first).
 	Priority int
+	// compileBy is the deadline shared by all the request's grammar compiles (compileDeadline);
+	// not sent to the rank.
+	compileBy time.Time
 }
 
 // GrammarDeadlineChecker is an Engine that bounds a request's grammar compile work by one

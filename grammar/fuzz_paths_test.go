@@ -62,6 +62,10 @@ func FuzzConstraintPaths(f *testing.F) {
 	for i, s := range pathSeeds {
 		f.Add(s, uint8(i), []byte{0, 1, 2, 3, 0, 6, 5, 0, 1, 2, 3, 4, 16, 17, 0, 14, 0, 14, 0, 14, 0, 14, 200, 1, 9, 12})
 	}
+	// the structural-tag paths (pathSpecs' 9th to 12th), strict and not
+	for i, which := range []uint8{16, 19, 20, 23} {
+		f.Add(pathSeeds[i], which, []byte{18, 22, 0, 6, 5, 1, 23, 18, 24, 0, 1, 2, 3, 4, 27, 25})
+	}
 	e := env(f, "qwen3")
 	strict := NewCompiler(e.tok, []int32{e.eos}, Options{Strict: true})
 	ids := make([]int32, len(pathTokens))
