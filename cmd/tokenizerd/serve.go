@@ -481,6 +481,7 @@ func registerRankGauges(reg *metrics.Registry, w *worker.Worker, index, ranks in
 		total(func(rl *shard.RankLoad) float64 { return float64(rl.Reported.Running) }))
 	reg.NewGaugeFunc("vllm:num_requests_waiting", "Requests queued at the ranks.", ml,
 		total(func(rl *shard.RankLoad) float64 { return float64(rl.Reported.Waiting) }))
+	registerPriorityGauges(reg, w, model)
 	kvUsage := func() float64 {
 		var used, capacity float64
 		for _, rl := range w.Snapshot().Ranks {
