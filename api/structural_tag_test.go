@@ -36,4 +36,15 @@ func TestStructuralTagResponseFormat(t *testing.T) {
 			t.Errorf("%s: %d %s, want a 400 naming response_format and %q", rf, resp.StatusCode, b, want)
 		}
 	}
+	// /v1/responses' text.format has no structural-tag shape: a 400 naming the field
+	for _, body := range []string{
+		`{"input":"hi","text":{"format":{"type":"structural_tag","structures":[{"begin":"<a>","schema":{},"end":"</a>"}],"triggers":["<"]}}}`,
+		`{"input":"hi","text":{"format":{"type":"structural_tag"}}}`,
+	} {
+		resp, b := post(t, ts, "/v1/responses", body)
+		if resp.StatusCode != 400 || !strings.Contains(b, "text.format") {
+			t.Errorf("%s: %d %s, want a 400 naming text.format", body, resp.StatusCode, b)
+		}
+		t.Logf("%s", b)
+	}
 }
