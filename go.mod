@@ -3,6 +3,7 @@ module github.com/llmserve/llmserve
 go 1.26.0
 
 require (
+	github.com/ebitengine/purego v0.11.3
 	github.com/fxamacker/cbor/v2 v2.9.1
 	github.com/go-zeromq/zmq4 v0.17.0
 	github.com/openai/openai-go/v3 v3.96.0

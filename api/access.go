@@ -99,6 +99,23 @@ func (a *accessRecord) finished(d *Delta, first time.Time) {
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	// reason is the message of the error the request was answered with ("" if none).
+	reason string
+}
+
+// findStatusWriter is the statusWriter under w (nil outside the access middleware).
+func findStatusWriter(w http.ResponseWriter) *statusWriter {
+	for w != nil {
+		if sw, ok := w.(*statusWriter); ok {
+			return sw
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return nil
+		}
+		w = u.Unwrap()
+	}
+	return nil
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -145,12 +162,12 @@ func (s *Server) access(h http.Handler) http.Handler {
 		} else {
 			h.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), accessKey{}, rec)))
 		}
-		s.logAccess(r, sw.status, rec)
+		s.logAccess(r, sw.status, sw.reason, rec)
 	})
 }
 
 // logAccess writes rec's access line.
-func (s *Server) logAccess(r *http.Request, status int, rec *accessRecord) {
+func (s *Server) logAccess(r *http.Request, status int, reason string, rec *accessRecord) {
 	lvl := slog.LevelInfo
 	if probePaths[r.URL.Path] && status < 400 {
 		lvl = slog.LevelDebug
@@ -167,6 +184,9 @@ func (s *Server) logAccess(r *http.Request, status int, rec *accessRecord) {
 	attrs := []slog.Attr{
 		slog.String("method", r.Method), slog.String("endpoint", r.URL.Path), slog.Int("status", status),
 		slog.String("request_id", rec.id), slog.Duration("duration", time.Since(rec.start)),
+	}
+	if reason != "" {
+		attrs = append(attrs, slog.String("error", reason))
 	}
 	if len(rec.ranks) > 0 {
 		attrs = append(attrs, slog.Int("prompt_tokens", rec.promptTokens), slog.Int("completion_tokens", rec.completionTokens))

@@ -2,7 +2,9 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"strings"
 	"sync"
@@ -67,6 +69,83 @@ func checkKeys(data []byte, t reflect.Type, path string) error {
 		}
 	}
 	return nil
+}
+
+// jsonError turns a decoding error into a 400 a client can act on: the field and the JSON type
+// it expects, or where the syntax breaks, never Go's type names.
+func jsonError(err error) error {
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &te):
+		got, _, _ := strings.Cut(te.Value, " ") // "number 2.5" -> number
+		what := article(got) + " " + got
+		if got == "number" && isIntegerType(te.Type) && te.Value != "number" {
+			what = clip(te.Value) // "number 2.5": say which number
+		}
+		msg := fmt.Sprintf("expected %s, got %s", jsonTypeName(te.Type), what)
+		if te.Field == "" {
+			msg = "the body: " + msg
+		}
+		return badRequest(clip(te.Field), msg) // the error names the field before the message
+	case errors.As(err, &se):
+		return badRequest("", fmt.Sprintf("invalid JSON body at byte %d: %s", se.Offset, strings.TrimPrefix(se.Error(), "json: ")))
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return badRequest("", "invalid JSON body: it ends before the value is complete")
+	}
+	return badRequest("", "invalid JSON body: "+clip(strings.TrimPrefix(err.Error(), "json: ")))
+}
+
+// jsonTypeName is the JSON type a Go type decodes from, for an error message.
+func jsonTypeName(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch {
+	case t == reflect.TypeFor[json.RawMessage]():
+		return "a JSON value"
+	case isIntegerType(t):
+		return "an integer"
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean (true or false)"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array of " + plural(jsonTypeName(t.Elem()))
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return "another JSON type"
+}
+
+// isIntegerType says whether t (or what it points to) is an integer type.
+func isIntegerType(t reflect.Type) bool {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return true
+	}
+	return false
+}
+
+// plural turns "a string" into "strings", "an object" into "objects".
+func plural(s string) string {
+	return strings.TrimPrefix(strings.TrimPrefix(s, "an "), "a ") + "s"
+}
+
+// article is "an" before a vowel, else "a".
+func article(word string) string {
+	if word != "" && strings.ContainsRune("aeiou", rune(word[0])) {
+		return "an"
+	}
+	return "a"
 }
 
 // fieldCache maps a struct type to its JSON field names and their types.

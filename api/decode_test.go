@@ -98,7 +98,7 @@ func TestNumericBoundaries(t *testing.T) {
 	ts := newTestServer(t, e, 1)
 	for _, c := range []struct{ path, body, param string }{
 		{"/v1/completions", `{"prompt":[1],"max_tokens":9223372036854775807}`, "max_tokens"},
-		{"/v1/completions", `{"prompt":[1],"max_tokens":9223372036854775808}`, ""},
+		{"/v1/completions", `{"prompt":[1],"max_tokens":9223372036854775808}`, "max_tokens"},
 		{"/v1/completions", `{"prompt":[1],"top_k":2147483648}`, "top_k"},
 		{"/v1/completions", `{"prompt":[1],"top_k":4294967297}`, "top_k"},
 		{"/v1/completions", `{"prompt":[1],"min_tokens":4294967296}`, "min_tokens"},
@@ -281,5 +281,42 @@ func TestAuthOpenPaths(t *testing.T) {
 	}
 	if _, err := NewServer(Config{ServedModelName: "m", ContextLength: 8, StreamInterval: 1, APIKeys: []string{"a b"}}, e, testRegistry(), discardLog()); err == nil {
 		t.Error("a key with a space was accepted")
+	}
+}
+
+// A value of the wrong JSON type is refused naming the field and the type it expects, in JSON's
+// words, not Go's.
+func TestJSONTypeErrorsNameFieldAndType(t *testing.T) {
+	type msg struct {
+		Content string `json:"content"`
+	}
+	type body struct {
+		Messages []map[string]any `json:"messages"`
+		Items    []msg            `json:"items"`
+		N        *int             `json:"n"`
+		T        float64          `json:"temperature"`
+		S        bool             `json:"stream"`
+	}
+	for in, want := range map[string]string{
+		`{"messages":"hi"}`:         "messages: expected an array of objects, got a string",
+		`{"items":[{"content":3}]}`: "items.content: expected a string, got a number",
+		`{"n":"2"}`:                 "n: expected an integer, got a string",
+		`{"n":2.5}`:                 "expected an integer, got number 2.5",
+		`{"temperature":"hot"}`:     "temperature: expected a number, got a string",
+		`{"stream":"yes"}`:          "stream: expected a boolean (true or false), got a string",
+		`{"messages":[}`:            "invalid JSON body at byte",
+		`{"messages":[`:             "ends before the value is complete",
+	} {
+		var b body
+		err := jsonError(json.Unmarshal([]byte(in), &b))
+		if in == `{"messages":[` {
+			err = jsonError(json.NewDecoder(strings.NewReader(in)).Decode(&b))
+		}
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "Go ") || strings.Contains(err.Error(), "interface") {
+			t.Errorf("%s: %v, want %q", in, err, want)
+		}
+		if field, _, ok := strings.Cut(err.Error(), ": "); ok && strings.Count(err.Error(), field+": ") > 1 {
+			t.Errorf("%s: %v names the field twice", in, err)
+		}
 	}
 }

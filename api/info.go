@@ -49,9 +49,10 @@ func (s *Server) extRoutes(mux *http.ServeMux) {
 
 // modelObject is one entry of /v1/models.
 func (s *Server) modelObject() map[string]any {
+	limit, _ := s.maxModelLen()
 	return map[string]any{
 		"id": s.cfg.ServedModelName, "object": "model", "created": s.created, "owned_by": "llmserve",
-		"root": s.cfg.ServedModelName, "max_model_len": s.cfg.ContextLength,
+		"root": s.cfg.ServedModelName, "max_model_len": limit,
 	}
 }
 

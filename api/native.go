@@ -248,7 +248,8 @@ func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ids := tok.Encode(text, addSpecial)
-	writeJSON(w, http.StatusOK, map[string]any{"tokens": ids, "count": len(ids), "max_model_len": s.cfg.ContextLength})
+	limit, _ := s.maxModelLen()
+	writeJSON(w, http.StatusOK, map[string]any{"tokens": ids, "count": len(ids), "max_model_len": limit})
 }
 
 // tokenizerBody is the start of /tokenize and /detokenize: count the request, decode the body

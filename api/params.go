@@ -274,10 +274,11 @@ func (s *Server) checkLength(req *Request, maxTokens *int, param string, dflt in
 	if n == 0 {
 		return badRequest("prompt", "is empty")
 	}
-	if n >= s.cfg.ContextLength {
-		return badRequest("prompt", fmt.Sprintf("prompt has %d tokens; the context length is %d", n, s.cfg.ContextLength))
+	limit, kv := s.maxModelLen()
+	if n >= limit {
+		return badRequest("prompt", fmt.Sprintf("prompt has %d tokens; the limit is %s", n, lengthLimit(limit, kv)))
 	}
-	room := s.cfg.ContextLength - n
+	room := limit - n
 	switch {
 	case maxTokens == nil && dflt <= 0:
 		req.MaxNewTokens = room
@@ -286,7 +287,7 @@ func (s *Server) checkLength(req *Request, maxTokens *int, param string, dflt in
 	case *maxTokens < 1:
 		return badRequest(param, fmt.Sprintf("must be >= 1, got %d", *maxTokens))
 	case *maxTokens > room: // not n+*maxTokens, which overflows
-		return badRequest(param, fmt.Sprintf("prompt (%d tokens) + %s (%d) exceeds the context length (%d)", n, param, *maxTokens, s.cfg.ContextLength))
+		return badRequest(param, fmt.Sprintf("prompt (%d tokens) + %s (%d) exceeds %s", n, param, *maxTokens, lengthLimit(limit, kv)))
 	default:
 		req.MaxNewTokens = *maxTokens
 	}

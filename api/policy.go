@@ -115,7 +115,7 @@ func (s *Server) reportIgnored(w http.ResponseWriter, endpoint string, body any)
 	}
 	w.Header().Set(IgnoredFieldsHeader, strings.Join(names, ","))
 	s.log.Warn("request fields accepted and ignored: they change nothing this engine generates",
-		"endpoint", endpoint, "fields", names)
+		"endpoint", endpoint, "fields", names, "request_id", w.Header().Get(requestIDHeader))
 }
 
 // templateNames reports whether the chat template's text mentions name (a variable it may read).

@@ -27,6 +27,9 @@ type Config struct {
 	ServedModelName string
 	// ContextLength bounds prompt + generated tokens.
 	ContextLength int
+	// KVTokens, when set, is how many positions the smallest rank's KV cache holds (0: not
+	// known yet): one request can never be longer, so it bounds max_model_len too.
+	KVTokens func() int
 	// DefaultSampling comes from the model's generation_config.json.
 	DefaultSampling sampling.Params
 	// DefaultMaxNewTokens applies to /generate when max_new_tokens is absent.
@@ -60,6 +63,27 @@ type Config struct {
 	// SchedulingPolicy is the ranks' queue order (--scheduling-policy): under "priority" the
 	// request's priority field orders the queue, otherwise it is accepted and named ignored.
 	SchedulingPolicy string
+}
+
+// maxModelLen is the longest prompt + generated tokens a request may have: the context length,
+// or less when the ranks' KV cache holds less (then kv is true).
+func (s *Server) maxModelLen() (n int, kv bool) {
+	n = s.cfg.ContextLength
+	if s.cfg.KVTokens != nil {
+		if c := s.cfg.KVTokens(); c > 0 && c < n {
+			return c, true
+		}
+	}
+	return n, false
+}
+
+// lengthLimit names the limit n for an error message: the context length, or the KV cache and
+// the setting that raises it.
+func lengthLimit(n int, kv bool) string {
+	if kv {
+		return fmt.Sprintf("max_model_len %d: the KV cache holds %d tokens; raise the server's --kv-cache-mb (KV_CACHE_MB)", n, n)
+	}
+	return fmt.Sprintf("the context length (%d)", n)
 }
 
 // DefaultMaxBodyBytes is the default bound on a request body: room for a 1 MiB schema and a
@@ -146,6 +170,7 @@ func (s *Server) Handler() http.Handler {
 		s.reg.WriteText(w)
 	})
 	s.extRoutes(mux)
+	s.pageRoutes(mux)
 	return s.access(s.readDeadline(s.authenticate(mux)))
 }
 
@@ -185,6 +210,9 @@ func (s *Server) writeError(w http.ResponseWriter, status int, err error) {
 		w.Header().Set("Retry-After", "1")
 	case status >= 500:
 		e.Type = "internal_server_error"
+	}
+	if sw := findStatusWriter(w); sw != nil && sw.reason == "" {
+		sw.reason = e.Message // the access line says why
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
@@ -245,7 +273,7 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) error
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return badRequest("", "invalid JSON body: "+clip(strings.TrimPrefix(err.Error(), "json: ")))
+		return jsonError(err)
 	}
 	if dec.More() {
 		return badRequest("", "invalid JSON body: trailing data after the object")

@@ -59,6 +59,7 @@ type engineOpts struct {
 	rankTimeout   time.Duration
 	noWaitHealthy bool
 	model         string // model directory; "" is the committed pico
+	modelArg      bool   // give the model as each command's argument (serve MODEL), not --model-path
 }
 
 type proc struct {
@@ -156,8 +157,12 @@ func (e *engine) commonArgs() []string {
 	if e.opts.model != "" {
 		model = e.opts.model
 	}
-	a := []string{"--model-path", model, "--run-dir", e.runDir, "--port", strconv.Itoa(e.port),
-		"--tokenizer-worker-num", strconv.Itoa(e.opts.workers), "--dp-size", strconv.Itoa(e.opts.dpSize), "--log-level", "debug"}
+	a := []string{"--model-path", model}
+	if e.opts.modelArg {
+		a = []string{model}
+	}
+	a = append(a, "--run-dir", e.runDir, "--port", strconv.Itoa(e.port),
+		"--tokenizer-worker-num", strconv.Itoa(e.opts.workers), "--dp-size", strconv.Itoa(e.opts.dpSize), "--log-level", "debug")
 	if e.opts.skipDetok {
 		a = append(a, "--skip-detokenization")
 	}

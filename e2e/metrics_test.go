@@ -417,7 +417,7 @@ func TestMetricsWithPrometheus(t *testing.T) {
 		access = nil
 	}
 	if access == nil || access["endpoint"] != "/v1/completions" || access["status"] != 200.0 || access["completion_tokens"] != 5.0 ||
-		access["rank"] == nil || access["ttft"] == nil || access["method"] != "POST" {
+		access["rank"] == nil || access["ttft_seconds"] == nil || access["method"] != "POST" {
 		t.Errorf("access line for %s: %v", traceID, access)
 	}
 	if !strings.Contains(rankLogs, "request_id="+traceID) || !strings.Contains(detLog, "request_id="+traceID) {

@@ -16,10 +16,15 @@ import (
 
 // Registry holds metric families in registration order.
 type Registry struct {
-	// mu guards families and byName (registration and scrapes).
+	// mu guards families, byName, workerFuncs and the heartbeat (registration and scrapes).
 	mu       sync.Mutex
 	families []*family
 	byName   map[string]*family
+	// workerFuncs are the per-worker series (worker.go), published into the shared store.
+	workerFuncs []*workerFunc
+	// heartbeat is this process's publish time cell; heartbeatAll reads it in every slot.
+	heartbeat    []atomic.Uint64
+	heartbeatAll func() []indexedCells
 	// shared, when set, holds the counters' and histograms' cells in a file every process of
 	// the engine maps (see Shared); nil keeps them in this process's memory.
 	shared *Shared
@@ -276,6 +281,7 @@ var LatencyBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.2
 
 // WriteText writes every family in the Prometheus text format (version 0.0.4).
 func (r *Registry) WriteText(w io.Writer) {
+	r.publish() // this process's per-worker values as of now
 	r.mu.Lock()
 	fams := append([]*family(nil), r.families...)
 	r.mu.Unlock()

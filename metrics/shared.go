@@ -79,6 +79,13 @@ func OpenShared(path string, workers, index int) (*Shared, error) {
 
 // alloc reserves n cells of this worker's slot for the series described by desc.
 func (s *Shared) alloc(desc string, n int) (own []atomic.Uint64, all func() [][]atomic.Uint64) {
+	start := s.reserve(desc, n)
+	own = s.slots[s.index][start : start+n : start+n]
+	return own, func() [][]atomic.Uint64 { return s.matching(start, n) }
+}
+
+// reserve takes the next n cells of every slot's layout for desc and returns the first.
+func (s *Shared) reserve(desc string, n int) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.sealed {
@@ -96,8 +103,7 @@ func (s *Shared) alloc(desc string, n int) (own []atomic.Uint64, all func() [][]
 	h.Write(prev[:])
 	h.Write([]byte(desc))
 	s.fp = h.Sum64()
-	own = s.slots[s.index][start : start+n : start+n]
-	return own, func() [][]atomic.Uint64 { return s.matching(start, n) }
+	return start
 }
 
 // Seal publishes this worker's layout (its fingerprint and cell count) once every series is
@@ -123,6 +129,28 @@ func (s *Shared) matching(start, n int) [][]atomic.Uint64 {
 			continue
 		}
 		out = append(out, slot[start:start+n:start+n])
+	}
+	return out
+}
+
+// allocIndexed is alloc whose reader also says which worker each slot is.
+func (s *Shared) allocIndexed(desc string, n int) (own []atomic.Uint64, all func() []indexedCells) {
+	start := s.reserve(desc, n)
+	own = s.slots[s.index][start : start+n : start+n]
+	return own, func() []indexedCells { return s.matchingIndexed(start, n) }
+}
+
+// matchingIndexed is matching with each slot's worker index.
+func (s *Shared) matchingIndexed(start, n int) []indexedCells {
+	s.mu.Lock()
+	fp := s.fp
+	s.mu.Unlock()
+	var out []indexedCells
+	for i, slot := range s.slots {
+		if i != s.index && (slot[0].Load() != fp || slot[1].Load() < uint64(start+n)) {
+			continue
+		}
+		out = append(out, indexedCells{i, slot[start : start+n : start+n]})
 	}
 	return out
 }

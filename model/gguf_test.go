@@ -48,7 +48,7 @@ func writeGGUF(t testing.TB, m *model.Model, tokDir string, edit func(*gguf.Writ
 // lastLogits runs a prompt through the CPU backend and returns the last position's logits.
 func lastLogits(t testing.TB, m *model.Model, prompt []int32) []float32 {
 	t.Helper()
-	b, err := cpu.New(m, cpu.Options{NumBlocks: len(prompt)/cpu.DefaultBlockSize + 2})
+	b, err := cpu.New(m, backend.Options{NumBlocks: len(prompt)/cpu.DefaultBlockSize + 2})
 	if err != nil {
 		t.Fatal(err)
 	}

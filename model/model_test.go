@@ -485,3 +485,25 @@ func TestLoadMixedTypes(t *testing.T) {
 		t.Error("q_proj changed")
 	}
 }
+
+// Quantizing at load unmaps the checkpoint the source matrices viewed: the source weights do
+// not stay resident beside the quantized ones.
+func TestQuantizeReleasesSource(t *testing.T) {
+	m, err := Load("../models/pico")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.files) == 0 {
+		t.Fatal("pico's BF16 matrices should view its mapped safetensors file")
+	}
+	f := m.files[0]
+	if err := Quantize(m, quant.Q8_0); err != nil {
+		t.Fatal(err)
+	}
+	if len(m.files) != 0 || f.data != nil {
+		t.Fatalf("after quantizing, %d files stay mapped", len(m.files))
+	}
+	if m.Layers[0].QKV.Type != quant.Q8_0 || m.LMHead.Type != quant.Q8_0 {
+		t.Fatalf("types %v %v", m.Layers[0].QKV.Type, m.LMHead.Type)
+	}
+}

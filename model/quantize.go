@@ -23,6 +23,7 @@ func Quantize(m *Model, t quant.Type) error {
 		return fmt.Errorf("quantize: unknown type %s", t)
 	}
 	start := time.Now()
+	kept := false // some matrix kept its data, which may view a mapped file
 	conv := func(name string, mat *Matrix) error {
 		target := t
 		if mat.Cols%t.BlockSize() != 0 {
@@ -53,6 +54,7 @@ func Quantize(m *Model, t quant.Type) error {
 			return nil
 		}
 		if mat.Type == target {
+			kept = true
 			return nil
 		}
 		out, err := convertMatrix(*mat, target)
@@ -83,6 +85,16 @@ func Quantize(m *Model, t quant.Type) error {
 		}
 	}
 	m.finishViews()
+	if !kept {
+		// No matrix views the safetensors mappings any more: unmap them, or the source
+		// weights stay resident beside the quantized ones.
+		for _, f := range m.files {
+			if err := f.Close(); err != nil {
+				return fmt.Errorf("quantize: release the source weights: %w", err)
+			}
+		}
+		m.files = nil
+	}
 	slog.Info("quantized model", "type", t, "elapsed", time.Since(start).Round(time.Millisecond))
 	return nil
 }

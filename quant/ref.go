@@ -11,22 +11,24 @@ import (
 //	Q4_0 (18 bytes, 32 weights):  d f16 | qs [16] (weight j in the low nibble of byte j,
 //	                              weight j+16 in the high nibble)     w = d*(q-8)
 //	Q4_K (144 bytes, 256 weights): d f16 | dmin f16 | scales [12] (eight 6-bit scales and eight
-//	                              6-bit mins, see scaleMinK4) | qs [128] (four 64-weight groups of
+//	                              6-bit mins, see ScaleMinK4) | qs [128] (four 64-weight groups of
 //	                              32 bytes: low nibbles the first 32, high nibbles the next 32)
 //	                              w = d*sc*q - dmin*m for the 32-weight sub-block's sc, m
 //	Q6_K (210 bytes, 256 weights): ql [128] | qh [64] | scales int8[16] | d f16
 //	                              w = d*scales[k]*(q-32), q 6 bits, sub-blocks of 16 weights
+//
+// The block layouts of llama.cpp's quantizations, for the kernels that read blocks in place.
 const (
-	qk   = 32  // weights in a Q8_0 / Q4_0 block
-	qkK  = 256 // weights in a K-quant super-block
-	q4kD = 0   // Q4_K: offset of d
-	q4kM = 2   // Q4_K: offset of dmin
-	q4kS = 4   // Q4_K: offset of the packed scales
-	q4kQ = 16  // Q4_K: offset of the nibbles
-	q6kL = 0   // Q6_K: offset of the low 4 bits
-	q6kH = 128 // Q6_K: offset of the high 2 bits
-	q6kS = 192 // Q6_K: offset of the int8 scales
-	q6kD = 208 // Q6_K: offset of d
+	QK   = 32  // weights in a Q8_0 / Q4_0 block
+	QKK  = 256 // weights in a K-quant super-block
+	Q4KD = 0   // Q4_K: offset of d
+	Q4KM = 2   // Q4_K: offset of dmin
+	Q4KS = 4   // Q4_K: offset of the packed scales
+	Q4KQ = 16  // Q4_K: offset of the nibbles
+	Q6KL = 0   // Q6_K: offset of the low 4 bits
+	Q6KH = 128 // Q6_K: offset of the high 2 bits
+	Q6KS = 192 // Q6_K: offset of the int8 scales
+	Q6KD = 208 // Q6_K: offset of d
 )
 
 // groupMaxEps is ggml's GROUP_MAX_EPS: a group whose largest magnitude is below it is all zero.
@@ -36,9 +38,9 @@ func f16at(b []byte, off int) float32 { return FromF16(binary.LittleEndian.Uint1
 
 func putF16(b []byte, off int, f float32) { binary.LittleEndian.PutUint16(b[off:], ToF16(f)) }
 
-// nearestInt rounds as ggml's nearest_int: the float-add trick, round to nearest even for
+// NearestInt rounds as ggml's nearest_int (what its quantizers, reference and activation, round with): the float-add trick, round to nearest even for
 // |f| <= 2^22 (and the same wrapped bits as ggml outside that range).
-func nearestInt(f float32) int32 {
+func NearestInt(f float32) int32 {
 	v := f + 12582912
 	return int32(math.Float32bits(v)&0x007fffff) - 0x00400000
 }
@@ -49,8 +51,8 @@ func nearestInt(f float32) int32 {
 
 // quantizeQ8_0 quantizes len(x) (a multiple of 32) weights into dst.
 func quantizeQ8_0(x []float32, dst []byte) {
-	for i := 0; i < len(x)/qk; i++ {
-		xb, yb := x[i*qk:(i+1)*qk], dst[i*34:(i+1)*34]
+	for i := 0; i < len(x)/QK; i++ {
+		xb, yb := x[i*QK:(i+1)*QK], dst[i*34:(i+1)*34]
 		var amax float32
 		for _, v := range xb {
 			amax = max(amax, abs32(v))
@@ -68,18 +70,18 @@ func quantizeQ8_0(x []float32, dst []byte) {
 }
 
 func dequantizeQ8_0(src []byte, y []float32) {
-	for i := 0; i < len(y)/qk; i++ {
+	for i := 0; i < len(y)/QK; i++ {
 		b := src[i*34 : (i+1)*34]
 		d := f16at(b, 0)
-		for j := range qk {
-			y[i*qk+j] = float32(int8(b[2+j])) * d
+		for j := range QK {
+			y[i*QK+j] = float32(int8(b[2+j])) * d
 		}
 	}
 }
 
 func quantizeQ4_0(x []float32, dst []byte) {
-	for i := 0; i < len(x)/qk; i++ {
-		xb, yb := x[i*qk:(i+1)*qk], dst[i*18:(i+1)*18]
+	for i := 0; i < len(x)/QK; i++ {
+		xb, yb := x[i*QK:(i+1)*QK], dst[i*18:(i+1)*18]
 		var amax, mx float32
 		for _, v := range xb {
 			if amax < abs32(v) {
@@ -92,8 +94,8 @@ func quantizeQ4_0(x []float32, dst []byte) {
 			id = 1 / d
 		}
 		putF16(yb, 0, d)
-		for j := range qk / 2 {
-			yb[2+j] = q4Level(xb[j]*id) | q4Level(xb[j+qk/2]*id)<<4
+		for j := range QK / 2 {
+			yb[2+j] = q4Level(xb[j]*id) | q4Level(xb[j+QK/2]*id)<<4
 		}
 	}
 }
@@ -105,20 +107,20 @@ func q4Level(v float32) byte {
 }
 
 func dequantizeQ4_0(src []byte, y []float32) {
-	for i := 0; i < len(y)/qk; i++ {
+	for i := 0; i < len(y)/QK; i++ {
 		b := src[i*18 : (i+1)*18]
 		d := f16at(b, 0)
-		for j := range qk / 2 {
-			y[i*qk+j] = float32(int32(b[2+j]&0xf)-8) * d
-			y[i*qk+j+qk/2] = float32(int32(b[2+j]>>4)-8) * d
+		for j := range QK / 2 {
+			y[i*QK+j] = float32(int32(b[2+j]&0xf)-8) * d
+			y[i*QK+j+QK/2] = float32(int32(b[2+j]>>4)-8) * d
 		}
 	}
 }
 
-// scaleMinK4 unpacks sub-block j's 6-bit scale and min from a Q4_K block's 12 scale bytes: for
+// ScaleMinK4 unpacks sub-block j's 6-bit scale and min from a Q4_K block's 12 scale bytes: for
 // j < 4 they are the low 6 bits of bytes j and j+4; for j >= 4 the low 4 bits come from byte j+4
 // and the top 2 from the spare top bits of bytes j-4 (scale) and j (min).
-func scaleMinK4(j int, q []byte) (sc, m uint8) {
+func ScaleMinK4(j int, q []byte) (sc, m uint8) {
 	if j < 4 {
 		return q[j] & 63, q[j+4] & 63
 	}
@@ -153,7 +155,7 @@ func makeQKX2(nmax int, x, weights []float32, l, laux []uint8, rmin, rdelta floa
 	scale = 1 / iscale
 	var bestError float32
 	for i := range n {
-		q := nearestInt(float32(iscale * (x[i] - mn)))
+		q := NearestInt(float32(iscale * (x[i] - mn)))
 		l[i] = uint8(max(0, min(int32(nmax), q)))
 		diff := float32(float32(scale*float32(l[i]))+mn) - x[i]
 		bestError += float32(weights[i] * float32(diff*diff))
@@ -162,7 +164,7 @@ func makeQKX2(nmax int, x, weights []float32, l, laux []uint8, rmin, rdelta floa
 		iscale = (float32(rmin+float32(rdelta*float32(is))) + fmax) / (mx - mn)
 		var sumL, sumL2, sumXL float32
 		for i := range n {
-			q := nearestInt(float32(iscale * (x[i] - mn)))
+			q := NearestInt(float32(iscale * (x[i] - mn)))
 			q = max(0, min(int32(nmax), q))
 			laux[i] = uint8(q)
 			w := weights[i]
@@ -196,11 +198,11 @@ func makeQKX2(nmax int, x, weights []float32, l, laux []uint8, rmin, rdelta floa
 }
 
 func quantizeQ4_K(x []float32, dst []byte) {
-	var l, laux [qkK]uint8
+	var l, laux [QKK]uint8
 	var weights [32]float32
 	var mins, scales [8]float32
-	for i := 0; i < len(x)/qkK; i++ {
-		xb, yb := x[i*qkK:(i+1)*qkK], dst[i*144:(i+1)*144]
+	for i := 0; i < len(x)/QKK; i++ {
+		xb, yb := x[i*QKK:(i+1)*QKK], dst[i*144:(i+1)*144]
 		var maxScale, maxMin float32
 		for j := range 8 {
 			xs := xb[32*j : 32*j+32]
@@ -223,10 +225,10 @@ func quantizeQ4_K(x []float32, dst []byte) {
 		if maxMin > 0 {
 			invMin = 63 / maxMin
 		}
-		sc := yb[q4kS : q4kS+12]
+		sc := yb[Q4KS : Q4KS+12]
 		for j := range 8 {
-			ls := min(63, uint8(nearestInt(invScale*scales[j])))
-			lm := min(63, uint8(nearestInt(invMin*mins[j])))
+			ls := min(63, uint8(NearestInt(invScale*scales[j])))
+			lm := min(63, uint8(NearestInt(invMin*mins[j])))
 			if j < 4 {
 				sc[j] = ls
 				sc[j+4] = lm
@@ -236,23 +238,23 @@ func quantizeQ4_K(x []float32, dst []byte) {
 				sc[j] |= (lm >> 4) << 6
 			}
 		}
-		putF16(yb, q4kD, maxScale/63)
-		putF16(yb, q4kM, maxMin/63)
-		dAll, mAll := f16at(yb, q4kD), f16at(yb, q4kM)
+		putF16(yb, Q4KD, maxScale/63)
+		putF16(yb, Q4KM, maxMin/63)
+		dAll, mAll := f16at(yb, Q4KD), f16at(yb, Q4KM)
 		for j := range 8 {
-			s, m := scaleMinK4(j, sc)
+			s, m := ScaleMinK4(j, sc)
 			d := dAll * float32(s)
 			if d == 0 {
 				continue
 			}
 			dm := mAll * float32(m)
 			for k := range 32 {
-				q := nearestInt((xb[32*j+k] + dm) / d)
+				q := NearestInt((xb[32*j+k] + dm) / d)
 				l[32*j+k] = uint8(max(0, min(15, q)))
 			}
 		}
-		q := yb[q4kQ:]
-		for j := 0; j < qkK; j += 64 {
+		q := yb[Q4KQ:]
+		for j := 0; j < QKK; j += 64 {
 			for k := range 32 {
 				q[j/2+k] = l[j+k] | l[j+k+32]<<4
 			}
@@ -261,14 +263,14 @@ func quantizeQ4_K(x []float32, dst []byte) {
 }
 
 func dequantizeQ4_K(src []byte, y []float32) {
-	for i := 0; i < len(y)/qkK; i++ {
+	for i := 0; i < len(y)/QKK; i++ {
 		b := src[i*144 : (i+1)*144]
-		d, mn := f16at(b, q4kD), f16at(b, q4kM)
-		sc, q := b[q4kS:q4kS+12], b[q4kQ:]
-		out := y[i*qkK:]
+		d, mn := f16at(b, Q4KD), f16at(b, Q4KM)
+		sc, q := b[Q4KS:Q4KS+12], b[Q4KQ:]
+		out := y[i*QKK:]
 		for j := range 4 {
-			s1, m1 := scaleMinK4(2*j, sc)
-			s2, m2 := scaleMinK4(2*j+1, sc)
+			s1, m1 := ScaleMinK4(2*j, sc)
+			s2, m2 := ScaleMinK4(2*j+1, sc)
 			d1, dm1 := d*float32(s1), mn*float32(m1)
 			d2, dm2 := d*float32(s2), mn*float32(m2)
 			for k := range 32 {
@@ -299,7 +301,7 @@ func makeQX(nmax int, x []float32, l []int8) float32 {
 	iscale := -fmax / mx
 	var sumLX, sumL2 float32
 	for i, v := range x {
-		q := clamp(nearestInt(iscale * v))
+		q := clamp(NearestInt(iscale * v))
 		l[i] = int8(q + int32(nmax))
 		w := float32(v * v)
 		fl := float32(q)
@@ -318,7 +320,7 @@ func makeQX(nmax int, x []float32, l []int8) float32 {
 		iscale = -(fmax + float32(0.1*float32(is))) / mx
 		sumLX, sumL2 = 0, 0
 		for _, v := range x {
-			q := clamp(nearestInt(iscale * v))
+			q := clamp(NearestInt(iscale * v))
 			w := float32(v * v)
 			fl := float32(q)
 			sumLX += float32(float32(w*v) * fl)
@@ -326,7 +328,7 @@ func makeQX(nmax int, x []float32, l []int8) float32 {
 		}
 		if sumL2 > 0 && float32(sumLX*sumLX) > float32(best*sumL2) {
 			for i, v := range x {
-				l[i] = int8(clamp(nearestInt(iscale*v)) + int32(nmax))
+				l[i] = int8(clamp(NearestInt(iscale*v)) + int32(nmax))
 			}
 			scale = sumLX / sumL2
 			best = scale * sumLX
@@ -336,10 +338,10 @@ func makeQX(nmax int, x []float32, l []int8) float32 {
 }
 
 func quantizeQ6_K(x []float32, dst []byte) {
-	var l [qkK]int8
+	var l [QKK]int8
 	var scales [16]float32
-	for i := 0; i < len(x)/qkK; i++ {
-		xb, yb := x[i*qkK:(i+1)*qkK], dst[i*210:(i+1)*210]
+	for i := 0; i < len(x)/QKK; i++ {
+		xb, yb := x[i*QKK:(i+1)*QKK], dst[i*210:(i+1)*210]
 		var maxScale, maxAbsScale float32
 		for ib := range 16 {
 			s := makeQX(32, xb[16*ib:16*ib+16], l[16*ib:16*ib+16])
@@ -353,23 +355,23 @@ func quantizeQ6_K(x []float32, dst []byte) {
 			continue
 		}
 		iscale := -128 / maxScale
-		putF16(yb, q6kD, 1/iscale)
+		putF16(yb, Q6KD, 1/iscale)
 		for ib := range 16 {
-			yb[q6kS+ib] = byte(int8(min(127, nearestInt(iscale*scales[ib]))))
+			yb[Q6KS+ib] = byte(int8(min(127, NearestInt(iscale*scales[ib]))))
 		}
-		dAll := f16at(yb, q6kD)
+		dAll := f16at(yb, Q6KD)
 		for j := range 16 {
-			d := dAll * float32(int8(yb[q6kS+j]))
+			d := dAll * float32(int8(yb[Q6KS+j]))
 			if d == 0 {
 				continue
 			}
 			for k := range 16 {
-				q := nearestInt(xb[16*j+k] / d)
+				q := NearestInt(xb[16*j+k] / d)
 				l[16*j+k] = int8(max(-32, min(31, q)) + 32)
 			}
 		}
-		ql, qh := yb[q6kL:q6kH], yb[q6kH:q6kS]
-		for j := 0; j < qkK; j += 128 {
+		ql, qh := yb[Q6KL:Q6KH], yb[Q6KH:Q6KS]
+		for j := 0; j < QKK; j += 128 {
 			for k := range 32 {
 				a, b, c, e := uint8(l[j+k]), uint8(l[j+k+32]), uint8(l[j+k+64]), uint8(l[j+k+96])
 				ql[j/2+k] = a&0xf | (c&0xf)<<4
@@ -381,12 +383,12 @@ func quantizeQ6_K(x []float32, dst []byte) {
 }
 
 func dequantizeQ6_K(src []byte, y []float32) {
-	for i := 0; i < len(y)/qkK; i++ {
+	for i := 0; i < len(y)/QKK; i++ {
 		b := src[i*210 : (i+1)*210]
-		d := f16at(b, q6kD)
-		out := y[i*qkK:]
+		d := f16at(b, Q6KD)
+		out := y[i*QKK:]
 		for n := range 2 {
-			ql, qh, sc := b[q6kL+64*n:], b[q6kH+32*n:], b[q6kS+8*n:]
+			ql, qh, sc := b[Q6KL+64*n:], b[Q6KH+32*n:], b[Q6KS+8*n:]
 			for k := range 32 {
 				is := k / 16
 				q1 := int32(ql[k]&0xf|(qh[k]>>0&3)<<4) - 32

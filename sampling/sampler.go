@@ -10,38 +10,57 @@ import (
 // steps are sequential.
 type Sampler struct {
 	params Params
-	rng    *rand.Rand
+	// seed selects the request's draws (Uniform(seed, step)); step counts the tokens accepted.
+	seed uint64
+	step uint32
 
 	// penalized lists, once each, the tokens seen in the prompt or output (repetition penalty);
 	// seenBits marks them for O(1) membership.
 	penalized []int32
 	seenBits  []uint64
-	// generated lists, once each, the tokens generated so far; genCount counts each.
+	// generated lists, once each, the tokens generated so far; genCount[i] counts generated[i],
+	// and genIndex maps a token to its index in both.
 	generated []int32
-	genCount  map[int32]int32
+	genCount  []int32
+	genIndex  map[int32]int
 
-	// Scratch space reused across steps: the candidates' ids and unnormalized probabilities
-	// (parallel slices, so the exponential runs over a contiguous array), a heap or sort buffer,
-	// and the nucleus histogram.
+	// scratch holds the buffers reused across steps.
+	scratch Scratch
+}
+
+// Scratch is the space one sampling call works in, reused across calls: the candidates' ids and
+// unnormalized probabilities (parallel slices, so the exponential runs over a contiguous array),
+// a heap or sort buffer, the nucleus histogram and a copy of a row. Its zero value is ready; it
+// is not safe for concurrent use.
+type Scratch struct {
 	ids     []int32
 	weights []float32
 	heap    []scored
 	binMass []float64
+	row     []float32
+}
+
+// History is the part of a request's generation that its penalties read: Seen lists, once
+// each, the prompt and output tokens (repetition penalty); Generated lists, once each, the
+// generated tokens and GenCounts[i] how often Generated[i] was generated (frequency and
+// presence penalties).
+type History struct {
+	Seen, Generated, GenCounts []int32
 }
 
 // New returns the sampler for one request. prompt counts for the repetition penalty (as in
 // Hugging Face and vLLM); frequency and presence penalties count generated tokens only (as in
 // OpenAI). p should already have passed Validate.
 func New(p Params, prompt []int32) *Sampler {
-	var seed1, seed2 uint64
+	var seed uint64
 	if p.Seed != nil {
-		seed1, seed2 = *p.Seed, *p.Seed^0x9e3779b97f4a7c15
+		seed = *p.Seed
 	} else {
 		// The global math/rand/v2 source is seeded from the OS at start-up, so unseeded requests
 		// get independent streams without a system call each.
-		seed1, seed2 = rand.Uint64(), rand.Uint64()
+		seed = rand.Uint64()
 	}
-	s := &Sampler{params: p, rng: rand.New(rand.NewPCG(seed1, seed2))}
+	s := &Sampler{params: p, seed: seed}
 	if p.RepetitionPenalty != 1 {
 		for _, tok := range prompt {
 			s.markSeen(tok)
@@ -53,22 +72,40 @@ func New(p Params, prompt []int32) *Sampler {
 // Params returns the settings the sampler was created with.
 func (s *Sampler) Params() Params { return s.params }
 
-// Accept records a generated token for the penalties.
+// Seed is the seed of the request's draws: Params().Seed, or the one drawn for an unseeded
+// request.
+func (s *Sampler) Seed() uint64 { return s.seed }
+
+// Step is the number of tokens accepted so far: the step of the next draw.
+func (s *Sampler) Step() uint32 { return s.step }
+
+// History returns the penalties' view of the request so far. The slices are the sampler's:
+// read-only, valid until the next Accept.
+func (s *Sampler) History() History {
+	return History{Seen: s.penalized, Generated: s.generated, GenCounts: s.genCount}
+}
+
+// Accept records a generated token for the penalties and moves to the next draw.
 func (s *Sampler) Accept(tok int32) {
 	if tok < 0 {
 		return
 	}
+	s.step++
 	if s.params.RepetitionPenalty != 1 {
 		s.markSeen(tok)
 	}
 	if s.params.FrequencyPenalty != 0 || s.params.PresencePenalty != 0 {
-		if s.genCount == nil {
-			s.genCount = make(map[int32]int32)
+		if s.genIndex == nil {
+			s.genIndex = make(map[int32]int)
 		}
-		if s.genCount[tok] == 0 {
+		i, ok := s.genIndex[tok]
+		if !ok {
+			i = len(s.generated)
+			s.genIndex[tok] = i
 			s.generated = append(s.generated, tok)
+			s.genCount = append(s.genCount, 0)
 		}
-		s.genCount[tok]++
+		s.genCount[i]++
 	}
 }
 
@@ -95,26 +132,71 @@ func (s *Sampler) markSeen(tok int32) {
 //
 // Sample overwrites logits in place (penalties, mask, temperature); compute logprobs of the raw
 // logits (LogSoftmaxAt, TopLogprobs) before calling it.
-//
-// The steps run in this order: logit bias, penalties, mask, greedy shortcut, temperature, top-k,
-// softmax, top-p, min-p, draw.
 func (s *Sampler) Sample(logits []float32, allowed []uint64) int32 {
-	applyBias(logits, s.params.LogitBias)
-	s.applyPenalties(logits)
+	return s.scratch.Sample(logits, &s.params, s.History(), nil, allowed, s.seed, s.step)
+}
+
+// Copy returns a copy of row in the scratch's own buffer (valid until the next Copy), for a
+// caller that must sample a row it may not change.
+func (sc *Scratch) Copy(row []float32) []float32 {
+	if cap(sc.row) < len(row) {
+		sc.row = make([]float32, len(row))
+	}
+	sc.row = sc.row[:len(row)]
+	copy(sc.row, row)
+	return sc.row
+}
+
+// Sample is Sampler.Sample without the sampler's state: it picks from logits by p (whose Seed is
+// not read), penalizing by h, never choosing a token of ban or one that allowed excludes, and
+// drawing with Uniform(seed, step). Equal inputs give equal picks, whatever else the caller is
+// sampling.
+//
+// The steps run in this order: logit bias, penalties, ban, mask, greedy shortcut, temperature,
+// top-k, softmax, top-p, min-p, draw. It overwrites logits in place.
+func (sc *Scratch) Sample(logits []float32, p *Params, h History, ban []int32, allowed []uint64, seed uint64, step uint32) int32 {
+	applyBias(logits, p.LogitBias)
+	applyPenalties(logits, p, h)
+	negInf := float32(math.Inf(-1))
+	for _, id := range ban {
+		if id >= 0 && int(id) < len(logits) {
+			logits[id] = negInf
+		}
+	}
 	if allowed != nil {
 		applyMask(logits, allowed)
 	}
 	best, bestLogit := argmax(logits)
 	if best < 0 {
 		// Every allowed logit is -Inf or NaN: nothing ranks the allowed tokens, so take the first.
-		return firstAllowed(len(logits), allowed)
+		return firstAllowed(len(logits), allowed, ban)
 	}
-	if s.params.IsGreedy() || math.IsInf(float64(bestLogit), 1) {
+	if p.IsGreedy() || math.IsInf(float64(bestLogit), 1) {
 		return best
 	}
-	invT := 1 / s.params.Temperature
-	s.candidates(logits, bestLogit, invT)
-	return s.draw()
+	invT := 1 / p.Temperature
+	sc.candidates(logits, p.TopK, bestLogit, invT)
+	return sc.draw(p.TopP, p.MinP, Uniform(seed, step))
+}
+
+// Uniform is the random number in [0, 1) of draw step of the stream seed: a counter-based
+// generator (SplitMix64's finalizer over seed and step), so a draw depends on nothing but the
+// request's seed and how many tokens it generated before, and a device can compute the same
+// number without carrying a generator's state.
+func Uniform(seed uint64, step uint32) float64 {
+	x := mix64(seed ^ mix64(uint64(step)+0x9e3779b97f4a7c15))
+	return float64(x>>11) * (1.0 / (1 << 53))
+}
+
+// mix64 is SplitMix64's output function: a bijection of 64-bit words whose every output bit
+// depends on every input bit.
+func mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
 }
 
 // applyBias adds each bias to its token's logit; -100 bans the token, and when any bias is +100
@@ -154,11 +236,11 @@ func applyBias(logits []float32, bias []Bias) {
 	}
 }
 
-// applyPenalties adjusts the logits of seen tokens; ids outside the row are ignored.
-func (s *Sampler) applyPenalties(logits []float32) {
-	if rp := s.params.RepetitionPenalty; rp != 1 {
-		for _, tok := range s.penalized {
-			if int(tok) >= len(logits) {
+// applyPenalties adjusts the logits of the tokens in h; ids outside the row are ignored.
+func applyPenalties(logits []float32, p *Params, h History) {
+	if rp := p.RepetitionPenalty; rp != 1 {
+		for _, tok := range h.Seen {
+			if tok < 0 || int(tok) >= len(logits) {
 				continue
 			}
 			if l := logits[tok]; l > 0 {
@@ -168,13 +250,13 @@ func (s *Sampler) applyPenalties(logits []float32) {
 			}
 		}
 	}
-	freq, pres := s.params.FrequencyPenalty, s.params.PresencePenalty
+	freq, pres := p.FrequencyPenalty, p.PresencePenalty
 	if freq == 0 && pres == 0 {
 		return
 	}
-	for _, tok := range s.generated {
-		if int(tok) < len(logits) {
-			logits[tok] -= freq*float32(s.genCount[tok]) + pres
+	for i, tok := range h.Generated {
+		if tok >= 0 && int(tok) < len(logits) && i < len(h.GenCounts) {
+			logits[tok] -= freq*float32(h.GenCounts[i]) + pres
 		}
 	}
 }
@@ -199,21 +281,19 @@ func applyMask(logits []float32, allowed []uint64) {
 	}
 }
 
-func firstAllowed(vocab int, allowed []uint64) int32 {
-	if allowed == nil {
-		if vocab == 0 {
-			return -1
-		}
-		return 0
-	}
-	for w, bits := range allowed {
-		if bits == 0 {
-			continue
-		}
-		for b := range 64 {
-			if id := w*64 + b; bits&(1<<uint(b)) != 0 && id < vocab {
-				return int32(id)
+// firstAllowed is the lowest id that allowed (nil: every id) permits and ban does not list, or -1.
+func firstAllowed(vocab int, allowed []uint64, ban []int32) int32 {
+	for id := range vocab {
+		if allowed != nil {
+			if id/64 >= len(allowed) {
+				return -1
 			}
+			if allowed[id/64]&(1<<uint(id%64)) == 0 {
+				continue
+			}
+		}
+		if !slices.Contains(ban, int32(id)) {
+			return int32(id)
 		}
 	}
 	return -1
@@ -228,10 +308,10 @@ func pruneBelow(vocab int) float32 {
 // candidates fills s.ids and s.weights with the tokens that top-k keeps, each weighted
 // exp((logit - maxLogit)·invT), dropping tokens whose weight is negligible (see pruneBelow).
 // The token at maxLogit has weight exactly 1.
-func (s *Sampler) candidates(logits []float32, maxLogit, invT float32) {
+func (s *Scratch) candidates(logits []float32, k int, maxLogit, invT float32) {
 	floor := maxLogit - pruneBelow(len(logits))/invT
 	ids, weights := s.ids[:0], s.weights[:0]
-	if k := s.params.TopK; k > 0 && k < len(logits) {
+	if k > 0 && k < len(logits) {
 		s.heap = topK(s.heap[:0], logits, k, floor)
 		for _, c := range s.heap {
 			ids = append(ids, c.id)
@@ -303,10 +383,10 @@ func topK(dst []scored, logits []float32, k int, floor float32) []scored {
 	return h
 }
 
-// draw applies top-p and min-p to the weighted candidates in s.ids and s.weights and draws one.
-func (s *Sampler) draw() int32 {
+// draw applies top-p and min-p to the weighted candidates in s.ids and s.weights and draws one
+// with u, uniform in [0, 1).
+func (s *Scratch) draw(topP, minP float32, u float64) int32 {
 	ids, weights := s.ids, s.weights
-	topP, minP := s.params.TopP, s.params.MinP
 	switch {
 	case topP < 1:
 		ids, weights = s.nucleus(topP, minP)
@@ -318,7 +398,7 @@ func (s *Sampler) draw() int32 {
 	for _, w := range weights {
 		total += float64(w)
 	}
-	u := s.rng.Float64() * total
+	u *= total
 	for i, w := range weights {
 		u -= float64(w)
 		if u < 0 {
@@ -353,7 +433,7 @@ const binShift = 17
 // Instead of sorting, it histograms the weights into fine logarithmic bins, finds the bin where
 // the running mass from the top crosses topP, takes every token above it and sorts only that
 // one bin: O(n) plus a small sort.
-func (s *Sampler) nucleus(topP, minP float32) ([]int32, []float32) {
+func (s *Scratch) nucleus(topP, minP float32) ([]int32, []float32) {
 	ids, weights := s.ids, s.weights
 	var total float64
 	for _, w := range weights {

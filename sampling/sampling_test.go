@@ -23,14 +23,15 @@ func logitsOf(probs ...float64) []float32 {
 	return out
 }
 
-// counts draws n tokens from fresh copies of logits and tallies them.
+// counts draws n tokens (steps 0..n-1 of s's stream, nothing accepted) from fresh copies of
+// logits and tallies them.
 func counts(t *testing.T, s *Sampler, logits []float32, allowed []uint64, n int) []int {
 	t.Helper()
 	got := make([]int, len(logits))
 	row := make([]float32, len(logits))
-	for range n {
+	for i := range n {
 		copy(row, logits)
-		tok := s.Sample(row, allowed)
+		tok := s.scratch.Sample(row, &s.params, s.History(), nil, allowed, s.seed, uint32(i))
 		if tok < 0 || int(tok) >= len(logits) {
 			t.Fatalf("Sample returned %d for a %d-token row", tok, len(logits))
 		}
@@ -314,7 +315,7 @@ func TestTopPKeepsSmallestNucleus(t *testing.T) {
 }
 
 func TestNucleusTiesGoToLowerID(t *testing.T) {
-	s := New(DefaultParams(), nil)
+	s := &Scratch{}
 	// Total 2.6, target 1.56: the 1, then the 0.5s in id order until the target is reached.
 	s.ids = []int32{0, 1, 2, 3, 4}
 	s.weights = []float32{0.5, 1, 0.5, 0.5, 0.1}
@@ -332,7 +333,7 @@ func TestNucleusMatchesSortedDefinition(t *testing.T) {
 	rng := rand.New(rand.NewPCG(4, 4))
 	for trial := range 200 {
 		n := 1 + rng.IntN(3000)
-		s := New(DefaultParams(), nil)
+		s := &Scratch{}
 		s.ids, s.weights = make([]int32, n), make([]float32, n)
 		for i := range n {
 			s.ids[i] = int32(i)

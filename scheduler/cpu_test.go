@@ -3,6 +3,7 @@ package scheduler
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/llmserve/llmserve/backend"
 	"os"
 	"path/filepath"
 	"testing"
@@ -47,7 +48,7 @@ func loadQwen3(t *testing.T) (*model.Model, *fixture) {
 func TestRealModelGreedyMatchesTransformers(t *testing.T) {
 	m, fx := loadQwen3(t)
 	const bs, numBlocks = 4, 64 // 256 positions; the prompts and outputs need ~340
-	b, err := cpu.New(m, cpu.Options{NumBlocks: numBlocks, BlockSize: bs, Threads: 2})
+	b, err := cpu.New(m, backend.Options{NumBlocks: numBlocks, BlockSize: bs, Tuning: cpu.Tuning{Threads: 2}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,7 @@ func TestPromptLogprobs(t *testing.T) {
 			prompt = p.InputIDs
 		}
 	}
-	b, err := cpu.New(m, cpu.Options{NumBlocks: 64, BlockSize: 4, Threads: 2})
+	b, err := cpu.New(m, backend.Options{NumBlocks: 64, BlockSize: 4, Tuning: cpu.Tuning{Threads: 2}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestPromptLogprobs(t *testing.T) {
 		t.Fatalf("cached %d, %d prompt logprobs and %d top entries for a %d-token prompt",
 			first.CachedTokens, len(first.PromptLogprobs), len(first.PromptTopLogprobIDs), n)
 	}
-	ref, err := cpu.New(m, cpu.Options{NumBlocks: 64, BlockSize: 4, Threads: 1})
+	ref, err := cpu.New(m, backend.Options{NumBlocks: 64, BlockSize: 4, Tuning: cpu.Tuning{Threads: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,13 +2,12 @@ package scheduler
 
 import (
 	"fmt"
-	"math"
 	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
 
-	"github.com/llmserve/llmserve/sampling"
+	"github.com/llmserve/llmserve/backend"
 )
 
 // pick is one request's sample of one step, made (possibly in parallel with other requests')
@@ -81,63 +80,96 @@ func (s *Scheduler) sampleAll(rows [][]float32) {
 // run concurrently.
 func (s *Scheduler) pickOne(j pickJob) {
 	st, row := j.st, j.row
-	req := st.req
 	st.pick = pick{tok: -1, topIDs: st.pick.topIDs[:0], topLogprobs: st.pick.topLogprobs[:0]}
-	if len(row) != s.vocab {
-		st.pick.err = fmt.Sprintf("backend returned a logits row of %d entries, want %d", len(row), s.vocab)
-		return
-	}
 	if st.maskErr != nil {
 		st.pick.err = st.maskErr.Error()
 		return
 	}
-	// EOS and stop ids are not allowed before MinNewTokens; under a constraint EOS only where
-	// the constraint can end.
-	early := st.generated() < req.MinNewTokens
-	forbidEarly := early && st.mask == nil && (!req.IgnoreEOS && len(s.cfg.EOS) > 0 || len(req.StopTokenIDs) > 0)
-	if s.argmax != nil && st.mask == nil && !st.mutates && !forbidEarly && !req.Logprobs && req.TopLogprobs == 0 && !req.PromptLogprobs && st.sampler.Params().IsGreedy() {
-		// Plain greedy: the backend's own argmax of the row is the sampler's answer.
+	sp := &st.spec
+	s.fillSpec(st, sp)
+	if s.argmax != nil && !s.batch.Seqs[j.k].AllLogits && sp.PlainGreedy() {
+		// Plain greedy: the backend's own argmax of the row is the sampler's answer, and the row
+		// is never read on the host.
 		if tok := s.argmax.Argmax(j.k); tok >= 0 && int(tok) < s.vocab {
 			st.pick.tok = tok
 			return
 		}
 	}
-	logits := row
-	if st.mutates || forbidEarly {
-		// Rows are the backend's and read-only here: sample from a copy when it must change.
-		if st.scratch == nil {
-			st.scratch = make([]float32, s.vocab)
-		}
-		copy(st.scratch, row)
-		logits = st.scratch
+	if len(row) != s.vocab {
+		st.pick.err = fmt.Sprintf("backend returned a logits row of %d entries, want %d", len(row), s.vocab)
+		return
 	}
 	if st.mask != nil {
-		eosOK := !req.IgnoreEOS && !early && req.Constraint.CanTerminate()
-		for _, id := range s.cfg.EOS {
-			setBit(st.mask, id, eosOK)
-		}
-		if early {
-			for _, id := range req.StopTokenIDs {
-				setBit(st.mask, id, false)
-			}
-		}
-	} else if forbidEarly {
-		if !req.IgnoreEOS {
-			forbid(logits, s.cfg.EOS)
-		}
-		forbid(logits, req.StopTokenIDs)
+		s.finishMask(st)
 	}
-	tok := st.sampler.Sample(logits, st.mask)
-	if tok < 0 || int(tok) >= s.vocab {
+	p := backend.Pick{TopIDs: st.pick.topIDs, TopLogprobs: st.pick.topLogprobs}
+	backend.HostSample(row, sp, &st.scratch, &p)
+	s.takePick(st, &p)
+}
+
+// takePick makes p (the host's or the device's sample of st's row) st's pick of this step.
+func (s *Scheduler) takePick(st *liveRequest, p *backend.Pick) {
+	st.pick = pick{tok: -1, topIDs: st.pick.topIDs[:0], topLogprobs: st.pick.topLogprobs[:0]}
+	switch {
+	case st.maskErr != nil:
+		st.pick.err = st.maskErr.Error()
+		return
+	case p.Token < 0 || int(p.Token) >= s.vocab:
 		st.pick.err = "the constraint allows no token"
 		return
 	}
-	st.pick.tok = tok
-	if req.Logprobs {
-		st.pick.logprob = sampling.LogSoftmaxAt(row, tok)
+	st.pick.tok = p.Token
+	if st.req.Logprobs {
+		st.pick.logprob = p.Logprob
 	}
-	if req.TopLogprobs > 0 {
-		st.pick.topIDs, st.pick.topLogprobs = sampling.TopLogprobs(row, req.TopLogprobs, st.pick.topIDs, st.pick.topLogprobs)
+	if st.req.TopLogprobs > 0 {
+		// Copied: a device's buffers live until its next step, the request's until it is read.
+		st.pick.topIDs = append(st.pick.topIDs, p.TopIDs...)
+		st.pick.topLogprobs = append(st.pick.topLogprobs, p.TopLogprobs...)
+	}
+}
+
+// fillSpec writes how st's next token is sampled into sp: its settings, the penalties' view of
+// its generation, the tokens it may not take yet and its seed and step. The slices are st's own
+// (its sampler's history, its mask), valid until st's next Accept.
+func (s *Scheduler) fillSpec(st *liveRequest, sp *backend.SampleSpec) {
+	req := st.req
+	p := st.sampler.Params()
+	h := st.sampler.History()
+	// EOS and stop ids are not allowed before MinNewTokens; under a constraint the mask says so
+	// (finishMask), without one they are banned here.
+	ban := st.ban[:0]
+	if st.mask == nil && st.generated() < req.MinNewTokens {
+		if !req.IgnoreEOS {
+			ban = append(ban, s.cfg.EOS...)
+		}
+		ban = append(ban, req.StopTokenIDs...)
+	}
+	st.ban = ban
+	*sp = backend.SampleSpec{
+		Temperature: p.Temperature, TopP: p.TopP, MinP: p.MinP, TopK: int32(p.TopK),
+		RepetitionPenalty: p.RepetitionPenalty, FrequencyPenalty: p.FrequencyPenalty, PresencePenalty: p.PresencePenalty,
+		Seen: h.Seen, Generated: h.Generated, GenCounts: h.GenCounts,
+		Bias: p.LogitBias, Ban: ban, Mask: st.mask,
+		Seed: st.sampler.Seed(), Step: st.sampler.Step(),
+		Logprob: req.Logprobs, TopLogprobs: req.TopLogprobs,
+	}
+}
+
+// finishMask sets the bits the scheduler decides in st's grammar mask once the constraint has
+// filled it: EOS only where the constraint can end (and not before MinNewTokens, nor with
+// IgnoreEOS), stop ids not before MinNewTokens.
+func (s *Scheduler) finishMask(st *liveRequest) {
+	req := st.req
+	early := st.generated() < req.MinNewTokens
+	eosOK := !req.IgnoreEOS && !early && req.Constraint.CanTerminate()
+	for _, id := range s.cfg.EOS {
+		setBit(st.mask, id, eosOK)
+	}
+	if early {
+		for _, id := range req.StopTokenIDs {
+			setBit(st.mask, id, false)
+		}
 	}
 }
 
@@ -198,13 +230,5 @@ func setBit(mask []uint64, id int32, on bool) {
 		mask[id/64] |= 1 << (uint(id) % 64)
 	} else {
 		mask[id/64] &^= 1 << (uint(id) % 64)
-	}
-}
-
-func forbid(logits []float32, ids []int32) {
-	for _, id := range ids {
-		if id >= 0 && int(id) < len(logits) {
-			logits[id] = float32(math.Inf(-1))
-		}
 	}
 }

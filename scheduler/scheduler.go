@@ -72,9 +72,13 @@ type liveRequest struct {
 	mutates   bool // sampling edits the row (penalties), so it samples from a copy
 	mask      []uint64
 	maskErr   error
-	scratch   []float32
-	pick      pick // this step's sample
-	prompt    promptScores
+	// spec is how this step samples (fillSpec), ban its banned ids and scratch the host
+	// sampler's buffers, all reused step to step.
+	spec    backend.SampleSpec
+	ban     []int32
+	scratch sampling.Scratch
+	pick    pick // this step's sample
+	prompt  promptScores
 	// received, scheduled and firstToken are when the request reached the rank, was first
 	// admitted and generated its first token (zero until then): its finish item's times.
 	received, scheduled, firstToken time.Time
@@ -87,8 +91,10 @@ func (s *liveRequest) generated() int { return len(s.tokens) - s.promptLen }
 // Scheduler is one device's continuous-batching loop state. It is not safe for concurrent use:
 // Add, Abort, Step, FailAll and Load run on one goroutine (the rank's loop).
 type Scheduler struct {
-	b         backend.Backend
-	argmax    backend.DeviceArgmax // b's, when it takes greedy picks itself
+	b      backend.Backend
+	argmax backend.DeviceArgmax // b's, when it takes greedy picks itself
+	// dev is b's, when it samples on the device: Step then never reads a row it does not need.
+	dev       backend.DeviceSampler
 	cfg       Config
 	vocab     int
 	bs        int
@@ -113,6 +119,7 @@ type Scheduler struct {
 	ids     []int32
 	lps     []float32
 	picks   []pickJob
+	specs   []backend.SampleSpec // this step's, for a DeviceSampler (one per batch entry)
 	// rowsCopy is this step's logits-row table when prompt logprobs replace entries (ownRows).
 	rowsCopy [][]float32
 	wg       sync.WaitGroup
@@ -146,12 +153,13 @@ func New(b backend.Backend, cfg Config) (*Scheduler, error) {
 	}
 	cfg.EOS = slices.Clone(cfg.EOS)
 	argmax, _ := b.(backend.DeviceArgmax)
+	dev, _ := b.(backend.DeviceSampler)
 	pool := newBlockPool(nb, bs)
 	if cfg.KVEvents {
 		pool.enableEvents(cfg.KVHashSeed)
 	}
 	return &Scheduler{
-		b: b, argmax: argmax, cfg: cfg, vocab: vocab, bs: bs, chunk: chunk,
+		b: b, argmax: argmax, dev: dev, cfg: cfg, vocab: vocab, bs: bs, chunk: chunk,
 		// Keep ~1% of the cache free when admitting next to running requests, so their decodes
 		// can grow without preempting what was just admitted.
 		watermark:      max(1, nb/100),
@@ -332,6 +340,7 @@ func (s *Scheduler) Stats() Stats { return s.stats }
 func (s *Scheduler) Step(ctx context.Context) (Output, error) {
 	s.schedule()
 	var rows [][]float32
+	var picks []backend.Pick
 	if len(s.batch.Seqs) > 0 {
 		// The masks for the tokens sampled after this forward depend only on what was accepted
 		// before it, so they are computed while the device runs.
@@ -342,12 +351,22 @@ func (s *Scheduler) Step(ctx context.Context) (Output, error) {
 			}
 		}
 		var err error
-		rows, err = s.b.Forward(ctx, &s.batch)
-		s.wg.Wait()
+		if s.dev != nil {
+			picks, rows, err = s.forwardSample(ctx)
+		} else {
+			rows, err = s.b.Forward(ctx, &s.batch)
+			s.wg.Wait()
+		}
 		if err != nil {
 			return Output{Load: s.Load()}, fmt.Errorf("scheduler rank %d: forward of %d sequences: %w", s.cfg.Rank, len(s.batch.Seqs), err)
 		}
-		if len(rows) != len(s.batch.Seqs) {
+		if s.dev != nil && len(picks) != len(s.batch.Seqs) {
+			return Output{Load: s.Load()}, fmt.Errorf("scheduler rank %d: backend returned %d picks for %d sequences",
+				s.cfg.Rank, len(picks), len(s.batch.Seqs))
+		}
+		if s.dev != nil && rows == nil {
+			rows = make([][]float32, 0) // no Seq asked for host rows
+		} else if len(rows) != len(s.batch.Seqs) {
 			return Output{Load: s.Load()}, fmt.Errorf("scheduler rank %d: backend returned %d logits rows for %d sequences",
 				s.cfg.Rank, len(rows), len(s.batch.Seqs))
 		}
@@ -363,17 +382,25 @@ func (s *Scheduler) Step(ctx context.Context) (Output, error) {
 	ids, lps := s.ids[:0], s.lps[:0]
 	for k, st := range s.inBatch {
 		if sq := &s.batch.Seqs[k]; sq.AllLogits {
-			if len(rows[k]) != len(sq.Tokens)*s.vocab {
+			if k >= len(rows) || len(rows[k]) != len(sq.Tokens)*s.vocab {
 				return Output{Load: s.Load()}, fmt.Errorf("scheduler rank %d: backend returned %d logits for a chunk of %d tokens", s.cfg.Rank, len(rows[k]), len(sq.Tokens))
 			}
 			last := s.scorePrompt(st, sq.Pos, len(sq.Tokens), rows[k])
-			if sq.Logits {
+			if sq.Logits && s.dev == nil {
 				rows = s.ownRows(rows)
 				rows[k] = last
 			}
 		}
 	}
-	s.sampleAll(rows)
+	if s.dev != nil {
+		for k, st := range s.inBatch {
+			if s.batch.Seqs[k].Logits {
+				s.takePick(st, &picks[k])
+			}
+		}
+	} else {
+		s.sampleAll(rows)
+	}
 	finished := false
 	for k, st := range s.inBatch {
 		n := len(s.batch.Seqs[k].Tokens)
@@ -408,6 +435,36 @@ func (s *Scheduler) Step(ctx context.Context) (Output, error) {
 	}
 	s.items, s.ids, s.lps = items, ids, lps
 	return Output{Items: items, Load: s.Load(), KVEvents: s.pool.takeEvents()}, nil
+}
+
+// forwardSample runs the step on a DeviceSampler: every sampling request's spec, the forward,
+// the device's picks. The masks callback waits for fillMask and finishes the masks; it runs at
+// most once, and Step's own call covers a backend that failed before calling it.
+func (s *Scheduler) forwardSample(ctx context.Context) ([]backend.Pick, [][]float32, error) {
+	specs := s.specs[:0]
+	for k, st := range s.inBatch {
+		specs = append(specs, backend.SampleSpec{})
+		if s.batch.Seqs[k].Logits {
+			s.fillSpec(st, &specs[k])
+		}
+	}
+	s.specs = specs
+	waited := false
+	masks := func() {
+		if waited {
+			return
+		}
+		waited = true
+		s.wg.Wait()
+		for k, st := range s.inBatch {
+			if s.batch.Seqs[k].Logits && st.mask != nil && st.maskErr == nil {
+				s.finishMask(st)
+			}
+		}
+	}
+	picks, rows, err := s.dev.ForwardSample(ctx, &s.batch, specs, masks)
+	masks()
+	return picks, rows, err
 }
 
 // fillMask computes st's allowed tokens on its own goroutine; a panicking constraint fails only

@@ -438,14 +438,30 @@ type failing struct {
 }
 
 func (f *failing) Forward(ctx context.Context, b *backend.Batch) ([][]float32, error) {
+	if err := f.fail(); err != nil {
+		return nil, err
+	}
+	return f.Runner.Forward(ctx, b)
+}
+
+// ForwardSample fails as Forward does, having called masks as a device would.
+func (f *failing) ForwardSample(ctx context.Context, b *backend.Batch, specs []backend.SampleSpec, masks func()) ([]backend.Pick, [][]float32, error) {
+	if err := f.fail(); err != nil {
+		masks()
+		return nil, nil, err
+	}
+	return f.Runner.ForwardSample(ctx, b, specs, masks)
+}
+
+func (f *failing) fail() error {
 	if f.after == 0 {
 		if f.once {
 			f.after = -1
 		}
-		return nil, errors.New("device lost")
+		return errors.New("device lost")
 	}
 	f.after--
-	return f.Runner.Forward(ctx, b)
+	return nil
 }
 
 // TestStepRetriesAfterForwardError: a failed step generates nothing, and stepping again carries
@@ -603,15 +619,19 @@ func TestRandomWorkloads(t *testing.T) {
 }
 
 // TestParallelSamplingMatchesSequential runs one mixed batch (greedy, seeded random, penalties,
-// logprobs, constraints, min_new_tokens) with sampling forced onto several goroutines and forced
-// onto one, and with the backend's device argmax hidden: every request's output must be
-// identical.
+// logprobs, constraints, min_new_tokens) with host sampling forced onto several goroutines and
+// forced onto one, with the backend's device argmax hidden, and sampled by the backend
+// (DeviceSampler): every request's output must be identical.
 func TestParallelSamplingMatchesSequential(t *testing.T) {
 	const vocab, n = 512, 48
 	gen := func(parallelFloats int, hideArgmax bool) map[string]*result {
-		var b backend.Backend = newReplay(t, vocab, 256, 8)
-		if hideArgmax {
-			b = hostOnly{b}
+		r := newReplay(t, vocab, 256, 8)
+		var b backend.Backend = hostArgmax{r, r}
+		switch {
+		case hideArgmax:
+			b = hostOnly{r}
+		case parallelFloats < 0:
+			b = r // the runner's DeviceSampler: the same host sampler, called by the backend
 		}
 		s := newScheduler(t, b, Config{MaxRunning: n, MaxPrefillTokens: 256, EOS: []int32{7}})
 		s.parallelFloats = parallelFloats
@@ -638,10 +658,10 @@ func TestParallelSamplingMatchesSequential(t *testing.T) {
 		checkDrained(t, s)
 		return results
 	}
-	cont, par, host := gen(math.MaxInt, false), gen(1, false), gen(1, true)
+	cont, par, host, dev := gen(math.MaxInt, false), gen(1, false), gen(1, true), gen(-1, false)
 	for i := range n {
 		a := cont[rid(i)]
-		for _, b := range []*result{par[rid(i)], host[rid(i)]} {
+		for _, b := range []*result{par[rid(i)], host[rid(i)], dev[rid(i)]} {
 			wantIDs(t, rid(i), b.ids, a.ids)
 			if !slices.Equal(a.logprobs, b.logprobs) || a.last.FinishReason != b.last.FinishReason || a.last.MatchedStopToken != b.last.MatchedStopToken {
 				t.Fatalf("%s: sequential %+v, other %+v", rid(i), a.last, b.last)
@@ -650,18 +670,24 @@ func TestParallelSamplingMatchesSequential(t *testing.T) {
 	}
 }
 
-// hostOnly hides a backend's DeviceArgmax: the sampler scans every row.
+// hostOnly hides a backend's DeviceArgmax and DeviceSampler: the scheduler samples every row.
 type hostOnly struct{ backend.Backend }
 
-// nanRows hands out rows of NaN but keeps the replay runner's device argmax: only a pick that
-// never reads its row can follow the replay sequence.
+// hostArgmax hides a backend's DeviceSampler but keeps its DeviceArgmax.
+type hostArgmax struct {
+	backend.Backend
+	backend.DeviceArgmax
+}
+
+// nanRows hands out rows of NaN but keeps the replay runner's device argmax (and hides its
+// DeviceSampler): only a pick that never reads its row can follow the replay sequence.
 type nanRows struct {
-	*replay.Runner
+	hostArgmax
 	nan []float32
 }
 
 func (n *nanRows) Forward(ctx context.Context, b *backend.Batch) ([][]float32, error) {
-	rows, err := n.Runner.Forward(ctx, b)
+	rows, err := n.Backend.Forward(ctx, b)
 	for i, r := range rows {
 		if r != nil {
 			rows[i] = n.nan
@@ -678,7 +704,8 @@ func TestDeviceArgmaxServesPlainGreedy(t *testing.T) {
 	for i := range nan {
 		nan[i] = float32(math.NaN())
 	}
-	s := newScheduler(t, &nanRows{newReplay(t, vocab, 128, 8), nan}, Config{MaxRunning: n, MaxPrefillTokens: 256})
+	r := newReplay(t, vocab, 128, 8)
+	s := newScheduler(t, &nanRows{hostArgmax{r, r}, nan}, Config{MaxRunning: n, MaxPrefillTokens: 256})
 	for i := range n {
 		mustAdd(t, s, &Request{RID: rid(i), InputIDs: prompt(i, 1+i%7, vocab), MaxNewTokens: 10, Sampling: greedy(), Logprobs: i == 0})
 	}

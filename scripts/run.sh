@@ -2,11 +2,14 @@
 # Starts the engine on one host: one schedulerd per DP rank, detokd (unless SKIP_DETOKENIZATION or
 # SKIP_TOKENIZER_INIT), and tokenizerd with its workers, run by bin/procfile, which restarts any
 # process that exits (with backoff) and has no control port. Settings come from the environment,
-# with the defaults below; every binary also reads them itself.
+# with the defaults below; every binary also reads them itself. MODEL (make run MODEL=DIR_OR_GGUF)
+# is MODEL_PATH's short name. A process that refuses to start (exit status 78: a configuration
+# error such as a bad model path, device or flag value, or a port in use) stops the engine, and
+# this script exits 78 after the runner's line saying which process and why.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export LLMSERVE_BIN=${LLMSERVE_BIN:-./bin}
-export MODEL_PATH=${MODEL_PATH:-models/pico}
+export MODEL_PATH=${MODEL_PATH:-${MODEL:-models/pico}}
 export HOST=${HOST:-127.0.0.1}
 export PORT=${PORT:-30000}
 export LLMSERVE_PORT=$PORT
@@ -22,7 +25,7 @@ mkdir -p "$LLMSERVE_RUN_DIR" && chmod 700 "$LLMSERVE_RUN_DIR"
 exec 9>>"$LLMSERVE_RUN_DIR/run.lock"
 if ! flock -n 9; then
   echo "run: $LLMSERVE_RUN_DIR is in use by another engine (make run with PORT=$PORT?); stop it, or set PORT or LLMSERVE_RUN_DIR" >&2
-  exit 1
+  exit 78
 fi
 procfile="$LLMSERVE_RUN_DIR/Procfile"
 : >"$procfile"
@@ -33,5 +36,11 @@ if [ "$SKIP_DETOKENIZATION" != true ] && [ "$SKIP_TOKENIZER_INIT" != true ]; the
   grep '^detokd:' Procfile >>"$procfile"
 fi
 grep '^tokenizerd:' Procfile >>"$procfile"
-echo "run: $procfile (run dir $LLMSERVE_RUN_DIR), serving $MODEL_PATH on http://$HOST:$PORT"
+msg="run: $procfile (run dir $LLMSERVE_RUN_DIR), serving $MODEL_PATH on http://$HOST:$PORT"
+if [ "${LOG_FORMAT:-text}" = json ]; then
+  # One stream of JSON lines: the runner passes the processes' through and writes its own as JSON.
+  printf '{"time":"%s","level":"INFO","msg":"%s","proc":"run"}\n' "$(date -u +%Y-%m-%dT%H:%M:%S.%NZ)" "${msg//\"/\\\"}"
+else
+  echo "$msg"
+fi
 exec "$LLMSERVE_BIN/procfile" "$procfile"

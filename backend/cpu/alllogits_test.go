@@ -14,7 +14,7 @@ import (
 func TestAllLogits(t *testing.T) {
 	ref := loadReference(t, "qwen3")
 	m := loadFixture(t, "qwen3", "config.json")
-	b := newTestBackend(t, m, Options{NumBlocks: 64, BlockSize: 16, Threads: 2})
+	b := newTestBackend(t, m, backend.Options{NumBlocks: 64, BlockSize: 16, Tuning: Tuning{Threads: 2}})
 	prompt := ref.Prompts[0].InputIDs
 	n := len(prompt)
 	vocab := b.VocabSize()

@@ -71,7 +71,7 @@ func BenchmarkPrefill(b *testing.B) {
 			m := benchModel(b, name)
 			bs := DefaultBlockSize
 			nBlocks := (promptLen + bs - 1) / bs
-			be, err := New(m, Options{NumBlocks: nBlocks})
+			be, err := New(m, backend.Options{NumBlocks: nBlocks})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -100,12 +100,12 @@ func BenchmarkPrefill(b *testing.B) {
 func BenchmarkDecode(b *testing.B) {
 	const ctxLen, window = 64, 128
 	for _, name := range benchModels {
-		for _, batchSize := range []int{1, 16} {
+		for _, batchSize := range []int{1, 16, 64} {
 			b.Run(fmt.Sprintf("%s/batch%d/%s", name, batchSize, gemm.Impl()), func(b *testing.B) {
 				m := benchModel(b, name)
 				bs := DefaultBlockSize
 				perSeq := window / bs
-				be, err := New(m, Options{NumBlocks: batchSize * perSeq})
+				be, err := New(m, backend.Options{NumBlocks: batchSize * perSeq})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -177,7 +177,7 @@ func BenchmarkAttention(b *testing.B) {
 		for _, p := range tc.paths {
 			b.Run(fmt.Sprintf("%s/ctx%d/%s/%s", tc.name, ctxLen, p.name, gemm.Impl()), func(b *testing.B) {
 				perSeq := ctxLen / DefaultBlockSize
-				be, err := New(m, Options{NumBlocks: tc.seqs * perSeq})
+				be, err := New(m, backend.Options{NumBlocks: tc.seqs * perSeq})
 				if err != nil {
 					b.Fatal(err)
 				}

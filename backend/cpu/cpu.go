@@ -10,10 +10,14 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/llmserve/llmserve/backend"
+	"github.com/llmserve/llmserve/backend/cpu/gemm"
 	"github.com/llmserve/llmserve/backend/cpu/linear"
 	"github.com/llmserve/llmserve/internal/parallel"
 	"github.com/llmserve/llmserve/model"
@@ -27,25 +31,41 @@ const DefaultBlockSize = 16
 // products over the blocks, where a matrix product would not amortise its setup.
 const gemmAttentionMinTokens = 8
 
-// Options configures a Backend.
-type Options struct {
-	// NumBlocks is the size of the KV pool. When 0, it is derived from KVCacheBytes.
-	NumBlocks int
-	// KVCacheBytes is the memory budget for keys and values of all layers, used when NumBlocks
-	// is 0.
-	KVCacheBytes int64
-	// BlockSize is the number of positions per block (DefaultBlockSize when 0).
-	BlockSize int
-	// KVCacheDType is the KV cache's element type (KVAuto: follow the weights).
-	KVCacheDType KVDType
-	// Threads bounds the goroutines used for attention and element-wise work (GOMAXPROCS when
-	// 0): attention, element-wise work and the weight projections (package linear), except
-	// OpenBLAS's own threads in the widened prefill products.
+// Tuning is the CPU backend's own settings, passed as backend.Options.Tuning (a Tuning or a
+// *Tuning; nil for the defaults).
+type Tuning struct {
+	// Threads bounds the goroutines used for attention, element-wise work and the weight
+	// projections (package linear), except OpenBLAS's own threads in the widened prefill
+	// products; GOMAXPROCS when 0.
 	Threads int
 	// BF16Activations rounds the activations that BF16 weights multiply to BF16, as llama.cpp
 	// does: on CPUs with AVX512_BF16 batched decode and prefill run up to twice as fast, but a
 	// sequence's results then depend on the batch it runs in (see package linear).
 	BF16Activations bool
+	// Kernels names the kernel set of the weight products (linear.KernelSets: "avx512bf16",
+	// "avx512", "avx2", "go"); "" picks the fastest this machine runs. With "go" attention
+	// runs without SIMD as well, so the whole forward is portable Go (tests compare the sets).
+	Kernels string
+}
+
+// tuning reads opts.Tuning.
+func tuning(opts *backend.Options) (Tuning, error) {
+	switch t := opts.Tuning.(type) {
+	case nil:
+		return Tuning{}, nil
+	case Tuning:
+		return t, nil
+	case *Tuning:
+		if t == nil {
+			return Tuning{}, nil
+		}
+		return *t, nil
+	}
+	return Tuning{}, fmt.Errorf("tuning of type %T is not the CPU backend's (cpu.Tuning)", opts.Tuning)
+}
+
+func init() {
+	backend.Register("cpu", func(m *model.Model, opts backend.Options) (backend.Backend, error) { return New(m, opts) })
 }
 
 // Stats counts work done by Forward since the backend was made or ResetStats was called.
@@ -81,16 +101,53 @@ type Backend struct {
 	x, xn, qkv, attn, gu []float32
 	sel, logits          []float32
 	// mul multiplies activations by the weight matrices (project).
-	mul     linear.Multiplier
-	rowPos  []int
-	rowSeq  []int
-	workers []attnScratch
+	mul    linear.Multiplier
+	rowPos []int
+	rowSeq []int
+	// groups are this step's row groups of the layers' products, headGroups the LM head's.
+	groups, headGroups []rowGroup
+	workers            []attnScratch
+
+	// kvPlan is how the KV pool was sized (for the start-up log).
+	kvPlan backend.KVPlan
 
 	stats  Stats
 	closed bool
 }
 
 var _ backend.Backend = (*Backend)(nil)
+
+// LogAttrs are the backend's settings for the start-up log (log/slog key-value pairs).
+func (b *Backend) LogAttrs() []any {
+	return []any{"kv_dtype", b.kv.typ, "threads", b.threads, "gemm", gemm.Impl(), "blas_core", gemm.Core(),
+		"kernels", linear.Kernels(), "bf16_activations", b.mul.BF16Activations}
+}
+
+// KVPlan says how the KV pool was sized.
+func (b *Backend) KVPlan() backend.KVPlan { return b.kvPlan }
+
+// availableRAM is the memory the kernel reports available (MemAvailable in /proc/meminfo:
+// free memory plus what it can reclaim), read when the backend is made, so after the weights
+// were loaded (package model copies them out of the files it maps, so they are not counted as
+// reclaimable).
+func availableRAM() (int64, error) {
+	data, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0, fmt.Errorf("read available memory: %w", err)
+	}
+	for line := range strings.Lines(string(data)) {
+		if rest, ok := strings.CutPrefix(line, "MemAvailable:"); ok {
+			f := strings.Fields(rest)
+			if len(f) == 2 && f[1] == "kB" {
+				if kb, err := strconv.ParseInt(f[0], 10, 64); err == nil {
+					return kb << 10, nil
+				}
+			}
+			return 0, fmt.Errorf("/proc/meminfo: unreadable line %q", strings.TrimSpace(line))
+		}
+	}
+	return 0, errors.New("/proc/meminfo has no MemAvailable line")
+}
 
 // attnScratch is one attention worker's private buffers.
 type attnScratch struct {
@@ -99,8 +156,10 @@ type attnScratch struct {
 	block []float32
 }
 
-// New allocates the KV cache for m and returns a backend ready to run it.
-func New(m *model.Model, opts Options) (*Backend, error) {
+// New allocates the KV cache for m and returns a backend ready to run it. The KV pool takes
+// opts.NumBlocks blocks, or what opts.KVCacheBytes holds, or opts.KVCacheFraction of the RAM
+// available now (after the weights are loaded; see availableRAM).
+func New(m *model.Model, opts backend.Options) (*Backend, error) {
 	if m == nil {
 		return nil, errors.New("cpu backend: nil model")
 	}
@@ -111,31 +170,38 @@ func New(m *model.Model, opts Options) (*Backend, error) {
 	if err := checkWeights(m); err != nil {
 		return nil, fmt.Errorf("cpu backend: %w", err)
 	}
-	if opts.BlockSize < 0 || opts.NumBlocks < 0 || opts.KVCacheBytes < 0 || opts.Threads < 0 {
-		return nil, fmt.Errorf("cpu backend: negative option in %+v", opts)
+	if err := opts.Validate(); err != nil {
+		return nil, fmt.Errorf("cpu backend: %w", err)
+	}
+	if opts.Device != 0 {
+		return nil, fmt.Errorf("cpu backend: device index %d: the CPU is one device", opts.Device)
+	}
+	tune, err := tuning(&opts)
+	if err != nil {
+		return nil, fmt.Errorf("cpu backend: %w", err)
+	}
+	if tune.Threads < 0 {
+		return nil, fmt.Errorf("cpu backend: negative thread count %d", tune.Threads)
 	}
 	bs := opts.BlockSize
 	if bs == 0 {
 		bs = DefaultBlockSize
 	}
-	kvType, err := opts.KVCacheDType.resolve(m)
+	kvType, err := resolveKVDType(opts.KVCacheDType, m)
 	if err != nil {
 		return nil, fmt.Errorf("cpu backend: %w", err)
 	}
 	perBlock := cfg.NumKVHeads * bs * cfg.HeadDim // elements per block per layer for K (and for V)
-	numBlocks := opts.NumBlocks
-	if numBlocks == 0 {
-		bytesPerBlock := int64(2*cfg.NumLayers*perBlock) * int64(kvType.elemBytes())
-		numBlocks = int(opts.KVCacheBytes / bytesPerBlock)
-		if numBlocks == 0 {
-			return nil, fmt.Errorf("cpu backend: KV budget of %d bytes holds no block of %d bytes; set NumBlocks or KVCacheBytes",
-				opts.KVCacheBytes, bytesPerBlock)
-		}
+	bytesPerBlock := int64(2*cfg.NumLayers*perBlock) * int64(kvType.ElemBytes())
+	plan, err := opts.KVBlocks(bytesPerBlock, availableRAM)
+	if err != nil {
+		return nil, fmt.Errorf("cpu backend: %w", err)
 	}
+	numBlocks := plan.Blocks
 	if numBlocks > math.MaxInt32 || int64(numBlocks)*int64(perBlock) > math.MaxInt/2 {
 		return nil, fmt.Errorf("cpu backend: %d blocks is too many", numBlocks)
 	}
-	threads := opts.Threads
+	threads := tune.Threads
 	if threads == 0 {
 		threads = runtime.GOMAXPROCS(0)
 	}
@@ -145,7 +211,14 @@ func New(m *model.Model, opts Options) (*Backend, error) {
 		kv:      newKVCache(kvType, cfg.NumLayers, numBlocks*perBlock),
 		rope:    newRopeTable(cfg),
 		workers: make([]attnScratch, threads),
-		mul:     linear.Multiplier{Threads: threads, BF16Activations: opts.BF16Activations},
+		mul:     linear.Multiplier{Threads: threads, BF16Activations: tune.BF16Activations},
+		kvPlan:  plan,
+	}
+	if err := b.mul.UseKernels(tune.Kernels); err != nil {
+		return nil, fmt.Errorf("cpu backend: %w", err)
+	}
+	if tune.Kernels == "go" {
+		b.simd = false
 	}
 	b.prefault()
 	return b, nil
@@ -158,8 +231,8 @@ func (b *Backend) prefault() {
 	b.parallelRows(2*b.kv.layers(), 1<<15, b.kv.touch)
 }
 
-// KVCacheDType is the KV cache's element type (never KVAuto).
-func (b *Backend) KVCacheDType() KVDType { return b.kv.typ }
+// KVCacheDType is the KV cache's element type (never backend.KVAuto).
+func (b *Backend) KVCacheDType() backend.KVDType { return b.kv.typ }
 
 // NumBlocks is the number of KV blocks in the pool.
 func (b *Backend) NumBlocks() int { return b.numBlocks }
@@ -261,6 +334,7 @@ func (b *Backend) Forward(ctx context.Context, batch *backend.Batch) ([][]float3
 		}
 	}
 
+	b.groups = b.rowGroups(b.groups, len(spans), func(i int) int { return spans[i].n })
 	for l := range b.m.Layers {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("cpu forward: %w", err)
@@ -286,7 +360,7 @@ func (b *Backend) layer(l int, spans []seqSpan, rows int) {
 	b.parallelRows(rows, h, func(r int) {
 		rmsNorm(b.xn[r*h:(r+1)*h], b.x[r*h:(r+1)*h], w.InputNorm, eps)
 	})
-	b.project(w.QKV, rows, b.xn, h, b.qkv, qkvDim, false)
+	b.project(w.QKV, b.groups, b.xn, h, b.qkv, qkvDim, false)
 
 	// Per row: bias, per-head norm, rotation, then the row's K and V go into its cache slot.
 	bs, nkv := b.blockSize, cfg.NumKVHeads
@@ -319,19 +393,19 @@ func (b *Backend) layer(l int, spans []seqSpan, rows int) {
 
 	b.attention(l, spans)
 
-	b.project(w.O, rows, b.attn, qDim, b.x, h, true)
+	b.project(w.O, b.groups, b.attn, qDim, b.x, h, true)
 	if w.OBias != nil {
 		addBias(b.x, rows, h, w.OBias)
 	}
 	b.parallelRows(rows, h, func(r int) {
 		rmsNorm(b.xn[r*h:(r+1)*h], b.x[r*h:(r+1)*h], w.PostAttnNorm, eps)
 	})
-	b.project(w.GateUp, rows, b.xn, h, b.gu, 2*inter, false)
+	b.project(w.GateUp, b.groups, b.xn, h, b.gu, 2*inter, false)
 	b.parallelRows(rows, inter, func(r int) {
 		row := b.gu[r*2*inter : (r+1)*2*inter]
 		swiGLU(row[:inter], row[inter:])
 	})
-	b.project(w.Down, rows, b.gu, 2*inter, b.x, h, true)
+	b.project(w.Down, b.groups, b.gu, 2*inter, b.x, h, true)
 }
 
 // finish applies the final norm and the LM head to the last row of every sequence that asked
@@ -367,7 +441,13 @@ func (b *Backend) finish(spans []seqSpan) [][]float32 {
 			j++
 		}
 	}
-	b.project(b.m.LMHead, total, b.sel, h, b.logits, vocab, false)
+	b.headGroups = b.rowGroups(b.headGroups, len(want), func(j int) int {
+		if spans[want[j]].seq.AllLogits {
+			return spans[want[j]].n
+		}
+		return 1
+	})
+	b.project(b.m.LMHead, b.headGroups, b.sel, h, b.logits, vocab, false)
 	j = 0
 	for _, i := range want {
 		k := 1

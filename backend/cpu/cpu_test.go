@@ -37,7 +37,7 @@ func consistencyTol(b *Backend) float64 {
 	if b.mul.BF16Activations && b.m.Layers[0].QKV.Type == quant.BF16 {
 		return bf16ActTol
 	}
-	if b.KVCacheDType() == KVF32 {
+	if b.KVCacheDType() == backend.KVF32 {
 		return fp32Tol
 	}
 	return kv16Tol
@@ -55,21 +55,21 @@ func tolerance(ref reference) float64 {
 func checkAgainstReference(t *testing.T, ref reference, p int, s *seqRun) {
 	t.Helper()
 	want := ref.Prompts[p]
-	d := relDiff(t, s.prefill, want.LastLogits)
+	d := relDiff(t, s.Prefill, want.LastLogits)
 	if d > tolerance(ref) {
 		t.Errorf("prompt %d (len %d): last logits differ by %.3g of max |logit|", p, len(want.InputIDs), d)
 	}
 	if testing.Verbose() {
 		t.Logf("prompt %d (len %d, chunk %d): last logits within %.2g; greedy %d/%d ids equal", p, len(want.InputIDs),
-			s.chunk, d, countEqual(s.generated, want.GreedyNewIDs), len(want.GreedyNewIDs))
+			s.Chunk, d, countEqual(s.Generated, want.GreedyNewIDs), len(want.GreedyNewIDs))
 	}
 	if ref.DType == "bfloat16" || want.MinTop2Gap <= clearGap {
 		// The reference's path has a near-tie (or bf16 rounding), so any order of summation may
 		// legitimately pick the other token; only the logits are comparable.
 		return
 	}
-	if !slices.Equal(s.generated, want.GreedyNewIDs) {
-		t.Errorf("prompt %d (len %d): greedy ids\n got %v\nwant %v", p, len(want.InputIDs), s.generated, want.GreedyNewIDs)
+	if !slices.Equal(s.Generated, want.GreedyNewIDs) {
+		t.Errorf("prompt %d (len %d): greedy ids\n got %v\nwant %v", p, len(want.InputIDs), s.Generated, want.GreedyNewIDs)
 	}
 }
 
@@ -92,13 +92,13 @@ func TestMatchesReference(t *testing.T) {
 				{7, 1, 5, haveSIMD},
 			} {
 				t.Run(fmt.Sprintf("%s/%s/block%d/gemmattn%d/tile%d/simd%v", name, configFile, v.blockSize, min(v.attnGEMMMin, 99), v.attnTile, v.simd), func(t *testing.T) {
-					b := newTestBackend(t, m, Options{NumBlocks: 600, BlockSize: v.blockSize, Threads: 2})
+					b := newTestBackend(t, m, backend.Options{NumBlocks: 600, BlockSize: v.blockSize, Tuning: Tuning{Threads: 2}})
 					b.attnGEMMMin, b.attnTile, b.simd = v.attnGEMMMin, v.attnTile, v.simd
 					pool := newBlockPool(b.NumBlocks(), 7)
 					for p, prompt := range ref.Prompts {
 						first := newSeqRun(prompt.InputIDs[:1], 0, 0, 0)
 						runSeqs(t, b, pool, []*seqRun{first})
-						if d := relDiff(t, first.prefill, prompt.FirstLogits); d > tolerance(ref) {
+						if d := relDiff(t, first.Prefill, prompt.FirstLogits); d > tolerance(ref) {
 							t.Errorf("prompt %d: first logits differ by %.3g of max |logit|", p, d)
 						}
 						for _, chunk := range []int{0, 1, 5, 16} {
@@ -134,7 +134,7 @@ func TestBatchedMatchesAlone(t *testing.T) {
 // batchedMatchesAlone is one case of TestBatchedMatchesAlone.
 func batchedMatchesAlone(t *testing.T, name string, m *model.Model, bf16Acts bool) {
 	ref := loadReference(t, name)
-	b := newTestBackend(t, m, Options{NumBlocks: 200, Threads: 2, BF16Activations: bf16Acts})
+	b := newTestBackend(t, m, backend.Options{NumBlocks: 200, Tuning: Tuning{Threads: 2, BF16Activations: bf16Acts}})
 	pool := newBlockPool(b.NumBlocks(), 11)
 	chunks := []int{16, 5, 0, 1}
 	starts := []int{3, 0, 5, 1}
@@ -151,15 +151,15 @@ func batchedMatchesAlone(t *testing.T, name string, m *model.Model, bf16Acts boo
 	for i, s := range batched {
 		p := i / 2
 		checkAgainstReference(t, ref, p, s)
-		if d := relDiff(t, s.prefill, solo[i].prefill); d > consistencyTol(b) {
+		if d := relDiff(t, s.Prefill, solo[i].Prefill); d > consistencyTol(b) {
 			t.Errorf("seq %d: batched prefill logits differ from solo by %.3g", i, d)
 		}
-		if ref.Prompts[p].MinTop2Gap > clearGap && !slices.Equal(s.generated, solo[i].generated) {
-			t.Errorf("seq %d: batched greedy ids %v, solo %v", i, s.generated, solo[i].generated)
+		if ref.Prompts[p].MinTop2Gap > clearGap && !slices.Equal(s.Generated, solo[i].Generated) {
+			t.Errorf("seq %d: batched greedy ids %v, solo %v", i, s.Generated, solo[i].Generated)
 		}
 	}
-	if len(pool.free) != b.NumBlocks() {
-		t.Errorf("%d blocks leaked", b.NumBlocks()-len(pool.free))
+	if pool.Free() != b.NumBlocks() {
+		t.Errorf("%d blocks leaked", b.NumBlocks()-pool.Free())
 	}
 }
 
@@ -172,7 +172,7 @@ func TestPico(t *testing.T) {
 	}
 	// "def fibonacci(n):\n" under models/pico/tokenizer.json: def, Ġf, ib, on, ac, ci, (n, ):Ċ.
 	prompt := []int32{328, 287, 576, 265, 1349, 2768, 618, 330}
-	b := newTestBackend(t, m, Options{NumBlocks: 64, Threads: 2})
+	b := newTestBackend(t, m, backend.Options{NumBlocks: 64, Tuning: Tuning{Threads: 2}})
 	pool := newBlockPool(b.NumBlocks(), 3)
 	const steps = 32
 	first := newSeqRun(prompt, 0, steps, 0)
@@ -180,20 +180,20 @@ func TestPico(t *testing.T) {
 	again := newSeqRun(prompt, 3, steps, 0)
 	other := newSeqRun([]int32{1, 872, 198}, 0, steps, 1)
 	runSeqs(t, b, pool, []*seqRun{again, other})
-	if !slices.Equal(first.generated, again.generated) {
-		t.Errorf("generation changed between runs:\n%v\n%v", first.generated, again.generated)
+	if !slices.Equal(first.Generated, again.Generated) {
+		t.Errorf("generation changed between runs:\n%v\n%v", first.Generated, again.Generated)
 	}
-	if d := relDiff(t, again.prefill, first.prefill); d > consistencyTol(b) {
+	if d := relDiff(t, again.Prefill, first.Prefill); d > consistencyTol(b) {
 		t.Errorf("chunked, batched prefill logits differ from whole prefill by %.3g", d)
 	}
 	distinct := map[int32]bool{}
-	for _, id := range first.generated {
+	for _, id := range first.Generated {
 		distinct[id] = true
 	}
 	if len(distinct) < 4 {
-		t.Errorf("degenerate generation, only %d distinct tokens: %v", len(distinct), first.generated)
+		t.Errorf("degenerate generation, only %d distinct tokens: %v", len(distinct), first.Generated)
 	}
-	t.Logf("pico greedy ids: %v", first.generated)
+	t.Logf("pico greedy ids: %v", first.Generated)
 }
 
 func countEqual(a, b []int32) int {
@@ -214,13 +214,13 @@ func TestPrefixReuse(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ref := loadReference(t, name)
 			m := loadFixture(t, name, "config.json")
-			b := newTestBackend(t, m, Options{NumBlocks: 64, BlockSize: 8})
+			b := newTestBackend(t, m, backend.Options{NumBlocks: 64, BlockSize: 8})
 			pool := newBlockPool(b.NumBlocks(), 5)
 			const p = 3 // the 200-token prompt
 			prompt := ref.Prompts[p].InputIDs
 			ownerTable := make([]int32, (len(prompt)+7)/8)
 			for i := range ownerTable {
-				ownerTable[i] = pool.take(t)
+				ownerTable[i] = pool.Take(t)
 			}
 			if _, err := b.Forward(context.Background(), &backend.Batch{Seqs: []backend.Seq{
 				{Tokens: prompt, BlockTable: ownerTable},
@@ -229,8 +229,8 @@ func TestPrefixReuse(t *testing.T) {
 			}
 			const sharedBlocks = 13 // positions [0, 104)
 			sharer := newSeqRun(prompt, 16, len(ref.Prompts[p].GreedyNewIDs), 0)
-			sharer.fed = sharedBlocks * 8
-			sharer.table = slices.Clone(ownerTable[:sharedBlocks])
+			sharer.Fed = sharedBlocks * 8
+			sharer.Table = slices.Clone(ownerTable[:sharedBlocks])
 			runSeqs(t, b, pool, []*seqRun{sharer})
 			checkAgainstReference(t, ref, p, sharer)
 		})

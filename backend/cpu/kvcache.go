@@ -2,97 +2,46 @@ package cpu
 
 import (
 	"fmt"
-	"strings"
+
+	"github.com/llmserve/llmserve/backend"
 
 	"github.com/llmserve/llmserve/backend/cpu/linear"
 	"github.com/llmserve/llmserve/model"
 	"github.com/llmserve/llmserve/quant"
 )
 
-// KVDType is the element type the KV cache stores keys and values in.
-type KVDType int
-
-// The KV cache types. A 16-bit cache halves the bytes attention reads per position; keys and
-// values are rounded to nearest even when stored and widened exactly when read.
-const (
-	// KVAuto follows the weights: BF16 weights give a BF16 cache, F16 (and quantized, as
-	// llama.cpp does) an F16 cache, F32 an F32 cache.
-	KVAuto KVDType = iota
-	KVF32
-	KVBF16
-	KVF16
-)
-
-// ParseKVDType reads a --kv-cache-dtype value: auto, bf16, f16 or f32 (case-insensitive).
-func ParseKVDType(s string) (KVDType, error) {
-	switch strings.ToLower(s) {
-	case "auto", "":
-		return KVAuto, nil
-	case "f32", "float32":
-		return KVF32, nil
-	case "bf16", "bfloat16":
-		return KVBF16, nil
-	case "f16", "float16":
-		return KVF16, nil
-	}
-	return 0, fmt.Errorf("kv cache dtype %q: want auto, bf16, f16 or f32", s)
-}
-
-// String is the flag spelling.
-func (d KVDType) String() string {
+// resolveKVDType turns backend.KVAuto into the concrete type for m's weights.
+func resolveKVDType(d backend.KVDType, m *model.Model) (backend.KVDType, error) {
 	switch d {
-	case KVAuto:
-		return "auto"
-	case KVF32:
-		return "f32"
-	case KVBF16:
-		return "bf16"
-	case KVF16:
-		return "f16"
-	}
-	return fmt.Sprintf("KVDType(%d)", int(d))
-}
-
-// resolve turns KVAuto into the concrete type for m's weights.
-func (d KVDType) resolve(m *model.Model) (KVDType, error) {
-	switch d {
-	case KVF32, KVBF16, KVF16:
+	case backend.KVF32, backend.KVBF16, backend.KVF16:
 		return d, nil
-	case KVAuto:
+	case backend.KVAuto:
 		switch t := m.Layers[0].QKV.Type; {
 		case t == quant.BF16:
-			return KVBF16, nil
+			return backend.KVBF16, nil
 		case t == quant.F32:
-			return KVF32, nil
+			return backend.KVF32, nil
 		default:
-			return KVF16, nil
+			return backend.KVF16, nil
 		}
 	}
 	return 0, fmt.Errorf("unknown kv cache dtype %d", int(d))
-}
-
-// elemBytes is the size of one cached element.
-func (d KVDType) elemBytes() int {
-	if d == KVF32 {
-		return 4
-	}
-	return 2
 }
 
 // kvCache holds, per layer, keys and values as [block][kv head][position in block][head dim],
 // in float32 (f32) or as 16-bit floats (half, with typ BF16 or F16). Exactly one of the pairs
 // is allocated.
 type kvCache struct {
-	typ          KVDType
+	typ          backend.KVDType
 	kF32, vF32   [][]float32
 	kHalf, vHalf [][]uint16
 	half         quant.Type // BF16 or F16 when typ is 16-bit
 }
 
 // newKVCache allocates layers × 2 buffers of n elements each.
-func newKVCache(typ KVDType, layers, n int) *kvCache {
+func newKVCache(typ backend.KVDType, layers, n int) *kvCache {
 	c := &kvCache{typ: typ}
-	if typ == KVF32 {
+	if typ == backend.KVF32 {
 		c.kF32, c.vF32 = make([][]float32, layers), make([][]float32, layers)
 		for l := range layers {
 			c.kF32[l], c.vF32[l] = make([]float32, n), make([]float32, n)
@@ -100,7 +49,7 @@ func newKVCache(typ KVDType, layers, n int) *kvCache {
 		return c
 	}
 	c.half = quant.BF16
-	if typ == KVF16 {
+	if typ == backend.KVF16 {
 		c.half = quant.F16
 	}
 	c.kHalf, c.vHalf = make([][]uint16, layers), make([][]uint16, layers)
@@ -114,7 +63,7 @@ func newKVCache(typ KVDType, layers, n int) *kvCache {
 // the memory is committed.
 func (c *kvCache) touch(i int) {
 	l, v := i/2, i%2 == 1
-	if c.typ == KVF32 {
+	if c.typ == backend.KVF32 {
 		buf := c.kF32[l]
 		if v {
 			buf = c.vF32[l]
@@ -138,7 +87,7 @@ func (c *kvCache) layers() int { return max(len(c.kF32), len(c.kHalf)) }
 
 // store writes one position's key and value vectors of a head at element offset off of layer l.
 func (c *kvCache) store(l, off int, k, v []float32) {
-	if c.typ == KVF32 {
+	if c.typ == backend.KVF32 {
 		copy(c.kF32[l][off:off+len(k)], k)
 		copy(c.vF32[l][off:off+len(v)], v)
 		return
@@ -164,7 +113,7 @@ func (c *kvCache) store(l, off int, k, v []float32) {
 // keys returns n float32 keys from element offset off of layer l: a view of the cache when it
 // holds float32, else the values widened into buf (which must hold n).
 func (c *kvCache) keys(l, off, n int, buf []float32) []float32 {
-	if c.typ == KVF32 {
+	if c.typ == backend.KVF32 {
 		return c.kF32[l][off : off+n]
 	}
 	linear.Widen(c.half, c.kHalf[l][off:off+n], buf[:n])
@@ -173,7 +122,7 @@ func (c *kvCache) keys(l, off, n int, buf []float32) []float32 {
 
 // values is keys for the value cache.
 func (c *kvCache) values(l, off, n int, buf []float32) []float32 {
-	if c.typ == KVF32 {
+	if c.typ == backend.KVF32 {
 		return c.vF32[l][off : off+n]
 	}
 	linear.Widen(c.half, c.vHalf[l][off:off+n], buf[:n])

@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"github.com/llmserve/llmserve/backend"
 	"math"
 	"testing"
 
@@ -8,13 +9,13 @@ import (
 )
 
 func TestParseKVDType(t *testing.T) {
-	for in, want := range map[string]KVDType{"auto": KVAuto, "": KVAuto, "BF16": KVBF16, "f16": KVF16, "f32": KVF32, "float32": KVF32} {
-		got, err := ParseKVDType(in)
+	for in, want := range map[string]backend.KVDType{"auto": backend.KVAuto, "": backend.KVAuto, "BF16": backend.KVBF16, "f16": backend.KVF16, "f32": backend.KVF32, "float32": backend.KVF32} {
+		got, err := backend.ParseKVDType(in)
 		if err != nil || got != want {
-			t.Errorf("ParseKVDType(%q) = %v, %v; want %v", in, got, err, want)
+			t.Errorf("backend.ParseKVDType(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
-	if _, err := ParseKVDType("q8_0"); err == nil {
+	if _, err := backend.ParseKVDType("q8_0"); err == nil {
 		t.Error("q8_0 accepted as a KV cache type")
 	}
 }
@@ -27,10 +28,10 @@ func TestKVCacheDTypes(t *testing.T) {
 	ref := loadReference(t, "qwen3")
 	m := loadFixture(t, "qwen3", "config.json")
 	for _, tc := range []struct {
-		typ, want KVDType
+		typ, want backend.KVDType
 		tol       float64
-	}{{KVAuto, KVF32, fp32Tol}, {KVF32, KVF32, fp32Tol}, {KVF16, KVF16, 2e-3}, {KVBF16, KVBF16, 2e-2}} {
-		b := newTestBackend(t, m, Options{NumBlocks: 64, KVCacheDType: tc.typ})
+	}{{backend.KVAuto, backend.KVF32, fp32Tol}, {backend.KVF32, backend.KVF32, fp32Tol}, {backend.KVF16, backend.KVF16, 2e-3}, {backend.KVBF16, backend.KVBF16, 2e-2}} {
+		b := newTestBackend(t, m, backend.Options{NumBlocks: 64, KVCacheDType: tc.typ})
 		if b.KVCacheDType() != tc.want {
 			t.Fatalf("%v resolved to %v, want %v", tc.typ, b.KVCacheDType(), tc.want)
 		}
@@ -39,7 +40,7 @@ func TestKVCacheDTypes(t *testing.T) {
 		for p, prompt := range ref.Prompts {
 			s := newSeqRun(prompt.InputIDs, 0, 1, 0)
 			runSeqs(t, b, pool, []*seqRun{s})
-			d := relDiff(t, s.prefill, ref.Prompts[p].LastLogits)
+			d := relDiff(t, s.Prefill, ref.Prompts[p].LastLogits)
 			worst = max(worst, d)
 		}
 		if worst > tc.tol {
@@ -50,13 +51,13 @@ func TestKVCacheDTypes(t *testing.T) {
 		}
 	}
 	bf := loadFixture(t, "qwen3-bf16", "config.json")
-	b := newTestBackend(t, bf, Options{NumBlocks: 4})
-	if b.KVCacheDType() != KVBF16 {
+	b := newTestBackend(t, bf, backend.Options{NumBlocks: 4})
+	if b.KVCacheDType() != backend.KVBF16 {
 		t.Errorf("auto KV cache for bf16 weights is %v, want bf16", b.KVCacheDType())
 	}
 	// A byte budget buys twice the blocks with a 16-bit cache.
-	b32 := newTestBackend(t, bf, Options{KVCacheBytes: 1 << 20, KVCacheDType: KVF32})
-	b16 := newTestBackend(t, bf, Options{KVCacheBytes: 1 << 20})
+	b32 := newTestBackend(t, bf, backend.Options{KVCacheBytes: 1 << 20, KVCacheDType: backend.KVF32})
+	b16 := newTestBackend(t, bf, backend.Options{KVCacheBytes: 1 << 20})
 	if b16.NumBlocks() != 2*b32.NumBlocks() {
 		t.Errorf("1 MiB holds %d blocks at bf16, %d at f32; want twice as many", b16.NumBlocks(), b32.NumBlocks())
 	}
@@ -66,7 +67,7 @@ func TestKVCacheDTypes(t *testing.T) {
 // type and widened exactly.
 func TestKVCacheRoundTrip(t *testing.T) {
 	vals := []float32{1, -2.5, 0.1, 3.14159, 1e-3, -65504, 1 + 1.0/256, 70000}
-	for _, typ := range []KVDType{KVF32, KVBF16, KVF16} {
+	for _, typ := range []backend.KVDType{backend.KVF32, backend.KVBF16, backend.KVF16} {
 		c := newKVCache(typ, 1, 32)
 		c.store(0, 8, vals, vals)
 		buf := make([]float32, len(vals))
@@ -75,9 +76,9 @@ func TestKVCacheRoundTrip(t *testing.T) {
 		for i, x := range vals {
 			want := x
 			switch typ {
-			case KVBF16:
+			case backend.KVBF16:
 				want = math.Float32frombits(uint32(model.Float32ToBF16(x)) << 16)
-			case KVF16:
+			case backend.KVF16:
 				want = model.HalfToFloat32(model.Float32ToHalf(x))
 			}
 			if k[i] != want || v[i] != want {

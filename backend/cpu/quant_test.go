@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"github.com/llmserve/llmserve/backend"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -54,8 +55,8 @@ func quantizeModel(t *testing.T, m *model.Model, typ quant.Type) *model.Model {
 func TestQuantizedWeights(t *testing.T) {
 	ref := loadReference(t, "qwen3")
 	m := quantizeModel(t, loadFixture(t, "qwen3", "config.json"), quant.Q8_0)
-	b := newTestBackend(t, m, Options{NumBlocks: 64})
-	if b.KVCacheDType() != KVF16 {
+	b := newTestBackend(t, m, backend.Options{NumBlocks: 64})
+	if b.KVCacheDType() != backend.KVF16 {
 		t.Errorf("auto KV cache for q8_0 weights is %v, want f16", b.KVCacheDType())
 	}
 	pool := newBlockPool(b.NumBlocks(), 5)
@@ -63,7 +64,7 @@ func TestQuantizedWeights(t *testing.T) {
 	for p, prompt := range ref.Prompts {
 		s := newSeqRun(prompt.InputIDs, 5, 2, 0)
 		runSeqs(t, b, pool, []*seqRun{s})
-		worst = max(worst, relDiff(t, s.prefill, ref.Prompts[p].LastLogits))
+		worst = max(worst, relDiff(t, s.Prefill, ref.Prompts[p].LastLogits))
 	}
 	if worst > 5e-2 {
 		t.Errorf("q8_0: last logits within %.3g of the reference, want <= 5e-2", worst)
@@ -77,7 +78,7 @@ func TestQuantizedWeights(t *testing.T) {
 // projects each block into its own columns of the output, exactly as the block alone would,
 // for decode and prefill shapes, with and without accumulation.
 func TestProjectParts(t *testing.T) {
-	b := newTestBackend(t, loadFixture(t, "qwen3", "config.json"), Options{NumBlocks: 8})
+	b := newTestBackend(t, loadFixture(t, "qwen3", "config.json"), backend.Options{NumBlocks: 8})
 	const cols = 256
 	rng := rand.New(rand.NewPCG(3, 4))
 	part := func(typ quant.Type, rows int) model.Matrix {
@@ -113,7 +114,7 @@ func TestProjectParts(t *testing.T) {
 				got[i] = float32(i % 7)
 			}
 			want := slices.Clone(got)
-			b.project(w, m, x, cols, got, ldo, acc)
+			b.project(w, []rowGroup{{start: 0, n: m}}, x, cols, got, ldo, acc)
 			off := 0
 			for _, p := range parts {
 				alone := make([]float32, m*p.Rows)

@@ -14,51 +14,9 @@ type ropeTable struct {
 	rows     int
 }
 
-// newRopeTable derives the inverse frequencies the way transformers does, step by step in float32
-// (exponent, power, reciprocal, llama3 smoothing), so positions rotate by the same angles as the
-// reference to the last bit wherever float32 operations are correctly rounded.
+// newRopeTable caches the rotations of cfg's inverse frequencies (model.Config.RopeInvFreq).
 func newRopeTable(cfg model.Config) *ropeTable {
-	half := cfg.HeadDim / 2
-	dim := float32(cfg.HeadDim)
-	inv := make([]float32, half)
-	for i := range inv {
-		exponent := float32(2*i) / dim
-		inv[i] = 1 / float32(math.Pow(cfg.Rope.Theta, float64(exponent)))
-	}
-	switch cfg.Rope.Type {
-	case model.RopeLinear:
-		factor := float32(cfg.Rope.Factor)
-		for i := range inv {
-			inv[i] /= factor
-		}
-	case model.RopeLlama3:
-		llama3Scale(inv, cfg.Rope)
-	}
-	return &ropeTable{invFreq: inv}
-}
-
-// llama3Scale applies Llama 3.1's frequency-dependent scaling: wavelengths longer than the
-// original context divided by low_freq_factor slow down by factor, those shorter than it divided
-// by high_freq_factor stay, and the band between interpolates smoothly.
-func llama3Scale(inv []float32, r model.Rope) {
-	factor := float32(r.Factor)
-	oldCtx := float32(r.OriginalMaxPositions)
-	lowWavelen := float64(r.OriginalMaxPositions) / r.LowFreqFactor
-	highWavelen := float64(r.OriginalMaxPositions) / r.HighFreqFactor
-	low, span := float32(r.LowFreqFactor), float32(r.HighFreqFactor-r.LowFreqFactor)
-	twoPi := float32(2 * math.Pi)
-	for i, f := range inv {
-		wavelen := twoPi / f
-		scaled := f
-		if float64(wavelen) > lowWavelen {
-			scaled = f / factor
-		}
-		if !(float64(wavelen) < highWavelen) && !(float64(wavelen) > lowWavelen) {
-			smooth := (oldCtx/wavelen - low) / span
-			scaled = (1-smooth)*scaled/factor + smooth*scaled
-		}
-		inv[i] = scaled
-	}
+	return &ropeTable{invFreq: cfg.RopeInvFreq()}
 }
 
 // ensure extends the table to cover positions [0, n).

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/llmserve/llmserve/backend"
+	"github.com/llmserve/llmserve/model"
+	"github.com/llmserve/llmserve/sampling"
 )
 
 // WinnerLogit is the logit of the chosen token; every other entry of a row is 0. It is large
@@ -46,6 +48,48 @@ type Options struct {
 	BusyWait bool
 }
 
+// Tuning is the runner's own settings, passed as backend.Options.Tuning (a Tuning or a
+// *Tuning; nil for none) when it is opened through the registry as "replay".
+type Tuning struct {
+	// StepTime, TokenTime and BusyWait are Options'.
+	StepTime, TokenTime time.Duration
+	BusyWait            bool
+}
+
+func init() {
+	backend.Register("replay", open)
+}
+
+// open is the registry's constructor: the vocabulary from m.Config (m needs no weights), the
+// pool from opts.NumBlocks (or opts.KVCacheBytes at 4 bytes a position), block size 16 unless
+// set.
+func open(m *model.Model, opts backend.Options) (backend.Backend, error) {
+	if m == nil {
+		return nil, errors.New("replay runner: nil model")
+	}
+	var t Tuning
+	switch v := opts.Tuning.(type) {
+	case nil:
+	case Tuning:
+		t = v
+	case *Tuning:
+		if v != nil {
+			t = *v
+		}
+	default:
+		return nil, fmt.Errorf("replay runner: tuning of type %T is not replay.Tuning", opts.Tuning)
+	}
+	bs := opts.BlockSize
+	if bs == 0 {
+		bs = 16
+	}
+	plan, err := opts.KVBlocks(int64(bs)*4, nil)
+	if err != nil {
+		return nil, fmt.Errorf("replay runner: %w", err)
+	}
+	return New(Options{VocabSize: m.Config.VocabSize, NumBlocks: plan.Blocks, BlockSize: bs, StepTime: t.StepTime, TokenTime: t.TokenTime, BusyWait: t.BusyWait})
+}
+
 // Stats counts the work Forward was given.
 type Stats struct {
 	// Forwards counts calls to Forward that succeeded.
@@ -68,13 +112,17 @@ type Runner struct {
 	winner []int32
 	out    [][]float32
 	outWin []int32 // winner of out[i], -1 for a nil row (see Argmax)
-	stats  Stats
-	closed bool
+	// picks and scratch serve ForwardSample, reused across steps.
+	picks   []backend.Pick
+	scratch sampling.Scratch
+	stats   Stats
+	closed  bool
 }
 
 var (
-	_ backend.Backend      = (*Runner)(nil)
-	_ backend.DeviceArgmax = (*Runner)(nil)
+	_ backend.Backend       = (*Runner)(nil)
+	_ backend.DeviceArgmax  = (*Runner)(nil)
+	_ backend.DeviceSampler = (*Runner)(nil)
 )
 
 // New returns a token-replay runner (benchmark only: it does no model math).
@@ -176,6 +224,41 @@ func (r *Runner) Argmax(i int) int32 {
 		return -1
 	}
 	return r.outWin[i]
+}
+
+// ForwardSample is Forward followed by the picks a sampling device would return: a plain
+// greedy row's winner without touching the row, and every other row through the host sampler
+// (backend.HostSample), so its picks are exactly the scheduler's host path's. It returns no
+// host rows (the runner refuses AllLogits).
+func (r *Runner) ForwardSample(ctx context.Context, b *backend.Batch, specs []backend.SampleSpec, masks func()) ([]backend.Pick, [][]float32, error) {
+	if b != nil && len(specs) != len(b.Seqs) {
+		return nil, nil, fmt.Errorf("replay runner: %d sample specs for %d sequences", len(specs), len(b.Seqs))
+	}
+	rows, err := r.Forward(ctx, b)
+	if masks != nil {
+		masks()
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if cap(r.picks) < len(rows) {
+		r.picks = append(r.picks[:cap(r.picks)], make([]backend.Pick, len(rows)-cap(r.picks))...)
+	}
+	picks := r.picks[:len(rows)]
+	for i, row := range rows {
+		p := &picks[i]
+		p.Token, p.Logprob, p.TopIDs, p.TopLogprobs = -1, 0, p.TopIDs[:0], p.TopLogprobs[:0]
+		if row == nil {
+			continue
+		}
+		if sp := &specs[i]; sp.PlainGreedy() {
+			p.Token = r.outWin[i]
+		} else {
+			backend.HostSample(row, sp, &r.scratch, p)
+		}
+	}
+	r.picks = picks
+	return picks, nil, nil
 }
 
 // check validates one sequence against the pool.

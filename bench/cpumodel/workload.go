@@ -62,7 +62,7 @@ func runOurs(path, what string, batch int, bf16Acts bool) error {
 		return err
 	}
 	if what == "check" {
-		be, err := cpu.New(m, cpu.Options{NumBlocks: 1})
+		be, err := cpu.New(m, backend.Options{NumBlocks: 1})
 		if err != nil {
 			return err
 		}
@@ -83,7 +83,7 @@ func runOurs(path, what string, batch int, bf16Acts bool) error {
 	switch what {
 	case "prefill":
 		per := blocks(prefillLen)
-		be, err := cpu.New(m, cpu.Options{NumBlocks: 2 * per, BF16Activations: bf16Acts})
+		be, err := cpu.New(m, backend.Options{NumBlocks: 2 * per, Tuning: cpu.Tuning{BF16Activations: bf16Acts}})
 		if err != nil {
 			return err
 		}
@@ -100,7 +100,7 @@ func runOurs(path, what string, batch int, bf16Acts bool) error {
 		}
 	case "decode":
 		per := blocks(decodePrompt + decodeWarmup + decodeNew)
-		be, err := cpu.New(m, cpu.Options{NumBlocks: batch * per, BF16Activations: bf16Acts})
+		be, err := cpu.New(m, backend.Options{NumBlocks: batch * per, Tuning: cpu.Tuning{BF16Activations: bf16Acts}})
 		if err != nil {
 			return err
 		}
@@ -172,7 +172,7 @@ func runOursLogits(path, promptsPath string, widen bool) error {
 	for i := range prompts {
 		p := &prompts[i]
 		total := len(p.InputIDs) + p.NewTokens
-		be, err := cpu.New(m, cpu.Options{NumBlocks: total/cpu.DefaultBlockSize + 2})
+		be, err := cpu.New(m, backend.Options{NumBlocks: total/cpu.DefaultBlockSize + 2})
 		if err != nil {
 			return err
 		}

@@ -5,7 +5,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -19,10 +18,14 @@ import (
 func main() {
 	var cfg runflags.Config
 	runflags.Main(&cli.Command{
-		Name:  "detokd",
-		Usage: "incremental detokenization between the schedulers and the tokenizer workers",
-		Flags: cfg.Flags(),
-		Action: func(ctx context.Context, _ *cli.Command) error {
+		Name:      "detokd",
+		Usage:     "incremental detokenization between the schedulers and the tokenizer workers",
+		Flags:     cfg.Flags(),
+		ArgsUsage: "[MODEL]",
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			if err := cfg.ModelArg(cmd); err != nil {
+				return err
+			}
 			return run(ctx, &cfg)
 		},
 	})
@@ -32,10 +35,10 @@ func main() {
 func run(ctx context.Context, cfg *runflags.Config) error {
 	log := cfg.Logger("detokd")
 	if err := cfg.Check(); err != nil {
-		return err
+		return runflags.AsConfig(err)
 	}
 	if cfg.SkipTokenizerInit || cfg.SkipDetokenization {
-		return fmt.Errorf("detokd is not used with --skip-tokenizer-init or --skip-detokenization")
+		return runflags.Configf("detokd is not used with --skip-tokenizer-init or --skip-detokenization")
 	}
 	dir, err := cfg.OpenRunDir()
 	if err != nil {
@@ -51,7 +54,7 @@ func run(ctx context.Context, cfg *runflags.Config) error {
 	}
 	tok, err := tokenizer.Load(cfg.ModelPath)
 	if err != nil {
-		return err
+		return runflags.AsConfig(err)
 	}
 	svc, err := newService(tr, dir, tok, cfg.TokenizerWorkerNum, log)
 	if err != nil {

@@ -3,15 +3,21 @@
 // (exit status 78: another engine holds its port or run directory) stops them all, and SIGINT or
 // SIGTERM stops them in the reverse of their order (tokenizerd, listed last, drains first while
 // the ranks still serve it); a runner killed outright (SIGKILL) takes them with it, each getting
-// SIGTERM from the kernel. Their output is interleaved line by line, prefixed with the name.
-// Unlike goreman it has no control port: nothing listens.
+// SIGTERM from the kernel. Their output is interleaved line by line, prefixed with the name; with
+// -log-format json (or LOG_FORMAT=json) the output is JSON lines only: a process's JSON lines as
+// they are, its other lines and the runner's own as JSON objects with the process name in
+// "proc". A process that refused to start stops the runner with exit status 78 and its last lines
+// (the reason) repeated. Unlike goreman it has no control port: nothing listens.
 //
-//	procfile [-grace 40s] PROCFILE
+//	procfile [-grace 40s] [-log-format text|json] PROCFILE
 package main
 
 import (
 	"bufio"
+	"bytes"
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -35,14 +41,25 @@ type entry struct {
 
 func main() {
 	grace := flag.Duration("grace", 40*time.Second, "how long a process may take to stop after SIGTERM before it is killed")
+	format := flag.String("log-format", cmp.Or(os.Getenv("LOG_FORMAT"), "text"), "text (name-prefixed lines) or json (JSON lines only) [$LOG_FORMAT]")
 	flag.Parse()
-	if flag.NArg() != 1 {
-		fmt.Fprintln(os.Stderr, "usage: procfile [-grace D] PROCFILE")
+	if flag.NArg() != 1 || (*format != "text" && *format != "json") {
+		fmt.Fprintln(os.Stderr, "usage: procfile [-grace D] [-log-format text|json] PROCFILE")
 		os.Exit(2)
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("proc", "procfile")
+	jsonLines = *format == "json"
+	var h slog.Handler = slog.NewTextHandler(os.Stderr, nil)
+	if jsonLines {
+		h = slog.NewJSONHandler(os.Stdout, nil) // one stream of JSON lines with the processes'
+	}
+	log := slog.New(h).With("proc", "procfile")
 	if err := run(flag.Arg(0), *grace, log); err != nil {
-		fmt.Fprintln(os.Stderr, "procfile:", err)
+		var refused *supervise.RefusedError
+		if errors.As(err, &refused) {
+			// A configuration error: the caller (make run, systemd) must not retry either.
+			os.Exit(supervise.ExitNoRestart)
+		}
+		log.Error("stopped", "err", err)
 		os.Exit(1)
 	}
 }
@@ -94,19 +111,20 @@ func run(path string, grace time.Duration, log *slog.Logger) error {
 		width = max(width, len(e.name))
 	}
 	var outMu sync.Mutex // one line at a time on stdout
+	writers := make([]*lineWriter, len(entries))
 	failed := make(chan error, len(entries))
 	cancels := make([]context.CancelFunc, len(entries))
 	dones := make([]chan struct{}, len(entries))
 	for i, e := range entries {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancels[i], dones[i] = cancel, make(chan struct{})
-		prefix := fmt.Sprintf("%-*s | ", width, e.name)
+		writers[i] = &lineWriter{name: e.name, prefix: fmt.Sprintf("%-*s | ", width, e.name), mu: &outMu, w: os.Stdout}
 		go func() {
 			defer close(dones[i])
 			err := supervise.Run(ctx, e.name, func() *exec.Cmd {
 				c := exec.Command("/bin/sh", "-c", e.command)
 				c.SysProcAttr = processAttr()
-				c.Stdout = &lineWriter{prefix: prefix, mu: &outMu, w: os.Stdout}
+				c.Stdout = writers[i]
 				c.Stderr = c.Stdout
 				return c
 			}, grace, log)
@@ -121,7 +139,17 @@ func run(path string, grace time.Duration, log *slog.Logger) error {
 	case sig := <-sigs:
 		log.Info("stopping", "signal", sig)
 	case result = <-failed:
-		log.Error("stopping", "err", result)
+		var refused *supervise.RefusedError
+		if errors.As(result, &refused) {
+			for i, e := range entries {
+				if e.name == refused.Name {
+					log.Error("stopping: a process refused to start; fix its configuration",
+						"process", e.name, "exit_status", supervise.ExitNoRestart, "reason", writers[i].lastLines())
+				}
+			}
+		} else {
+			log.Error("stopping", "err", result)
+		}
 	}
 	for i := len(entries) - 1; i >= 0; i-- {
 		cancels[i]()
@@ -130,25 +158,64 @@ func run(path string, grace time.Duration, log *slog.Logger) error {
 	return result
 }
 
-// lineWriter prefixes every line written through it and writes whole lines only.
+// jsonLines is -log-format json: the runner's output is JSON lines only.
+var jsonLines bool
+
+// keepLines is how many of a process's last lines the runner repeats when it refuses to start:
+// the engine's binaries print their error last.
+const keepLines = 1
+
+// lineWriter prefixes every line written through it (in JSON mode: passes JSON lines as they are
+// and wraps others as JSON) and writes whole lines only.
 type lineWriter struct {
+	name   string
 	prefix string
-	mu     *sync.Mutex // shared by every process's writers: guards w
+	mu     *sync.Mutex // shared by every process's writers: guards w and last
 	w      io.Writer
-	buf    []byte // a partial line, waiting for its end
+	buf    []byte   // a partial line, waiting for its end
+	last   []string // the last keepLines lines, oldest first
 }
 
 func (l *lineWriter) Write(p []byte) (int, error) {
 	l.buf = append(l.buf, p...)
 	for {
-		i := strings.IndexByte(string(l.buf), '\n')
+		i := bytes.IndexByte(l.buf, '\n')
 		if i < 0 {
 			break
 		}
+		line := string(l.buf[:i])
 		l.mu.Lock()
-		_, _ = io.WriteString(l.w, l.prefix+string(l.buf[:i+1]))
+		_, _ = io.WriteString(l.w, l.format(line))
+		l.last = append(l.last, line)
+		if len(l.last) > keepLines {
+			l.last = l.last[1:]
+		}
 		l.mu.Unlock()
 		l.buf = l.buf[i+1:]
 	}
 	return len(p), nil
+}
+
+// format is one output line for line, newline included.
+func (l *lineWriter) format(line string) string {
+	if !jsonLines {
+		return l.prefix + line + "\n"
+	}
+	if t := strings.TrimSpace(line); strings.HasPrefix(t, "{") && json.Valid([]byte(t)) {
+		return t + "\n" // the engine's JSON lines name their process already
+	}
+	b, _ := json.Marshal(struct {
+		Time  string `json:"time"`
+		Level string `json:"level"`
+		Msg   string `json:"msg"`
+		Proc  string `json:"proc"`
+	}{time.Now().Format(time.RFC3339Nano), "INFO", line, l.name})
+	return string(b) + "\n"
+}
+
+// lastLines is the process's last lines, joined.
+func (l *lineWriter) lastLines() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.last, "\n")
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -11,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/llmserve/llmserve/cmd/internal/supervise"
 )
 
 // runnerEnv names the Procfile that this test binary, started again by
@@ -97,4 +100,28 @@ func alive(pid int) bool {
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	return i >= 0 && i+2 < len(s) && s[i+2] != 'Z' && s[i+2] != 'X'
+}
+
+// A process that exits 78 (a configuration error) stops the runner at once, not restarted, and
+// the runner returns the refusal, which main turns into its own exit status 78.
+func TestRefusalStopsRunner(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "Procfile")
+	count := filepath.Join(dir, "count")
+	procfile := fmt.Sprintf("bad: echo x >> %s; echo 'load config: open /nonexistent/config.json: no such file' >&2; exit 78\nok: exec sleep 300\n", count)
+	if err := os.WriteFile(path, []byte(procfile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	err := run(path, 5*time.Second, slog.New(slog.DiscardHandler))
+	var refused *supervise.RefusedError
+	if !errors.As(err, &refused) || refused.Name != "bad" {
+		t.Fatalf("run returned %v, want bad's refusal", err)
+	}
+	if b, _ := os.ReadFile(count); strings.Count(string(b), "x") != 1 {
+		t.Fatalf("bad started %d times, want once", strings.Count(string(b), "x"))
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("runner took %v to stop", d)
+	}
 }

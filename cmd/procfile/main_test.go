@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"sync"
 	"testing"
@@ -31,5 +32,26 @@ func TestLineWriter(t *testing.T) {
 	b.Write([]byte("ee\n"))
 	if want := "b | two\na | one half\nb | three\n"; out.String() != want {
 		t.Fatalf("%q, want %q", out.String(), want)
+	}
+}
+
+// In JSON mode a process's JSON lines pass unprefixed, its other lines become JSON naming it.
+func TestLineWriterJSON(t *testing.T) {
+	jsonLines = true
+	defer func() { jsonLines = false }()
+	var out bytes.Buffer
+	var mu sync.Mutex
+	a := &lineWriter{name: "tokenizerd", prefix: "tokenizerd | ", mu: &mu, w: &out}
+	a.Write([]byte(`{"level":"INFO","msg":"ready","proc":"tokenizerd"}` + "\npanic: boom\n"))
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(lines) != 2 || lines[0] != `{"level":"INFO","msg":"ready","proc":"tokenizerd"}` {
+		t.Fatalf("%q", out.String())
+	}
+	var m map[string]string
+	if err := json.Unmarshal([]byte(lines[1]), &m); err != nil || m["msg"] != "panic: boom" || m["proc"] != "tokenizerd" {
+		t.Fatalf("wrapped line %q: %v", lines[1], err)
+	}
+	if got := a.lastLines(); !strings.HasSuffix(got, "panic: boom") {
+		t.Fatalf("last lines %q", got)
 	}
 }

@@ -3,27 +3,27 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/llmserve/llmserve/backend"
-	"github.com/llmserve/llmserve/backend/cpu"
-	"github.com/llmserve/llmserve/backend/cpu/gemm"
-	"github.com/llmserve/llmserve/backend/cpu/linear"
+	"github.com/llmserve/llmserve/metrics"
 	"github.com/llmserve/llmserve/model"
 	"github.com/urfave/cli/v3"
 )
 
 // openBackend loads the model at path (a Hugging Face directory or a GGUF file), quantized when
-// quantization names a type, onto device ("cpu" now; "cuda:K" once that backend lands).
-func openBackend(path, device, quantization string, opts cpu.Options, log *slog.Logger) (backend.Backend, model.Config, error) {
-	switch {
-	case device == "cpu":
-	case strings.HasPrefix(device, "cuda"):
-		return nil, model.Config{}, fmt.Errorf("device %q: the CUDA backend is not part of this build; use --device cpu", device)
-	default:
-		return nil, model.Config{}, fmt.Errorf("device %q: want cpu or cuda:K", device)
+// quantization names a type, onto device (cpu, cuda:K) through the backend registry: a device
+// kind this binary does not register fails before the model is read.
+func openBackend(path, device, quantization string, opts backend.Options, log *slog.Logger) (backend.Backend, model.Config, error) {
+	kind, _, err := backend.ParseDevice(device)
+	if err != nil {
+		return nil, model.Config{}, err
+	}
+	if _, err := backend.Lookup(kind); err != nil {
+		return nil, model.Config{}, fmt.Errorf("--device %s: %w", device, err)
 	}
 	start := time.Now()
 	log.Info("loading model", "path", path, "device", device)
@@ -31,14 +31,53 @@ func openBackend(path, device, quantization string, opts cpu.Options, log *slog.
 	if err != nil {
 		return nil, model.Config{}, err
 	}
-	b, err := cpu.New(m, opts)
+	b, err := backend.Open(device, m, opts)
 	if err != nil {
-		return nil, model.Config{}, fmt.Errorf("cpu backend for %s: %w", path, err)
+		return nil, model.Config{}, fmt.Errorf("model %s: %w", path, err)
 	}
-	log.Info("model loaded", "path", path, "seconds", time.Since(start).Seconds(), "arch", m.Config.Architecture,
-		"layers", m.Config.NumLayers, "kv_blocks", b.NumBlocks(), "block_size", b.BlockSize(), "kv_dtype", b.KVCacheDType(),
-		"gemm", gemm.Impl(), "blas_core", gemm.Core(), "kernels", linear.Kernels(), "bf16_activations", opts.BF16Activations)
+	attrs := []any{"path", path, "seconds", time.Since(start).Seconds(), "arch", m.Config.Architecture,
+		"layers", m.Config.NumLayers, "kv_blocks", b.NumBlocks(), "block_size", b.BlockSize()}
+	if p, ok := b.(interface{ KVPlan() backend.KVPlan }); ok {
+		plan := p.KVPlan()
+		attrs = append(attrs, "kv_sized_by", plan.Source, "kv_bytes", plan.Bytes)
+		if plan.Source == "fraction" {
+			attrs = append(attrs, "kv_fraction", opts.KVCacheFraction, "available_bytes", plan.Available)
+		}
+	}
+	if d, ok := b.(interface{ LogAttrs() []any }); ok {
+		attrs = append(attrs, d.LogAttrs()...)
+	}
+	attrs = append(attrs, "rss_mib", rssMiB())
+	log.Info("model loaded", attrs...)
 	return b, m.Config, nil
+}
+
+// kvOptions is the device-neutral KV settings of serve's and generate's flags.
+func kvOptions(dtype string, mb int, fraction float64) (backend.Options, error) {
+	kvType, err := backend.ParseKVDType(dtype)
+	if err != nil {
+		return backend.Options{}, fmt.Errorf("--kv-cache-dtype: %w", err)
+	}
+	if mb < 0 {
+		return backend.Options{}, fmt.Errorf("--kv-cache-mb %d is negative", mb)
+	}
+	if !(fraction >= 0 && fraction <= 1) {
+		return backend.Options{}, fmt.Errorf("--kv-cache-fraction %v is outside [0, 1]", fraction)
+	}
+	opts := backend.Options{KVCacheDType: kvType, KVCacheBytes: int64(mb) << 20, KVCacheFraction: fraction}
+	if fraction > 0 {
+		opts.KVCacheBytes = 0 // the fraction, when given, sizes the pool
+	}
+	return opts, nil
+}
+
+// rssMiB is this process's resident memory in MiB (0 if unknown).
+func rssMiB() int64 {
+	p, err := metrics.ReadProc(os.Getpid())
+	if err != nil {
+		return 0
+	}
+	return int64(p.RSS) >> 20
 }
 
 // parseIDs reads "5,7,9".
@@ -62,12 +101,6 @@ func parseIDs(s string) ([]int32, error) {
 }
 
 // kvCacheDTypeFlag is --kv-cache-dtype, shared by serve and generate.
-// bf16ActivationsFlag is schedulerd's --bf16-activations.
-func bf16ActivationsFlag(dst *bool) cli.Flag {
-	return &cli.BoolFlag{Name: "bf16-activations", Destination: dst, Sources: cli.EnvVars("BF16_ACTIVATIONS"),
-		Usage: "round the activations that BF16 weights multiply to bf16, as llama.cpp does: faster batched decode and prefill on CPUs with AVX512_BF16, but a request's tokens then depend on the requests batched with it"}
-}
-
 func kvCacheDTypeFlag(dst *string) cli.Flag {
 	return &cli.StringFlag{Name: "kv-cache-dtype", Destination: dst, Value: "auto", Usage: "KV cache element type: auto (the weights' type), bf16, f16 or f32",
 		Sources: cli.EnvVars("KV_CACHE_DTYPE")}

@@ -4,11 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/llmserve/llmserve/cmd/internal/runflags"
 	"os"
 	"slices"
 
 	"github.com/llmserve/llmserve/backend"
-	"github.com/llmserve/llmserve/backend/cpu"
 	"github.com/llmserve/llmserve/model"
 	"github.com/llmserve/llmserve/sampling"
 	"github.com/urfave/cli/v3"
@@ -37,12 +37,12 @@ type generateConfig struct {
 	KVCacheDType string
 	// Quantization re-stores the weights in this type at load (as schedulerd serve's).
 	Quantization string
-	// BF16Activations rounds the activations BF16 weights multiply to bf16 (as schedulerd serve's).
-	BF16Activations bool
+	// CPU holds the CPU backend's own flags (as schedulerd serve's).
+	CPU cpuFlags
 }
 
 func (c *generateConfig) flags() []cli.Flag {
-	return []cli.Flag{
+	return append([]cli.Flag{
 		&cli.StringFlag{Name: "model-path", Destination: &c.ModelPath, Value: "models/pico", Sources: cli.EnvVars("MODEL_PATH")},
 		&cli.StringFlag{Name: "device", Destination: &c.Device, Value: "cpu", Sources: cli.EnvVars("DEVICE")},
 		&cli.StringFlag{Name: "input-ids", Destination: &c.InputIDs, Usage: "comma-separated prompt token ids", Required: true},
@@ -58,8 +58,7 @@ func (c *generateConfig) flags() []cli.Flag {
 		&cli.BoolFlag{Name: "print-logits", Destination: &c.PrintLogits, Usage: "also print the logits at the last prompt position"},
 		kvCacheDTypeFlag(&c.KVCacheDType),
 		quantizationFlag(&c.Quantization),
-		bf16ActivationsFlag(&c.BF16Activations),
-	}
+	}, c.CPU.flags()...)
 }
 
 // generateCommand runs the model on the device directly (no sockets, no scheduler): one prefill
@@ -70,15 +69,19 @@ func generateCommand() *cli.Command {
 		Name:  "generate",
 		Usage: `run a model on token ids and print {"output_ids": [...], "last_logits": [...]}`,
 		Flags: cfg.flags(),
-		Action: func(ctx context.Context, _ *cli.Command) error {
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			if err := runflags.NoArgs(cmd); err != nil {
+				return err
+			}
 			ids, err := parseIDs(cfg.InputIDs)
 			if err != nil {
 				return err
 			}
-			kvType, err := cpu.ParseKVDType(cfg.KVCacheDType)
+			opts, err := kvOptions(cfg.KVCacheDType, 0, 0)
 			if err != nil {
-				return fmt.Errorf("--kv-cache-dtype: %w", err)
+				return err
 			}
+			opts.Tuning = cfg.CPU.tuning(cfg.Device)
 			if cfg.MaxNewTokens < 0 {
 				return fmt.Errorf("--max-new-tokens must be >= 0")
 			}
@@ -89,7 +92,7 @@ func generateCommand() *cli.Command {
 				return err
 			}
 			res, err := generate(ctx, cfg.ModelPath, cfg.Device, cfg.Quantization, ids, cfg.MaxNewTokens, p, cfg.IgnoreEOS, cfg.PrintLogits,
-				cpu.Options{KVCacheDType: kvType, BF16Activations: cfg.BF16Activations})
+				opts)
 			if err != nil {
 				return err
 			}
@@ -103,9 +106,13 @@ type generateResult struct {
 	LastLogits []float32 `json:"last_logits,omitempty"`
 }
 
-func generate(ctx context.Context, path, device, quantization string, prompt []int32, maxNew int, p sampling.Params, ignoreEOS, printLogits bool, opts cpu.Options) (*generateResult, error) {
-	if device != "cpu" {
-		return nil, fmt.Errorf("device %q: generate runs on cpu in this build", device)
+func generate(ctx context.Context, path, device, quantization string, prompt []int32, maxNew int, p sampling.Params, ignoreEOS, printLogits bool, opts backend.Options) (*generateResult, error) {
+	kind, _, err := backend.ParseDevice(device)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := backend.Lookup(kind); err != nil {
+		return nil, err
 	}
 	m, err := loadModel(path, quantization)
 	if err != nil {
@@ -115,8 +122,13 @@ func generate(ctx context.Context, path, device, quantization string, prompt []i
 	if total > m.Config.MaxPositions {
 		return nil, fmt.Errorf("prompt (%d) + max-new-tokens (%d) exceeds the context length %d", len(prompt), maxNew, m.Config.MaxPositions)
 	}
-	opts.NumBlocks = total/cpu.DefaultBlockSize + 2
-	b, err := cpu.New(m, opts)
+	bs := opts.BlockSize
+	if bs == 0 {
+		bs = 16
+		opts.BlockSize = bs
+	}
+	opts.NumBlocks = total/bs + 2
+	b, err := backend.Open(device, m, opts)
 	if err != nil {
 		return nil, err
 	}

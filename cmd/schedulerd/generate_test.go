@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"github.com/llmserve/llmserve/backend"
 	"math"
 	"os"
 	"path/filepath"
@@ -10,7 +11,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/llmserve/llmserve/backend/cpu"
 	"github.com/llmserve/llmserve/model"
 	"github.com/llmserve/llmserve/sampling"
 	"github.com/llmserve/llmserve/tokenizer"
@@ -38,7 +38,7 @@ func TestGenerateMatchesTransformers(t *testing.T) {
 		for i, p := range fx.Prompts {
 			greedy := sampling.DefaultParams()
 			greedy.Temperature = 0
-			res, err := generate(context.Background(), dir, "cpu", "", p.InputIDs, len(p.GreedyNewIDs), greedy, true, true, cpu.Options{KVCacheDType: cpu.KVAuto})
+			res, err := generate(context.Background(), dir, "cpu", "", p.InputIDs, len(p.GreedyNewIDs), greedy, true, true, backend.Options{KVCacheDType: backend.KVAuto})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -64,7 +64,7 @@ func TestGenerateMatchesTransformers(t *testing.T) {
 func TestGeneratePico(t *testing.T) {
 	greedy := sampling.DefaultParams()
 	greedy.Temperature = 0
-	res, err := generate(context.Background(), "../../models/pico", "cpu", "", []int32{328, 287, 576, 265, 1349, 2768, 618, 330}, 16, greedy, true, false, cpu.Options{KVCacheDType: cpu.KVAuto})
+	res, err := generate(context.Background(), "../../models/pico", "cpu", "", []int32{328, 287, 576, 265, 1349, 2768, 618, 330}, 16, greedy, true, false, backend.Options{KVCacheDType: backend.KVAuto})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,11 +95,11 @@ func TestGenerateKVCacheDType(t *testing.T) {
 	greedy := sampling.DefaultParams()
 	greedy.Temperature = 0
 	ids := []int32{5, 7, 9, 11}
-	f32, err := generate(context.Background(), "../../testdata/models/qwen3", "cpu", "", ids, 1, greedy, true, true, cpu.Options{KVCacheDType: cpu.KVF32})
+	f32, err := generate(context.Background(), "../../testdata/models/qwen3", "cpu", "", ids, 1, greedy, true, true, backend.Options{KVCacheDType: backend.KVF32})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f16, err := generate(context.Background(), "../../testdata/models/qwen3", "cpu", "", ids, 1, greedy, true, true, cpu.Options{KVCacheDType: cpu.KVF16})
+	f16, err := generate(context.Background(), "../../testdata/models/qwen3", "cpu", "", ids, 1, greedy, true, true, backend.Options{KVCacheDType: backend.KVF16})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,12 +134,12 @@ func TestGenerateGGUF(t *testing.T) {
 	greedy := sampling.DefaultParams()
 	greedy.Temperature = 0
 	prompt := []int32{328, 287, 576, 265, 1349, 2768, 618, 330}
-	want, err := generate(context.Background(), "../../models/pico", "cpu", "", prompt, 8, greedy, true, true, cpu.Options{KVCacheDType: cpu.KVAuto})
+	want, err := generate(context.Background(), "../../models/pico", "cpu", "", prompt, 8, greedy, true, true, backend.Options{KVCacheDType: backend.KVAuto})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, q := range []string{"", "f32"} {
-		got, err := generate(context.Background(), path, "cpu", q, prompt, 8, greedy, true, true, cpu.Options{KVCacheDType: cpu.KVAuto})
+		got, err := generate(context.Background(), path, "cpu", q, prompt, 8, greedy, true, true, backend.Options{KVCacheDType: backend.KVAuto})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -157,7 +157,7 @@ func TestGenerateGGUF(t *testing.T) {
 			t.Errorf("GGUF (quantization %q): last logits differ by up to %g (max |logit| %g)", q, maxDiff, maxAbs)
 		}
 	}
-	if _, err := generate(context.Background(), path, "cpu", "q3_k", prompt, 1, greedy, true, false, cpu.Options{KVCacheDType: cpu.KVAuto}); err == nil ||
+	if _, err := generate(context.Background(), path, "cpu", "q3_k", prompt, 1, greedy, true, false, backend.Options{KVCacheDType: backend.KVAuto}); err == nil ||
 		!strings.Contains(err.Error(), "q3_k") {
 		t.Errorf("--quantization q3_k: %v", err)
 	}

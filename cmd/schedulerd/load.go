@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"runtime/debug"
 
 	"github.com/llmserve/llmserve/model"
 	"github.com/llmserve/llmserve/quant"
@@ -32,6 +33,10 @@ func loadModel(path, quantization string) (*model.Model, error) {
 		if err := model.Quantize(m, t); err != nil {
 			return nil, fmt.Errorf("--quantization %s: %w", quantization, err)
 		}
+		// The source matrices are garbage now, but the Go heap keeps their pages until the
+		// scavenger returns them (minutes) and grows its goal from the peak: without this a
+		// model quantized at load stays as resident as source and result together.
+		debug.FreeOSMemory()
 	}
 	return m, nil
 }

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/llmserve/llmserve/backend"
-	"github.com/llmserve/llmserve/backend/cpu"
 	"github.com/llmserve/llmserve/backend/replay"
 	"github.com/llmserve/llmserve/cmd/internal/runflags"
 	"github.com/llmserve/llmserve/grammar"
@@ -41,12 +40,15 @@ type rankConfig struct {
 	ChunkedPrefillSize int
 	// KVCacheMB is the memory for the KV cache, MiB.
 	KVCacheMB int
+	// KVCacheFraction, when > 0, sizes the KV cache instead: this share of the memory available
+	// once the weights are loaded.
+	KVCacheFraction float64
 	// KVCacheDType is the KV cache element type: auto (the weights' type), bf16, f16 or f32.
 	KVCacheDType string
 	// Quantization re-stores the weights in this type at load ("": as the checkpoint stores them).
 	Quantization string
-	// BF16Activations rounds the activations BF16 weights multiply to bf16 (cpu.Options).
-	BF16Activations bool
+	// CPU holds the CPU backend's own flags.
+	CPU cpuFlags
 	// ContextLength overrides the model's max_position_embeddings when > 0.
 	ContextLength int
 	// LoadFormat is auto (the model's weights) or replay (benchmark only).
@@ -69,23 +71,23 @@ type rankConfig struct {
 }
 
 func (c *rankConfig) flags() []cli.Flag {
-	return append(c.Config.Flags(),
+	return append(append(c.Config.Flags(),
 		&cli.StringFlag{Name: "device", Destination: &c.Device, Value: "cpu", Usage: "cpu, or cuda:K", Sources: cli.EnvVars("DEVICE")},
 		&cli.IntFlag{Name: "dp-rank", Destination: &c.DPRank, Value: 0, Usage: "this process's data-parallel rank", Sources: cli.EnvVars("DP_RANK")},
 		&cli.IntFlag{Name: "base-gpu-id", Destination: &c.BaseGPUID, Value: 0, Usage: "with --device cuda, rank r uses GPU base-gpu-id + r", Sources: cli.EnvVars("BASE_GPU_ID")},
-		&cli.IntFlag{Name: "max-running-requests", Destination: &c.MaxRunningRequests, Value: 256, Usage: "requests admitted into the batch at once"},
-		&cli.IntFlag{Name: "max-prefill-tokens", Destination: &c.MaxPrefillTokens, Value: 2048, Usage: "token budget of one step"},
-		&cli.IntFlag{Name: "chunked-prefill-size", Destination: &c.ChunkedPrefillSize, Value: 512, Usage: "largest prefill chunk of one request per step (0: the step budget)"},
+		&cli.IntFlag{Name: "max-running-requests", Destination: &c.MaxRunningRequests, Value: 256, Usage: "requests admitted into the batch at once", Sources: cli.EnvVars("MAX_RUNNING_REQUESTS")},
+		&cli.IntFlag{Name: "max-prefill-tokens", Destination: &c.MaxPrefillTokens, Value: 2048, Usage: "token budget of one step", Sources: cli.EnvVars("MAX_PREFILL_TOKENS")},
+		&cli.IntFlag{Name: "chunked-prefill-size", Destination: &c.ChunkedPrefillSize, Value: 512, Usage: "largest prefill chunk of one request per step (0: the step budget)", Sources: cli.EnvVars("CHUNKED_PREFILL_SIZE")},
 		&cli.IntFlag{Name: "kv-cache-mb", Destination: &c.KVCacheMB, Value: 256, Usage: "memory for the KV cache, MiB", Sources: cli.EnvVars("KV_CACHE_MB")},
+		&cli.FloatFlag{Name: "kv-cache-fraction", Destination: &c.KVCacheFraction, Usage: "when > 0, size the KV cache as this share (0-1] of the device memory available once the weights are loaded (on cpu: MemAvailable), instead of --kv-cache-mb", Sources: cli.EnvVars("KV_CACHE_FRACTION")},
 		kvCacheDTypeFlag(&c.KVCacheDType),
 		quantizationFlag(&c.Quantization),
-		bf16ActivationsFlag(&c.BF16Activations),
-		&cli.IntFlag{Name: "context-length", Destination: &c.ContextLength, Usage: "context length (default: the model's max_position_embeddings)"},
+		&cli.IntFlag{Name: "context-length", Destination: &c.ContextLength, Usage: "context length (default: the model's max_position_embeddings)", Sources: cli.EnvVars("CONTEXT_LENGTH")},
 		&cli.StringFlag{Name: "load-format", Destination: &c.LoadFormat, Value: "auto", Usage: "auto (the model's weights) or replay (BENCHMARK ONLY: deterministic tokens, no model math)", Sources: cli.EnvVars("LOAD_FORMAT")},
 		&cli.DurationFlag{Name: "replay-step-time", Destination: &c.ReplayStepTime, Usage: "with --load-format replay: the least time of one step", Sources: cli.EnvVars("REPLAY_STEP_TIME")},
 		&cli.DurationFlag{Name: "replay-token-time", Destination: &c.ReplayTokenTime, Usage: "with --load-format replay: time added to a step per token it computes (prefill cost)", Sources: cli.EnvVars("REPLAY_TOKEN_TIME")},
-		&cli.IntFlag{Name: "replay-kv-tokens", Destination: &c.ReplayKVTokens, Value: 4 << 20, Usage: "with --load-format replay: KV positions in the pool"},
-		&cli.DurationFlag{Name: "heartbeat", Destination: &c.Heartbeat, Value: 200 * time.Millisecond, Usage: "longest silence towards the workers (load reports)"},
+		&cli.IntFlag{Name: "replay-kv-tokens", Destination: &c.ReplayKVTokens, Value: 4 << 20, Usage: "with --load-format replay: KV positions in the pool", Sources: cli.EnvVars("REPLAY_KV_TOKENS")},
+		&cli.DurationFlag{Name: "heartbeat", Destination: &c.Heartbeat, Value: 200 * time.Millisecond, Usage: "longest silence towards the workers (load reports)", Sources: cli.EnvVars("HEARTBEAT")},
 		&cli.StringFlag{Name: "kv-events-endpoint", Destination: &c.KVEventsEndpoint, Sources: cli.EnvVars("KV_EVENTS_ENDPOINT"),
 			Usage: "publish KV-cache events in vLLM's format on this ZMQ PUB endpoint (tcp://*:5557 binds, tcp://host:port connects; rank r adds r to the port); off when empty"},
 		&cli.StringFlag{Name: "kv-events-replay-endpoint", Destination: &c.KVEventsReplayEndpoint, Sources: cli.EnvVars("KV_EVENTS_REPLAY_ENDPOINT"),
@@ -94,7 +96,7 @@ func (c *rankConfig) flags() []cli.Flag {
 			Usage: "topic frame of the KV events (llm-d's indexer reads kv@POD@MODEL)"},
 		&cli.StringFlag{Name: "kv-events-hash-seed", Destination: &c.KVEventsHashSeed, Sources: cli.EnvVars("PYTHONHASHSEED"),
 			Usage: "seed of the events' block hashes, as PYTHONHASHSEED seeds vLLM's (default: vLLM's, \"" + scheduler.DefaultKVHashSeed + "\")"},
-	)
+	), c.CPU.flags()...)
 }
 
 // serveCommand runs one data-parallel rank: its scheduler loop on its device, between the
@@ -102,10 +104,14 @@ func (c *rankConfig) flags() []cli.Flag {
 func serveCommand() *cli.Command {
 	var cfg rankConfig
 	return &cli.Command{
-		Name:  "serve",
-		Usage: "run one data-parallel rank (scheduler, KV cache, model forward) on one device",
-		Flags: cfg.flags(),
-		Action: func(ctx context.Context, _ *cli.Command) error {
+		Name:      "serve",
+		Usage:     "run one data-parallel rank (scheduler, KV cache, model forward) on one device",
+		Flags:     cfg.flags(),
+		ArgsUsage: "[MODEL]",
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			if err := cfg.ModelArg(cmd); err != nil {
+				return err
+			}
 			return serveRank(ctx, &cfg)
 		},
 	}
@@ -117,14 +123,14 @@ func serveRank(ctx context.Context, cfg *rankConfig) error {
 	base := cfg.Logger("schedulerd")
 	log := base.With("rank", rank)
 	if err := cfg.Check(); err != nil {
-		return err
+		return runflags.AsConfig(err)
 	}
 	if rank < 0 || rank >= cfg.DPSize {
-		return fmt.Errorf("--dp-rank %d out of range for --dp-size %d", rank, cfg.DPSize)
+		return runflags.Configf("--dp-rank %d out of range for --dp-size %d", rank, cfg.DPSize)
 	}
 	device, err := rankDevice(cfg.Device, cfg.BaseGPUID, rank)
 	if err != nil {
-		return err
+		return runflags.AsConfig(err)
 	}
 	dir, err := cfg.OpenRunDir()
 	if err != nil {
@@ -141,12 +147,17 @@ func serveRank(ctx context.Context, cfg *rankConfig) error {
 	path := cfg.ModelPath
 	b, mcfg, err := openRankBackend(cfg, device, log)
 	if err != nil {
-		return err
+		// The model path, its format, the device, the quantization or KV cache type, a KV
+		// cache that does not fit: nothing a restart changes.
+		return runflags.AsConfig(err)
 	}
 	defer b.Close()
 	maxLen := mcfg.MaxPositions
 	if cfg.ContextLength > 0 {
 		maxLen = cfg.ContextLength
+	}
+	if err := checkContextFits(maxLen, cfg.ContextLength > 0, b.NumBlocks(), b.BlockSize(), cfg); err != nil {
+		return err
 	}
 	eos, _ := model.EOSTokenIDs(path, mcfg) // an unreadable generation_config.json leaves config.json's
 	sched, err := scheduler.New(b, scheduler.Config{
@@ -155,7 +166,7 @@ func serveRank(ctx context.Context, cfg *rankConfig) error {
 		KVEvents: cfg.KVEventsEndpoint != "", KVHashSeed: cfg.KVEventsHashSeed,
 	})
 	if err != nil {
-		return err
+		return runflags.AsConfig(err) // the batch and prefill limits
 	}
 	kvPub, err := openKVEvents(cfg, rank, log)
 	if err != nil {
@@ -171,14 +182,14 @@ func serveRank(ctx context.Context, cfg *rankConfig) error {
 		// Stop strings are matched here, where the tokens are made, so a stop ends the
 		// request (and frees its KV) in the step that produced it.
 		if tok, err = tokenizer.Load(path); err != nil {
-			return err
+			return runflags.AsConfig(err)
 		}
 	}
 	var grammars *runner.Grammars
 	if tok != nil {
 		gopts, err := cfg.GrammarOptions()
 		if err != nil {
-			return err
+			return runflags.AsConfig(err)
 		}
 		grammars = runner.NewGrammars(grammar.NewCompiler(tok, model.ConstraintEOS(eos, tok), gopts))
 	}
@@ -225,31 +236,31 @@ func openKVEvents(cfg *rankConfig, rank int, log *slog.Logger) (*ipc.KVEventPubl
 	return p, nil
 }
 
-// rankDevice resolves the device a rank may use: cuda without an index means base-gpu-id+rank.
+// rankDevice resolves the device a rank uses: a kind without an index (cuda) means index
+// base-gpu-id+rank; cpu is the one CPU. Whether the kind is built in is the registry's to say.
 func rankDevice(device string, baseGPU, rank int) (string, error) {
-	switch {
-	case device == "cpu":
-		return device, nil
-	case device == "cuda":
-		return "cuda:" + strconv.Itoa(baseGPU+rank), nil
-	case strings.HasPrefix(device, "cuda:"):
-		if _, err := strconv.Atoi(device[5:]); err != nil {
-			return "", fmt.Errorf("--device %q: want cuda:K", device)
-		}
-		return device, nil
+	kind, idx, err := backend.ParseDevice(device)
+	if err != nil {
+		return "", fmt.Errorf("--device: %w", err)
 	}
-	return "", fmt.Errorf("--device %q: want cpu, cuda or cuda:K", device)
+	if kind == "cpu" {
+		return "cpu", nil
+	}
+	if !strings.Contains(device, ":") {
+		idx = baseGPU + rank
+	}
+	return kind + ":" + strconv.Itoa(idx), nil
 }
 
 // openRankBackend opens the model's backend, or the replay runner for pipeline benchmarks.
 func openRankBackend(cfg *rankConfig, device string, log *slog.Logger) (backend.Backend, model.Config, error) {
 	switch cfg.LoadFormat {
 	case "auto":
-		kvType, err := cpu.ParseKVDType(cfg.KVCacheDType)
+		opts, err := kvOptions(cfg.KVCacheDType, cfg.KVCacheMB, cfg.KVCacheFraction)
 		if err != nil {
-			return nil, model.Config{}, fmt.Errorf("--kv-cache-dtype: %w", err)
+			return nil, model.Config{}, err
 		}
-		opts := cpu.Options{KVCacheBytes: int64(cfg.KVCacheMB) << 20, KVCacheDType: kvType, BF16Activations: cfg.BF16Activations}
+		opts.Tuning = cfg.CPU.tuning(device)
 		return openBackend(cfg.ModelPath, device, cfg.Quantization, opts, log)
 	case "replay":
 		mcfg, err := model.LoadConfig(cfg.ModelPath)
@@ -257,8 +268,8 @@ func openRankBackend(cfg *rankConfig, device string, log *slog.Logger) (backend.
 			return nil, model.Config{}, err
 		}
 		const blockSize = 16
-		r, err := replay.New(replay.Options{VocabSize: mcfg.VocabSize, BlockSize: blockSize,
-			NumBlocks: max(1, cfg.ReplayKVTokens/blockSize), StepTime: cfg.ReplayStepTime, TokenTime: cfg.ReplayTokenTime})
+		r, err := backend.Open("replay", &model.Model{Config: mcfg}, backend.Options{BlockSize: blockSize,
+			NumBlocks: max(1, cfg.ReplayKVTokens/blockSize), Tuning: replay.Tuning{StepTime: cfg.ReplayStepTime, TokenTime: cfg.ReplayTokenTime}})
 		if err != nil {
 			return nil, model.Config{}, err
 		}
@@ -267,4 +278,29 @@ func openRankBackend(cfg *rankConfig, device string, log *slog.Logger) (backend.
 		return r, mcfg, nil
 	}
 	return nil, model.Config{}, fmt.Errorf("--load-format %q: want auto or replay", cfg.LoadFormat)
+}
+
+// checkContextFits refuses to start a rank whose context length its KV cache cannot hold, as
+// vLLM does: one request of the full context could never run, and the API would advertise a
+// max_model_len the engine cannot serve. The message names both numbers and the settings that
+// fix it.
+func checkContextFits(maxLen int, explicit bool, blocks, blockSize int, cfg *rankConfig) error {
+	capacity := blocks * blockSize
+	if maxLen <= capacity {
+		return nil
+	}
+	what := "the model's context length (max_position_embeddings)"
+	if explicit {
+		what = "--context-length"
+	}
+	if cfg.KVCacheFraction > 0 {
+		return runflags.Configf("%s is %d tokens, but the KV cache (--kv-cache-fraction %g) holds only %d; "+
+			"raise --kv-cache-fraction (KV_CACHE_FRACTION), or lower --context-length to %d or less (CONTEXT_LENGTH)",
+			what, maxLen, cfg.KVCacheFraction, capacity, capacity)
+	}
+	perToken := float64(cfg.KVCacheMB) / float64(max(capacity, 1)) // MiB per position
+	return runflags.Configf("%s is %d tokens, but the KV cache (--kv-cache-mb %d) holds only %d; "+
+		"raise --kv-cache-mb to at least %d (KV_CACHE_MB) or size it with --kv-cache-fraction (KV_CACHE_FRACTION), "+
+		"or lower --context-length to %d or less (CONTEXT_LENGTH)",
+		what, maxLen, cfg.KVCacheMB, capacity, int(perToken*float64(maxLen))+1, capacity)
 }

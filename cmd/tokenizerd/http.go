@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -20,20 +19,8 @@ import (
 // serveHTTP serves srv on the shared port until ctx ends, then drains: it stops accepting, lets
 // requests in flight finish for --shutdown-timeout, ends the rest cleanly (srv.Stop) and gives
 // them a moment to write their last event before the connections close.
-func serveHTTP(ctx context.Context, cfg *serveConfig, srv *api.Server, reg *metrics.Registry, log *slog.Logger) error {
+func serveHTTP(ctx context.Context, cfg *serveConfig, srv *api.Server, lim *api.ConnLimiter, log *slog.Logger) error {
 	addr := cfg.addr()
-	ln, err := listenReusePort(ctx, addr)
-	if err != nil {
-		return err
-	}
-	lim := api.NewConnLimiter(ln, maxConnections(cfg.MaxConnections))
-	lim.SendBuffer = api.DefaultSendBuffer
-	wl := metrics.Labels{{"worker", strconv.Itoa(cfg.WorkerIndex)}}
-	reg.NewGaugeFunc("llm_http_connections_open", "Open HTTP connections.", wl, func() float64 { return float64(lim.Open()) })
-	reg.NewCounterFunc("llm_http_connections_shed_total", "Idle connections closed to admit new ones at --max-connections.", wl,
-		func() float64 { return float64(lim.Shed()) })
-	reg.NewCounterFunc("llm_http_connections_refused_total", "New connections refused at --max-connections, every open one busy.", wl,
-		func() float64 { return float64(lim.Refused()) })
 	hs := &http.Server{
 		Handler:           srv.Handler(),
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
@@ -59,7 +46,7 @@ func serveHTTP(ctx context.Context, cfg *serveConfig, srv *api.Server, reg *metr
 	}
 	log.Info("draining: no new connections; requests in flight may finish", "shutdown_timeout", cfg.ShutdownTimeout)
 	dctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
-	err = hs.Shutdown(dctx)
+	err := hs.Shutdown(dctx)
 	cancel()
 	if err == nil {
 		log.Info("drained")
@@ -73,6 +60,23 @@ func serveHTTP(ctx context.Context, cfg *serveConfig, srv *api.Server, reg *metr
 		return hs.Close()
 	}
 	return nil
+}
+
+// listenHTTP opens the worker's listener on the shared port, bounded by --max-connections, and
+// registers its connection series (per worker, served by every worker: see metrics.Publish).
+func listenHTTP(ctx context.Context, cfg *serveConfig, reg *metrics.Registry) (*api.ConnLimiter, error) {
+	ln, err := listenReusePort(ctx, cfg.addr())
+	if err != nil {
+		return nil, err
+	}
+	lim := api.NewConnLimiter(ln, maxConnections(cfg.MaxConnections))
+	lim.SendBuffer = api.DefaultSendBuffer
+	reg.NewWorkerGaugeFunc("llm_http_connections_open", "Open HTTP connections.", nil, func() float64 { return float64(lim.Open()) })
+	reg.NewWorkerCounterFunc("llm_http_connections_shed_total", "Idle connections closed to admit new ones at --max-connections.", nil,
+		func() float64 { return float64(lim.Shed()) })
+	reg.NewWorkerCounterFunc("llm_http_connections_refused_total", "New connections refused at --max-connections, every open one busy.", nil,
+		func() float64 { return float64(lim.Refused()) })
+	return lim, nil
 }
 
 // maxConnections is --max-connections, or the descriptor limit less a reserve for the worker's

@@ -21,6 +21,7 @@ import (
 	"github.com/llmserve/llmserve/cmd/internal/runflags"
 	"github.com/llmserve/llmserve/cmd/internal/supervise"
 	"github.com/llmserve/llmserve/grammar"
+	"github.com/llmserve/llmserve/internal/version"
 	"github.com/llmserve/llmserve/metrics"
 	"github.com/llmserve/llmserve/model"
 	"github.com/llmserve/llmserve/sampling"
@@ -86,11 +87,11 @@ func (c *serveConfig) flags() []cli.Flag {
 	return append(c.Config.Flags(),
 		&cli.StringFlag{Name: "host", Destination: &c.Host, Value: "127.0.0.1", Usage: "HTTP listen address", Sources: cli.EnvVars("HOST")},
 		&cli.StringFlag{Name: "served-model-name", Destination: &c.ServedModelName, Usage: "model id in the API (default: the model directory's name)", Sources: cli.EnvVars("SERVED_MODEL_NAME")},
-		&cli.IntFlag{Name: "context-length", Destination: &c.ContextLength, Usage: "context length (default: the model's max_position_embeddings)"},
+		&cli.IntFlag{Name: "context-length", Destination: &c.ContextLength, Usage: "context length (default: the model's max_position_embeddings)", Sources: cli.EnvVars("CONTEXT_LENGTH")},
 		&cli.IntFlag{Name: "stream-interval", Destination: &c.StreamInterval, Value: 1, Usage: "tokens per streamed chunk after the first (server default)", Sources: cli.EnvVars("STREAM_INTERVAL")},
 		&cli.StringFlag{Name: "load-balance-method", Destination: &c.LoadBalanceMethod, Value: "shortest_queue", Usage: "round_robin, shortest_queue, minimum_tokens or cache_aware (the rank already sent the longest prefix of the prompt, within a load bound)", Sources: cli.EnvVars("LOAD_BALANCE_METHOD")},
-		&cli.DurationFlag{Name: "rank-timeout", Destination: &c.RankTimeout, Value: time.Second, Usage: "a rank silent this long is marked down and its requests fail"},
-		&cli.IntFlag{Name: "max-queued-requests", Destination: &c.MaxQueuedRequests, Value: 65536, Usage: "requests one worker holds in flight; more get 503"},
+		&cli.DurationFlag{Name: "rank-timeout", Destination: &c.RankTimeout, Value: time.Second, Usage: "a rank silent this long is marked down and its requests fail", Sources: cli.EnvVars("RANK_TIMEOUT")},
+		&cli.IntFlag{Name: "max-queued-requests", Destination: &c.MaxQueuedRequests, Value: 65536, Usage: "requests one worker holds in flight; more get 503", Sources: cli.EnvVars("MAX_QUEUED_REQUESTS")},
 		&cli.IntFlag{Name: "worker-threads", Destination: &c.WorkerThreads, Usage: "OS threads per worker process (GOMAXPROCS); default: the cores left after one per rank and one for detokd, shared by the workers, at least 1 (a GOMAXPROCS in the environment wins)", Sources: cli.EnvVars("TOKENIZER_WORKER_THREADS")},
 		&cli.StringFlag{Name: "tool-call-parser", Destination: &c.ToolCallParser, Value: "auto", Usage: "tool-call syntax: auto (from the chat template), hermes, llama3_json, mistral, deepseek_v3, qwen3_coder (auto only), harmony (auto only) or fallback (the engine's own, for templates without tools)", Sources: cli.EnvVars("TOOL_CALL_PARSER")},
 		&cli.StringFlag{Name: "reasoning-parser", Destination: &c.ReasoningParser, Value: "auto", Usage: "thinking blocks into reasoning_content: auto (from the chat template), none, qwen3 or deepseek_r1", Sources: cli.EnvVars("REASONING_PARSER")},
@@ -204,12 +205,16 @@ func (c *serveConfig) addr() string {
 func serveCommand() *cli.Command {
 	var cfg serveConfig
 	return &cli.Command{
-		Name:  "serve",
-		Usage: "serve the HTTP API with N tokenizer worker processes",
-		Flags: cfg.flags(),
-		Action: func(ctx context.Context, _ *cli.Command) error {
-			if err := cfg.check(); err != nil {
+		Name:      "serve",
+		Usage:     "serve the HTTP API with N tokenizer worker processes",
+		Flags:     cfg.flags(),
+		ArgsUsage: "[MODEL]",
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			if err := cfg.ModelArg(cmd); err != nil {
 				return err
+			}
+			if err := cfg.check(); err != nil {
+				return runflags.AsConfig(err)
 			}
 			ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -310,7 +315,7 @@ func runWorker(ctx context.Context, cfg *serveConfig) error {
 	mode := workerMode(&cfg.Config)
 	tok, grammars, err := loadTokenizer(&cfg.Config, mode)
 	if err != nil {
-		return err
+		return runflags.AsConfig(err) // a model path that does not hold a tokenizer
 	}
 	w, err := openWorker(cfg, mode, tok, grammars, log)
 	if err != nil {
@@ -323,11 +328,20 @@ func runWorker(ctx context.Context, cfg *serveConfig) error {
 	}
 	defer store.Close()
 	srv, err := newAPIServer(cfg, w, mode, reg, log)
-	store.Seal() // every counter and histogram is registered: publish this worker's layout
+	if err != nil {
+		store.Seal()
+		return runflags.AsConfig(err) // the model's config.json, the API key file
+	}
+	lim, err := listenHTTP(ctx, cfg, reg)
+	if err == nil {
+		registerProcesses(reg, cfg)
+	}
+	store.Seal() // every counter, histogram and per-worker series is registered: publish this worker's layout
 	if err != nil {
 		return err
 	}
-	return serveHTTP(ctx, cfg, srv, reg, log)
+	go reg.Publish(ctx)
+	return serveHTTP(ctx, cfg, srv, lim, log)
 }
 
 // workerMode is the worker's mode from the --skip-* flags.
@@ -372,7 +386,7 @@ func openWorker(cfg *serveConfig, mode worker.Mode, tok *tokenizer.Tokenizer, gr
 	}
 	method, err := shard.ParseMethod(cfg.LoadBalanceMethod)
 	if err != nil {
-		return nil, err
+		return nil, runflags.AsConfig(err)
 	}
 	ledger, err := shard.OpenLedger(worker.LedgerPath(dir), cfg.TokenizerWorkerNum, cfg.DPSize)
 	if err != nil {
@@ -412,15 +426,26 @@ func newAPIServer(cfg *serveConfig, w *worker.Worker, mode worker.Mode, reg *met
 	if err != nil {
 		return nil, err
 	}
-	registerRankGauges(reg, w, cfg.WorkerIndex, cfg.DPSize, name)
+	registerRankGauges(reg, w, cfg.DPSize, name)
 	return api.NewServer(api.Config{
-		ServedModelName: name, ContextLength: ctxLen, DefaultSampling: defaultSampling(cfg.ModelPath, log),
+		ServedModelName: name, ContextLength: ctxLen, KVTokens: func() int { return kvTokens(w) }, DefaultSampling: defaultSampling(cfg.ModelPath, log),
 		StreamInterval: cfg.StreamInterval, SkipTokenizerInit: mode == worker.ModeSkipTokenizerInit, Worker: cfg.WorkerIndex,
 		MaxBodyBytes: cfg.MaxBodyBytes, APIKeys: keys, OpenPaths: cfg.openPaths(),
 		ReadBodyTimeout: cfg.ReadBodyTimeout, WriteTimeout: cfg.WriteTimeout,
 		ToolCallParser: cfg.ToolCallParser, ReasoningParser: cfg.ReasoningParser,
 		GrammarStrict: cfg.GrammarStrict, SchedulingPolicy: cfg.SchedulingPolicy,
 	}, w, reg, log)
+}
+
+// kvTokens is the KV cache positions of the smallest rank that reports (0: none has yet).
+func kvTokens(w *worker.Worker) int {
+	least := 0
+	for _, rl := range w.Snapshot().Ranks {
+		if c := int(rl.Reported.KVTokensCapacity); c > 0 && (least == 0 || c < least) {
+			least = c
+		}
+	}
+	return least
 }
 
 // defaultSampling is the model's generation_config.json over the OpenAI defaults.
@@ -461,12 +486,50 @@ func openMetrics(cfg *serveConfig) (*metrics.Registry, *metrics.Shared, error) {
 	return metrics.NewSharedRegistry(store), store, nil
 }
 
+// registerProcesses registers the process_* series of every process of the engine: this
+// worker's own and its Go runtime's (per worker), and, read from /proc by pid (each role's
+// run-dir lock holds it), the supervisor's, every rank's and detokd's; and the build's identity.
+func registerProcesses(reg *metrics.Registry, cfg *serveConfig) {
+	reg.RegisterOwnProcess(metrics.Labels{{"process", "tokenizerd-worker"}})
+	dir := cfg.RunDirPath()
+	byLock := func(role, binary string) func() int {
+		return func() int { return lockHolder(filepath.Join(dir, role+".lock"), binary) }
+	}
+	reg.RegisterProcess(metrics.Labels{{"process", "tokenizerd"}}, byLock("tokenizerd", "tokenizerd"))
+	for r := 0; r < cfg.DPSize; r++ {
+		reg.RegisterProcess(metrics.Labels{{"process", "schedulerd"}, {"rank", strconv.Itoa(r)}}, byLock(fmt.Sprintf("schedulerd-%d", r), "schedulerd"))
+	}
+	if workerMode(&cfg.Config) == worker.ModeDefault {
+		reg.RegisterProcess(metrics.Labels{{"process", "detokd"}}, byLock("detokd", "detokd"))
+	}
+	reg.RegisterBuildInfo(version.Version, version.Commit())
+}
+
+// lockHolder is the pid written in a run-dir lock file when that process still runs binary
+// (0 otherwise: a stale pid may name another program now).
+func lockHolder(path, binary string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return 0
+	}
+	cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	argv0, _, _ := strings.Cut(string(cmd), "\x00")
+	if err != nil || filepath.Base(argv0) != binary {
+		return 0
+	}
+	return pid
+}
+
 // metricsPath is the workers' shared metrics store in the run directory.
 func metricsPath(runDir string) string { return filepath.Join(runDir, "metrics") }
 
 // registerRankGauges exposes what this worker knows of every rank's load (every worker hears
 // every rank), labelled by rank, and the engine-wide gauges under vLLM's names.
-func registerRankGauges(reg *metrics.Registry, w *worker.Worker, index, ranks int, model string) {
+func registerRankGauges(reg *metrics.Registry, w *worker.Worker, ranks int, model string) {
 	ml := metrics.Labels{{"model_name", model}}
 	total := func(f func(rl *shard.RankLoad) float64) func() float64 {
 		return func() float64 {
@@ -520,11 +583,12 @@ func registerRankGauges(reg *metrics.Registry, w *worker.Worker, index, ranks in
 	// vllm:num_preemptions_total is the API's: counted from finished requests in the shared
 	// store, it never goes down between scrapes of different workers, as a sum of each worker's
 	// latest rank reports could.
-	wl := metrics.Labels{{"worker", strconv.Itoa(index)}}
-	reg.NewGaugeFunc("llm_worker_in_flight_requests", "Requests this worker owns that have not finished.", wl,
+	// The worker-labelled series are per worker (each knows only its own), published to the
+	// shared store so that every scrape shows every worker's (metrics.NewWorkerGaugeFunc).
+	reg.NewWorkerGaugeFunc("llm_worker_in_flight_requests", "Requests this worker owns that have not finished.", nil,
 		func() float64 { return float64(w.InFlight()) })
 	for r := 0; r < ranks; r++ {
-		l := append(metrics.Labels{{"rank", strconv.Itoa(r)}}, wl...)
+		l := metrics.Labels{{"rank", strconv.Itoa(r)}}
 		get := func(f func(rl *shard.RankLoad) float64) func() float64 {
 			return func() float64 {
 				s := w.Snapshot()
@@ -534,26 +598,26 @@ func registerRankGauges(reg *metrics.Registry, w *worker.Worker, index, ranks in
 				return f(&s.Ranks[r])
 			}
 		}
-		reg.NewGaugeFunc("llm_rank_up", "1 when the rank reports, 0 when it is down.", l,
+		reg.NewWorkerGaugeFunc("llm_rank_up", "1 when the rank reports, 0 when it is down.", l,
 			get(func(rl *shard.RankLoad) float64 {
 				if rl.Up {
 					return 1
 				}
 				return 0
 			}))
-		reg.NewGaugeFunc("llm_rank_running_requests", "Requests in the rank's batch.", l,
+		reg.NewWorkerGaugeFunc("llm_rank_running_requests", "Requests in the rank's batch.", l,
 			get(func(rl *shard.RankLoad) float64 { return float64(rl.Reported.Running) }))
-		reg.NewGaugeFunc("llm_rank_waiting_requests", "Requests queued at the rank.", l,
+		reg.NewWorkerGaugeFunc("llm_rank_waiting_requests", "Requests queued at the rank.", l,
 			get(func(rl *shard.RankLoad) float64 { return float64(rl.Reported.Waiting) }))
-		reg.NewGaugeFunc("llm_rank_kv_tokens_used", "KV cache positions in use at the rank.", l,
+		reg.NewWorkerGaugeFunc("llm_rank_kv_tokens_used", "KV cache positions in use at the rank.", l,
 			get(func(rl *shard.RankLoad) float64 { return float64(rl.Reported.KVTokensUsed) }))
-		reg.NewGaugeFunc("llm_rank_kv_tokens_capacity", "KV cache positions at the rank.", l,
+		reg.NewWorkerGaugeFunc("llm_rank_kv_tokens_capacity", "KV cache positions at the rank.", l,
 			get(func(rl *shard.RankLoad) float64 { return float64(rl.Reported.KVTokensCapacity) }))
-		reg.NewCounterFunc("llm_rank_preemptions_total", "Requests the rank evicted from its batch to free KV blocks.", l,
+		reg.NewWorkerCounterFunc("llm_rank_preemptions_total", "Requests the rank evicted from its batch to free KV blocks.", l,
 			get(func(rl *shard.RankLoad) float64 { return float64(rl.Reported.Preemptions) }))
-		reg.NewCounterFunc("llm_rank_prefix_hit_tokens_total", "Prompt tokens the rank took from its prefix cache.", l,
+		reg.NewWorkerCounterFunc("llm_rank_prefix_hit_tokens_total", "Prompt tokens the rank took from its prefix cache.", l,
 			get(func(rl *shard.RankLoad) float64 { return float64(rl.Reported.PrefixHitTokens) }))
-		reg.NewGaugeFunc("llm_rank_pending_requests", "Requests this worker sent the rank that it has not acknowledged.", l,
+		reg.NewWorkerGaugeFunc("llm_rank_pending_requests", "Requests this worker sent the rank that it has not acknowledged.", l,
 			get(func(rl *shard.RankLoad) float64 { return float64(rl.Pending) }))
 	}
 }

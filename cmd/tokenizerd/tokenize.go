@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/llmserve/llmserve/cmd/internal/runflags"
 	"io"
 	"os"
 
@@ -25,7 +26,10 @@ func tokenizeCommand() *cli.Command {
 			&cli.StringFlag{Name: "tokenizer", Destination: &dir, Aliases: []string{"model-path"}, Usage: "directory with tokenizer.json and tokenizer_config.json, or a GGUF file", Sources: cli.EnvVars("MODEL_PATH"), Required: true},
 			&cli.BoolFlag{Name: "add-special-tokens", Destination: &addSpecialTokens, Usage: "add BOS / post-processor tokens to text inputs"},
 		},
-		Action: func(context.Context, *cli.Command) error {
+		Action: func(_ context.Context, cmd *cli.Command) error {
+			if err := runflags.NoArgs(cmd); err != nil {
+				return err
+			}
 			return tokenizeLines(dir, addSpecialTokens, os.Stdin, os.Stdout)
 		},
 	}

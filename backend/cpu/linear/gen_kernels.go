@@ -317,7 +317,10 @@ func pair4x4(b *bytes.Buffer) {
 // pairRows writes dotRowsBF16PairAVX512(w *byte, rows int, x *float32, k int, out *float32):
 // out[r] = Σ_p w[r][p]·x[p] for rows consecutive rows of k BF16 weights (k a multiple of 32, x
 // in pair layout). Rows are read one after another, so the weights stream through memory in one
-// sequential pass, which the hardware prefetchers follow best.
+// sequential pass, which the hardware prefetchers follow best. Each row's sum is formed exactly
+// as pair4x1 forms it (one accumulator for the even weights and one for the odd, block after
+// block, then the same reduction), so a row's result does not depend on which kernel the batch
+// shape chose.
 func pairRows(b *bytes.Buffer) {
 	name := "dotRowsBF16PairAVX512"
 	fmt.Fprintf(b, "\n// func %s(w *byte, rows int, x *float32, k int, out *float32)\n", name)
@@ -326,29 +329,44 @@ func pairRows(b *bytes.Buffer) {
 	b.WriteString("\tSHRQ $5, R10\n\tMOVL $0xffff0000, BX\n\tVPBROADCASTD BX, Z31\n")
 	fmt.Fprintf(b, "\tTESTQ R8, R8\n\tJZ %s_done\n%s_row:\n", name, name)
 	b.WriteString("\tMOVQ R9, DI\n\tMOVQ R10, CX\n")
-	zero(b, "Z", 8)
-	// Four blocks (256 bytes of weights) per iteration while they last, then single blocks.
+	zero(b, "Z", 2)
+	// Four blocks (256 bytes of weights) per iteration while they last, then single blocks; Z0
+	// takes the even products, Z1 the odd.
 	fmt.Fprintf(b, "%s_loop4:\n\tCMPQ CX, $4\n\tJLT %s_loop1\n", name, name)
 	for blk := range 4 {
 		fmt.Fprintf(b, "\tVPSLLD $16, %d(SI), Z%d\n", 64*blk, 8+2*blk)
 		fmt.Fprintf(b, "\tVPANDD %d(SI), Z31, Z%d\n", 64*blk, 9+2*blk)
-		fmt.Fprintf(b, "\tVFMADD231PS %d(DI), Z%d, Z%d\n", 128*blk, 8+2*blk, 2*blk)
-		fmt.Fprintf(b, "\tVFMADD231PS %d(DI), Z%d, Z%d\n", 128*blk+64, 9+2*blk, 2*blk+1)
+	}
+	for blk := range 4 {
+		fmt.Fprintf(b, "\tVFMADD231PS %d(DI), Z%d, Z0\n", 128*blk, 8+2*blk)
+		fmt.Fprintf(b, "\tVFMADD231PS %d(DI), Z%d, Z1\n", 128*blk+64, 9+2*blk)
 	}
 	fmt.Fprintf(b, "\tADDQ $256, SI\n\tADDQ $512, DI\n\tSUBQ $4, CX\n\tJMP %s_loop4\n", name)
 	fmt.Fprintf(b, "%s_loop1:\n\tTESTQ CX, CX\n\tJZ %s_reduce\n", name, name)
 	b.WriteString("\tVPSLLD $16, (SI), Z8\n\tVPANDD (SI), Z31, Z9\n\tVFMADD231PS (DI), Z8, Z0\n\tVFMADD231PS 64(DI), Z9, Z1\n")
 	fmt.Fprintf(b, "\tADDQ $64, SI\n\tADDQ $128, DI\n\tDECQ CX\n\tJMP %s_loop1\n", name)
 	fmt.Fprintf(b, "%s_reduce:\n", name)
-	b.WriteString("\tVADDPS Z1, Z0, Z0\n\tVADDPS Z3, Z2, Z2\n\tVADDPS Z5, Z4, Z4\n\tVADDPS Z7, Z6, Z6\n\tVADDPS Z2, Z0, Z0\n\tVADDPS Z6, Z4, Z4\n\tVADDPS Z4, Z0, Z0\n")
-	b.WriteString("\tVEXTRACTF64X4 $1, Z0, Y1\n\tVADDPS Y1, Y0, Y0\n\tVEXTRACTF128 $1, Y0, X1\n\tVADDPS X1, X0, X0\n")
-	b.WriteString("\tVHADDPS X0, X0, X0\n\tVHADDPS X0, X0, X0\n\tVMOVSS X0, (DX)\n")
+	b.WriteString("\tVADDPS Z1, Z0, Z0\n")
+	reduce1(b, "Z")
 	fmt.Fprintf(b, "\tADDQ $4, DX\n\tDECQ R8\n\tJNZ %s_row\n%s_done:\n\tVZEROUPPER\n\tRET\n", name, name)
+}
+
+// reduce1 sums the lanes of register 0 (width reg) as reduce4 sums each of its accumulators and
+// stores the total at (DX), with register 1 as scratch.
+func reduce1(b *bytes.Buffer, reg string) {
+	if reg == "Z" {
+		b.WriteString("\tVEXTRACTF64X4 $1, Z0, Y1\n\tVADDPS Y1, Y0, Y0\n")
+	}
+	b.WriteString("\tVEXTRACTF128 $1, Y0, X1\n\tVADDPS X1, X0, X0\n")
+	b.WriteString("\tVHADDPS X0, X0, X0\n\tVHADDPS X0, X0, X0\n\tVMOVSS X0, (DX)\n")
 }
 
 // rows writes dotRows<E><ISA>(w *byte, rows int, x *float32, k int, out *float32): out[r] =
 // Σ_p w[r][p]·x[p] for rows consecutive rows of k weights (k a multiple of the lane count), one
-// row after another so the weights stream through memory in one sequential pass.
+// row after another so the weights stream through memory in one sequential pass. Each row's sum
+// is formed exactly as dot4x1 forms it (even vectors into one accumulator, odd into another, a
+// last odd vector into the first, then the same reduction), so a row's result does not depend on
+// which kernel the batch shape chose.
 func rows(b *bytes.Buffer, is isa, e elem) {
 	name := fmt.Sprintf("dotRows%s%s", e.name, is.name)
 	R := is.reg
@@ -359,24 +377,28 @@ func rows(b *bytes.Buffer, is isa, e elem) {
 	fmt.Fprintf(b, "\tSHRQ $%d, R10\n", log2(is.lanes))
 	fmt.Fprintf(b, "\tTESTQ R8, R8\n\tJZ %s_done\n%s_row:\n", name, name)
 	b.WriteString("\tMOVQ R9, DI\n\tMOVQ R10, CX\n")
-	zero(b, R, 4)
-	fmt.Fprintf(b, "%s_loop4:\n\tCMPQ CX, $4\n\tJLT %s_loop1\n", name, name)
+	zero(b, R, 2)
+	fmt.Fprintf(b, "%s_loop4:\n\tCMPQ CX, $4\n\tJLT %s_loop2\n", name, name)
 	for v := range 4 {
+		b.WriteString(e.widen(fmt.Sprintf("%d(SI)", v*vb), fmt.Sprintf("%s%d", R, 4+v)))
+	}
+	for v := range 4 {
+		fmt.Fprintf(b, "\tVFMADD231PS %d(DI), %s%d, %s%d\n", v*4*is.lanes, R, 4+v, R, v%2)
+	}
+	fmt.Fprintf(b, "\tADDQ $%d, SI\n\tADDQ $%d, DI\n\tSUBQ $4, CX\n\tJMP %s_loop4\n", 4*vb, 16*is.lanes, name)
+	fmt.Fprintf(b, "%s_loop2:\n\tCMPQ CX, $2\n\tJLT %s_tail\n", name, name)
+	for v := range 2 {
 		b.WriteString(e.widen(fmt.Sprintf("%d(SI)", v*vb), fmt.Sprintf("%s%d", R, 4+v)))
 		fmt.Fprintf(b, "\tVFMADD231PS %d(DI), %s%d, %s%d\n", v*4*is.lanes, R, 4+v, R, v)
 	}
-	fmt.Fprintf(b, "\tADDQ $%d, SI\n\tADDQ $%d, DI\n\tSUBQ $4, CX\n\tJMP %s_loop4\n", 4*vb, 16*is.lanes, name)
-	fmt.Fprintf(b, "%s_loop1:\n\tTESTQ CX, CX\n\tJZ %s_reduce\n", name, name)
+	fmt.Fprintf(b, "\tADDQ $%d, SI\n\tADDQ $%d, DI\n\tSUBQ $2, CX\n", 2*vb, 8*is.lanes)
+	fmt.Fprintf(b, "%s_tail:\n\tTESTQ CX, CX\n\tJZ %s_reduce\n", name, name)
 	b.WriteString(e.widen("(SI)", R+"4"))
 	fmt.Fprintf(b, "\tVFMADD231PS (DI), %s4, %s0\n", R, R)
-	fmt.Fprintf(b, "\tADDQ $%d, SI\n\tADDQ $%d, DI\n\tDECQ CX\n\tJMP %s_loop1\n", vb, 4*is.lanes, name)
+	fmt.Fprintf(b, "\tADDQ $%d, SI\n\tADDQ $%d, DI\n", vb, 4*is.lanes)
 	fmt.Fprintf(b, "%s_reduce:\n", name)
-	fmt.Fprintf(b, "\tVADDPS %s1, %s0, %s0\n\tVADDPS %s3, %s2, %s2\n\tVADDPS %s2, %s0, %s0\n", R, R, R, R, R, R, R, R, R)
-	if R == "Z" {
-		b.WriteString("\tVEXTRACTF64X4 $1, Z0, Y1\n\tVADDPS Y1, Y0, Y0\n")
-	}
-	b.WriteString("\tVEXTRACTF128 $1, Y0, X1\n\tVADDPS X1, X0, X0\n")
-	b.WriteString("\tVHADDPS X0, X0, X0\n\tVHADDPS X0, X0, X0\n\tVMOVSS X0, (DX)\n")
+	fmt.Fprintf(b, "\tVADDPS %s1, %s0, %s0\n", R, R, R)
+	reduce1(b, R)
 	fmt.Fprintf(b, "\tADDQ $4, DX\n\tDECQ R8\n\tJNZ %s_row\n%s_done:\n\tVZEROUPPER\n\tRET\n", name, name)
 }
 

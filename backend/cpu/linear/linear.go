@@ -34,6 +34,7 @@ import (
 	"unsafe"
 
 	"github.com/llmserve/llmserve/backend/cpu/gemm"
+	"github.com/llmserve/llmserve/backend/cpu/quantmm"
 	"github.com/llmserve/llmserve/internal/parallel"
 	"github.com/llmserve/llmserve/model"
 	"github.com/llmserve/llmserve/quant"
@@ -56,6 +57,30 @@ const streamChunkRows = 32
 // Kernels names the kernel set MatMul uses on this machine ("avx512bf16", "avx512", "avx2" or
 // "go").
 func Kernels() string { return sets[0].name }
+
+// KernelSets names the kernel sets this machine can run, fastest first (the portable "go" last).
+func KernelSets() []string {
+	names := make([]string, len(sets))
+	for i, s := range sets {
+		names[i] = s.name
+	}
+	return names
+}
+
+// UseKernels makes mu run the kernel set named name (one of KernelSets), "" for the fastest.
+func (mu *Multiplier) UseKernels(name string) error {
+	if name == "" {
+		mu.set = nil
+		return nil
+	}
+	for _, s := range sets {
+		if s.name == name {
+			mu.set = s
+			return nil
+		}
+	}
+	return fmt.Errorf("kernel set %q: this machine runs %v", name, KernelSets())
+}
 
 // sets are the kernel sets this machine can run, fastest first.
 var sets = kernelSets()
@@ -96,6 +121,19 @@ func Supported(w model.Matrix) error {
 // accumulate is set). It panics when a slice is too short for its shape or w's type is not
 // Supported: both are programming errors.
 func (mu *Multiplier) MatMul(w model.Matrix, m int, x []float32, ldx int, out []float32, ldo int, accumulate bool) {
+	mu.matMul(w, m, x, ldx, out, ldo, accumulate, false)
+}
+
+// MatMulRows is MatMul on the streaming path whatever m is: each output row is then computed by
+// the same kernel, in the same summation order, whether its activation row is multiplied alone
+// or among any number of others, so a row's result depends only on that row (unless
+// BF16Activations is set, which rounds differently by row count). MatMul's choice of path by m
+// does not have that property: the matrix-product path sums in another order.
+func (mu *Multiplier) MatMulRows(w model.Matrix, m int, x []float32, ldx int, out []float32, ldo int, accumulate bool) {
+	mu.matMul(w, m, x, ldx, out, ldo, accumulate, true)
+}
+
+func (mu *Multiplier) matMul(w model.Matrix, m int, x []float32, ldx int, out []float32, ldo int, accumulate, rowwise bool) {
 	n, k := w.Rows, w.Cols
 	ti, ok := floatIndex(w.Type)
 	if !ok && Supported(w) != nil {
@@ -124,6 +162,9 @@ func (mu *Multiplier) MatMul(w model.Matrix, m int, x []float32, ldx int, out []
 		set = sets[0]
 	}
 	limit := mu.StreamMaxRows
+	if rowwise {
+		limit = math.MaxInt
+	}
 	if limit == 0 {
 		limit = StreamMaxRows
 		if mu.useDP(set, ti, 2) {
@@ -171,11 +212,11 @@ func (mu *Multiplier) quantized(w model.Matrix, m int, x []float32, ldx int, out
 		xs = mu.packed
 	}
 	if !accumulate {
-		quant.MatMul(w.Type, w.Data, n, k, xs, m, out, ldo, threads)
+		quantmm.MatMul(w.Type, w.Data, n, k, xs, m, out, ldo, threads)
 		return
 	}
 	mu.sum = growFloats(mu.sum, m*n)
-	quant.MatMul(w.Type, w.Data, n, k, xs, m, mu.sum, n, threads)
+	quantmm.MatMul(w.Type, w.Data, n, k, xs, m, mu.sum, n, threads)
 	for i := range m {
 		o := out[i*ldo : i*ldo+n]
 		for j, v := range mu.sum[i*n : (i+1)*n] {
@@ -254,6 +295,11 @@ func (mu *Multiplier) stream(set *kernelSet, ti int, w model.Matrix, m int, x []
 	}
 	if dp != nil {
 		d4, rowsK = nil, nil // the dp kernels are called below in their place
+	} else {
+		// The 4x4 kernels keep one accumulator per output where the 4x1 and row kernels keep
+		// two (their registers do not allow more), so a row's sum would depend on whether it
+		// fell into a group of four activation rows: the 4x1 kernels take every row instead.
+		d4 = nil
 	}
 	tasks := (n + streamChunkRows - 1) / streamChunkRows
 	if n*k*max(m, 4) < 1<<16 {
@@ -289,20 +335,23 @@ func (mu *Multiplier) stream(set *kernelSet, ti int, w model.Matrix, m int, x []
 		// One activation row: stream the chunk's rows one after another (one sequential pass,
 		// which the prefetchers follow at nearly the full read bandwidth; four interleaved rows
 		// reach about half of it).
-		if m == 1 && kv == k && rowsK != nil {
+		j := j0
+		if m == 1 && kv == k && rowsK != nil && j1-j0 >= 4 {
+			// The row kernels sum each row as the 4x1 kernels do; the matrix's last rows past a
+			// multiple of four go through tail below, as they do for more activation rows.
 			var buf [streamChunkRows]float32
-			rowsK(&w.Data[j0*rb], j1-j0, &xk[0], kv, &buf[0])
-			dst := out[j0:j1]
+			nr := (j1 - j0) &^ 3
+			rowsK(&w.Data[j0*rb], nr, &xk[0], kv, &buf[0])
+			dst := out[j0 : j0+nr]
 			if accumulate {
-				for r, v := range buf[:j1-j0] {
+				for r, v := range buf[:nr] {
 					dst[r] += v
 				}
 			} else {
-				copy(dst, buf[:j1-j0])
+				copy(dst, buf[:nr])
 			}
-			return
+			j = j0 + nr
 		}
-		j := j0
 		for ; j+4 <= j1; j += 4 {
 			wp := &w.Data[j*rb]
 			i := 0

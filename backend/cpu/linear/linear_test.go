@@ -264,3 +264,40 @@ func TestRoundBF16(t *testing.T) {
 		}
 	}
 }
+
+// TestMatMulRowsBatchInvariant: on every kernel set and float type, an activation row's
+// products through MatMulRows are bit for bit the same alone and among 1..40 other rows, in any
+// position, over shapes with ragged heights and widths (the row and tail kernels must sum as the
+// 4x1 kernels do).
+func TestMatMulRowsBatchInvariant(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, set := range sets {
+		for _, typ := range []quant.Type{quant.F32, quant.BF16, quant.F16} {
+			for _, sh := range []struct{ n, k int }{{70, 1024}, {37, 64}, {9, 100}, {64, 288}, {5, 7}} {
+				w, _ := randomMatrix(rng, typ, sh.n, sh.k)
+				mu := &Multiplier{Threads: 2, set: set}
+				row := make([]float32, sh.k)
+				for i := range row {
+					row[i] = float32(2*rng.Float64() - 1)
+				}
+				alone := make([]float32, sh.n)
+				mu.MatMulRows(w, 1, row, sh.k, alone, sh.n, false)
+				for _, m := range []int{2, 3, 4, 5, 8, 17, 33, 41} {
+					x := make([]float32, m*sh.k)
+					for i := range x {
+						x[i] = float32(2*rng.Float64() - 1)
+					}
+					at := rng.IntN(m)
+					copy(x[at*sh.k:], row)
+					out := make([]float32, m*sh.n)
+					mu.MatMulRows(w, m, x, sh.k, out, sh.n, false)
+					for j, v := range out[at*sh.n : (at+1)*sh.n] {
+						if math.Float32bits(v) != math.Float32bits(alone[j]) {
+							t.Fatalf("%s/%s/n%d_k%d: row %d of %d, output %d is %v, alone %v", set.name, typ, sh.n, sh.k, at, m, j, v, alone[j])
+						}
+					}
+				}
+			}
+		}
+	}
+}

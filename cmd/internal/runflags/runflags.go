@@ -12,9 +12,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 
+	"github.com/llmserve/llmserve/cmd/internal/supervise"
 	"github.com/llmserve/llmserve/grammar"
 	"github.com/llmserve/llmserve/internal/version"
 	"github.com/llmserve/llmserve/ipc"
@@ -60,7 +62,7 @@ type Config struct {
 // Flags returns the shared flags, each bound to its field of c.
 func (c *Config) Flags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "model-path", Destination: &c.ModelPath, Value: "models/pico", Usage: "Hugging Face model directory, or a GGUF file", Sources: cli.EnvVars("MODEL_PATH")},
+		&cli.StringFlag{Name: "model-path", Aliases: []string{"model", "m"}, Destination: &c.ModelPath, Value: "models/pico", Usage: "Hugging Face model directory, or a GGUF file (also the command's argument: serve MODEL)", Sources: cli.EnvVars("MODEL_PATH")},
 		&cli.StringFlag{Name: "run-dir", Destination: &c.RunDir, Usage: "private directory (0700) holding the ipc sockets; default: $XDG_RUNTIME_DIR or /tmp, /llmserve-UID-PORT", Sources: cli.EnvVars("LLMSERVE_RUN_DIR")},
 		&cli.IntFlag{Name: "port", Destination: &c.Port, Value: 30000, Usage: "HTTP port (also names the default run dir)", Sources: cli.EnvVars("LLMSERVE_PORT", "PORT")},
 		&cli.IntFlag{Name: "tokenizer-worker-num", Destination: &c.TokenizerWorkerNum, Value: 1, Usage: "tokenizer worker processes", Sources: cli.EnvVars("TOKENIZER_WORKERS")},
@@ -114,11 +116,35 @@ func (c *Config) logger(w io.Writer, process string) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: lvl}
 	var h slog.Handler = slog.NewTextHandler(w, opts)
 	if c.LogFormat == "json" {
-		h = slog.NewJSONHandler(w, opts)
+		h = slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl, ReplaceAttr: jsonAttr})
 	}
 	l := slog.New(h).With("proc", process)
 	slog.SetDefault(l)
 	return l
+}
+
+// jsonAttr makes a JSON line's values what a log shipper can read: a duration is a number of
+// seconds under a key ending in _seconds (slog writes nanoseconds), and an enum (an integer type
+// with a String method) is its name, not its number.
+func jsonAttr(_ []string, a slog.Attr) slog.Attr {
+	switch a.Value.Kind() {
+	case slog.KindDuration:
+		key := a.Key
+		if !strings.HasSuffix(key, "_seconds") {
+			key += "_seconds"
+		}
+		return slog.Float64(key, a.Value.Duration().Seconds())
+	case slog.KindAny:
+		v := a.Value.Any()
+		if s, ok := v.(fmt.Stringer); ok {
+			switch reflect.TypeOf(v).Kind() {
+			case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+				reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+				return slog.String(a.Key, s.String())
+			}
+		}
+	}
+	return a
 }
 
 // RunDirPath is the run directory: --run-dir, else $XDG_RUNTIME_DIR (or /tmp)/llmserve-UID-PORT.
@@ -165,9 +191,10 @@ func (c *Config) GrammarOptions() (grammar.Options, error) {
 	return o, nil
 }
 
-// ExitConflict is the exit status of a process that refused to start because another engine
-// holds its port or run directory (EX_CONFIG): supervisors do not restart it
-// (systemd: RestartPreventExitStatus).
+// ExitConflict is the exit status of a process that refused to start because of its
+// configuration (EX_CONFIG): another engine holds its port or run directory, a flag or an
+// environment variable has a bad value, the model cannot be loaded, the device does not exist.
+// Supervisors do not restart it (systemd: RestartPreventExitStatus; cmd/procfile).
 const ExitConflict = 78
 
 // ConflictError says that another engine holds what this process needs.
@@ -175,26 +202,129 @@ type ConflictError struct{ Msg string }
 
 func (e *ConflictError) Error() string { return e.Msg }
 
+// ConfigError is a configuration mistake a restart cannot fix; the process exits with
+// ExitConflict.
+type ConfigError struct{ Err error }
+
+func (e *ConfigError) Error() string { return e.Err.Error() }
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// AsConfig marks err (nil stays nil) as a configuration error.
+func AsConfig(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &ConfigError{err}
+}
+
+// Configf is a configuration error built like fmt.Errorf.
+func Configf(format string, args ...any) error {
+	return &ConfigError{fmt.Errorf(format, args...)}
+}
+
 // ExitStatus is the status a binary exits with for err (nil: 0).
 func ExitStatus(err error) int {
 	var ce *ConflictError
+	var cfg *ConfigError
+	var refused *supervise.RefusedError
 	switch {
 	case err == nil:
 		return 0
-	case errors.As(err, &ce):
+	case errors.As(err, &ce), errors.As(err, &cfg), errors.As(err, &refused):
 		return ExitConflict
 	}
 	return 1
 }
 
+// actionError is an error a command's action returned, as opposed to one of the command line
+// itself (an unknown flag, a bad value, a stray argument), which is a configuration error.
+type actionError struct{ err error }
+
+func (e *actionError) Error() string { return e.err.Error() }
+func (e *actionError) Unwrap() error { return e.err }
+
 // Main runs an engine binary's command line: cmd, stamped with the build's version, on os.Args;
-// an error is printed after the command's name and ends the process with ExitStatus.
+// an error is printed after the command's name and ends the process with ExitStatus. Errors of
+// the command line itself (an unknown flag, a value that does not parse, in a flag or in its
+// environment variable) exit with ExitConflict too: restarting cannot fix them.
 func Main(cmd *cli.Command) {
 	cmd.Version = version.String()
-	if err := cmd.Run(context.Background(), os.Args); err != nil {
-		fmt.Fprintf(os.Stderr, "%s: %v\n", cmd.Name, err)
-		os.Exit(ExitStatus(err))
+	tagActions(cmd)
+	fixDefaults(cmd)
+	err := cmd.Run(context.Background(), os.Args)
+	if err == nil {
+		return
 	}
+	fmt.Fprintf(os.Stderr, "%s: %v\n", cmd.Name, err)
+	var ae *actionError
+	if !errors.As(err, &ae) {
+		os.Exit(ExitConflict)
+	}
+	os.Exit(ExitStatus(ae.err))
+}
+
+// tagActions wraps the actions of cmd and its subcommands so that Main can tell their errors
+// from the command line's.
+func tagActions(cmd *cli.Command) {
+	if act := cmd.Action; act != nil {
+		cmd.Action = func(ctx context.Context, c *cli.Command) error {
+			if err := act(ctx, c); err != nil {
+				return &actionError{err}
+			}
+			return nil
+		}
+	}
+	for _, sub := range cmd.Commands {
+		tagActions(sub)
+	}
+}
+
+// fixDefaults makes --help state each default once and correctly: a flag whose usage already
+// says its default (one computed at run time) does not also print its zero value, and a boolean
+// that defaults to true says so (the library prints no default for booleans).
+func fixDefaults(cmd *cli.Command) {
+	for _, f := range cmd.Flags {
+		switch f := f.(type) {
+		case *cli.BoolFlag:
+			if f.Value && !strings.Contains(f.Usage, "default:") {
+				f.Usage += " (default: true)"
+			}
+		case *cli.IntFlag:
+			f.HideDefault = f.HideDefault || strings.Contains(f.Usage, "default:")
+		case *cli.StringFlag:
+			f.HideDefault = f.HideDefault || strings.Contains(f.Usage, "default:")
+		case *cli.DurationFlag:
+			f.HideDefault = f.HideDefault || strings.Contains(f.Usage, "default:")
+		}
+	}
+	for _, sub := range cmd.Commands {
+		fixDefaults(sub)
+	}
+}
+
+// NoArgs refuses positional arguments a command does not take (a misplaced flag value, a
+// model path given to a command that reads it from --model-path).
+func NoArgs(cmd *cli.Command) error {
+	if cmd.Args().Len() > 0 {
+		return Configf("unexpected argument %q (flags go before or after, as --name value)", cmd.Args().First())
+	}
+	return nil
+}
+
+// ModelArg takes the model from a command's only positional argument (`serve MODEL`), as vLLM
+// and llama.cpp do; it conflicts with a different --model-path given as a flag.
+func (c *Config) ModelArg(cmd *cli.Command) error {
+	args := cmd.Args().Slice()
+	switch {
+	case len(args) == 0:
+		return nil
+	case len(args) > 1:
+		return Configf("unexpected arguments %q: give one model (a directory or a GGUF file), then flags", args[1:])
+	case cmd.IsSet("model-path") && c.ModelPath != args[0]:
+		return Configf("model %q given twice, differently: as an argument and as --model-path %q", args[0], c.ModelPath)
+	}
+	c.ModelPath = args[0]
+	return nil
 }
 
 // LockRunDir takes role's exclusive lock in the run directory (role.lock, holding this

@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/llmserve/llmserve/grammar"
+	"github.com/llmserve/llmserve/shard"
 	"github.com/urfave/cli/v3"
 )
 
@@ -90,5 +92,19 @@ func TestLogFormat(t *testing.T) {
 		if err := bad.Check(); err == nil {
 			t.Errorf("%+v passed Check", bad)
 		}
+	}
+}
+
+// JSON log lines carry durations in seconds under a _seconds key and enums by name.
+func TestJSONLogValues(t *testing.T) {
+	var buf bytes.Buffer
+	c := Config{LogLevel: "info", LogFormat: "json"}
+	c.logger(&buf, "x").Info("m", "rank_timeout", 1500*time.Millisecond, "method", shard.ShortestQueue, "n", 3)
+	var m map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &m); err != nil {
+		t.Fatal(err)
+	}
+	if m["rank_timeout_seconds"] != 1.5 || m["method"] != shard.ShortestQueue.String() || m["n"] != 3.0 {
+		t.Fatalf("line %s", buf.String())
 	}
 }

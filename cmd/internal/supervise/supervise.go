@@ -26,6 +26,17 @@ const (
 // ExitNoRestart is the exit status that means "do not restart me" (EX_CONFIG).
 const ExitNoRestart = 78
 
+// RefusedError says that a process refused to start (exit status ExitNoRestart): its own
+// output says why.
+type RefusedError struct {
+	// Name is the process's name.
+	Name string
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("%s refused to start (exit status %d: a configuration error); not restarting it", e.Name, ExitNoRestart)
+}
+
 // Run keeps the process that start makes running until ctx ends; start is called for every
 // (re)start and must return a fresh, unstarted command. When ctx ends the process gets SIGTERM
 // (its whole process group when it leads one) and grace to exit before SIGKILL; Run returns nil
@@ -53,7 +64,7 @@ func Run(ctx context.Context, name string, start func() *exec.Cmd, grace time.Du
 		case err := <-done:
 			var ee *exec.ExitError
 			if errors.As(err, &ee) && ee.ExitCode() == ExitNoRestart {
-				return fmt.Errorf("%s refused to start (exit status %d); not restarting it", name, ExitNoRestart)
+				return &RefusedError{Name: name}
 			}
 			if time.Since(started) >= Stable {
 				backoff = First

@@ -1,14 +1,15 @@
-package quant
+package quantmm
 
 import (
 	"encoding/binary"
+	"github.com/llmserve/llmserve/quant"
 	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
 )
 
-var quantTypes = []Type{Q8_0, Q4_0, Q4_K, Q6_K}
+var quantTypes = []quant.Type{quant.Q8_0, quant.Q4_0, quant.Q4_K, quant.Q6_K}
 
 // withKernels runs f with each kernel set this machine can run made the active one.
 func withKernels(t *testing.T, f func(t *testing.T, k kernelSet)) {
@@ -44,12 +45,12 @@ func TestMatMulAgainstReference(t *testing.T) {
 				{1, 256, 1, 1}, {37, 512, 1, 2}, {64, 1024, 1, 3}, {19, 256, 3, 1}, {33, 768, 4, 2}, {16, 512, 9, 4}, {70, 256, 6, 3},
 			} {
 				w := randomWeights(rng, shape.rows*shape.cols)
-				q, err := Quantize(typ, w, shape.cols)
+				q, err := quant.Quantize(typ, w, shape.cols)
 				if err != nil {
 					t.Fatal(err)
 				}
 				deq := make([]float32, len(w))
-				if err := Dequantize(typ, q, deq); err != nil {
+				if err := quant.Dequantize(typ, q, deq); err != nil {
 					t.Fatal(err)
 				}
 				x := make([]float32, shape.m*shape.cols)
@@ -64,7 +65,7 @@ func TestMatMulAgainstReference(t *testing.T) {
 				}
 				MatMul(typ, q, shape.rows, shape.cols, x, shape.m, out, ldo, shape.threads)
 				bs := 32
-				if typ == Q4_K || typ == Q6_K {
+				if typ == quant.Q4_K || typ == quant.Q6_K {
 					bs = 256
 				}
 				for i := range shape.m {
@@ -104,22 +105,22 @@ func TestMatMulAgainstReference(t *testing.T) {
 // small (activations in [-7, 7], at most 22 significant bits in any partial sum), so every
 // product and partial sum is exact in float32 and the kernels' results must agree
 // bit for bit however they order the sums: any difference is a wrong integer.
-func exactInputs(rng *rand.Rand, typ Type, rows, cols, m int) ([]byte, *acts) {
+func exactInputs(rng *rand.Rand, typ quant.Type, rows, cols, m int) ([]byte, *acts) {
 	rb, _ := typ.RowBytes(cols)
 	w := make([]byte, rows*rb)
 	for i := range w {
 		w[i] = byte(rng.Uint32())
 	}
-	pow2 := func() uint16 { return ToF16(float32(math.Ldexp(1, -rng.IntN(2)))) }
+	pow2 := func() uint16 { return quant.ToF16(float32(math.Ldexp(1, -rng.IntN(2)))) }
 	bb := typ.BlockBytes()
 	for b := 0; b < len(w); b += bb {
 		switch typ {
-		case Q8_0, Q4_0:
+		case quant.Q8_0, quant.Q4_0:
 			binary.LittleEndian.PutUint16(w[b:], pow2())
-		case Q4_K:
+		case quant.Q4_K:
 			binary.LittleEndian.PutUint16(w[b+q4kD:], pow2())
 			binary.LittleEndian.PutUint16(w[b+q4kM:], pow2())
-		case Q6_K:
+		case quant.Q6_K:
 			binary.LittleEndian.PutUint16(w[b+q6kD:], pow2())
 		}
 	}
@@ -153,7 +154,7 @@ func TestKernelsAgreeExactly(t *testing.T) {
 	small := append([]shape{{6, 96, 5}, {7, 160, 16}, {2, 32, 9}, {4, 32, 1}}, shapes...)
 	for _, typ := range quantTypes {
 		list := shapes
-		if typ == Q8_0 || typ == Q4_0 {
+		if typ == quant.Q8_0 || typ == quant.Q4_0 {
 			list = small
 		}
 		for _, shape := range list {
@@ -181,7 +182,7 @@ func TestMatMulRowsIndependent(t *testing.T) {
 	withKernels(t, func(t *testing.T, k kernelSet) {
 		for _, typ := range quantTypes {
 			const rows, cols, m = 40, 512, 7
-			q, _ := Quantize(typ, randomWeights(rng, rows*cols), cols)
+			q, _ := quant.Quantize(typ, randomWeights(rng, rows*cols), cols)
 			x := randomWeights(rng, m*cols)
 			batch := make([]float32, m*rows)
 			MatMul(typ, q, rows, cols, x, m, batch, rows, 3)
@@ -203,10 +204,10 @@ func TestMatMulFloatTypes(t *testing.T) {
 	const rows, cols, m = 5, 64, 2
 	w := randomWeights(rng, rows*cols)
 	x := randomWeights(rng, m*cols)
-	for _, typ := range []Type{F32, F16, BF16} {
-		q, _ := Quantize(typ, w, cols)
+	for _, typ := range []quant.Type{quant.F32, quant.F16, quant.BF16} {
+		q, _ := quant.Quantize(typ, w, cols)
 		deq := make([]float32, len(w))
-		_ = Dequantize(typ, q, deq)
+		_ = quant.Dequantize(typ, q, deq)
 		out := make([]float32, m*rows)
 		MatMul(typ, q, rows, cols, x, m, out, rows, 2)
 		for i := range m {
@@ -225,10 +226,12 @@ func TestMatMulFloatTypes(t *testing.T) {
 
 func TestMatMulPanicsOnBadShapes(t *testing.T) {
 	for name, f := range map[string]func(){
-		"short weights": func() { MatMul(Q8_0, make([]byte, 33), 1, 32, make([]float32, 32), 1, make([]float32, 1), 1, 1) },
-		"short x":       func() { MatMul(Q8_0, make([]byte, 34), 1, 32, make([]float32, 31), 1, make([]float32, 1), 1, 1) },
-		"small ldo":     func() { MatMul(Q8_0, make([]byte, 68), 2, 32, make([]float32, 64), 2, make([]float32, 4), 1, 1) },
-		"partial block": func() { MatMul(Q4_K, make([]byte, 144), 1, 128, make([]float32, 128), 1, make([]float32, 1), 1, 1) },
+		"short weights": func() { MatMul(quant.Q8_0, make([]byte, 33), 1, 32, make([]float32, 32), 1, make([]float32, 1), 1, 1) },
+		"short x":       func() { MatMul(quant.Q8_0, make([]byte, 34), 1, 32, make([]float32, 31), 1, make([]float32, 1), 1, 1) },
+		"small ldo":     func() { MatMul(quant.Q8_0, make([]byte, 68), 2, 32, make([]float32, 64), 2, make([]float32, 4), 1, 1) },
+		"partial block": func() {
+			MatMul(quant.Q4_K, make([]byte, 144), 1, 128, make([]float32, 128), 1, make([]float32, 1), 1, 1)
+		},
 	} {
 		func() {
 			defer func() {
@@ -244,13 +247,13 @@ func TestMatMulPanicsOnBadShapes(t *testing.T) {
 // TestKernelsExtremeQ8: the largest products (weights -128 and 127 against activations +-127)
 // neither saturate AVX2's 16-bit pair sums nor lose a bit, on every path.
 func TestKernelsExtremeQ8(t *testing.T) {
-	for _, typ := range []Type{Q8_0, Q4_0} {
+	for _, typ := range []quant.Type{quant.Q8_0, quant.Q4_0} {
 		const rows, cols, m = 4, 256, 2
 		rb, _ := typ.RowBytes(cols)
 		w := make([]byte, rows*rb)
 		for j := range rows {
 			for b := 0; b < rb; b += typ.BlockBytes() {
-				binary.LittleEndian.PutUint16(w[j*rb+b:], ToF16(1))
+				binary.LittleEndian.PutUint16(w[j*rb+b:], quant.ToF16(1))
 				for k := b + 2; k < b+typ.BlockBytes(); k++ {
 					w[j*rb+k] = []byte{0x80, 0x7f, 0xff, 0x00}[j]
 				}
@@ -269,7 +272,7 @@ func TestKernelsExtremeQ8(t *testing.T) {
 		goKernels.rows(typ, w, rb, rows, cols, a, m, want, rows)
 		// Row 0 of the first activation row: 8 blocks, 5 at +127 and 3 at -127, against weights
 		// -128 (Q8_0) or, for byte 0x80 in Q4_0, sixteen -8s and sixteen 0s per block.
-		wantRow0 := map[Type]float32{Q8_0: -128 * 127 * 32 * 2, Q4_0: -8 * 127 * 16 * 2}[typ]
+		wantRow0 := map[quant.Type]float32{quant.Q8_0: -128 * 127 * 32 * 2, quant.Q4_0: -8 * 127 * 16 * 2}[typ]
 		if want[0] != wantRow0 {
 			t.Errorf("%s: portable path row 0 = %g, want %g", typ, want[0], wantRow0)
 		}

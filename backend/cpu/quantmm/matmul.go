@@ -1,7 +1,8 @@
-package quant
+package quantmm
 
 import (
 	"fmt"
+	"github.com/llmserve/llmserve/quant"
 	"math"
 	"sync"
 
@@ -17,7 +18,7 @@ import (
 // The result differs from the exact dot product of the dequantized weights with x by at most the
 // activation quantization error, sum over blocks of (the block's activation step / 2) * (sum of
 // |dequantized weights| in the block), plus float32 rounding; see the tests.
-func MatMul(t Type, w []byte, rows, cols int, x []float32, m int, out []float32, ldo int, threads int) {
+func MatMul(t quant.Type, w []byte, rows, cols int, x []float32, m int, out []float32, ldo int, threads int) {
 	if err := checkMatMul(t, w, rows, cols, x, m, out, ldo); err != nil {
 		panic(err)
 	}
@@ -39,7 +40,7 @@ func MatMul(t Type, w []byte, rows, cols int, x []float32, m int, out []float32,
 		wr := w[r0*rowBytes : r1*rowBytes]
 		o := out[r0:]
 		switch t {
-		case F32, F16, BF16:
+		case quant.F32, quant.F16, quant.BF16:
 			floatRows(t, wr, r1-r0, cols, x, m, o, ldo)
 		default:
 			k.rows(t, wr, rowBytes, r1-r0, cols, a, m, o, ldo)
@@ -63,31 +64,31 @@ func MatMul(t Type, w []byte, rows, cols int, x []float32, m int, out []float32,
 // the work.
 const minRowsPerThread = 16
 
-func checkMatMul(t Type, w []byte, rows, cols int, x []float32, m int, out []float32, ldo int) error {
+func checkMatMul(t quant.Type, w []byte, rows, cols int, x []float32, m int, out []float32, ldo int) error {
 	rowBytes, err := t.RowBytes(cols)
 	if err != nil {
-		return fmt.Errorf("quant.MatMul: %w", err)
+		return fmt.Errorf("quantmm.MatMul: %w", err)
 	}
 	switch {
 	case rows < 0 || m < 0:
-		return fmt.Errorf("quant.MatMul: negative shape rows=%d m=%d", rows, m)
+		return fmt.Errorf("quantmm.MatMul: negative shape rows=%d m=%d", rows, m)
 	case len(w) < rows*rowBytes:
-		return fmt.Errorf("quant.MatMul: %d weight bytes, %d rows of %s x %d need %d", len(w), rows, t, cols, rows*rowBytes)
+		return fmt.Errorf("quantmm.MatMul: %d weight bytes, %d rows of %s x %d need %d", len(w), rows, t, cols, rows*rowBytes)
 	case len(x) < m*cols:
-		return fmt.Errorf("quant.MatMul: %d activations, need %d x %d", len(x), m, cols)
+		return fmt.Errorf("quantmm.MatMul: %d activations, need %d x %d", len(x), m, cols)
 	case m > 0 && rows > 0 && (ldo < rows || len(out) < (m-1)*ldo+rows):
-		return fmt.Errorf("quant.MatMul: output of %d with stride %d cannot hold %d x %d", len(out), ldo, m, rows)
+		return fmt.Errorf("quantmm.MatMul: output of %d with stride %d cannot hold %d x %d", len(out), ldo, m, rows)
 	}
 	return nil
 }
 
 // floatRows is the plain path for weights stored as floats (the engine's own BF16/F16 kernels
 // live in backend/cpu; this keeps MatMul total over every Type).
-func floatRows(t Type, w []byte, rows, cols int, x []float32, m int, out []float32, ldo int) {
+func floatRows(t quant.Type, w []byte, rows, cols int, x []float32, m int, out []float32, ldo int) {
 	rowBytes, _ := t.RowBytes(cols)
 	buf := make([]float32, cols)
 	for j := range rows {
-		_ = Dequantize(t, w[j*rowBytes:(j+1)*rowBytes], buf)
+		_ = quant.Dequantize(t, w[j*rowBytes:(j+1)*rowBytes], buf)
 		for i := range m {
 			xi := x[i*cols : (i+1)*cols]
 			var s float32
@@ -132,7 +133,7 @@ func grow[T any](s []T, n int) []T {
 
 // quantize fills a with x's m rows quantized for weights of type t, on up to threads
 // goroutines: at 16 rows it is a sixth of a Q4_K multiply's work, too much to leave serial.
-func (a *acts) quantize(t Type, x []float32, m, cols, threads int) {
+func (a *acts) quantize(t quant.Type, x []float32, m, cols, threads int) {
 	bs := a.shape(t, m, cols)
 	n := m * a.nb
 	k := activeKernels
@@ -170,35 +171,35 @@ const (
 
 // shape sizes a for m rows of cols activations against weights of type t and returns the block
 // size.
-func (a *acts) shape(t Type, m, cols int) int {
+func (a *acts) shape(t quant.Type, m, cols int) int {
 	bs := qk
-	if t == Q4_K || t == Q6_K {
+	if t == quant.Q4_K || t == quant.Q6_K {
 		bs = qkK
 	}
 	a.nb = cols / bs
 	a.qs = grow(a.qs, m*cols)
 	a.d = grow(a.d, m*a.nb)
 	switch t {
-	case Q8_0, Q4_0:
+	case quant.Q8_0, quant.Q4_0:
 		a.bias = grow(a.bias, 8*m*a.nb)
-		if t == Q8_0 {
+		if t == quant.Q8_0 {
 			a.lane = grow(a.lane, m*a.nb)
 		}
-	case Q4_K:
+	case quant.Q4_K:
 		a.sums = grow(a.sums, 8*m*a.nb)
-	case Q6_K:
+	case quant.Q6_K:
 		a.sums = grow(a.sums, 16*m*a.nb)
 	}
 	return bs
 }
 
 // setBlock stores block b (counted over all rows) from its quants q, in natural order, and scale.
-func (a *acts) setBlock(t Type, b int, q []int8, d float32) {
+func (a *acts) setBlock(t quant.Type, b int, q []int8, d float32) {
 	a.d[b] = d
 	switch t {
-	case Q8_0, Q4_0:
+	case quant.Q8_0, quant.Q4_0:
 		off := int32(128)
-		if t == Q4_0 {
+		if t == quant.Q4_0 {
 			off = 8
 		}
 		var s int32
@@ -209,12 +210,12 @@ func (a *acts) setBlock(t Type, b int, q []int8, d float32) {
 		bb := a.bias[8*b : 8*b+8]
 		clear(bb)
 		bb[0] = -off * s
-		if t == Q8_0 {
+		if t == quant.Q8_0 {
 			a.lane[b] = -16 * s
 		}
-	case Q4_K, Q6_K:
+	case quant.Q4_K, quant.Q6_K:
 		per := 8
-		if t == Q6_K {
+		if t == quant.Q6_K {
 			per = 16
 		}
 		n := qkK / per
@@ -226,7 +227,7 @@ func (a *acts) setBlock(t Type, b int, q []int8, d float32) {
 			a.sums[b*per+k] = int16(s)
 		}
 		dst := a.qs[b*qkK : (b+1)*qkK]
-		if t == Q6_K {
+		if t == quant.Q6_K {
 			copy(dst, q)
 			return
 		}
@@ -256,6 +257,9 @@ func quantizeAct(x []float32, q []int8, d *float32) {
 	}
 	id := 127 / amax
 	for i, v := range x {
-		q[i] = int8(nearestInt(v * id))
+		q[i] = int8(quant.NearestInt(v * id))
 	}
 }
+
+// abs32 is |v| (the sign bit cleared).
+func abs32(v float32) float32 { return math.Float32frombits(math.Float32bits(v) &^ (1 << 31)) }

@@ -1,6 +1,6 @@
 //go:build !cgo || !amd64
 
-package quant
+package quantmm
 
 // bestKernels: without cgo on amd64 the portable kernels are the only ones.
 func bestKernels() kernelSet { return goKernels }

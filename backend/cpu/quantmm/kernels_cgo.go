@@ -1,6 +1,6 @@
 //go:build cgo && amd64
 
-package quant
+package quantmm
 
 /*
 #cgo CFLAGS: -O3
@@ -21,6 +21,7 @@ DECL(vnni256)
 import "C"
 
 import (
+	"github.com/llmserve/llmserve/quant"
 	"unsafe"
 
 	"golang.org/x/sys/cpu"
@@ -35,38 +36,38 @@ type cKernels struct {
 	wide512 bool
 }
 
-func (k *cKernels) rows(t Type, w []byte, rowBytes, rows, cols int, a *acts, m int, out []float32, ldo int) {
+func (k *cKernels) rows(t quant.Type, w []byte, rowBytes, rows, cols int, a *acts, m int, out []float32, ldo int) {
 	wp := (*C.uint8_t)(unsafe.Pointer(&w[0]))
 	aq := (*C.int8_t)(unsafe.Pointer(&a.qs[0]))
 	ad := (*C.float)(unsafe.Pointer(&a.d[0]))
 	op := (*C.float)(unsafe.Pointer(&out[0]))
 	rb, r, nb, mm, lo := C.int64_t(rowBytes), C.int(rows), C.int(a.nb), C.int(m), C.int64_t(ldo)
 	switch t {
-	case Q8_0:
+	case quant.Q8_0:
 		if k.wide512 {
 			C.q8_0_vnni512(wp, rb, r, nb, aq, ad, (*C.int32_t)(unsafe.Pointer(&a.lane[0])), mm, op, lo)
 			return
 		}
 		k.q8_0(wp, rb, r, nb, aq, ad, (*C.int32_t)(unsafe.Pointer(&a.bias[0])), 8, mm, op, lo)
-	case Q4_0:
+	case quant.Q4_0:
 		k.q4_0(wp, rb, r, nb, aq, ad, (*C.int32_t)(unsafe.Pointer(&a.bias[0])), 8, mm, op, lo)
-	case Q4_K:
+	case quant.Q4_K:
 		k.q4_k(wp, rb, r, nb, aq, ad, (*C.int16_t)(unsafe.Pointer(&a.sums[0])), 8, mm, op, lo)
-	case Q6_K:
+	case quant.Q6_K:
 		k.q6_k(wp, rb, r, nb, aq, ad, (*C.int16_t)(unsafe.Pointer(&a.sums[0])), 16, mm, op, lo)
 	}
 }
 
 func cSet(name string, k *cKernels) kernelSet { return kernelSet{name: name, rows: k.rows} }
 
-func withQuantize(q func(Type, []float32, *acts, int, int) bool, k kernelSet) kernelSet {
+func withQuantize(q func(quant.Type, []float32, *acts, int, int) bool, k kernelSet) kernelSet {
 	k.quantize = q
 	return k
 }
 
 // quantize512 is the AVX-512 activation quantizer for the types whose layout it knows.
-func quantize512(t Type, x []float32, a *acts, b0, b1 int) bool {
-	if t != Q4_K && t != Q8_0 && t != Q4_0 {
+func quantize512(t quant.Type, x []float32, a *acts, b0, b1 int) bool {
+	if t != quant.Q4_K && t != quant.Q8_0 && t != quant.Q4_0 {
 		return false
 	}
 	if b1 <= b0 {
@@ -74,13 +75,13 @@ func quantize512(t Type, x []float32, a *acts, b0, b1 int) bool {
 	}
 	n := C.int64_t(b1 - b0)
 	switch t {
-	case Q4_K:
+	case quant.Q4_K:
 		C.qa_q4k((*C.float)(unsafe.Pointer(&x[b0*qkK])), n, (*C.int8_t)(unsafe.Pointer(&a.qs[b0*qkK])),
 			(*C.float)(unsafe.Pointer(&a.d[b0])), (*C.int16_t)(unsafe.Pointer(&a.sums[b0*8])))
-	case Q8_0, Q4_0:
+	case quant.Q8_0, quant.Q4_0:
 		var lane *C.int32_t
 		off := C.int32_t(8)
-		if t == Q8_0 {
+		if t == quant.Q8_0 {
 			lane, off = (*C.int32_t)(unsafe.Pointer(&a.lane[b0])), 128
 		}
 		C.qa_q32((*C.float)(unsafe.Pointer(&x[b0*qk])), n, (*C.int8_t)(unsafe.Pointer(&a.qs[b0*qk])),

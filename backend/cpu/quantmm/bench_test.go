@@ -1,7 +1,8 @@
-package quant
+package quantmm
 
 import (
 	"fmt"
+	"github.com/llmserve/llmserve/quant"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -15,7 +16,7 @@ var benchShapes = []struct{ rows, cols int }{{1024, 1024}, {3072, 1024}, {1024, 
 // BenchmarkMatMulDecode: one activation row (decode at batch 1) on 2 threads; the MB/s column
 // is weight bytes read per second. Each op multiplies the next of enough distinct copies of the
 // matrix (at least 256 MB, at most 200) that the weights stream from memory as in decode, not
-// from cache; testdata/ggmlbench times llama.cpp's kernels the same way.
+// from cache; quant/testdata/ggmlbench times llama.cpp's kernels the same way.
 //
 //	flock /tmp/perf.lock go test -run XXX -bench MatMulDecode ./quant/
 func BenchmarkMatMulDecode(b *testing.B) {
@@ -45,7 +46,7 @@ func benchThreads() int {
 func benchMatMul(b *testing.B, m, threads int) {
 	saved := activeKernels
 	defer func() { activeKernels = saved }()
-	for _, typ := range []Type{Q8_0, Q4_K, Q4_0, Q6_K} {
+	for _, typ := range []quant.Type{quant.Q8_0, quant.Q4_K, quant.Q4_0, quant.Q6_K} {
 		for _, s := range benchShapes {
 			if m > 1 && s.rows > 4096 {
 				continue
@@ -53,7 +54,7 @@ func benchMatMul(b *testing.B, m, threads int) {
 			// Inputs are built inside the parent benchmark, so a -bench filter skips them.
 			b.Run(fmt.Sprintf("%s/%dx%d", typ, s.rows, s.cols), func(b *testing.B) {
 				rng := rand.New(rand.NewPCG(1, 1))
-				w0, err := Quantize(typ, randomWeights(rng, s.rows*s.cols), s.cols)
+				w0, err := quant.Quantize(typ, randomWeights(rng, s.rows*s.cols), s.cols)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -1,15 +1,26 @@
-package quant
+// Package quantmm multiplies float32 activations by weights in llama.cpp's block quantizations
+// (and the float types) on the CPU: the activations are quantized to 8-bit blocks as llama.cpp
+// does and each block's dot product runs in integers, with C kernels per instruction set (cgo,
+// chosen from the CPU's features at run time) and a portable Go path. The formats themselves
+// (types, block layouts, reference quantizers) are package quant's.
+package quantmm
+
+import (
+	"encoding/binary"
+
+	"github.com/llmserve/llmserve/quant"
+)
 
 // kernelSet is one implementation of the quantized dot products. rows computes rows weight rows
 // (w, rowBytes apart) against m quantized activation rows: out[i*ldo+j].
 type kernelSet struct {
 	// name says which instructions it uses ("avx512vnni", "avxvnni", "avx2", "go").
 	name string
-	rows func(t Type, w []byte, rowBytes, rows, cols int, a *acts, m int, out []float32, ldo int)
+	rows func(t quant.Type, w []byte, rowBytes, rows, cols int, a *acts, m int, out []float32, ldo int)
 	// quantize, where not nil, quantizes activation blocks [b0, b1) of x into a (already shaped)
 	// exactly as quantizeAct and setBlock do, and reports false, doing nothing, for a type it
 	// leaves to them (an empty range only asks).
-	quantize func(t Type, x []float32, a *acts, b0, b1 int) bool
+	quantize func(t quant.Type, x []float32, a *acts, b0, b1 int) bool
 }
 
 // goKernels is the portable path, and the reference the SIMD paths are tested against: each block's
@@ -17,24 +28,41 @@ type kernelSet struct {
 var goKernels = kernelSet{name: "go", rows: goRows}
 
 // activeKernels is the fastest kernel set this CPU runs; tests and benchmarks switch it.
+// The block layouts of package quant, by the short names the kernels use.
+const (
+	qk   = quant.QK
+	qkK  = quant.QKK
+	q4kD = quant.Q4KD
+	q4kM = quant.Q4KM
+	q4kS = quant.Q4KS
+	q4kQ = quant.Q4KQ
+	q6kL = quant.Q6KL
+	q6kH = quant.Q6KH
+	q6kS = quant.Q6KS
+	q6kD = quant.Q6KD
+)
+
+// f16at reads the F16 at byte off of b.
+func f16at(b []byte, off int) float32 { return quant.FromF16(binary.LittleEndian.Uint16(b[off:])) }
+
 var activeKernels = bestKernels()
 
 // Kernels names the kernel set MatMul uses on this machine.
 func Kernels() string { return activeKernels.name }
 
-func goRows(t Type, w []byte, rowBytes, rows, cols int, a *acts, m int, out []float32, ldo int) {
+func goRows(t quant.Type, w []byte, rowBytes, rows, cols int, a *acts, m int, out []float32, ldo int) {
 	for j := range rows {
 		wr := w[j*rowBytes : (j+1)*rowBytes]
 		for i := range m {
 			var s float32
 			switch t {
-			case Q8_0:
+			case quant.Q8_0:
 				s = goDotQ8_0(wr, a, i)
-			case Q4_0:
+			case quant.Q4_0:
 				s = goDotQ4_0(wr, a, i)
-			case Q4_K:
+			case quant.Q4_K:
 				s = goDotQ4_K(wr, a, i)
-			case Q6_K:
+			case quant.Q6_K:
 				s = goDotQ6_K(wr, a, i)
 			}
 			out[i*ldo+j] = s
@@ -82,7 +110,7 @@ func goDotQ4_K(w []byte, a *acts, i int) float32 {
 		sc, q := blk[q4kS:q4kS+12], blk[q4kQ:]
 		var isum, msum int32
 		for slot, sub := range q4kOrder {
-			s, m := scaleMinK4(sub, sc)
+			s, m := quant.ScaleMinK4(sub, sc)
 			g, shift := sub/2, uint(4*(sub%2))
 			wq, av := (*[32]byte)(q[32*g:]), (*[32]int8)(aq[32*slot:])
 			var d0, d1 int32

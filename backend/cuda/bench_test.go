@@ -1,0 +1,202 @@
+package cuda
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/llmserve/llmserve/backend"
+	"github.com/llmserve/llmserve/backend/cuda/internal/dev"
+	"github.com/llmserve/llmserve/model"
+)
+
+// benchShapes are the decode benchmark's model shapes (config.json of the public checkpoints).
+var benchShapes = []struct {
+	name string
+	cfg  model.Config
+}{
+	{"qwen3-0.6b", model.Config{Architecture: model.FamilyQwen3, HiddenSize: 1024, IntermediateSize: 3072, NumLayers: 28,
+		NumHeads: 16, NumKVHeads: 8, HeadDim: 128, RMSNormEps: 1e-6, VocabSize: 151936, MaxPositions: 40960,
+		TieWordEmbeddings: true, QKNorm: true, Rope: model.Rope{Theta: 1e6}}},
+	{"llama-3.1-8b", model.Config{Architecture: model.FamilyLlama, HiddenSize: 4096, IntermediateSize: 14336, NumLayers: 32,
+		NumHeads: 32, NumKVHeads: 8, HeadDim: 128, RMSNormEps: 1e-5, VocabSize: 128256, MaxPositions: 131072,
+		Rope: model.Rope{Theta: 5e5, Type: model.RopeLlama3, Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPositions: 8192}}},
+}
+
+// benchCtx is the context length decode steps run at.
+const benchCtx = 1024
+
+// copyRate measures the device's copy bandwidth once per process: 1 GiB copied device to
+// device 4 times, counted as bytes read plus bytes written per second.
+var copyRate = sync.OnceValues(func() (float64, error) {
+	d, err := openDriver(0)
+	if err != nil {
+		return 0, err
+	}
+	defer d.Close()
+	const n = 1 << 30
+	src, err := d.Alloc(n)
+	if err != nil {
+		return 0, err
+	}
+	defer d.Free(src)
+	dst, err := d.Alloc(n)
+	if err != nil {
+		return 0, err
+	}
+	defer d.Free(dst)
+	if err := d.Copy(dst, src, n); err != nil { // warm-up
+		return 0, err
+	}
+	ms, err := d.Elapsed(func() error {
+		for range 4 {
+			if err := d.Copy(dst, src, n); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return 2 * 4 * n / (float64(ms) / 1e3), nil
+})
+
+// benchRecord is one line of LLMSERVE_BENCH_JSON.
+type benchRecord struct {
+	Name          string  `json:"name"`
+	MsPerStep     float64 `json:"ms_per_step"`
+	TokPerSec     float64 `json:"tok_per_s"`
+	BytesPerStep  float64 `json:"bytes_per_step"`
+	CopyRate      float64 `json:"copy_bytes_per_s"`
+	RooflineShare float64 `json:"roofline_share"`
+}
+
+var benchOut sync.Mutex
+
+func writeBench(r benchRecord) {
+	path := os.Getenv("LLMSERVE_BENCH_JSON")
+	if path == "" {
+		return
+	}
+	benchOut.Lock()
+	defer benchOut.Unlock()
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	_ = json.NewEncoder(f).Encode(r)
+}
+
+func BenchmarkCopyBandwidth(b *testing.B) {
+	if _, err := openDriver(0); err != nil {
+		b.Skipf("no CUDA device: %v", err)
+	}
+	for range b.N {
+		rate, err := copyRate()
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(rate/1e12, "TB/s")
+		writeBench(benchRecord{Name: "copy", CopyRate: rate})
+	}
+}
+
+// BenchmarkDecode times decode steps of B sequences at context benchCtx on model shapes whose
+// weights and KV pool are made on the GPU, with and without graphs; the roofline is the weights
+// (all but the input embedding) plus every sequence's KV read once per step, over the copy rate
+// measured in the same run.
+func BenchmarkDecode(b *testing.B) {
+	if _, err := openDriver(0); err != nil {
+		b.Skipf("no CUDA device: %v", err)
+	}
+	for _, s := range benchShapes {
+		for _, graphs := range []bool{true, false} {
+			for _, batch := range []int{1, 64, 256} {
+				name := fmt.Sprintf("%s/B=%d/graphs=%v", s.name, batch, graphs)
+				b.Run(name, func(b *testing.B) { benchDecode(b, name, s.cfg, batch, graphs) })
+			}
+		}
+	}
+}
+
+func benchDecode(b *testing.B, name string, cfg model.Config, batch int, graphs bool) {
+	d, err := openDriver(0)
+	if err != nil {
+		b.Skip(err)
+	}
+	blocksPer := (benchCtx + 1 + 15) / 16
+	opts := backend.Options{NumBlocks: batch * blocksPer}
+	be, err := newBackendWith(d, cfg, opts, Tuning{NoGraphs: !graphs, MaxPositions: 2 * benchCtx},
+		func(allocs *[]dev.Ptr) (*weights, error) { return fillWeights(d, cfg, allocs) })
+	if err != nil {
+		_ = d.Close()
+		b.Fatal(err)
+	}
+	defer be.Close()
+	// the KV pool holds random values: decode reads benchCtx positions per sequence
+	perBlock := cfg.NumKVHeads * 16 * cfg.HeadDim
+	for l := range cfg.NumLayers {
+		for _, p := range []dev.Ptr{be.kcache[l], be.vcache[l]} {
+			n := uint64((be.numBlocks + 1) * perBlock)
+			if err := d.Launch(dev.KFillBF16, dev.D1(int((n+1023)/1024)), dev.D1(256), 0, dev.Pack(&dev.FillArgs{Out: p, N: n, Seed: uint32(l), Scale: 1})); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	perm := rng.Perm(be.numBlocks)
+	var bt backend.Batch
+	for i := range batch {
+		table := make([]int32, blocksPer)
+		for j := range table {
+			table[j] = int32(perm[i*blocksPer+j])
+		}
+		bt.Seqs = append(bt.Seqs, backend.Seq{Tokens: []int32{int32(rng.IntN(cfg.VocabSize))}, Pos: benchCtx, BlockTable: table, Logits: true})
+	}
+	ctx := context.Background()
+	step := func() error {
+		_, err := be.run(ctx, &bt)
+		return err
+	}
+	for range 3 { // warm-up, graph capture
+		if err := step(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := d.Sync(); err != nil {
+		b.Fatal(err)
+	}
+	var times []float64
+	b.ResetTimer()
+	for range max(b.N, 20) {
+		ms, err := d.Elapsed(step)
+		if err != nil {
+			b.Fatal(err)
+		}
+		times = append(times, float64(ms))
+	}
+	b.StopTimer()
+	slices.Sort(times)
+	med := times[len(times)/2]
+	weightBytes := float64(be.w.bytes) - float64(cfg.VocabSize*cfg.HiddenSize*2)
+	if cfg.TieWordEmbeddings {
+		weightBytes += float64(cfg.VocabSize * cfg.HiddenSize * 2) // the tied matrix is read as the LM head
+	}
+	kvBytes := float64(batch) * float64(benchCtx+1) * float64(2*cfg.NumLayers*cfg.NumKVHeads*cfg.HeadDim*2)
+	r := benchRecord{Name: name, MsPerStep: med, TokPerSec: float64(batch) / (med / 1e3), BytesPerStep: weightBytes + kvBytes}
+	if rate, err := copyRate(); err == nil {
+		r.CopyRate = rate
+		r.RooflineShare = (r.BytesPerStep / rate) / (med / 1e3)
+	}
+	b.ReportMetric(med, "ms/step")
+	b.ReportMetric(r.TokPerSec, "tok/s")
+	b.ReportMetric(r.RooflineShare, "roofline")
+	writeBench(r)
+}

@@ -1,0 +1,10 @@
+//go:build nocuda
+
+package cublaslt
+
+import "errors"
+
+// Load fails: the binary was built without the loader.
+func Load() (*Lib, error) {
+	return nil, errors.New("cuBLASLt: this binary was built with the nocuda tag (no loader)")
+}

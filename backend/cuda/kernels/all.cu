@@ -1,0 +1,6 @@
+// all.cu: the one translation unit nvcc compiles into kernels.fatbin (see Makefile).
+#include "elementwise.cu"
+#include "gemm.cu"
+#include "qkv_post.cu"
+#include "attention.cu"
+#include "sample.cu"

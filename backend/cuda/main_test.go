@@ -1,0 +1,9 @@
+package cuda
+
+import (
+	"testing"
+
+	"github.com/llmserve/llmserve/internal/testmain"
+)
+
+func TestMain(m *testing.M) { testmain.Run(m) }

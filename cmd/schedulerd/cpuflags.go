@@ -1,0 +1,28 @@
+package main
+
+import (
+	"github.com/llmserve/llmserve/backend/cpu"
+	"github.com/urfave/cli/v3"
+)
+
+// cpuFlags are the CPU backend's own settings; the one place this binary names the CPU backend
+// (importing it also registers it as "cpu").
+type cpuFlags struct {
+	// BF16Activations rounds the activations BF16 weights multiply to bf16 (cpu.Tuning).
+	BF16Activations bool
+}
+
+func (c *cpuFlags) flags() []cli.Flag {
+	return []cli.Flag{
+		&cli.BoolFlag{Name: "bf16-activations", Destination: &c.BF16Activations, Sources: cli.EnvVars("BF16_ACTIVATIONS"),
+			Usage: "cpu: round the activations that BF16 weights multiply to bf16, as llama.cpp does: faster batched decode and prefill on CPUs with AVX512_BF16, but a request's tokens then depend on the requests batched with it"},
+	}
+}
+
+// tuning is what goes into backend.Options.Tuning for --device cpu; other devices get nil.
+func (c *cpuFlags) tuning(device string) any {
+	if device != "cpu" && device != "cpu:0" {
+		return nil
+	}
+	return &cpu.Tuning{BF16Activations: c.BF16Activations}
+}

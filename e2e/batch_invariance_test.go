@@ -1,0 +1,114 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestSeededAloneEqualsConcurrent: a seeded request's tokens do not depend on what it is
+// batched with. The request of the report (pico, "def parse_args(argv):\n", 96 tokens at
+// temperature 1, seed 5) is sent alone, then three times with 15 concurrent others (copies of
+// itself arriving at once and decoding beside it, and long prompts arriving later that prefill
+// while it decodes); it and every copy must produce the same token ids as alone.
+func TestSeededAloneEqualsConcurrent(t *testing.T) {
+	e := startEngine(t, engineOpts{workers: 2})
+	target := map[string]any{"model": "pico", "prompt": "def parse_args(argv):\n", "max_tokens": 96, "temperature": 1, "seed": 5,
+		"ignore_eos": true, "return_token_ids": true, "logprobs": 0}
+	// A sampled token changes only when a perturbed logit moves a draw across a boundary, which
+	// is rare per step; the chosen tokens' logprobs expose any difference in the logits at every
+	// step, so they must match too (as the JSON the server wrote them).
+	type result struct {
+		ids      []int32
+		logprobs string
+	}
+	complete := func(body map[string]any) (result, error) {
+		b, _ := json.Marshal(body)
+		code, out := e.postRaw("/v1/completions", string(b))
+		if code != 200 {
+			return result{}, fmt.Errorf("status %d: %s", code, out)
+		}
+		var r struct {
+			Choices []struct {
+				TokenIDs []int32 `json:"token_ids"`
+				Logprobs *struct {
+					TokenLogprobs json.RawMessage `json:"token_logprobs"`
+				} `json:"logprobs"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal(out, &r); err != nil || len(r.Choices) != 1 {
+			return result{}, fmt.Errorf("response %s: %v", out, err)
+		}
+		res := result{ids: r.Choices[0].TokenIDs}
+		if lp := r.Choices[0].Logprobs; lp != nil {
+			res.logprobs = string(lp.TokenLogprobs)
+		}
+		return res, nil
+	}
+	same := func(a, b result) bool { return slices.Equal(a.ids, b.ids) && a.logprobs == b.logprobs }
+	alone, err := complete(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(alone.ids) != 96 || alone.logprobs == "" {
+		t.Fatalf("alone: %d tokens, logprobs %q; want 96 and their logprobs", len(alone.ids), alone.logprobs)
+	}
+	if again, err := complete(target); err != nil || !same(again, alone) {
+		t.Fatalf("the same request alone twice differs (%v):\n%v\n%v", err, alone, again)
+	}
+	long := strings.Repeat("import os\nimport sys\nfrom typing import List, Optional\n", 6)
+	for round := range 3 {
+		var wg sync.WaitGroup
+		errs := make(chan error, 16)
+		start := make(chan struct{})
+		for i := range 15 {
+			wg.Go(func() {
+				<-start
+				if i%4 == 3 {
+					// Long prompts arriving while the copies decode, so their prefills share
+					// the copies' steps.
+					time.Sleep(time.Duration(30*(i+round)) * time.Millisecond)
+					body := map[string]any{"model": "pico", "prompt": long + fmt.Sprintf("def f%d(x):\n", i), "max_tokens": 60 + 5*i,
+						"temperature": 1, "seed": 100 + i, "ignore_eos": true}
+					if _, err := complete(body); err != nil {
+						errs <- fmt.Errorf("companion %d: %w", i, err)
+					}
+					return
+				}
+				// Copies of the request itself: each is one seeded request among others.
+				got, err := complete(target)
+				if err != nil {
+					errs <- fmt.Errorf("copy %d: %w", i, err)
+				} else if !same(got, alone) {
+					errs <- fmt.Errorf("round %d: copy %d differs from the request alone:\nalone %v\n%s\ncopy  %v\n%s", round, i, alone.ids, alone.logprobs, got.ids, got.logprobs)
+				}
+			})
+		}
+		var got result
+		wg.Go(func() {
+			<-start
+			var err error
+			if got, err = complete(target); err != nil {
+				errs <- err
+			}
+		})
+		close(start)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		if !same(got, alone) {
+			n := 0
+			for n < min(len(got.ids), len(alone.ids)) && got.ids[n] == alone.ids[n] {
+				n++
+			}
+			t.Fatalf("round %d: beside 15 concurrent requests the seeded request differs (tokens equal up to %d of %d):\nalone      %v\n%s\nconcurrent %v\n%s",
+				round, n, len(alone.ids), alone.ids, alone.logprobs, got.ids, got.logprobs)
+		}
+	}
+}
