@@ -20,7 +20,6 @@ import (
 // requests in flight finish for --shutdown-timeout, ends the rest cleanly (srv.Stop) and gives
 // them a moment to write their last event before the connections close.
 func serveHTTP(ctx context.Context, cfg *serveConfig, srv *api.Server, lim *api.ConnLimiter, log *slog.Logger) error {
-	addr := cfg.addr()
 	hs := &http.Server{
 		Handler:           srv.Handler(),
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
@@ -31,7 +30,7 @@ func serveHTTP(ctx context.Context, cfg *serveConfig, srv *api.Server, lim *api.
 	}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(lim) }()
-	log.Info("tokenizer worker ready", "addr", ln.Addr().String(), "max_connections", lim.Max)
+	log.Info("tokenizer worker ready", "addr", lim.Addr().String(), "max_connections", lim.Max)
 	select {
 	case err := <-served:
 		return err
