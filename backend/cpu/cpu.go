@@ -42,6 +42,11 @@ type Tuning struct {
 	// does: on CPUs with AVX512_BF16 batched decode and prefill run up to twice as fast, but a
 	// sequence's results then depend on the batch it runs in (see package linear).
 	BF16Activations bool
+	// BatchDependent gives up batch invariance for speed: all rows of a step go through one
+	// product on the fastest path for their count (register-blocked kernels, the widened GEMM
+	// past linear.StreamMaxRows rows), so a sequence's logits change in the last bits with what
+	// it is batched with. Batched decode of many sequences runs up to twice as fast.
+	BatchDependent bool
 	// Kernels names the kernel set of the weight products (linear.KernelSets: "avx512bf16",
 	// "avx512", "avx2", "go"); "" picks the fastest this machine runs. With "go" attention
 	// runs without SIMD as well, so the whole forward is portable Go (tests compare the sets).
@@ -101,9 +106,11 @@ type Backend struct {
 	x, xn, qkv, attn, gu []float32
 	sel, logits          []float32
 	// mul multiplies activations by the weight matrices (project).
-	mul    linear.Multiplier
-	rowPos []int
-	rowSeq []int
+	mul linear.Multiplier
+	// batchDependent is Tuning.BatchDependent: rows are grouped for speed, not invariance.
+	batchDependent bool
+	rowPos         []int
+	rowSeq         []int
 	// groups are this step's row groups of the layers' products, headGroups the LM head's.
 	groups, headGroups []rowGroup
 	workers            []attnScratch
@@ -120,7 +127,8 @@ var _ backend.Backend = (*Backend)(nil)
 // LogAttrs are the backend's settings for the start-up log (log/slog key-value pairs).
 func (b *Backend) LogAttrs() []any {
 	return []any{"kv_dtype", b.kv.typ, "threads", b.threads, "gemm", gemm.Impl(), "blas_core", gemm.Core(),
-		"kernels", linear.Kernels(), "bf16_activations", b.mul.BF16Activations}
+		"kernels", linear.Kernels(), "bf16_activations", b.mul.BF16Activations,
+		"batch_invariant", !b.batchDependent && !b.mul.BF16Activations}
 }
 
 // KVPlan says how the KV pool was sized.
@@ -208,11 +216,12 @@ func New(m *model.Model, opts backend.Options) (*Backend, error) {
 	b := &Backend{
 		m: m, cfg: cfg, numBlocks: numBlocks, blockSize: bs, threads: threads,
 		attnGEMMMin: gemmAttentionMinTokens, attnTile: attnTileTokens, simd: haveSIMD,
-		kv:      newKVCache(kvType, cfg.NumLayers, numBlocks*perBlock),
-		rope:    newRopeTable(cfg),
-		workers: make([]attnScratch, threads),
-		mul:     linear.Multiplier{Threads: threads, BF16Activations: tune.BF16Activations},
-		kvPlan:  plan,
+		kv:             newKVCache(kvType, cfg.NumLayers, numBlocks*perBlock),
+		rope:           newRopeTable(cfg),
+		workers:        make([]attnScratch, threads),
+		mul:            linear.Multiplier{Threads: threads, BF16Activations: tune.BF16Activations},
+		batchDependent: tune.BatchDependent,
+		kvPlan:         plan,
 	}
 	if err := b.mul.UseKernels(tune.Kernels); err != nil {
 		return nil, fmt.Errorf("cpu backend: %w", err)

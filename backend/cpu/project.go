@@ -45,14 +45,15 @@ type rowGroup struct {
 }
 
 // rowGroups appends to dst the groups of consecutive chunks of lengths n(0), n(1), ...
-// (count chunks). With BF16Activations, whose results depend on the batch anyway, all rows are
-// one product on the fastest path.
+// (count chunks). With BF16Activations, whose results depend on the batch anyway, or
+// BatchDependent, all rows are one product on the fastest path.
 func (b *Backend) rowGroups(dst []rowGroup, count int, n func(i int) int) []rowGroup {
 	dst = dst[:0]
+	fast := b.mul.BF16Activations || b.batchDependent
 	start := 0
 	for i := range count {
 		ni := n(i)
-		short := ni <= linear.StreamMaxRows || b.mul.BF16Activations
+		short := ni <= linear.StreamMaxRows || fast
 		if last := len(dst) - 1; short && last >= 0 && dst[last].rowwise {
 			dst[last].n += ni
 		} else {
@@ -60,7 +61,7 @@ func (b *Backend) rowGroups(dst []rowGroup, count int, n func(i int) int) []rowG
 		}
 		start += ni
 	}
-	if b.mul.BF16Activations {
+	if fast {
 		for i := range dst {
 			dst[i].rowwise = false
 		}

@@ -10,12 +10,16 @@ import (
 type cpuFlags struct {
 	// BF16Activations rounds the activations BF16 weights multiply to bf16 (cpu.Tuning).
 	BF16Activations bool
+	// BatchDependent trades batch invariance for batched-decode speed (cpu.Tuning).
+	BatchDependent bool
 }
 
 func (c *cpuFlags) flags() []cli.Flag {
 	return []cli.Flag{
 		&cli.BoolFlag{Name: "bf16-activations", Destination: &c.BF16Activations, Sources: cli.EnvVars("BF16_ACTIVATIONS"),
 			Usage: "cpu: round the activations that BF16 weights multiply to bf16, as llama.cpp does: faster batched decode and prefill on CPUs with AVX512_BF16, but a request's tokens then depend on the requests batched with it"},
+		&cli.BoolFlag{Name: "batch-dependent", Destination: &c.BatchDependent, Sources: cli.EnvVars("BATCH_DEPENDENT"),
+			Usage: "cpu: give up batch invariance for speed: a step's rows share the fastest product for their count (up to ~2x batched decode of many sequences), so a seeded request's tokens may then change with the requests batched with it"},
 	}
 }
 
@@ -24,5 +28,5 @@ func (c *cpuFlags) tuning(device string) any {
 	if device != "cpu" && device != "cpu:0" {
 		return nil
 	}
-	return &cpu.Tuning{BF16Activations: c.BF16Activations}
+	return &cpu.Tuning{BF16Activations: c.BF16Activations, BatchDependent: c.BatchDependent}
 }
