@@ -68,6 +68,9 @@ type Request struct {
 	// Pooling, when set, makes this an embedding request (/v1/embeddings): the rank runs the
 	// prompt without sampling and its finishing Delta carries the pooled vector (Embedding).
 	Pooling Pooling
+	// compileBy is the deadline shared by all the request's grammar compiles (compileDeadline);
+	// not sent to the rank.
+	compileBy time.Time
 }
 
 // Pooling says how an embedding request's final hidden states become one vector.

@@ -75,6 +75,7 @@ type builtPair struct {
 
 // snapshot is what capture keeps of one build.
 func snapshot(req *Request, f outputFormat) builtPair {
+	req.compileBy = time.Time{} // the compile deadline differs on every build
 	p := builtPair{Req: req, Format: f}
 	if _, ok := f.(*choiceSet); !ok {
 		p.Whole = string(f.whole(nil, &Delta{IDs: []int32{9707}, Text: "Hello", Finished: true, FinishReason: FinishStop,
@@ -216,6 +217,7 @@ func TestEveryRequestFieldDoesSomething(t *testing.T) {
 	schema := `{"type":"object"}`
 	rfSchema := `{"type":"json_schema","json_schema":{"schema":{"type":"object","properties":{"a":{"type":"string"}}}}}`
 	prompt := `"the quick brown fox jumps over the lazy dog"`
+	stTag := `{"type":"structural_tag","structures":[{"begin":"<a>","schema":{"type":"object"},"end":"</a>"}],"triggers":["<"]}`
 	// The sampling block's fields, spelled alike on both OpenAI endpoints.
 	openAI := func(base string, extra map[string]fieldCase) map[string]fieldCase {
 		with := func(k, v string) string { return strings.TrimSuffix(base, "}") + `,"` + k + `":` + v + "}" }
@@ -234,6 +236,9 @@ func TestEveryRequestFieldDoesSomething(t *testing.T) {
 			"response_format.json_schema.strict":      {value: "false", ctx: with("response_format", rfSchema)},
 			"response_format.json_schema.name":        {value: `"x"`, ctx: with("response_format", rfSchema)},
 			"response_format.json_schema.description": {value: `"x"`, ctx: with("response_format", rfSchema)},
+			"response_format.structures":              {value: `[{"begin":"<b>","schema":{"type":"object"},"end":"</b>"}]`, ctx: with("response_format", stTag)},
+			"response_format.triggers":                {value: `["<","["]`, ctx: with("response_format", stTag)},
+			"response_format.format":                  {value: `{"type":"const_string","value":"b"}`, ctx: with("response_format", `{"type":"structural_tag","format":{"type":"const_string","value":"a"}}`)},
 			"truncate_prompt_tokens":                  {value: "1"},
 			"stream_options.include_usage":            {value: "true", ctx: with("stream", "true")},
 			"stream_options.continuous_usage_stats":   {value: "true", ctx: with("stream", "true")},

@@ -142,7 +142,8 @@ func (s *Server) buildChat(body *chatRequest, start time.Time) (*Request, output
 	if err := s.checkTextFits(len(prompt), "messages"); err != nil {
 		return nil, nil, err
 	}
-	req := &Request{RID: s.engine.NewRID(), Stream: body.Stream, Logprobs: body.Logprobs}
+	// the tools' compiles (parseTools) started the request's one compile deadline
+	req := &Request{RID: s.engine.NewRID(), Stream: body.Stream, Logprobs: body.Logprobs, compileBy: tr.compileBy}
 	if body.TopLogprobs != nil {
 		req.TopLogprobs = *body.TopLogprobs
 	}

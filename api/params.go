@@ -70,6 +70,7 @@ type responseFormat struct {
 		Schema      json.RawMessage `json:"schema"`
 		Strict      *bool           `json:"strict"`
 	} `json:"json_schema"`
+	structuralTagFields
 }
 
 // parseStop accepts a string or an array of strings.
@@ -229,8 +230,14 @@ func (s *Server) fillGrammar(req *Request, rf *responseFormat, regex, schema, gb
 				return badRequest("response_format.json_schema.schema", "is required for type json_schema")
 			}
 			req.GrammarKind, req.GrammarSpec = GrammarJSONSchema, string(rf.JSONSchema.Schema)
+		case "structural_tag":
+			spec, err := structuralTagSpec(rf.structuralTagFields)
+			if err != nil {
+				return err
+			}
+			req.GrammarKind, req.GrammarSpec = GrammarCompose, spec
 		default:
-			return badRequest("response_format.type", fmt.Sprintf("unsupported type %q (text, json_object, json_schema)", rf.Type))
+			return badRequest("response_format.type", fmt.Sprintf("unsupported type %q (text, json_object, json_schema, structural_tag)", rf.Type))
 		}
 	}
 	if regex != nil {
@@ -254,7 +261,7 @@ func (s *Server) fillGrammar(req *Request, rf *responseFormat, regex, schema, gb
 	if err := s.needTokenizer("structured output (response_format / json_schema / regex / ebnf)"); err != nil {
 		return err
 	}
-	if err := s.engine.CheckGrammar(req.GrammarKind, req.GrammarSpec); err != nil {
+	if err := s.checkGrammarBy(req.compileDeadline(), req.GrammarKind, req.GrammarSpec); err != nil {
 		return badRequest("response_format", "invalid constraint: "+err.Error())
 	}
 	return nil

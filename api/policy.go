@@ -148,6 +148,9 @@ type constraint struct {
 // structured_outputs and SGLang's json_schema / regex / ebnf (and /generate's grammar).
 func (f *samplingFields) constraints() ([]constraint, error) {
 	var out []constraint
+	if err := f.ResponseFormat.structuralTagOnly(); err != nil {
+		return nil, err
+	}
 	if rf := f.ResponseFormat; rf != nil && rf.Type != "" && rf.Type != "text" {
 		out = append(out, constraint{field: "response_format", rf: rf})
 	}

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/llmserve/llmserve/grammar"
 	"github.com/llmserve/llmserve/toolparse"
@@ -125,6 +124,10 @@ func (s *Server) composeOutputGrammar(req *Request, tr *toolRequest, thinking bo
 			p = grammar.Part{Regex: req.GrammarSpec}
 		case GrammarGBNF:
 			p = grammar.Part{GBNF: req.GrammarSpec}
+		case GrammarCompose:
+			if err := json.Unmarshal([]byte(req.GrammarSpec), &p); err != nil {
+				return fmt.Errorf("composed constraint: %w", err)
+			}
 		}
 		base = &p
 	} else if thinking && budget > 0 {
@@ -142,11 +145,7 @@ func (s *Server) composeOutputGrammar(req *Request, tr *toolRequest, thinking bo
 		return err
 	}
 	req.GrammarKind, req.GrammarSpec = GrammarCompose, spec.Text
-	by := time.Now().Add(requestCompileBudget)
-	if tr != nil && !tr.compileBy.IsZero() {
-		by = tr.compileBy
-	}
-	if err := s.checkGrammarBy(by, req.GrammarKind, req.GrammarSpec); err != nil {
+	if err := s.checkGrammarBy(req.compileDeadline(), req.GrammarKind, req.GrammarSpec); err != nil {
 		return badRequest("tools", "invalid constraint: "+err.Error())
 	}
 	return nil

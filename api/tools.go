@@ -107,6 +107,10 @@ func syntaxOf(name string) (toolSyntax, bool) {
 type tool struct {
 	name   string
 	params json.RawMessage // the parameters schema the grammar compiles (type object)
+	// strict is set when the function asks for "strict": true, which closes the arguments'
+	// objects even on a permissive server (--grammar-strict=false); "strict": false keeps the
+	// server's setting, so a client's default cannot reopen arguments the server closes
+	strict *bool
 }
 
 // toolRequest is a chat request's validated tool settings.
@@ -159,10 +163,18 @@ func (s *Server) parseTools(raw json.RawMessage, choiceRaw json.RawMessage, para
 			if err != nil {
 				return nil, badRequest(param+".function.parameters", fmt.Sprintf("function %q: %v", name, err))
 			}
-			if err := s.checkGrammarBy(tr.compileBy, GrammarJSONSchema, string(params)); err != nil {
+			tl := tool{name: name, params: params}
+			if st := t.Function.Strict; st != nil && *st {
+				tl.strict = st
+			}
+			kind, spec, err := tl.checkSpec(s.cfg.GrammarStrict)
+			if err == nil {
+				err = s.checkGrammarBy(tr.compileBy, kind, spec)
+			}
+			if err != nil {
 				return nil, badRequest(param+".function.parameters", fmt.Sprintf("function %q: unsupported parameters schema: %v", name, err))
 			}
-			tr.tools = append(tr.tools, tool{name: name, params: params})
+			tr.tools = append(tr.tools, tl)
 		}
 	}
 	tr.choice = "none"
@@ -241,7 +253,7 @@ func (tr *toolRequest) grammar() grammar.Part {
 		if syn.open != "" {
 			parts = append(parts, grammar.Literal(syn.open))
 		}
-		parts = append(parts, grammar.Literal(syn.head+t.name+syn.mid), grammar.SchemaPart(t.params), grammar.Literal(syn.close))
+		parts = append(parts, grammar.Literal(syn.head+t.name+syn.mid), grammar.Part{Schema: t.params, Strict: t.strict}, grammar.Literal(syn.close))
 		return grammar.Sequence(parts...)
 	}
 	var one grammar.Part

@@ -11,30 +11,39 @@ import (
 
 // TestToolParserSyntaxes: with --tool-call-parser mistral and deepseek_v3 the grammar writes
 // calls in that syntax and its toolparse parser reads them back, on pico (whose template knows
-// no tools, so only the grammar decides the syntax): required and named calls validate against
-// their schemas at temperature 1, streamed == non-streamed, usage exact. qwen3_coder's
-// tool_choice required is a 400 naming auto (its bare values cannot be constrained).
-//
-// The tools take no arguments ({} only): arguments with members can repeat a key until
-// max_tokens until the grammar branch's fix of tool-argument compilation lands (issue 25).
+// no tools, so only the grammar decides the syntax): required and named calls to functions with
+// real arguments (a nested object, an enum, a bounded integer) validate against their schemas
+// at temperature 1 with no key written twice, streamed == non-streamed, usage exact.
+// qwen3_coder's tool_choice required is a 400 naming auto (its bare values cannot be
+// constrained).
 func TestToolParserSyntaxes(t *testing.T) {
-	empty := `{"type":"object","properties":{},"additionalProperties":false}`
-	schemas := map[string]*jsonschema.Schema{"get_time": compileSchema(t, empty), "noop": compileSchema(t, empty)}
+	weather := `{"type":"object","properties":{` +
+		`"location":{"type":"object","properties":{"city":{"type":"string","maxLength":12},"country":{"type":"string","maxLength":8}},"required":["city"],"additionalProperties":false},` +
+		`"unit":{"enum":["celsius","fahrenheit"]},"days":{"type":"integer","minimum":1,"maximum":7}},` +
+		`"required":["location","unit"],"additionalProperties":false}`
+	search := `{"type":"object","properties":{"query":{"type":"string","maxLength":16},"filters":{"type":"object","properties":{"lang":{"enum":["en","fr"]},"recent":{"type":"boolean"}},"additionalProperties":false}},"required":["query"],"additionalProperties":false}`
+	schemas := map[string]*jsonschema.Schema{"get_weather": compileSchema(t, weather), "search": compileSchema(t, search)}
 	tools := []map[string]any{
-		{"type": "function", "function": map[string]any{"name": "get_time", "parameters": json.RawMessage(empty)}},
-		{"type": "function", "function": map[string]any{"name": "noop", "parameters": json.RawMessage(empty)}},
+		{"type": "function", "function": map[string]any{"name": "get_weather", "parameters": json.RawMessage(weather)}},
+		{"type": "function", "function": map[string]any{"name": "search", "parameters": json.RawMessage(search)}},
 	}
 	for _, syntax := range []string{"mistral", "deepseek_v3"} {
 		t.Run(syntax, func(t *testing.T) {
 			e := startEngine(t, engineOpts{skipDetok: true, tokArgs: []string{"--tool-call-parser", syntax}})
 			calls := 0
-			for _, choice := range []any{"required", map[string]any{"type": "function", "function": map[string]any{"name": "get_time"}}} {
+			for _, choice := range []any{"required", map[string]any{"type": "function", "function": map[string]any{"name": "get_weather"}}} {
 				for seed := 1; seed <= 2; seed++ {
 					what := fmt.Sprintf("%s tool_choice %v seed %d", syntax, choice, seed)
 					body := toolRequest(choice, seed)
 					body["tools"] = tools
 					whole := e.chatWhole(t, body)
 					checkCalls(t, what, whole, choice, false, schemas)
+					t.Logf("%s: %q(%s)", what, whole.Names, whole.Args)
+					for i, args := range whole.Args {
+						if err := noDuplicateKeys(args); err != nil {
+							t.Fatalf("%s: call %d arguments %s: %v", what, i, args, err)
+						}
+					}
 					streamed := e.chatStream(t, body)
 					if !whole.same(streamed) {
 						t.Fatalf("%s: streamed\n%v\nnon-streamed\n%v", what, streamed, whole)
@@ -54,4 +63,61 @@ func TestToolParserSyntaxes(t *testing.T) {
 			t.Fatalf("qwen3_coder required: %d %s", code, body)
 		}
 	})
+}
+
+// noDuplicateKeys reports an object of the JSON text s that has a key twice (encoding/json keeps
+// the last silently, so a validator never sees the first).
+func noDuplicateKeys(s string) error {
+	d := json.NewDecoder(strings.NewReader(s))
+	var walk func() error
+	walk = func() error {
+		tok, err := d.Token()
+		if err != nil {
+			return err
+		}
+		switch tok {
+		case json.Delim('{'):
+			seen := map[string]bool{}
+			for d.More() {
+				k, err := d.Token()
+				if err != nil {
+					return err
+				}
+				key := k.(string)
+				if seen[key] {
+					return fmt.Errorf("key %q written twice", key)
+				}
+				seen[key] = true
+				if err := walk(); err != nil {
+					return err
+				}
+			}
+			_, err = d.Token()
+			return err
+		case json.Delim('['):
+			for d.More() {
+				if err := walk(); err != nil {
+					return err
+				}
+			}
+			_, err = d.Token()
+			return err
+		}
+		return nil
+	}
+	return walk()
+}
+
+// TestNoDuplicateKeys: the checker above finds a repeated key at any depth and passes clean
+// arguments.
+func TestNoDuplicateKeys(t *testing.T) {
+	for s, dup := range map[string]bool{
+		`{"a":1,"b":{"c":[{"d":1,"e":2}]}}`: false,
+		`{"a":1,"a":1}`:                     true,
+		`{"a":{"b":[{"c":1,"c":2}]}}`:       true,
+	} {
+		if err := noDuplicateKeys(s); (err != nil) != dup {
+			t.Errorf("%s: %v", s, err)
+		}
+	}
 }

@@ -38,14 +38,16 @@ type Part struct {
 	Repeat *Repeat `json:"repeat,omitempty"`
 }
 
-// FreeText is any UTF-8 text that never contains Without (when set), does not begin with any
+// FreeText is any UTF-8 text that never contains Without (when set) nor any of WithoutAny (when
+// set: the triggers of structural tags, not together with NotFirst), does not begin with any
 // of NotFirst's characters (when set), and is at most MaxChars characters long (when > 0). A
 // composition lets such text run until the trigger that Without names, which then starts the
 // constrained part; MaxChars bounds it (a reasoning budget), after which the trigger is forced.
 type FreeText struct {
-	Without  string `json:"without,omitempty"`
-	NotFirst string `json:"not_first,omitempty"`
-	MaxChars int    `json:"max_chars,omitempty"`
+	Without    string   `json:"without,omitempty"`
+	WithoutAny []string `json:"without_any,omitempty"`
+	NotFirst   string   `json:"not_first,omitempty"`
+	MaxChars   int      `json:"max_chars,omitempty"`
 }
 
 // MaxFreeTextChars bounds FreeText.MaxChars (each character counted is automaton states).
@@ -293,6 +295,16 @@ func freeTextDFA(t *FreeText) (*chardfa.DFA, error) {
 	}
 	if t.MaxChars < 0 || t.MaxChars > MaxFreeTextChars {
 		return nil, errf("composed grammar: free text max_chars %d (want 0 to %d)", t.MaxChars, MaxFreeTextChars)
+	}
+	if t.WithoutAny != nil {
+		if t.NotFirst != "" {
+			return nil, errf("composed grammar: free text cannot have both without_any and not_first")
+		}
+		pats := t.WithoutAny
+		if t.Without != "" {
+			pats = append(slices.Clip(pats), t.Without)
+		}
+		return withoutAnyDFA(pats, t.MaxChars)
 	}
 	w := []rune(t.Without)
 	n := len(w)

@@ -20,11 +20,11 @@ var pathSeeds = []string{
 
 // pathTokens are the structural tokens a random walk prefers, so that it nests and closes
 // values rather than wandering inside one string.
-var pathTokens = []string{"{", "}", "[", "]", `{"`, `":`, `"`, `",`, `,"`, ",", "1", "true", "null", `"a`, `":{"`, `":[`, "}}", "]}", "\n", "</think>", "<tool_call>", "}\n</tool_call>"}
+var pathTokens = []string{"{", "}", "[", "]", `{"`, `":`, `"`, `",`, `,"`, ",", "1", "true", "null", `"a`, `":{"`, `":[`, "}}", "]}", "\n", "</think>", "<tool_call>", "}\n</tool_call>", "<function=f>", "</function>", "<f>", "</f>", "<f", "<fx>", "</fx>"}
 
 // pathSpecs compiles schema through every constraint path the API builds: response_format,
-// tool calls required (any of two functions, parallel), named, auto (text first), and each
-// after a reasoning block.
+// tool calls required (any of two functions, parallel), named, auto (text first), structural
+// tags of both shapes, and each after a reasoning block.
 func pathSpecs(schema string) []Part {
 	call := func(name string) Part {
 		return Sequence(Literal("<tool_call>\n"), Literal(`{"name": "`+name+`", "arguments": `), SchemaPart(json.RawMessage(schema)), Literal("}\n</tool_call>"))
@@ -34,8 +34,21 @@ func pathSpecs(schema string) []Part {
 	named := Part{Repeat: &Repeat{Part: call("f"), Min: 1, Max: 1}}
 	auto := Sequence(Part{Text: &FreeText{Without: "<tool_call>"}}, Part{Repeat: &Repeat{Part: call("f"), Min: 0, Max: -1}})
 	rf := SchemaPart(json.RawMessage(schema))
+	base := []Part{rf, required, named, auto}
+	if json.Valid([]byte(schema)) {
+		// structural tags, both shapes: a schema-constrained structure behind a trigger among
+		// free text, and a format tree with any_text and at_least_one
+		for _, raw := range []string{
+			`{"structures":[{"begin":"<function=f>","schema":` + schema + `,"end":"</function>"},{"begin":"<function=g>","schema":{},"end":"</function>"}],"triggers":["<function=","<tool_call>"]}`,
+			`{"format":{"type":"triggered_tags","triggers":["<f"],"at_least_one":true,"tags":[{"begin":"<f>","content":{"type":"json_schema","json_schema":` + schema + `},"end":"</f>"},{"begin":"<fx>","content":{"type":"any_text"},"end":"</fx>"}]}}`,
+		} {
+			if st, err := StructuralTag([]byte(raw)); err == nil {
+				base = append(base, st)
+			}
+		}
+	}
 	var out []Part
-	for _, p := range []Part{rf, required, named, auto} {
+	for _, p := range base {
 		out = append(out, p, Sequence(Part{Text: &FreeText{Without: "</think>", MaxChars: 64}}, Literal("</think>\n\n"), p))
 	}
 	return out
@@ -48,6 +61,10 @@ func pathSpecs(schema string) []Part {
 func FuzzConstraintPaths(f *testing.F) {
 	for i, s := range pathSeeds {
 		f.Add(s, uint8(i), []byte{0, 1, 2, 3, 0, 6, 5, 0, 1, 2, 3, 4, 16, 17, 0, 14, 0, 14, 0, 14, 0, 14, 200, 1, 9, 12})
+	}
+	// the structural-tag paths (pathSpecs' 9th to 12th), strict and not
+	for i, which := range []uint8{16, 19, 20, 23} {
+		f.Add(pathSeeds[i], which, []byte{18, 22, 0, 6, 5, 1, 23, 18, 24, 0, 1, 2, 3, 4, 27, 25})
 	}
 	e := env(f, "qwen3")
 	strict := NewCompiler(e.tok, []int32{e.eos}, Options{Strict: true})

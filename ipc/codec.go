@@ -487,10 +487,12 @@ func (m *Abort) Decode(frame []byte) error {
 
 // ---- Load and items ----
 
-func sizeLoad(l *Load) int { return loadFixedLen + 4 + 8*len(l.Received) + 4 + 8*len(l.ReceivedTokens) }
+func sizeLoad(l *Load) int {
+	return loadFixedLen + 4 + 8*len(l.Received) + 4 + 8*len(l.ReceivedTokens) + 4 + 12*len(l.WaitingByPriority)
+}
 
 // loadFixedLen is the encoded size of a Load's fixed-width fields.
-const loadFixedLen = 8 * 8
+const loadFixedLen = 9 * 8
 
 func appendLoad(dst []byte, l *Load) []byte {
 	dst = appendI64(dst, l.Running)
@@ -501,8 +503,15 @@ func appendLoad(dst []byte, l *Load) []byte {
 	dst = appendI64(dst, l.WaitingTokens)
 	dst = appendU64(dst, l.Preemptions)
 	dst = appendU64(dst, l.PrefixHitTokens)
+	dst = appendI64(dst, l.WaitingOtherPriority)
 	dst = appendU64s(dst, l.Received)
-	return appendU64s(dst, l.ReceivedTokens)
+	dst = appendU64s(dst, l.ReceivedTokens)
+	dst = appendLen(dst, len(l.WaitingByPriority))
+	for _, c := range l.WaitingByPriority {
+		dst = appendI32(dst, c.Priority)
+		dst = appendI64(dst, c.Count)
+	}
+	return dst
 }
 
 func (r *reader) load(l *Load) {
@@ -514,8 +523,19 @@ func (r *reader) load(l *Load) {
 	l.WaitingTokens = r.i64("load.waiting_tokens")
 	l.Preemptions = r.u64("load.preemptions")
 	l.PrefixHitTokens = r.u64("load.prefix_hit_tokens")
+	l.WaitingOtherPriority = r.i64("load.waiting_other_priority")
 	l.Received = r.u64s(l.Received, "load.received")
 	l.ReceivedTokens = r.u64s(l.ReceivedTokens, "load.received_tokens")
+	n := r.count(12, "load.waiting_by_priority")
+	if n > MaxPriorityCounts {
+		r.bad(fmt.Errorf("%w: load.waiting_by_priority has %d entries, at most %d", ErrMalformed, n, MaxPriorityCounts))
+		return
+	}
+	l.WaitingByPriority = l.WaitingByPriority[:0]
+	for range n {
+		p := r.i32("load.waiting_by_priority")
+		l.WaitingByPriority = append(l.WaitingByPriority, PriorityCount{Priority: p, Count: r.i64("load.waiting_by_priority")})
+	}
 }
 
 const (
@@ -678,7 +698,7 @@ func growItems[T any](s []T, n int) []T {
 
 // ---- TextBatch ----
 
-const minRankLoadLen = 4 + 8 + loadFixedLen + 4 + 4
+const minRankLoadLen = 4 + 8 + loadFixedLen + 4 + 4 + 4
 
 func (m *TextBatch) size() int {
 	n := headerLen + 4 + 4

@@ -27,7 +27,7 @@ func sampleRequest() *GenerateRequest {
 
 func sampleLoad(workers int) Load {
 	l := Load{Running: 12, Waiting: 3, KVTokensUsed: 40960, KVTokensCapacity: 1 << 20, WaitingTokens: 777,
-		Preemptions: 5, PrefixHitTokens: 4096}
+		Preemptions: 5, PrefixHitTokens: 4096, WaitingByPriority: []PriorityCount{{-3, 1}, {0, 2}}, WaitingOtherPriority: 4}
 	for w := range workers {
 		l.Received = append(l.Received, uint64(1000+w))
 		l.ReceivedTokens = append(l.ReceivedTokens, uint64(90000+w))
@@ -367,13 +367,15 @@ func TestWireGolden(t *testing.T) {
 				"0000803f" + "0000003f" + "00000000" + "00000040" + "000080bf" + "00000000" + "03000000" + "0900000000000000" + "01" + "00000000" + "00000000" +
 				"04000000" + "01000000" + "01000000" + "02000000" + "01000000" + "01000000" + "73" +
 				"0c" + "05000000" + "03" + "01000000" + "61" + "ffffffff" + "0600000000000000" + "00000000" + "01000000" + "71" + "feffffff" + "01"},
-		{&TokenBatch{Rank: 1, Seq: 2, Load: Load{Running: 3, KVBlockSize: 16, Received: []uint64{4}, Preemptions: 7, PrefixHitTokens: 8},
+		{&TokenBatch{Rank: 1, Seq: 2, Load: Load{Running: 3, KVBlockSize: 16, Received: []uint64{4}, Preemptions: 7, PrefixHitTokens: 8,
+			WaitingByPriority: []PriorityCount{{Priority: -1, Count: 2}}, WaitingOtherPriority: 9},
 			Items: []TokenItem{{RID: "a", NewIDs: []int32{-1}, Finished: true, FinishReason: FinishLength, MatchedStopToken: -1,
 				SkipSpecialTokens: true, StopStrings: []string{"z"}, RequestID: "q", QueueNanos: 1, PrefillNanos: 2, DecodeNanos: 3, Preemptions: 4, Embedding: []float32{1}}}},
 			"0b03" + "01000000" + "0200000000000000" +
 				"0300000000000000" + "0000000000000000" + "0000000000000000" + "0000000000000000" + "1000000000000000" + "0000000000000000" +
-				"0700000000000000" + "0800000000000000" +
+				"0700000000000000" + "0800000000000000" + "0900000000000000" +
 				"01000000" + "0400000000000000" + "00000000" +
+				"01000000" + "ffffffff" + "0200000000000000" + // waiting by priority: -1 x2
 				"01000000" + // one item
 				"01000000" + "61" + "00000000" + "01000000" + "ffffffff" + "00000000" +
 				"00000000" + "00000000" + "00000000" + "05" + "02" + "ffffffff" + "00000000" + "00000000" +

@@ -226,6 +226,20 @@ type Load struct {
 	// (scheduler.Stats), shown on /metrics.
 	Preemptions     uint64
 	PrefixHitTokens uint64
+	// WaitingByPriority counts the scheduler's waiting requests per priority value, lowest
+	// first, at most MaxPriorityCounts values; WaitingOtherPriority counts those of every
+	// value after them (per-priority queue gauges on /metrics).
+	WaitingByPriority    []PriorityCount
+	WaitingOtherPriority int64
+}
+
+// MaxPriorityCounts bounds Load.WaitingByPriority (a decoder refuses more).
+const MaxPriorityCounts = 8
+
+// PriorityCount is the number of waiting requests of one priority value.
+type PriorityCount struct {
+	Priority int32
+	Count    int64
 }
 
 // TokenItem is one request's new output in a batch.

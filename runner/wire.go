@@ -154,9 +154,18 @@ func finishReasonToWire(r scheduler.FinishReason) ipc.FinishReason {
 // off the socket that the scheduler has not taken yet (queued), and the per-worker receipt
 // counters. dst's slices are reused.
 func loadToWire(dst *ipc.Load, sl *scheduler.Load, queued, queuedTokens int, received, receivedTokens []uint64) {
+	prios := dst.WaitingByPriority
 	*dst = ipc.Load{Running: int64(sl.Running), Waiting: int64(sl.Waiting + queued),
 		KVTokensUsed: int64(sl.KVTokensUsed), KVTokensCapacity: int64(sl.KVTokensCapacity), KVBlockSize: int64(sl.KVBlockSize),
 		WaitingTokens: int64(sl.WaitingTokens + queuedTokens),
 		Received:      append(dst.Received[:0], received...), ReceivedTokens: append(dst.ReceivedTokens[:0], receivedTokens...),
-		Preemptions: uint64(sl.Stats.Preemptions), PrefixHitTokens: uint64(sl.Stats.PrefixHitTokens)}
+		Preemptions: uint64(sl.Stats.Preemptions), PrefixHitTokens: uint64(sl.Stats.PrefixHitTokens),
+		WaitingByPriority: prios[:0], WaitingOtherPriority: int64(sl.WaitingOtherPriority)}
+	for i, c := range sl.WaitingByPriority {
+		if i >= ipc.MaxPriorityCounts { // the wire's bound, should the scheduler's ever be larger
+			dst.WaitingOtherPriority += int64(c.Count)
+			continue
+		}
+		dst.WaitingByPriority = append(dst.WaitingByPriority, ipc.PriorityCount{Priority: int32(c.Priority), Count: int64(c.Count)})
+	}
 }

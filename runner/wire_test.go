@@ -26,6 +26,9 @@ func (f *filler) fill(t *testing.T, path string, v reflect.Value) {
 	switch v.Kind() {
 	case reflect.Struct:
 		for i := range v.NumField() {
+			if !v.Type().Field(i).IsExported() {
+				continue // the API's own bookkeeping (a compile deadline), never sent
+			}
 			f.fill(t, path+"."+v.Type().Field(i).Name, v.Field(i))
 		}
 	case reflect.Pointer:
@@ -55,6 +58,9 @@ func leaves(typ reflect.Type, prefix string) []string {
 	var out []string
 	for i := range typ.NumField() {
 		f := typ.Field(i)
+		if !f.IsExported() {
+			continue
+		}
 		name := prefix + f.Name
 		ft := f.Type
 		if ft.Kind() == reflect.Struct {
@@ -224,11 +230,13 @@ func TestItemCrossesToTheWire(t *testing.T) {
 // carries the scheduler's counters.
 func TestLoadToWire(t *testing.T) {
 	sl := scheduler.Load{Running: 2, Waiting: 3, KVTokensUsed: 64, KVTokensCapacity: 1024, WaitingTokens: 40,
-		Stats: scheduler.Stats{Steps: 9, Preemptions: 5, PrefixHitTokens: 48}}
+		Stats:             scheduler.Stats{Steps: 9, Preemptions: 5, PrefixHitTokens: 48},
+		WaitingByPriority: []scheduler.PriorityCount{{Priority: -1, Count: 2}, {Priority: 3, Count: 1}}, WaitingOtherPriority: 6}
 	var l ipc.Load
 	loadToWire(&l, &sl, 4, 100, []uint64{7, 8}, []uint64{70, 80})
 	want := ipc.Load{Running: 2, Waiting: 7, KVTokensUsed: 64, KVTokensCapacity: 1024, WaitingTokens: 140,
-		Received: []uint64{7, 8}, ReceivedTokens: []uint64{70, 80}, Preemptions: 5, PrefixHitTokens: 48}
+		Received: []uint64{7, 8}, ReceivedTokens: []uint64{70, 80}, Preemptions: 5, PrefixHitTokens: 48,
+		WaitingByPriority: []ipc.PriorityCount{{Priority: -1, Count: 2}, {Priority: 3, Count: 1}}, WaitingOtherPriority: 6}
 	if !reflect.DeepEqual(l, want) {
 		t.Fatalf("load %+v, want %+v", l, want)
 	}

@@ -108,6 +108,8 @@ type Scheduler struct {
 	// parallelFloats is the logits a step must scan per sampling worker (a field so tests can
 	// force either path).
 	parallelFloats int
+	// priorities is waitingByPriority's scratch: the waiting requests' priority values
+	priorities []int
 
 	byRID   map[string]*liveRequest
 	waiting []*liveRequest // front first; preempted requests go back to the front
@@ -327,6 +329,9 @@ func (s *Scheduler) Load() Load {
 	}
 	for _, st := range s.waiting {
 		l.WaitingTokens += len(st.tokens) - st.computed
+	}
+	if len(s.waiting) > 0 {
+		l.WaitingByPriority, l.WaitingOtherPriority = s.waitingByPriority()
 	}
 	return l
 }

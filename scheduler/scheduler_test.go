@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -544,7 +545,8 @@ func TestOutputLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (Load{Running: 1, Waiting: 1, KVTokensUsed: 8, KVTokensCapacity: 40, KVBlockSize: 4, WaitingTokens: 6, Stats: Stats{Steps: 1, BatchTokens: 6}}); out.Load != want {
+	if want := (Load{Running: 1, Waiting: 1, KVTokensUsed: 8, KVTokensCapacity: 40, KVBlockSize: 4, WaitingTokens: 6, Stats: Stats{Steps: 1, BatchTokens: 6},
+		WaitingByPriority: []PriorityCount{{Priority: 0, Count: 1}}}); !reflect.DeepEqual(out.Load, want) {
 		t.Fatalf("load %+v, want %+v", out.Load, want)
 	}
 }

@@ -160,6 +160,21 @@ type Load struct {
 	WaitingTokens int
 	// Stats are the event counters so far, reported with the load for /metrics.
 	Stats Stats
+	// WaitingByPriority counts the waiting requests of each priority value, most urgent (lowest)
+	// first, for at most MaxPriorityGauges values; WaitingOtherPriority counts the waiting
+	// requests of every value after those (so /metrics has a bounded set of series).
+	WaitingByPriority    []PriorityCount
+	WaitingOtherPriority int
+}
+
+// MaxPriorityGauges bounds Load.WaitingByPriority: a client chooses its priority value, so the
+// rank reports the most urgent values and sums the rest.
+const MaxPriorityGauges = 8
+
+// PriorityCount is the number of waiting requests of one priority value.
+type PriorityCount struct {
+	Priority int
+	Count    int
 }
 
 // Output is what one Step produced: an Item for every request that generated a token or

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"time"
 )
@@ -43,8 +44,12 @@ type Load struct {
 	// ReceivedAll and ReceivedTokensAll are the same counters for every
 	// worker (index = worker). With a shared Ledger they acknowledge the
 	// other workers' dispatches too. Report copies them.
-	ReceivedAll       []uint64 `json:"-"`
-	ReceivedTokensAll []uint64 `json:"-"`
+	ReceivedAll []uint64 `json:"-"`
+	// WaitingByPriority counts the rank scheduler's waiting requests per priority value (lowest
+	// first, a bounded number of values); WaitingOtherPriority those of the values after them.
+	WaitingByPriority    []PriorityCount `json:"waiting_by_priority,omitempty"`
+	WaitingOtherPriority int64           `json:"waiting_other_priority,omitempty"`
+	ReceivedTokensAll    []uint64        `json:"-"`
 	// Preemptions and PrefixHitTokens are the rank's cumulative scheduler counters, carried for
 	// /metrics; dispatch does not read them.
 	Preemptions     uint64 `json:"preemptions"`
@@ -529,6 +534,7 @@ func (d *Dispatcher) Report(rank int, load Load) (ReportResult, error) {
 	// decode buffers.
 	load.ReceivedAll = append(rs.load.ReceivedAll[:0], load.ReceivedAll...)
 	load.ReceivedTokensAll = append(rs.load.ReceivedTokensAll[:0], load.ReceivedTokensAll...)
+	load.WaitingByPriority = append(rs.load.WaitingByPriority[:0], load.WaitingByPriority...)
 	rs.load, rs.hasReport = load, true
 	d.heardLocked(rank, now)
 	return result, nil
@@ -602,6 +608,7 @@ func (d *Dispatcher) Snapshot() Snapshot {
 		pendingReqs, pendingTokens := d.pendingLocked(r)
 		reported := rs.load
 		reported.ReceivedAll, reported.ReceivedTokensAll = nil, nil // d.mu guards them
+		reported.WaitingByPriority = slices.Clone(reported.WaitingByPriority)
 		s.Ranks[r] = RankLoad{
 			Rank:                 r,
 			Up:                   !down,
@@ -615,4 +622,10 @@ func (d *Dispatcher) Snapshot() Snapshot {
 		}
 	}
 	return s
+}
+
+// PriorityCount is the number of a rank's waiting requests of one priority value.
+type PriorityCount struct {
+	Priority int   `json:"priority"`
+	Count    int64 `json:"count"`
 }

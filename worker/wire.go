@@ -182,8 +182,13 @@ func loadFromWire(seq uint64, l *ipc.Load, self int) shard.Load {
 	if self < len(l.ReceivedTokens) {
 		recvTokens = l.ReceivedTokens[self]
 	}
+	var prios []shard.PriorityCount
+	for _, c := range l.WaitingByPriority {
+		prios = append(prios, shard.PriorityCount{Priority: int(c.Priority), Count: c.Count})
+	}
 	return shard.Load{Seq: seq, Running: int(l.Running), Waiting: int(l.Waiting),
 		KVTokensUsed: l.KVTokensUsed, KVTokensCapacity: l.KVTokensCapacity, KVBlockSize: l.KVBlockSize, WaitingTokens: l.WaitingTokens,
 		Received: recv, ReceivedTokens: recvTokens, ReceivedAll: l.Received, ReceivedTokensAll: l.ReceivedTokens,
-		Preemptions: l.Preemptions, PrefixHitTokens: l.PrefixHitTokens}
+		Preemptions: l.Preemptions, PrefixHitTokens: l.PrefixHitTokens,
+		WaitingByPriority: prios, WaitingOtherPriority: l.WaitingOtherPriority}
 }

@@ -588,6 +588,7 @@ func registerRankGauges(reg *metrics.Registry, w *worker.Worker, ranks int, mode
 		total(func(rl *shard.RankLoad) float64 { return float64(rl.Reported.Running) }))
 	reg.NewGaugeFunc("vllm:num_requests_waiting", "Requests queued at the ranks.", ml,
 		total(func(rl *shard.RankLoad) float64 { return float64(rl.Reported.Waiting) }))
+	registerPriorityGauges(reg, w, model)
 	kvUsage := func() float64 {
 		var used, capacity float64
 		for _, rl := range w.Snapshot().Ranks {
