@@ -488,11 +488,43 @@ func (m *Abort) Decode(frame []byte) error {
 // ---- Load and items ----
 
 func sizeLoad(l *Load) int {
-	return loadFixedLen + 4 + 8*len(l.Received) + 4 + 8*len(l.ReceivedTokens) + 4 + 12*len(l.WaitingByPriority)
+	return loadFixedLen + 4 + 8*len(l.Received) + 4 + 8*len(l.ReceivedTokens) + 4 + 12*len(l.WaitingByPriority) + sizeGoStats(&l.Go)
 }
 
 // loadFixedLen is the encoded size of a Load's fixed-width fields.
 const loadFixedLen = 9 * 8
+
+// goStatsFixedLen is the encoded size of a GoStats' fixed-width fields.
+const goStatsFixedLen = 8 * 8
+
+func sizeGoStats(g *GoStats) int { return goStatsFixedLen + sizeStr(g.GoVersion) }
+
+func appendGoStats(dst []byte, g *GoStats) []byte {
+	dst = appendU64(dst, g.Goroutines)
+	dst = appendU64(dst, g.GOMAXPROCS)
+	dst = appendU64(dst, g.HeapAllocBytes)
+	dst = appendU64(dst, g.HeapInuseBytes)
+	dst = appendU64(dst, g.SysBytes)
+	dst = appendU64(dst, g.HeapGoalBytes)
+	dst = appendU64(dst, g.GCCycles)
+	dst = appendU64(dst, math.Float64bits(g.GCPauseSeconds))
+	return appendStr(dst, g.GoVersion)
+}
+
+func (r *reader) goStats(g *GoStats) {
+	g.Goroutines = r.u64("go.goroutines")
+	g.GOMAXPROCS = r.u64("go.gomaxprocs")
+	g.HeapAllocBytes = r.u64("go.heap_alloc")
+	g.HeapInuseBytes = r.u64("go.heap_inuse")
+	g.SysBytes = r.u64("go.sys")
+	g.HeapGoalBytes = r.u64("go.heap_goal")
+	g.GCCycles = r.u64("go.gc_cycles")
+	g.GCPauseSeconds = math.Float64frombits(r.u64("go.gc_pause"))
+	g.GoVersion = r.str(g.GoVersion, "go.go_version")
+	if len(g.GoVersion) > MaxGoVersionLen {
+		r.bad(fmt.Errorf("%w: go.go_version is %d bytes, at most %d", ErrMalformed, len(g.GoVersion), MaxGoVersionLen))
+	}
+}
 
 func appendLoad(dst []byte, l *Load) []byte {
 	dst = appendI64(dst, l.Running)
@@ -511,7 +543,7 @@ func appendLoad(dst []byte, l *Load) []byte {
 		dst = appendI32(dst, c.Priority)
 		dst = appendI64(dst, c.Count)
 	}
-	return dst
+	return appendGoStats(dst, &l.Go)
 }
 
 func (r *reader) load(l *Load) {
@@ -536,6 +568,7 @@ func (r *reader) load(l *Load) {
 		p := r.i32("load.waiting_by_priority")
 		l.WaitingByPriority = append(l.WaitingByPriority, PriorityCount{Priority: p, Count: r.i64("load.waiting_by_priority")})
 	}
+	r.goStats(&l.Go)
 }
 
 const (
@@ -698,10 +731,10 @@ func growItems[T any](s []T, n int) []T {
 
 // ---- TextBatch ----
 
-const minRankLoadLen = 4 + 8 + loadFixedLen + 4 + 4 + 4
+const minRankLoadLen = 4 + 8 + loadFixedLen + 4 + 4 + 4 + goStatsFixedLen + 4
 
 func (m *TextBatch) size() int {
-	n := headerLen + 4 + 4
+	n := headerLen + 4 + 4 + sizeGoStats(&m.Detok)
 	for i := range m.Loads {
 		n += 4 + 8 + sizeLoad(&m.Loads[i].Load)
 	}
@@ -727,7 +760,7 @@ func (m *TextBatch) Append(dst []byte) []byte {
 		dst = appendTokenItem(dst, &m.Items[i].TokenItem)
 		dst = appendStr(dst, m.Items[i].Text)
 	}
-	return dst
+	return appendGoStats(dst, &m.Detok)
 }
 
 // Decode implements Message, reusing slices like TokenBatch.Decode.
@@ -751,6 +784,7 @@ func (m *TextBatch) Decode(frame []byte) error {
 			break
 		}
 	}
+	r.goStats(&m.Detok)
 	if r.err != nil {
 		m.Loads, m.Items = m.Loads[:0], m.Items[:0]
 	}

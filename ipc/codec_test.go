@@ -27,12 +27,18 @@ func sampleRequest() *GenerateRequest {
 
 func sampleLoad(workers int) Load {
 	l := Load{Running: 12, Waiting: 3, KVTokensUsed: 40960, KVTokensCapacity: 1 << 20, WaitingTokens: 777,
-		Preemptions: 5, PrefixHitTokens: 4096, WaitingByPriority: []PriorityCount{{-3, 1}, {0, 2}}, WaitingOtherPriority: 4}
+		Preemptions: 5, PrefixHitTokens: 4096, WaitingByPriority: []PriorityCount{{-3, 1}, {0, 2}}, WaitingOtherPriority: 4,
+		Go: sampleGoStats()}
 	for w := range workers {
 		l.Received = append(l.Received, uint64(1000+w))
 		l.ReceivedTokens = append(l.ReceivedTokens, uint64(90000+w))
 	}
 	return l
+}
+
+func sampleGoStats() GoStats {
+	return GoStats{Goroutines: 17, GOMAXPROCS: 8, HeapAllocBytes: 3 << 20, HeapInuseBytes: 4 << 20, SysBytes: 12 << 20,
+		HeapGoalBytes: 8 << 20, GCCycles: 42, GCPauseSeconds: 0.0125, GoVersion: "go1.26.0"}
 }
 
 func sampleItem(i int) TokenItem {
@@ -77,7 +83,7 @@ func sampleTokenBatch(items int) *TokenBatch {
 }
 
 func sampleTextBatch(items int) *TextBatch {
-	b := &TextBatch{Loads: []RankLoad{{Rank: 0, Seq: 5, Load: sampleLoad(2)}, {Rank: 1, Seq: 8, Load: sampleLoad(0)}}}
+	b := &TextBatch{Loads: []RankLoad{{Rank: 0, Seq: 5, Load: sampleLoad(2)}, {Rank: 1, Seq: 8, Load: sampleLoad(0)}}, Detok: sampleGoStats()}
 	for i := range items {
 		b.Items = append(b.Items, TextItem{TokenItem: sampleItem(i), Text: fmt.Sprintf(" tok%d ✓", i)})
 	}
@@ -357,25 +363,28 @@ func TestWireGolden(t *testing.T) {
 		m    Message
 		want string
 	}{
-		{&Abort{RID: "r1", Owner: 2, OwnerEpoch: 5, Reason: "x"}, "0b02" + "02000000" + "7231" + "02000000" + "0500000000000000" + "01000000" + "78"},
+		{&Abort{RID: "r1", Owner: 2, OwnerEpoch: 5, Reason: "x"}, "0c02" + "02000000" + "7231" + "02000000" + "0500000000000000" + "01000000" + "78"},
 		{&GenerateRequest{RID: "g", Owner: 1, OwnerEpoch: 3, InputIDs: []int32{7},
 			Sampling: Sampling{Temperature: 1, TopP: 0.5, MinP: 0, RepetitionPenalty: 2, FrequencyPenalty: -1, PresencePenalty: 0,
 				TopK: 3, Seed: 9, HasSeed: true},
 			MaxNewTokens: 4, MinNewTokens: 1, StopTokenIDs: []int32{2}, StopStrings: []string{"s"}, Stream: true, NoText: true,
 			StreamInterval: 5, Grammar: Grammar{Kind: GrammarRegex, Spec: "a"}, RoutedRank: -1, ArrivalUnixNano: 6, RequestID: "q", Priority: -2, Pooling: PoolingLast},
-			"0b01" + "01000000" + "67" + "01000000" + "0300000000000000" + "01000000" + "07000000" +
+			"0c01" + "01000000" + "67" + "01000000" + "0300000000000000" + "01000000" + "07000000" +
 				"0000803f" + "0000003f" + "00000000" + "00000040" + "000080bf" + "00000000" + "03000000" + "0900000000000000" + "01" + "00000000" + "00000000" +
 				"04000000" + "01000000" + "01000000" + "02000000" + "01000000" + "01000000" + "73" +
 				"0c" + "05000000" + "03" + "01000000" + "61" + "ffffffff" + "0600000000000000" + "00000000" + "01000000" + "71" + "feffffff" + "01"},
 		{&TokenBatch{Rank: 1, Seq: 2, Load: Load{Running: 3, KVBlockSize: 16, Received: []uint64{4}, Preemptions: 7, PrefixHitTokens: 8,
-			WaitingByPriority: []PriorityCount{{Priority: -1, Count: 2}}, WaitingOtherPriority: 9},
+			WaitingByPriority: []PriorityCount{{Priority: -1, Count: 2}}, WaitingOtherPriority: 9,
+			Go: GoStats{Goroutines: 5, GOMAXPROCS: 2, HeapAllocBytes: 1, HeapInuseBytes: 3, SysBytes: 4, HeapGoalBytes: 6, GCCycles: 7, GCPauseSeconds: 0.5, GoVersion: "go"}},
 			Items: []TokenItem{{RID: "a", NewIDs: []int32{-1}, Finished: true, FinishReason: FinishLength, MatchedStopToken: -1,
 				SkipSpecialTokens: true, StopStrings: []string{"z"}, RequestID: "q", QueueNanos: 1, PrefillNanos: 2, DecodeNanos: 3, Preemptions: 4, Embedding: []float32{1}}}},
-			"0b03" + "01000000" + "0200000000000000" +
+			"0c03" + "01000000" + "0200000000000000" +
 				"0300000000000000" + "0000000000000000" + "0000000000000000" + "0000000000000000" + "1000000000000000" + "0000000000000000" +
 				"0700000000000000" + "0800000000000000" + "0900000000000000" +
 				"01000000" + "0400000000000000" + "00000000" +
 				"01000000" + "ffffffff" + "0200000000000000" + // waiting by priority: -1 x2
+				"0500000000000000" + "0200000000000000" + "0100000000000000" + "0300000000000000" + // go: goroutines, gomaxprocs, heap alloc, inuse
+				"0400000000000000" + "0600000000000000" + "0700000000000000" + "000000000000e03f" + "02000000" + "676f" + // sys, goal, gc cycles, pause 0.5 s, "go"
 				"01000000" + // one item
 				"01000000" + "61" + "00000000" + "01000000" + "ffffffff" + "00000000" +
 				"00000000" + "00000000" + "00000000" + "05" + "02" + "ffffffff" + "00000000" + "00000000" +

@@ -4,7 +4,7 @@ import "fmt"
 
 // WireVersion is the first byte of every frame. Bump it on any incompatible layout change;
 // decoders refuse frames of any other version.
-const WireVersion byte = 11
+const WireVersion byte = 12
 
 // MsgType is the second byte of every frame.
 type MsgType uint8
@@ -231,7 +231,31 @@ type Load struct {
 	// value after them (per-priority queue gauges on /metrics).
 	WaitingByPriority    []PriorityCount
 	WaitingOtherPriority int64
+	// Go is the rank process's Go runtime stats (the go_* series on /metrics).
+	Go GoStats
 }
+
+// GoStats is a process's Go runtime stats, as runtime/metrics reads them (at most once a second:
+// they ride on every load report). It has metrics.GoRuntime's fields, so that one converts to
+// the other. An empty GoVersion means no stats.
+type GoStats struct {
+	// Goroutines is the number of live goroutines; GOMAXPROCS the runtime's setting.
+	Goroutines, GOMAXPROCS uint64
+	// HeapAllocBytes is the bytes of live and not yet swept heap objects; HeapInuseBytes adds
+	// the unused space of the heap's in-use spans; SysBytes is all memory mapped by the runtime.
+	HeapAllocBytes, HeapInuseBytes, SysBytes uint64
+	// HeapGoalBytes is the heap size the current GC cycle aims at.
+	HeapGoalBytes uint64
+	// GCCycles counts completed GC cycles; GCPauseSeconds is their stop-the-world pauses' total
+	// (estimated from runtime/metrics' pause histogram).
+	GCCycles       uint64
+	GCPauseSeconds float64
+	// GoVersion is the Go release the process was built with (runtime.Version()).
+	GoVersion string
+}
+
+// MaxGoVersionLen bounds GoStats.GoVersion (a decoder refuses longer).
+const MaxGoVersionLen = 64
 
 // MaxPriorityCounts bounds Load.WaitingByPriority (a decoder refuses more).
 const MaxPriorityCounts = 8
@@ -316,6 +340,8 @@ type RankLoad struct {
 type TextBatch struct {
 	Loads []RankLoad
 	Items []TextItem
+	// Detok is detokd's own Go runtime stats.
+	Detok GoStats
 }
 
 // Type implements Message.

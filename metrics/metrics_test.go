@@ -1,8 +1,11 @@
 package metrics
 
 import (
+	"math"
 	"os"
 	"path/filepath"
+	"runtime"
+	rtmetrics "runtime/metrics"
 	"strconv"
 	"strings"
 	"testing"
@@ -119,6 +122,60 @@ func TestWorkerSeriesEngineWide(t *testing.T) {
 			if !strings.Contains(b.String(), want) {
 				t.Errorf("scrape of worker %d lacks %s:\n%s", i, want, b.String())
 			}
+		}
+	}
+}
+
+// ReadGoRuntime reads this process's runtime: values a live Go process must have, and the same
+// values again within the second.
+func TestReadGoRuntime(t *testing.T) {
+	g := ReadGoRuntime()
+	if g.Goroutines < 1 || g.GOMAXPROCS < 1 || g.HeapAllocBytes == 0 || g.HeapInuseBytes < g.HeapAllocBytes ||
+		g.SysBytes < g.HeapInuseBytes || g.HeapGoalBytes == 0 || g.GoVersion != runtime.Version() {
+		t.Fatalf("implausible runtime stats %+v", g)
+	}
+	if again := ReadGoRuntime(); again != g {
+		t.Errorf("a second read within the second differs: %+v, then %+v", g, again)
+	}
+}
+
+func TestHistogramTotal(t *testing.T) {
+	h := &rtmetrics.Float64Histogram{Counts: []uint64{1, 2, 0, 3}, Buckets: []float64{math.Inf(-1), 1, 3, 5, math.Inf(1)}}
+	if got, want := histogramTotal(h), 1*1.0+2*2.0+3*5.0; got != want {
+		t.Errorf("histogramTotal = %v, want %v", got, want)
+	}
+}
+
+// Another process's stats: its go_* series and go_info under its labels, none while it has not
+// reported.
+func TestRegisterGoRuntime(t *testing.T) {
+	r := NewRegistry()
+	g := GoRuntime{Goroutines: 17, GOMAXPROCS: 4, HeapAllocBytes: 1000, HeapInuseBytes: 2048, SysBytes: 9000,
+		HeapGoalBytes: 4096, GCCycles: 3, GCPauseSeconds: 0.25, GoVersion: "go1.99"}
+	have := false
+	r.RegisterGoRuntime(Labels{{"process", "schedulerd"}, {"rank", "1"}}, func() (GoRuntime, bool) { return g, have })
+	var b strings.Builder
+	r.WriteText(&b)
+	if strings.Contains(b.String(), `rank="1"`) {
+		t.Fatalf("series before any report:\n%s", b.String())
+	}
+	have = true
+	b.Reset()
+	r.WriteText(&b)
+	for _, want := range []string{
+		`go_goroutines{process="schedulerd",rank="1"} 17`,
+		`go_threads{process="schedulerd",rank="1"} 4`,
+		`go_memstats_heap_alloc_bytes{process="schedulerd",rank="1"} 1000`,
+		`go_memstats_heap_inuse_bytes{process="schedulerd",rank="1"} 2048`,
+		`go_memstats_sys_bytes{process="schedulerd",rank="1"} 9000`,
+		`go_gc_heap_goal_bytes{process="schedulerd",rank="1"} 4096`,
+		`go_gc_cycles_total{process="schedulerd",rank="1"} 3`,
+		`go_gc_pause_seconds_total{process="schedulerd",rank="1"} 0.25`,
+		`go_info{process="schedulerd",rank="1",version="go1.99"} 1`,
+		"# TYPE go_gc_cycles_total counter",
+	} {
+		if !strings.Contains(b.String(), want+"\n") {
+			t.Errorf("missing %s:\n%s", want, b.String())
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"runtime"
 	"runtime/metrics"
@@ -163,22 +164,125 @@ func (o *optionalFunc) write(w io.Writer, name string) {
 	}
 }
 
-// goSeries are the Go runtime's series, from runtime/metrics.
-var goSeries = []struct {
-	name, help, sample string
-	counter            bool
-}{
-	{"go_goroutines", "Number of goroutines that currently exist.", "/sched/goroutines:goroutines", false},
-	{"go_threads", "Number of OS threads the Go runtime may run Go code on at once (GOMAXPROCS).", "/sched/gomaxprocs:threads", false},
-	{"go_memstats_heap_alloc_bytes", "Number of heap bytes allocated and still in use.", "/memory/classes/heap/objects:bytes", false},
-	{"go_memstats_sys_bytes", "Number of bytes obtained from the system.", "/memory/classes/total:bytes", false},
-	{"go_gc_cycles_total", "Completed GC cycles.", "/gc/cycles/total:gc-cycles", true},
-	{"go_gc_heap_goal_bytes", "Heap size target for the end of the GC cycle.", "/gc/heap/goal:bytes", false},
+// GoRuntime is a process's Go runtime stats, the go_* series. ipc.GoStats carries it on the wire
+// (the two types have the same fields, so each converts to the other): a rank and detokd send
+// theirs to the workers, whose /metrics shows them. An empty GoVersion means no stats.
+type GoRuntime struct {
+	// Goroutines is the number of live goroutines; GOMAXPROCS the runtime's setting.
+	Goroutines, GOMAXPROCS uint64
+	// HeapAllocBytes is the bytes of live and not yet swept heap objects; HeapInuseBytes adds
+	// the unused space of the heap's in-use spans; SysBytes is all memory mapped by the runtime.
+	HeapAllocBytes, HeapInuseBytes, SysBytes uint64
+	// HeapGoalBytes is the heap size the current GC cycle aims at.
+	HeapGoalBytes uint64
+	// GCCycles counts completed GC cycles; GCPauseSeconds is their stop-the-world pauses' total
+	// (estimated from runtime/metrics' pause histogram).
+	GCCycles       uint64
+	GCPauseSeconds float64
+	// GoVersion is the Go release the process was built with (runtime.Version()).
+	GoVersion string
 }
+
+// The runtime/metrics samples GoRuntime is read from, in the order readGoRuntime takes them.
+var goSamples = []string{
+	"/sched/goroutines:goroutines",
+	"/sched/gomaxprocs:threads",
+	"/memory/classes/heap/objects:bytes",
+	"/memory/classes/heap/unused:bytes",
+	"/memory/classes/total:bytes",
+	"/gc/heap/goal:bytes",
+	"/gc/cycles/total:gc-cycles",
+	"/sched/pauses/total/gc:seconds",
+}
+
+// goRuntimeCache holds the last ReadGoRuntime, so that a caller on a hot path (a rank's load
+// report after every step) reads runtime/metrics at most once a second.
+var goRuntimeCache struct {
+	// mu guards at, last and samples.
+	mu      sync.Mutex
+	at      time.Time
+	last    GoRuntime
+	samples []metrics.Sample
+}
+
+// ReadGoRuntime returns this process's Go runtime stats, read at most once a second.
+func ReadGoRuntime() GoRuntime {
+	c := &goRuntimeCache
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.last.GoVersion != "" && time.Since(c.at) < time.Second {
+		return c.last
+	}
+	if c.samples == nil {
+		c.samples = make([]metrics.Sample, len(goSamples))
+		for i, name := range goSamples {
+			c.samples[i].Name = name
+		}
+	}
+	metrics.Read(c.samples)
+	c.at, c.last = time.Now(), goRuntimeFrom(c.samples)
+	return c.last
+}
+
+// goRuntimeFrom converts samples read for goSamples (a sample the runtime lacks reads as 0).
+func goRuntimeFrom(s []metrics.Sample) GoRuntime {
+	u := func(i int) uint64 {
+		if s[i].Value.Kind() == metrics.KindUint64 {
+			return s[i].Value.Uint64()
+		}
+		return 0
+	}
+	var pause float64
+	if s[7].Value.Kind() == metrics.KindFloat64Histogram {
+		pause = histogramTotal(s[7].Value.Float64Histogram())
+	}
+	return GoRuntime{Goroutines: u(0), GOMAXPROCS: u(1), HeapAllocBytes: u(2), HeapInuseBytes: u(2) + u(3),
+		SysBytes: u(4), HeapGoalBytes: u(5), GCCycles: u(6), GCPauseSeconds: pause, GoVersion: runtime.Version()}
+}
+
+// histogramTotal estimates the sum of a runtime/metrics histogram's observations: each bucket's
+// count times its midpoint (an unbounded bucket's finite edge).
+func histogramTotal(h *metrics.Float64Histogram) float64 {
+	var sum float64
+	for i, n := range h.Counts {
+		if n == 0 {
+			continue
+		}
+		lo, hi := h.Buckets[i], h.Buckets[i+1]
+		v := (lo + hi) / 2
+		switch {
+		case math.IsInf(lo, -1):
+			v = hi
+		case math.IsInf(hi, 1):
+			v = lo
+		}
+		sum += float64(n) * v
+	}
+	return sum
+}
+
+// goSeries are the go_* series of a GoRuntime: name, help, counter or gauge, and the value.
+var goSeries = []struct {
+	name, help string
+	counter    bool
+	get        func(*GoRuntime) float64
+}{
+	{"go_goroutines", "Number of goroutines that currently exist.", false, func(g *GoRuntime) float64 { return float64(g.Goroutines) }},
+	{"go_threads", "Number of OS threads the Go runtime may run Go code on at once (GOMAXPROCS).", false, func(g *GoRuntime) float64 { return float64(g.GOMAXPROCS) }},
+	{"go_memstats_heap_alloc_bytes", "Number of heap bytes allocated and still in use.", false, func(g *GoRuntime) float64 { return float64(g.HeapAllocBytes) }},
+	{"go_memstats_heap_inuse_bytes", "Number of heap bytes in in-use spans.", false, func(g *GoRuntime) float64 { return float64(g.HeapInuseBytes) }},
+	{"go_memstats_sys_bytes", "Number of bytes obtained from the system.", false, func(g *GoRuntime) float64 { return float64(g.SysBytes) }},
+	{"go_gc_heap_goal_bytes", "Heap size target for the end of the GC cycle.", false, func(g *GoRuntime) float64 { return float64(g.HeapGoalBytes) }},
+	{"go_gc_cycles_total", "Completed GC cycles.", true, func(g *GoRuntime) float64 { return float64(g.GCCycles) }},
+	{"go_gc_pause_seconds_total", "Total stop-the-world GC pause time (estimated from the runtime's pause histogram).", true, func(g *GoRuntime) float64 { return g.GCPauseSeconds }},
+}
+
+// goInfoHelp is go_info's help, as the Prometheus Go collector's.
+const goInfoHelp = "Information about the Go environment."
 
 // RegisterOwnProcess registers this process's process_* and go_* series as per-worker series
 // (NewWorkerGaugeFunc), labelled labels: with a shared store, every worker's appear in every
-// scrape.
+// scrape. go_info, the same for every worker of one build, is not per worker.
 func (r *Registry) RegisterOwnProcess(labels Labels) {
 	pid := os.Getpid()
 	pr := &procReader{pid: func() int { return pid }}
@@ -191,23 +295,39 @@ func (r *Registry) RegisterOwnProcess(labels Labels) {
 		}
 	}
 	for _, s := range goSeries {
-		sample := []metrics.Sample{{Name: s.sample}}
-		fn := func() float64 {
-			metrics.Read(sample)
-			switch v := sample[0].Value; v.Kind() {
-			case metrics.KindUint64:
-				return float64(v.Uint64())
-			case metrics.KindFloat64:
-				return v.Float64()
-			}
-			return 0
-		}
+		fn := func() float64 { g := ReadGoRuntime(); return s.get(&g) }
 		if s.counter {
 			r.NewWorkerCounterFunc(s.name, s.help, labels, fn)
 		} else {
 			r.NewWorkerGaugeFunc(s.name, s.help, labels, fn)
 		}
 	}
+	info := append(append(Labels(nil), labels...), [2]string{"version", runtime.Version()})
+	r.NewInfoFunc("go_info", goInfoHelp, func() Labels { return info })
+}
+
+// RegisterGoRuntime registers the go_* series and go_info of another process of the engine (a
+// rank, detokd), labelled labels, from the stats it last reported: get returns them, or false
+// while there are none (the series are then absent).
+func (r *Registry) RegisterGoRuntime(labels Labels, get func() (GoRuntime, bool)) {
+	lbl := labels.String()
+	for _, s := range goSeries {
+		k := kindGauge
+		if s.counter {
+			k = kindCounter
+		}
+		r.add(s.name, s.help, k, &optionalFunc{lbl: lbl, fn: func() (float64, bool) {
+			g, ok := get()
+			return s.get(&g), ok
+		}})
+	}
+	r.NewInfoFunc("go_info", goInfoHelp, func() Labels {
+		g, ok := get()
+		if !ok || g.GoVersion == "" {
+			return nil
+		}
+		return append(append(Labels(nil), labels...), [2]string{"version", g.GoVersion})
+	})
 }
 
 // RegisterBuildInfo registers llmserve_build_info: 1, labelled with the build's version and

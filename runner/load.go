@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/llmserve/llmserve/ipc"
+	"github.com/llmserve/llmserve/metrics"
 	"github.com/llmserve/llmserve/scheduler"
 )
 
@@ -61,7 +62,8 @@ func (s *loadState) publish(l scheduler.Load) {
 	s.sched = l
 }
 
-// stamp gives b the next sequence number and the current load, and, when frame is not nil,
+// stamp gives b the next sequence number and the current load with the process's Go runtime
+// stats (read at most once a second, for the workers' /metrics), and, when frame is not nil,
 // encodes b into it (reusing its buffer) under the same lock, so a frame's number and load
 // are taken at one instant.
 func (s *loadState) stamp(b *ipc.TokenBatch, frame *[]byte, now time.Time) {
@@ -70,6 +72,7 @@ func (s *loadState) stamp(b *ipc.TokenBatch, frame *[]byte, now time.Time) {
 	s.seq++
 	b.Rank, b.Seq = s.rank, s.seq
 	loadToWire(&b.Load, &s.sched, s.queued, s.queuedTokens, s.received, s.receivedTokens)
+	b.Load.Go = ipc.GoStats(metrics.ReadGoRuntime())
 	s.lastSend = now
 	if frame != nil {
 		*frame = b.Append((*frame)[:0])

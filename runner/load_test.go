@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/bits"
 	"reflect"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -32,12 +33,17 @@ func TestLoadStateReports(t *testing.T) {
 	s.arrived(1, 5)
 	s.arrived(7, 4) // an owner out of range is queued but has no acknowledgement slot
 	s.stamp(&b, nil, t0)
+	if g := b.Load.Go; g.Goroutines < 1 || g.HeapInuseBytes == 0 || g.GoVersion != runtime.Version() {
+		t.Fatalf("the report lacks the rank's Go runtime stats: %+v", g)
+	}
+	b.Load.Go = ipc.GoStats{} // checked above; the rest is pinned below
 	want := ipc.Load{Waiting: 3, WaitingTokens: 19, Received: []uint64{0, 2}, ReceivedTokens: []uint64{0, 15}}
 	if b.Seq != 2 || !reflect.DeepEqual(b.Load, want) {
 		t.Fatalf("after arrivals: seq %d load %+v, want %+v", b.Seq, b.Load, want)
 	}
 	s.handed(3, 19, scheduler.Load{Running: 1, Waiting: 2, WaitingTokens: 12, KVTokensUsed: 7})
 	s.stamp(&b, nil, t0)
+	b.Load.Go = ipc.GoStats{}
 	want = ipc.Load{Running: 1, Waiting: 2, WaitingTokens: 12, KVTokensUsed: 7, Received: []uint64{0, 2}, ReceivedTokens: []uint64{0, 15}}
 	if b.Seq != 3 || !reflect.DeepEqual(b.Load, want) {
 		t.Fatalf("after handing over: seq %d load %+v, want %+v", b.Seq, b.Load, want)

@@ -20,6 +20,7 @@ import (
 	"github.com/llmserve/llmserve/detok"
 	"github.com/llmserve/llmserve/grammar"
 	"github.com/llmserve/llmserve/ipc"
+	"github.com/llmserve/llmserve/metrics"
 	"github.com/llmserve/llmserve/shard"
 	"github.com/llmserve/llmserve/tokenizer"
 )
@@ -95,7 +96,7 @@ func LedgerPath(runDir string) string { return filepath.Join(runDir, "dispatch-l
 // (a request refused as overloaded is never counted at a rank); the dispatcher never calls back
 // into the worker, and nothing else takes the two nested (report, checkRanks, Load take them one
 // after the other). No socket send and no Stream.Push happens under mu: a stream's own lock is
-// taken after mu is released.
+// taken after mu is released. goMu (the other processes' Go runtime stats) is taken alone.
 type Worker struct {
 	cfg  Config
 	disp *shard.Dispatcher // rank choice, dispatch ledger and liveness; locks itself
@@ -112,9 +113,22 @@ type Worker struct {
 	mu   sync.Mutex        // guards reqs
 	reqs map[string]*entry // in-flight requests by the engine's rid
 
+	// goMu guards rankGo and detokGo: the receive loop records them, /metrics scrapes read them.
+	goMu sync.Mutex
+	// rankGo[r] and detokGo are the Go runtime stats rank r and detokd last reported, with
+	// when they arrived (ipc.Load.Go, ipc.TextBatch.Detok).
+	rankGo  []reportedGo
+	detokGo reportedGo
+
 	framePool sync.Pool      // encode buffers of Submit's request frames
 	closed    chan struct{}  // closed by Close
 	wg        sync.WaitGroup // the receive loop
+}
+
+// reportedGo is another process's last Go runtime stats and when they arrived.
+type reportedGo struct {
+	stats ipc.GoStats
+	at    time.Time
 }
 
 // entry is one in-flight request: its stream, its rank, and its detokenizer when the worker
@@ -380,6 +394,7 @@ func (w *Worker) handle(buf *frameBuffers, frame []byte) error {
 		for i := range xb.Loads {
 			w.report(int(xb.Loads[i].Rank), xb.Loads[i].Seq, &xb.Loads[i].Load)
 		}
+		w.recordGo(-1, &xb.Detok)
 		buf.ents = w.lookup(buf.ents[:0], len(xb.Items), func(i int) *ipc.TokenItem { return &xb.Items[i].TokenItem })
 		for i, e := range buf.ents {
 			if e != nil {
@@ -418,9 +433,46 @@ func (w *Worker) report(rank int, seq uint64, l *ipc.Load) {
 		w.log.Warn("dropped load report", "rank", rank, "err", err)
 		return
 	}
+	w.recordGo(rank, &l.Go)
 	if res == shard.ReportCameUp {
 		w.log.Info("rank is up", "rank", rank)
 	}
+}
+
+// recordGo keeps the Go runtime stats rank (detokd when rank < 0) reported, for /metrics.
+func (w *Worker) recordGo(rank int, g *ipc.GoStats) {
+	if g.GoVersion == "" {
+		return // none sent
+	}
+	now := w.cfg.Clock()
+	w.goMu.Lock()
+	defer w.goMu.Unlock()
+	if rank < 0 {
+		w.detokGo = reportedGo{*g, now}
+		return
+	}
+	for len(w.rankGo) <= rank {
+		w.rankGo = append(w.rankGo, reportedGo{})
+	}
+	w.rankGo[rank] = reportedGo{*g, now}
+}
+
+// GoRuntime returns the Go runtime stats that rank (detokd when rank < 0) last reported, and
+// false when it has reported none within RankTimeout (it is down, or not part of the engine).
+func (w *Worker) GoRuntime(rank int) (metrics.GoRuntime, bool) {
+	w.goMu.Lock()
+	defer w.goMu.Unlock()
+	r := w.detokGo
+	if rank >= 0 {
+		if rank >= len(w.rankGo) {
+			return metrics.GoRuntime{}, false
+		}
+		r = w.rankGo[rank]
+	}
+	if r.stats.GoVersion == "" || w.cfg.Clock().Sub(r.at) > w.cfg.RankTimeout {
+		return metrics.GoRuntime{}, false
+	}
+	return metrics.GoRuntime(r.stats), true
 }
 
 // lookup finds the entries of a batch's n items under one lock (nil for requests already gone),

@@ -9,6 +9,7 @@ import (
 
 	"github.com/llmserve/llmserve/detok"
 	"github.com/llmserve/llmserve/ipc"
+	"github.com/llmserve/llmserve/metrics"
 	"github.com/llmserve/llmserve/tokenizer"
 )
 
@@ -66,7 +67,11 @@ func (s *service) Run() error {
 		if err != nil {
 			s.log.Warn("bad items", "err", err)
 		}
+		// detokd's own Go runtime stats ride along for the workers' /metrics (read at most once
+		// a second).
+		goStats := ipc.GoStats(metrics.ReadGoRuntime())
 		for w := range outs {
+			outs[w].Detok = goStats
 			s.frame = outs[w].Append(s.frame[:0])
 			if err := s.out[w].Send(s.frame); err != nil {
 				s.log.Warn("worker not reachable; its items are dropped", "worker", w, "items", len(outs[w].Items), "err", err)

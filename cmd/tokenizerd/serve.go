@@ -347,7 +347,7 @@ func runWorker(ctx context.Context, cfg *serveConfig) error {
 	}
 	lim, err := listenHTTP(ctx, cfg, reg)
 	if err == nil {
-		registerProcesses(reg, cfg)
+		registerProcesses(reg, cfg, w)
 	}
 	store.Seal() // every counter, histogram and per-worker series is registered: publish this worker's layout
 	if err != nil {
@@ -532,8 +532,10 @@ func openMetrics(cfg *serveConfig) (*metrics.Registry, *metrics.Shared, error) {
 
 // registerProcesses registers the process_* series of every process of the engine: this
 // worker's own and its Go runtime's (per worker), and, read from /proc by pid (each role's
-// run-dir lock holds it), the supervisor's, every rank's and detokd's; and the build's identity.
-func registerProcesses(reg *metrics.Registry, cfg *serveConfig) {
+// run-dir lock holds it), the supervisor's, every rank's and detokd's; the go_* series of every
+// rank and detokd, from the stats they last sent w (with their load reports); and the build's
+// identity.
+func registerProcesses(reg *metrics.Registry, cfg *serveConfig, w *worker.Worker) {
 	reg.RegisterOwnProcess(metrics.Labels{{"process", "tokenizerd-worker"}})
 	dir := cfg.RunDirPath()
 	byLock := func(role, binary string) func() int {
@@ -541,10 +543,14 @@ func registerProcesses(reg *metrics.Registry, cfg *serveConfig) {
 	}
 	reg.RegisterProcess(metrics.Labels{{"process", "tokenizerd"}}, byLock("tokenizerd", "tokenizerd"))
 	for r := 0; r < cfg.DPSize; r++ {
-		reg.RegisterProcess(metrics.Labels{{"process", "schedulerd"}, {"rank", strconv.Itoa(r)}}, byLock(fmt.Sprintf("schedulerd-%d", r), "schedulerd"))
+		l := metrics.Labels{{"process", "schedulerd"}, {"rank", strconv.Itoa(r)}}
+		reg.RegisterProcess(l, byLock(fmt.Sprintf("schedulerd-%d", r), "schedulerd"))
+		reg.RegisterGoRuntime(l, func() (metrics.GoRuntime, bool) { return w.GoRuntime(r) })
 	}
 	if workerMode(&cfg.Config) == worker.ModeDefault {
-		reg.RegisterProcess(metrics.Labels{{"process", "detokd"}}, byLock("detokd", "detokd"))
+		l := metrics.Labels{{"process", "detokd"}}
+		reg.RegisterProcess(l, byLock("detokd", "detokd"))
+		reg.RegisterGoRuntime(l, func() (metrics.GoRuntime, bool) { return w.GoRuntime(-1) })
 	}
 	reg.RegisterBuildInfo(version.Version, version.Commit())
 }
