@@ -14,6 +14,7 @@ import (
 
 	"github.com/llmserve/llmserve/api"
 	"github.com/llmserve/llmserve/ipc"
+	"github.com/llmserve/llmserve/metrics"
 	"github.com/llmserve/llmserve/shard"
 )
 
@@ -428,5 +429,39 @@ func TestFailedItemAbortsAtTheRank(t *testing.T) {
 	var ab ipc.Abort
 	if err := ab.Decode(frame); err != nil || ab.RID != st.RID {
 		t.Fatalf("after the failed item: %+v %v, want an abort of %s", ab, err, st.RID)
+	}
+}
+
+// TestGoRuntimeReported: the Go runtime stats a rank's load report and detokd's batch carry are
+// what the worker serves for /metrics, until they are older than the rank timeout.
+func TestGoRuntimeReported(t *testing.T) {
+	w, r := newWorkerRig(t, time.Second)
+	if _, ok := w.GoRuntime(0); ok {
+		t.Fatal("stats before any report")
+	}
+	rank := ipc.GoStats{Goroutines: 12, GOMAXPROCS: 4, HeapAllocBytes: 100, HeapInuseBytes: 200, SysBytes: 900,
+		HeapGoalBytes: 400, GCCycles: 3, GCPauseSeconds: 0.5, GoVersion: "go1.99"}
+	detokd := ipc.GoStats{Goroutines: 7, GoVersion: "go1.98"}
+	b := ipc.TextBatch{Loads: []ipc.RankLoad{{Rank: 0, Seq: 1, Load: ipc.Load{Received: []uint64{0}, ReceivedTokens: []uint64{0}, Go: rank}}},
+		Detok: detokd}
+	var buf frameBuffers
+	if err := w.handle(&buf, b.Append(nil)); err != nil {
+		t.Fatal(err)
+	}
+	if g, ok := w.GoRuntime(0); !ok || g != metrics.GoRuntime(rank) {
+		t.Errorf("rank 0: %+v %v, want %+v", g, ok, rank)
+	}
+	if g, ok := w.GoRuntime(-1); !ok || g != metrics.GoRuntime(detokd) {
+		t.Errorf("detokd: %+v %v, want %+v", g, ok, detokd)
+	}
+	if _, ok := w.GoRuntime(1); ok {
+		t.Error("stats for a rank that does not exist")
+	}
+	r.clock.advance(1500 * time.Millisecond)
+	if _, ok := w.GoRuntime(0); ok {
+		t.Error("rank 0's stats outlive the rank timeout")
+	}
+	if _, ok := w.GoRuntime(-1); ok {
+		t.Error("detokd's stats outlive the rank timeout")
 	}
 }
