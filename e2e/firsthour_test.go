@@ -272,8 +272,16 @@ func TestMakeRunJSONLogs(t *testing.T) {
 // Every scrape, whichever worker answers it, shows every worker's own series (in flight,
 // connections, process and Go runtime), every process's process_* series, and the build.
 func TestMetricsEveryWorkerAndProcess(t *testing.T) {
-	e := startEngine(t, engineOpts{workers: 2})
+	e := startEngine(t, engineOpts{workers: 2, dpSize: 2})
 	time.Sleep(1500 * time.Millisecond) // each worker has published once
+	// Every rank's and detokd's Go runtime series, which they send with their load reports.
+	var goSeries []string
+	for _, proc := range []string{`process="schedulerd",rank="0"`, `process="schedulerd",rank="1"`, `process="detokd"`} {
+		for _, name := range []string{"go_goroutines", "go_memstats_heap_alloc_bytes", "go_memstats_heap_inuse_bytes", "go_gc_cycles_total"} {
+			goSeries = append(goSeries, name+"{"+proc+"} ")
+		}
+		goSeries = append(goSeries, "go_info{"+proc+`,version="go`)
+	}
 	for i := 0; i < 8; i++ {
 		resp, err := freshClient.Get(e.base + "/metrics") // a fresh connection: either worker answers
 		if err != nil {
@@ -300,7 +308,24 @@ func TestMetricsEveryWorkerAndProcess(t *testing.T) {
 				t.Fatalf("scrape %d lacks %s", i, want)
 			}
 		}
+		for _, want := range goSeries {
+			v, ok := scrapedValue(body, want)
+			if !ok || v <= 0 && !strings.HasPrefix(want, "go_gc_cycles_total") {
+				t.Fatalf("scrape %d: %s is %v (present %v)\n%s", i, want, v, ok, body)
+			}
+		}
 	}
+}
+
+// scrapedValue is the value of the first sample line of body that starts with prefix.
+func scrapedValue(body, prefix string) (float64, bool) {
+	for _, line := range strings.Split(body, "\n") {
+		if strings.HasPrefix(line, prefix) {
+			v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+			return v, err == nil
+		}
+	}
+	return 0, false
 }
 
 // `schedulerd quantize IN OUT --type T` writes a GGUF file of T with progress on stderr, which
