@@ -16,7 +16,8 @@ import (
 // real arguments (a nested object, an enum, a bounded integer) validate against their schemas
 // at temperature 1 with no key written twice, streamed == non-streamed, usage exact.
 // qwen3_coder's tool_choice required is a 400 naming auto (its bare values cannot be
-// constrained).
+// constrained); with --tool-call-parser qwen3_coder and harmony (tool_choice auto) the output is
+// forced to text in that syntax and the calls parsed from it are the ones forced.
 func TestToolParserSyntaxes(t *testing.T) {
 	weather := `{"type":"object","properties":{` +
 		`"location":{"type":"object","properties":{"city":{"type":"string","maxLength":12},"country":{"type":"string","maxLength":8}},"required":["city"],"additionalProperties":false},` +
