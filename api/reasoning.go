@@ -100,14 +100,14 @@ func reasoningBudget(v *int, parser string) (int, error) {
 // by grammar, so it applies to unconstrained output too. It changes nothing when none applies.
 func (s *Server) composeOutputGrammar(req *Request, tr *toolRequest, thinking bool, parser string, budget int) error {
 	var base *grammar.Part
-	if _, ok := syntaxOf(tr.syntax); tr.active() && !ok {
-		if tr.choice != "auto" {
-			return badRequest("tool_choice", fmt.Sprintf("the %s tool-call syntax is read back from free output only: use tool_choice auto", tr.syntax))
-		}
-		if req.GrammarKind != GrammarNone {
-			return badRequest("tool_choice", "tools cannot be combined with response_format / json_schema / regex / grammar: use tool_choice none")
-		}
-	} else if tr.active() {
+	_, writable := syntaxOf(tr.syntax)
+	if tr.active() && !writable && tr.choice != "auto" {
+		return badRequest("tool_choice", fmt.Sprintf("the %s tool-call syntax is read back from free output only: use tool_choice auto", tr.syntax))
+	}
+	// A syntax the grammar cannot write (qwen3_coder, harmony) adds no constraint: auto's output
+	// is free, so a constraint the request states (regex, grammar, ...) shapes it as without
+	// tools, and the parser reads the calls back from what it wrote.
+	if tr.active() && writable {
 		if req.GrammarKind != GrammarNone {
 			return badRequest("tool_choice", "tools with tool_choice "+choiceName(tr)+" cannot be combined with response_format / json_schema / regex / grammar: use tool_choice none")
 		}

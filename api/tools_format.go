@@ -23,7 +23,9 @@ func (f *openAIFormat) parsedMessage(dst []byte, d *Delta, chunk, first bool) []
 		} else {
 			dst = appendJSONString(dst, string(ev.Content))
 		}
-		if o.reasoning != "" {
+		// harmony reads its analysis channel as reasoning with no --reasoning-parser: the
+		// streamed deltas carry it, so the whole message does too
+		if o.reasoning != "" || len(ev.Reasoning) > 0 {
 			dst = append(dst, `,"reasoning_content":`...)
 			if len(ev.Reasoning) == 0 {
 				dst = append(dst, "null"...)

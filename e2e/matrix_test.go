@@ -1,9 +1,12 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"reflect"
 	"strings"
 	"testing"
@@ -265,85 +268,138 @@ func (e *engine) streamOutcome(endpoint string, body map[string]any) (outcome, e
 	return o, err
 }
 
+// matrixModes are the four modes the matrices run in (each one engine): detokd or
+// --skip-detokenization, one or three tokenizer workers.
+var matrixModes = []struct {
+	name string
+	o    engineOpts
+}{
+	{"detokd-1", engineOpts{workers: 1}},
+	{"detokd-3", engineOpts{workers: 3}},
+	{"skip-detok-1", engineOpts{workers: 1, skipDetok: true}},
+	{"skip-detok-3", engineOpts{workers: 3, skipDetok: true}},
+}
+
+// matrixCell is one request of a matrix: endpoint, constraint, stream interval and seed, and
+// whether thinking is on.
+type matrixCell struct {
+	endpoint, constraint string
+	interval, seed       int
+	thinking             bool
+}
+
+func (c matrixCell) String() string {
+	s := fmt.Sprintf("%s %s interval %d seed %d", c.endpoint, c.constraint, c.interval, c.seed)
+	if c.thinking {
+		s = "thinking " + s
+	}
+	return s
+}
+
+// matrixCells lists the cells of endpoints: every constraint each endpoint takes (completions
+// no tools, Messages no response format) at stream intervals 1, 4 and 16 (Responses: 1, it has
+// no such field), each with its own seed.
+func matrixCells(endpoints []string, thinking bool) []matrixCell {
+	var cells []matrixCell
+	for _, ep := range endpoints {
+		for _, c := range []string{"none", "json_schema", "required", "named", "auto"} {
+			if (ep == "completions" && c != "none" && c != "json_schema") || (ep == "messages" && c == "json_schema") {
+				continue
+			}
+			for _, k := range []int{1, 4, 16} {
+				if ep == "responses" && k != 1 {
+					continue
+				}
+				cells = append(cells, matrixCell{ep, c, k, len(cells) + 1, thinking})
+			}
+		}
+	}
+	return cells
+}
+
+// runMatrix sends the cells to e one at a time, each whole then streamed, and reports each cell
+// whose streamed outcome differs from its whole one or whose finished constrained output does
+// not validate. One at a time: with four cells in flight, one (thinking, Messages, auto,
+// interval 16, seed 32, on Qwen3's vocabulary) sampled another token part way through its
+// streamed run than its whole run, so a batch still changes what a request samples somewhere
+// (and with every cell in flight, grammar masks on two shared cores missed their 500ms deadline).
+func runMatrix(t *testing.T, e *engine, cells []matrixCell, schema, params *jsonschema.Schema) {
+	for _, c := range cells {
+		if err := matrixCellCheck(e, c, schema, params); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// matrixCellCheck runs one cell (whole, then streamed) and compares.
+func matrixCellCheck(e *engine, c matrixCell, schema, params *jsonschema.Schema) error {
+	body := matrixBody(c.endpoint, c.constraint, c.interval, c.seed)
+	if c.thinking {
+		// the block bounded: the random model would never close it
+		body["max_reasoning_chars"] = 24
+		switch c.endpoint {
+		case "messages":
+			body["thinking"] = map[string]any{"type": "enabled"}
+			body["max_tokens"] = 160
+		case "chat":
+			body["max_tokens"] = 160
+		case "responses":
+			body["max_output_tokens"] = 160
+		}
+	}
+	b, _ := json.Marshal(body)
+	resp, err := http.Post(e.base+matrixPaths[c.endpoint], "application/json", bytes.NewReader(b))
+	if err != nil {
+		return fmt.Errorf("%s: %w", c, err)
+	}
+	raw, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != 200 {
+		return fmt.Errorf("%s: %d %s %v", c, resp.StatusCode, raw, err)
+	}
+	whole, err := wholeOutcome(c.endpoint, raw)
+	if err != nil {
+		return fmt.Errorf("%s: %w", c, err)
+	}
+	streamed, err := e.streamOutcome(c.endpoint, body)
+	if err != nil {
+		return fmt.Errorf("%s streamed: %w", c, err)
+	}
+	if c.endpoint == "messages" {
+		for j, call := range whole.Calls {
+			name, args, _ := strings.Cut(call, " ")
+			whole.Calls[j] = name + " " + normJSON(args)
+		}
+	}
+	if !reflect.DeepEqual(whole, streamed) {
+		return fmt.Errorf("%s:\n whole    %+v\n streamed %+v", c, whole, streamed)
+	}
+	if c.thinking && whole.Reasoning == "" {
+		return fmt.Errorf("%s: no reasoning: %+v", c, whole)
+	}
+	if err := matrixValid(c.constraint, whole, schema, params); err != nil {
+		return fmt.Errorf("%s: %w (%+v)", c, err, whole)
+	}
+	return nil
+}
+
 // TestStreamedEqualsWhole: every endpoint (completions, chat, Responses, Messages), streamed
 // and whole, at stream intervals 1, 4 and 16, with a json_schema constraint, tool_choice
 // required / named / auto, and none, at temperature 1 with seeds: the streamed deltas
 // concatenate to the whole response (text, call names and arguments), finish and token counts
-// equal, and constrained outputs that finished validate. In the four modes: detokd or
-// --skip-detokenization, one or three tokenizer workers (each mode one engine). On pico, which has no thinking block: thinking on is covered by
-// TestReasoning and TestReasoningTokensAndThinkingBlocks.
+// equal, and constrained outputs that finished validate. In the four modes (matrixModes), one
+// request at a time (runMatrix says why). On pico, which has no thinking block: thinking on is
+// TestStreamedEqualsWholeThinking.
 func TestStreamedEqualsWhole(t *testing.T) {
 	if testing.Short() {
 		t.Skip("four engines")
 	}
 	schema := compileSchema(t, matrixSchema)
 	params := compileSchema(t, matrixParams)
-	type cell struct {
-		endpoint, constraint string
-		interval             int
-	}
-	var cells []cell
-	for _, ep := range []string{"completions", "chat", "responses", "messages"} {
-		for _, c := range []string{"none", "json_schema", "required", "named", "auto"} {
-			if (ep == "completions" && c != "none" && c != "json_schema") || (ep == "messages" && c == "json_schema") {
-				continue // completions have no tools; Messages no response format
-			}
-			for _, k := range []int{1, 4, 16} {
-				if ep == "responses" && k != 1 {
-					continue // the Responses API has no stream interval field
-				}
-				cells = append(cells, cell{ep, c, k})
-			}
-		}
-	}
-	for _, mode := range []struct {
-		name string
-		o    engineOpts
-	}{
-		{"detokd-1", engineOpts{workers: 1}},
-		{"detokd-3", engineOpts{workers: 3}},
-		{"skip-detok-1", engineOpts{workers: 1, skipDetok: true}},
-		{"skip-detok-3", engineOpts{workers: 3, skipDetok: true}},
-	} {
+	cells := matrixCells([]string{"completions", "chat", "responses", "messages"}, false)
+	for _, mode := range matrixModes {
 		t.Run(mode.name, func(t *testing.T) {
-			e := startEngine(t, mode.o)
-			// One request at a time: the CPU forward is not batch-invariant, so a request
-			// batched with others may sample other tokens than the same request alone.
-			for i, c := range cells {
-				if err := func() error {
-					what := fmt.Sprintf("%s %s interval %d", c.endpoint, c.constraint, c.interval)
-					for seed := i + 1; seed <= i+1; seed++ {
-						body := matrixBody(c.endpoint, c.constraint, c.interval, seed)
-						code, raw := e.post(matrixPaths[c.endpoint], body)
-						if code != 200 {
-							return fmt.Errorf("%s: %d %s", what, code, raw)
-						}
-						whole, err := wholeOutcome(c.endpoint, raw)
-						if err != nil {
-							return fmt.Errorf("%s: %w", what, err)
-						}
-						streamed, err := e.streamOutcome(c.endpoint, body)
-						if err != nil {
-							return fmt.Errorf("%s streamed: %w", what, err)
-						}
-						if c.endpoint == "messages" {
-							for j, call := range whole.Calls {
-								name, args, _ := strings.Cut(call, " ")
-								whole.Calls[j] = name + " " + normJSON(args)
-							}
-						}
-						if !reflect.DeepEqual(whole, streamed) {
-							return fmt.Errorf("%s seed %d:\n whole    %+v\n streamed %+v", what, seed, whole, streamed)
-						}
-						if err := matrixValid(c.constraint, whole, schema, params); err != nil {
-							return fmt.Errorf("%s seed %d: %w (%+v)", what, seed, err, whole)
-						}
-					}
-					return nil
-				}(); err != nil {
-					t.Error(err)
-				}
-			}
+			runMatrix(t, startEngine(t, mode.o), cells, schema, params)
 		})
 	}
 }
@@ -381,66 +437,21 @@ func matrixValid(constraint string, o outcome, schema, params *jsonschema.Schema
 // TestStreamedEqualsWholeThinking is the matrix with thinking on, on the Qwen3 tokenizer and
 // template (the qwen3 reasoning parser): chat, Responses and Messages, the block bounded by
 // max_reasoning_chars (the random model would never close it), then a json_schema constraint,
-// a tool choice or free text; the reasoning deltas concatenate to the whole block too. One
-// mode (--skip-detokenization, one worker), to keep its time down.
+// a tool choice or free text; the reasoning deltas concatenate to the whole block too. In the
+// four modes, one request at a time.
 func TestStreamedEqualsWholeThinking(t *testing.T) {
 	if testing.Short() {
-		t.Skip("a Qwen3-vocabulary engine")
+		t.Skip("four Qwen3-vocabulary engines")
 	}
 	schema := compileSchema(t, matrixSchema)
 	params := compileSchema(t, matrixParams)
-	e := startEngine(t, engineOpts{model: qwen3ToolModel(t), skipDetok: true, rankTimeout: 10 * time.Second})
-	i := 0
-	for _, ep := range []string{"chat", "responses", "messages"} {
-		for _, c := range []string{"none", "json_schema", "required", "named", "auto"} {
-			if ep == "messages" && c == "json_schema" {
-				continue
-			}
-			for _, k := range []int{1, 4, 16} {
-				if ep == "responses" && k != 1 {
-					continue
-				}
-				i++
-				what := fmt.Sprintf("thinking %s %s interval %d", ep, c, k)
-				body := matrixBody(ep, c, k, i)
-				body["max_reasoning_chars"] = 24
-				switch ep {
-				case "messages":
-					body["thinking"] = map[string]any{"type": "enabled"}
-					body["max_tokens"] = 160
-				case "chat":
-					body["max_tokens"] = 160
-				case "responses":
-					body["max_output_tokens"] = 160
-				}
-				code, raw := e.post(matrixPaths[ep], body)
-				if code != 200 {
-					t.Fatalf("%s: %d %s", what, code, raw)
-				}
-				whole, err := wholeOutcome(ep, raw)
-				if err != nil {
-					t.Fatalf("%s: %v", what, err)
-				}
-				streamed, err := e.streamOutcome(ep, body)
-				if err != nil {
-					t.Fatalf("%s streamed: %v", what, err)
-				}
-				if ep == "messages" {
-					for j, call := range whole.Calls {
-						name, args, _ := strings.Cut(call, " ")
-						whole.Calls[j] = name + " " + normJSON(args)
-					}
-				}
-				if !reflect.DeepEqual(whole, streamed) {
-					t.Fatalf("%s:\n whole    %+v\n streamed %+v", what, whole, streamed)
-				}
-				if whole.Reasoning == "" {
-					t.Fatalf("%s: no reasoning: %+v", what, whole)
-				}
-				if err := matrixValid(c, whole, schema, params); err != nil {
-					t.Errorf("%s: %v (%+v)", what, err, whole)
-				}
-			}
-		}
+	model := qwen3ToolModel(t)
+	cells := matrixCells([]string{"chat", "responses", "messages"}, true)
+	for _, mode := range matrixModes {
+		t.Run(mode.name, func(t *testing.T) {
+			o := mode.o
+			o.model, o.rankTimeout = model, 10*time.Second
+			runMatrix(t, startEngine(t, o), cells, schema, params)
+		})
 	}
 }

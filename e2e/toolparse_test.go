@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -15,7 +16,8 @@ import (
 // real arguments (a nested object, an enum, a bounded integer) validate against their schemas
 // at temperature 1 with no key written twice, streamed == non-streamed, usage exact.
 // qwen3_coder's tool_choice required is a 400 naming auto (its bare values cannot be
-// constrained).
+// constrained); with --tool-call-parser qwen3_coder and harmony (tool_choice auto) the output is
+// forced to text in that syntax and the calls parsed from it are the ones forced.
 func TestToolParserSyntaxes(t *testing.T) {
 	weather := `{"type":"object","properties":{` +
 		`"location":{"type":"object","properties":{"city":{"type":"string","maxLength":12},"country":{"type":"string","maxLength":8}},"required":["city"],"additionalProperties":false},` +
@@ -62,7 +64,64 @@ func TestToolParserSyntaxes(t *testing.T) {
 		if code != 400 || !strings.Contains(string(body), "tool_choice auto") {
 			t.Fatalf("qwen3_coder required: %d %s", code, body)
 		}
+		// Two calls in Qwen3-Coder's XML, bare values typed by their schemas (an object, an enum
+		// string, an integer, a string, a boolean inside an object).
+		forced := "Checking.\n<tool_call>\n<function=get_weather>\n<parameter=location>\n{\"city\": \"Paris\"}\n</parameter>\n" +
+			"<parameter=unit>\ncelsius\n</parameter>\n<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>\n" +
+			"<tool_call>\n<function=search>\n<parameter=query>\nParis news\n</parameter>\n<parameter=filters>\n{\"lang\": \"fr\", \"recent\": true}\n</parameter>\n</function>\n</tool_call>"
+		forcedCalls(t, e, tools, forced, "Checking.\n", "",
+			[]string{"get_weather", "search"},
+			[]string{`{"location":{"city":"Paris"},"unit":"celsius","days":3}`, `{"query":"Paris news","filters":{"lang":"fr","recent":true}}`})
 	})
+	t.Run("harmony", func(t *testing.T) {
+		// pico's vocabulary has no harmony tokens: the constraint spells them in ordinary tokens,
+		// so the text keeps them whatever skip_special_tokens says, and the parser reads the text.
+		e := startEngine(t, engineOpts{tokArgs: []string{"--tool-call-parser", "harmony"}})
+		forced := "<|channel|>analysis<|message|>Need the weather.<|end|>" +
+			"<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>" +
+			`{"location":{"city":"Lyon","country":"FR"},"unit":"fahrenheit","days":2}<|call|>`
+		forcedCalls(t, e, tools, forced, "", "Need the weather.",
+			[]string{"get_weather"}, []string{`{"location":{"city":"Lyon","country":"FR"},"unit":"fahrenheit","days":2}`})
+	})
+}
+
+// forcedCalls posts tool_choice auto with the output forced to the text forced (guided_choice of
+// that one string: the random model writes exactly it), streamed and whole, and checks what the
+// server's parser read back: the content, the reasoning, the calls' names and their arguments
+// (as JSON values), streamed == whole.
+func forcedCalls(t *testing.T, e *engine, tools []map[string]any, forced, content, reasoning string, names, args []string) {
+	t.Helper()
+	body := map[string]any{
+		"messages":      []map[string]any{{"role": "user", "content": "Weather, and news?"}},
+		"tools":         tools,
+		"tool_choice":   "auto",
+		"guided_choice": []string{forced},
+		"temperature":   1, "seed": 7, "max_tokens": 400, "return_token_ids": true,
+	}
+	whole := e.chatWhole(t, body)
+	t.Logf("whole: %v", whole)
+	streamed := e.chatStream(t, body)
+	if !whole.same(streamed) {
+		t.Fatalf("streamed\n%v\nwhole\n%v", streamed, whole)
+	}
+	if whole.Finish != "tool_calls" || whole.Content != content || whole.Reasoning != reasoning {
+		t.Fatalf("want finish tool_calls, content %q, reasoning %q: %v", content, reasoning, whole)
+	}
+	if fmt.Sprint(whole.Names) != fmt.Sprint(names) || len(whole.Args) != len(args) {
+		t.Fatalf("calls %q(%q), want %q(%q)", whole.Names, whole.Args, names, args)
+	}
+	for i := range args {
+		var got, want any
+		if err := json.Unmarshal([]byte(whole.Args[i]), &got); err != nil {
+			t.Fatalf("call %d arguments %q: %v", i, whole.Args[i], err)
+		}
+		if err := json.Unmarshal([]byte(args[i]), &want); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("call %d arguments %s, want %s", i, whole.Args[i], args[i])
+		}
+	}
 }
 
 // noDuplicateKeys reports an object of the JSON text s that has a key twice (encoding/json keeps
