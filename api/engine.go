@@ -13,6 +13,7 @@ import (
 
 	"github.com/llmserve/llmserve/grammar"
 	"github.com/llmserve/llmserve/sampling"
+	"github.com/llmserve/llmserve/scheduler"
 	"github.com/llmserve/llmserve/shard"
 	"github.com/llmserve/llmserve/tokenizer"
 )
@@ -73,15 +74,16 @@ type Request struct {
 	compileBy time.Time
 }
 
-// Pooling says how an embedding request's final hidden states become one vector.
-type Pooling uint8
+// Pooling says how an embedding request's final hidden states become one vector: the
+// scheduler's type, which the API hands on unchanged (only the wire has its own).
+type Pooling = scheduler.Pooling
 
 // Pooling modes.
 const (
-	PoolingNone Pooling = iota // a generation request
-	PoolingLast                // the last token's state (decoder embedders such as Qwen3-Embedding)
-	PoolingMean                // the mean over the prompt's tokens
-	PoolingCLS                 // the first token's state
+	PoolingNone = scheduler.PoolingNone // a generation request
+	PoolingLast = scheduler.PoolingLast // the last token's state (decoder embedders such as Qwen3-Embedding)
+	PoolingMean = scheduler.PoolingMean // the mean over the prompt's tokens
+	PoolingCLS  = scheduler.PoolingCLS  // the first token's state
 )
 
 // ParsePooling reads a pooling name: last, mean or cls.
@@ -95,20 +97,6 @@ func ParsePooling(name string) (Pooling, error) {
 		return PoolingCLS, nil
 	}
 	return PoolingNone, fmt.Errorf("unknown pooling %q (last, mean or cls)", name)
-}
-
-func (p Pooling) String() string {
-	switch p {
-	case PoolingNone:
-		return "none"
-	case PoolingLast:
-		return "last"
-	case PoolingMean:
-		return "mean"
-	case PoolingCLS:
-		return "cls"
-	}
-	return fmt.Sprintf("Pooling(%d)", uint8(p))
 }
 
 // GrammarDeadlineChecker is an Engine that bounds a request's grammar compile work by one

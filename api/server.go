@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -170,6 +171,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /get_load", s.handleLoad)
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		// Which worker answered: every scrape shows every worker's series, so only this says
+		// whose connection it was (for an operator chasing one worker's scrapes).
+		w.Header().Set("X-LLMServe-Worker", strconv.Itoa(s.cfg.Worker))
 		s.reg.WriteText(w)
 	})
 	s.extRoutes(mux)

@@ -293,26 +293,43 @@ func rankMetrics(t *testing.T, e *engine) map[string]map[int]map[int]float64 {
 // that they agree with /get_load while the load is steady.
 func checkRankMetrics(t *testing.T, e *engine, views map[int]worker.LoadReport) {
 	t.Helper()
-	m := rankMetrics(t, e)
+	// Each worker publishes its own series to the shared store once a second, so a scrape may
+	// show another worker's values up to that old: poll until they agree (the load is held).
+	var errs []string
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		errs = rankMetricErrors(rankMetrics(t, e), e.opts.workers, views)
+		if len(errs) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	for _, err := range errs {
+		t.Error(err)
+	}
+}
+
+// rankMetricErrors compares the rank series of one round of scrapes with the workers' /get_load.
+func rankMetricErrors(m map[string]map[int]map[int]float64, workers int, views map[int]worker.LoadReport) []string {
+	var errs []string
 	for _, name := range []string{"llm_rank_up", "llm_rank_running_requests", "llm_rank_waiting_requests",
 		"llm_rank_kv_tokens_used", "llm_rank_kv_tokens_capacity", "llm_rank_pending_requests",
 		"llm_rank_preemptions_total", "llm_rank_prefix_hit_tokens_total"} {
-		for w := range e.opts.workers {
+		for w := range workers {
 			if len(m[name][w]) != dpRanks {
-				t.Errorf("/metrics of worker %d has %s for ranks %v, want all %d", w, name, keys(m[name][w]), dpRanks)
+				errs = append(errs, fmt.Sprintf("/metrics of worker %d has %s for ranks %v, want all %d", w, name, keys(m[name][w]), dpRanks))
 			}
 		}
 	}
 	for w, v := range views {
 		for _, r := range v.Dispatch.Ranks {
 			if got := m["llm_rank_running_requests"][w][r.Rank]; got != float64(r.Reported.Running) {
-				t.Errorf("worker %d rank %d: llm_rank_running_requests %v, /get_load running %d", w, r.Rank, got, r.Reported.Running)
+				errs = append(errs, fmt.Sprintf("worker %d rank %d: llm_rank_running_requests %v, /get_load running %d", w, r.Rank, got, r.Reported.Running))
 			}
 			if m["llm_rank_up"][w][r.Rank] != 1 {
-				t.Errorf("worker %d rank %d: llm_rank_up %v, want 1", w, r.Rank, m["llm_rank_up"][w][r.Rank])
+				errs = append(errs, fmt.Sprintf("worker %d rank %d: llm_rank_up %v, want 1", w, r.Rank, m["llm_rank_up"][w][r.Rank]))
 			}
 		}
 	}
+	return errs
 }
 
 // TestDPMinimumTokens sends a shuffled mix of long and short prompts and checks that the ranks

@@ -22,7 +22,6 @@ type eppScrape struct {
 }
 
 var (
-	reWorker    = regexp.MustCompile(`(?m)^llm_worker_in_flight_requests\{worker="(\d+)"\}`)
 	reGauge     = regexp.MustCompile(`(?m)^(vllm:num_requests_waiting|vllm:num_requests_running|vllm:kv_cache_usage_perc)\{model_name="[^"]*"\} (\S+)$`)
 	reCacheInfo = regexp.MustCompile(`(?m)^vllm:cache_config_info\{block_size="(\d+)",num_gpu_blocks="(\d+)"\} 1$`)
 	reLoraInfo  = regexp.MustCompile(`(?m)^vllm:lora_requests_info\{max_lora="(\d*)",running_lora_adapters="([^"]*)",waiting_lora_adapters="([^"]*)"\} \S+$`)
@@ -37,10 +36,9 @@ func scrapeEPP(t *testing.T, e *engine) eppScrape {
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	text := string(b)
-	var s eppScrape
-	if m := reWorker.FindStringSubmatch(text); m != nil {
-		s.worker = m[1]
-	}
+	// Every worker's own series show in any worker's answer; the header names the one that
+	// answered.
+	s := eppScrape{worker: resp.Header.Get("X-LLMServe-Worker")}
 	seen := map[string]bool{}
 	for _, m := range reGauge.FindAllStringSubmatch(text, -1) {
 		v, err := strconv.ParseFloat(m[2], 64)

@@ -53,7 +53,7 @@ func TestConfigErrorStopsMakeRun(t *testing.T) {
 		want []string // in the output
 	}{
 		{"model path", []string{"MODEL_PATH=/nonexistent"}, []string{"/nonexistent"}},
-		{"device", []string{"DEVICE=cuda:0"}, []string{`device "cuda:0"`}},
+		{"device", []string{"DEVICE=npu:0"}, []string{`backend "npu" is not built into this binary`}},
 		{"quantization", []string{"QUANTIZATION=q9_9"}, []string{"--quantization"}},
 		{"flag value", []string{"HEARTBEAT=often"}, []string{"HEARTBEAT"}},
 		{"context beyond the KV cache", []string{"KV_CACHE_MB=1"}, []string{"4096", "--kv-cache-mb"}},
