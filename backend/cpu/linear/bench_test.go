@@ -78,3 +78,42 @@ func BenchmarkMatMul(b *testing.B) {
 
 // matrixCase is one weight matrix of a benchmark.
 type matrixCase struct{ w model.Matrix }
+
+// BenchmarkMultiKernels times the fastest set's multi kernels against dot4x1 computing the same
+// outputs (four weight rows by each kernel's activation rows, k = 1024, all in L1): the
+// arithmetic rate of batched decode once the weights stream, without memory in the way.
+func BenchmarkMultiKernels(b *testing.B) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	set := sets[0]
+	const k = 1024
+	for _, typ := range []quant.Type{quant.BF16, quant.F16, quant.F32} {
+		ti, _ := floatIndex(typ)
+		w, _ := randomMatrix(rng, typ, 4, k)
+		rb := w.RowBytes()
+		for _, mk := range set.multi[ti] {
+			x := make([]float32, mk.m*k)
+			for i := range x {
+				x[i] = rng.Float32()
+			}
+			out := make([]float32, 4*mk.m)
+			report := func(b *testing.B) {
+				b.ReportMetric(float64(2*4*mk.m*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			}
+			b.Run(fmt.Sprintf("%s/%s/m%d/dot4x1", typ, set.name, mk.m), func(b *testing.B) {
+				var o4 [4]float32
+				for b.Loop() {
+					for i := range mk.m {
+						set.dot4x1[ti](&w.Data[0], rb, &x[i*k], k, &o4)
+					}
+				}
+				report(b)
+			})
+			b.Run(fmt.Sprintf("%s/%s/m%d/multi", typ, set.name, mk.m), func(b *testing.B) {
+				for b.Loop() {
+					mk.f(&w.Data[0], rb, 4, &x[0], 4*k, k, &out[0])
+				}
+				report(b)
+			})
+		}
+	}
+}

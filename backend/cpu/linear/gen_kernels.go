@@ -68,6 +68,11 @@ func main() {
 			}
 		}
 	}
+	for _, e := range elems {
+		for _, sh := range multiShapes {
+			multi(&b, isas[1], e, sh[0], sh[1])
+		}
+	}
 	dp4x4(&b)
 	dp4x1(&b)
 	toBF16(&b, false)
@@ -400,6 +405,83 @@ func rows(b *bytes.Buffer, is isa, e elem) {
 	fmt.Fprintf(b, "\tVADDPS %s1, %s0, %s0\n", R, R, R)
 	reduce1(b, R)
 	fmt.Fprintf(b, "\tADDQ $4, DX\n\tDECQ R8\n\tJNZ %s_row\n%s_done:\n\tVZEROUPPER\n\tRET\n", name, name)
+}
+
+// multiShapes are the AVX2 multi kernels' tiles: weight rows by activation rows per step.
+var multiShapes = [][2]int{{2, 3}, {2, 2}}
+
+// multi writes dotMulti<R>x<M><E><ISA>(w *byte, ldw int, rows int, x *float32, ldx int, k int,
+// out *float32): out[M·r+i] = Σ_p w[r][p]·x[i][p] for rows weight rows ldw bytes apart (rows a
+// multiple of R) and M activation rows ldx bytes apart, k a multiple of the lane count. Each
+// step widens a vector of R weight rows and loads one of M activation rows, and every pair meets
+// in one FMA: R+M loads for R·M FMAs, where dot4x1 does five loads for four. Every output keeps
+// two accumulators and forms its sum exactly as dot4x1 does (even vectors into one, odd into
+// the other, a last odd vector into the first, then the same reduction), so each result equals
+// dot4x1's bit for bit: which kernel a row meets cannot change its result. The 2·R·M
+// accumulators, R weight registers and one activation register fit AVX2's 16 for R·M up to 6.
+func multi(b *bytes.Buffer, is isa, e elem, R, M int) {
+	name := fmt.Sprintf("dotMulti%dx%d%s%s", R, M, e.name, is.name)
+	V := is.reg
+	vb := is.lanes * e.bytes
+	n := R * M     // accumulators per parity: even ones are V0..V(n-1), odd ones V6..
+	wreg := 12     // weight row r widens into V(12+r)
+	xreg := 12 + R // the activation vector in use
+	waddr := []string{"(R13)", "(R13)(AX*1)"}
+	xaddr := []string{"(DI)", "(DI)(BX*1)", "(DI)(BX*2)"}
+	fmt.Fprintf(b, "\n// func %s(w *byte, ldw int, rows int, x *float32, ldx int, k int, out *float32)\n", name)
+	fmt.Fprintf(b, "TEXT ·%s(SB), NOSPLIT, $0-56\n", name)
+	b.WriteString("\tMOVQ w+0(FP), SI\n\tMOVQ ldw+8(FP), AX\n\tMOVQ rows+16(FP), R8\n\tMOVQ x+24(FP), R9\n\tMOVQ ldx+32(FP), BX\n\tMOVQ k+40(FP), R10\n\tMOVQ out+48(FP), DX\n")
+	fmt.Fprintf(b, "\tSHRQ $%d, R10\n", log2(is.lanes))
+	fmt.Fprintf(b, "\tTESTQ R8, R8\n\tJZ %s_done\n%s_row:\n", name, name)
+	b.WriteString("\tMOVQ R9, DI\n\tMOVQ SI, R13\n\tMOVQ R10, CX\n")
+	for a := range n {
+		fmt.Fprintf(b, "\tVXORPS %s%d, %s%d, %s%d\n", V, a, V, a, V, a)
+		fmt.Fprintf(b, "\tVXORPS %s%d, %s%d, %s%d\n", V, 6+a, V, 6+a, V, 6+a)
+	}
+	// step writes one vector's products at weight offset woff and activation offset xoff into
+	// the accumulators from acc0.
+	step := func(woff, xoff, acc0 int) {
+		for r := range R {
+			b.WriteString(e.widen(fmt.Sprintf("%d%s", woff, waddr[r]), fmt.Sprintf("%s%d", V, wreg+r)))
+		}
+		for i := range M {
+			fmt.Fprintf(b, "\tVMOVUPS %d%s, %s%d\n", xoff, xaddr[i], V, xreg)
+			for r := range R {
+				fmt.Fprintf(b, "\tVFMADD231PS %s%d, %s%d, %s%d\n", V, xreg, V, wreg+r, V, acc0+r*M+i)
+			}
+		}
+	}
+	fmt.Fprintf(b, "%s_loop2:\n\tCMPQ CX, $2\n\tJLT %s_tail\n", name, name)
+	step(0, 0, 0)
+	step(vb, 4*is.lanes, 6)
+	fmt.Fprintf(b, "\tADDQ $%d, R13\n\tADDQ $%d, DI\n\tSUBQ $2, CX\n\tJMP %s_loop2\n", 2*vb, 8*is.lanes, name)
+	fmt.Fprintf(b, "%s_tail:\n\tTESTQ CX, CX\n\tJZ %s_reduce\n", name, name)
+	step(0, 0, 0)
+	fmt.Fprintf(b, "%s_reduce:\n", name)
+	for a := range n {
+		fmt.Fprintf(b, "\tVADDPS %s%d, %s%d, %s%d\n", V, 6+a, V, a, V, a)
+		fmt.Fprintf(b, "\tVEXTRACTF128 $1, Y%d, X14\n\tVADDPS X14, X%d, X%d\n", a, a, a)
+	}
+	// Pairwise horizontal sums as reduce4 forms them: four totals at a time, then two.
+	g := 0
+	for ; g+4 <= n; g += 4 {
+		fmt.Fprintf(b, "\tVHADDPS X%d, X%d, X%d\n", g+1, g, g)
+		fmt.Fprintf(b, "\tVHADDPS X%d, X%d, X%d\n", g+3, g+2, g+2)
+		fmt.Fprintf(b, "\tVHADDPS X%d, X%d, X%d\n", g+2, g, g)
+		fmt.Fprintf(b, "\tVMOVUPS X%d, %d(DX)\n", g, 4*g)
+	}
+	if g+2 == n {
+		fmt.Fprintf(b, "\tVHADDPS X%d, X%d, X%d\n", g+1, g, g)
+		fmt.Fprintf(b, "\tVHADDPS X%d, X%d, X%d\n", g, g, g)
+		fmt.Fprintf(b, "\tVMOVSD X%d, %d(DX)\n", g, 4*g)
+	} else if g != n {
+		panic("multi: R·M must be even")
+	}
+	fmt.Fprintf(b, "\tADDQ $%d, DX\n", 4*n)
+	for range R {
+		b.WriteString("\tADDQ AX, SI\n")
+	}
+	fmt.Fprintf(b, "\tSUBQ $%d, R8\n\tJNZ %s_row\n%s_done:\n\tVZEROUPPER\n\tRET\n", R, name, name)
 }
 
 // insn writes an instruction Go's assembler does not know as BYTE directives, with its mnemonic

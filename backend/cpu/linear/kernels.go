@@ -62,9 +62,23 @@ type kernelSet struct {
 	// round, where set, rounds n floats (a multiple of lanes) to BF16 as roundBF16 does and
 	// widens them back: the activations of BF16 weights outside the dp kernels.
 	round func(src *float32, dst *float32, n int)
+	// multi, where set, lists kernels that multiply weight rows by several activation rows
+	// with results equal to dot4x1's bit for bit, most activation rows first.
+	multi [numFloatTypes][]multiKernel
 	// dp, where set, multiplies BF16 weights by BF16 activations on the streaming path (see
 	// useDP).
 	dp *dpKernels
+}
+
+// multiFunc sets out[m·r+i] = Σ_{p<k} w_r[p]·x_i[p] for rows weight rows (ldw bytes apart; rows
+// even) and the kernel's m activation rows (ldx bytes apart), each sum formed exactly as dot4x1
+// forms it; k is a multiple of the set's lane count.
+type multiFunc func(w *byte, ldw int, rows int, x *float32, ldx int, k int, out *float32)
+
+// multiKernel is a multiFunc and its number of activation rows.
+type multiKernel struct {
+	m int
+	f multiFunc
 }
 
 // dpKernels are the BF16 dot-product kernels (VDPBF16PS) of a set: they take activation rows

@@ -62,6 +62,24 @@ func dotRowsF16AVX2(w *byte, rows int, x *float32, k int, out *float32)
 func dotRowsF32AVX2(w *byte, rows int, x *float32, k int, out *float32)
 
 //go:noescape
+func dotMulti2x3BF16AVX2(w *byte, ldw int, rows int, x *float32, ldx int, k int, out *float32)
+
+//go:noescape
+func dotMulti2x2BF16AVX2(w *byte, ldw int, rows int, x *float32, ldx int, k int, out *float32)
+
+//go:noescape
+func dotMulti2x3F16AVX2(w *byte, ldw int, rows int, x *float32, ldx int, k int, out *float32)
+
+//go:noescape
+func dotMulti2x2F16AVX2(w *byte, ldw int, rows int, x *float32, ldx int, k int, out *float32)
+
+//go:noescape
+func dotMulti2x3F32AVX2(w *byte, ldw int, rows int, x *float32, ldx int, k int, out *float32)
+
+//go:noescape
+func dotMulti2x2F32AVX2(w *byte, ldw int, rows int, x *float32, ldx int, k int, out *float32)
+
+//go:noescape
 func widenBF16AVX512(src *byte, dst *float32, n int)
 
 //go:noescape
@@ -142,6 +160,11 @@ var avx2Kernels = &kernelSet{
 	widen: [numFloatTypes]widenFunc{idxBF16: widenBF16AVX2, idxF16: widenF16AVX2},
 	rows:  [numFloatTypes]rowsFunc{idxBF16: dotRowsBF16AVX2, idxF16: dotRowsF16AVX2, idxF32: dotRowsF32AVX2},
 	round: roundBF16AVX2,
+	multi: [numFloatTypes][]multiKernel{
+		idxBF16: {{3, dotMulti2x3BF16AVX2}, {2, dotMulti2x2BF16AVX2}},
+		idxF16:  {{3, dotMulti2x3F16AVX2}, {2, dotMulti2x2F16AVX2}},
+		idxF32:  {{3, dotMulti2x3F32AVX2}, {2, dotMulti2x2F32AVX2}},
+	},
 }
 
 // kernelSets lists the kernel sets this CPU can run, fastest first; the portable set is last.

@@ -5,8 +5,9 @@
 // Few activation rows (decode) take the streaming path: every weight row is read once, in place,
 // by dot-product kernels that widen 16-bit weights in registers and accumulate in float32 with
 // FMA (AVX-512, else AVX2 + FMA + F16C, else portable Go, chosen at run time from the CPU's
-// features), four weight rows against one or four activation rows per call, rows spread over all
-// workers. With BF16Activations on a CPU with AVX512_BF16, BF16 weights against more than one
+// features), four weight rows against one or four activation rows per call (AVX2: two or three
+// activation rows per widened weight vector, each output summed exactly as for one row), rows
+// spread over all workers. With BF16Activations on a CPU with AVX512_BF16, BF16 weights against more than one
 // activation row instead meet activations converted to BF16 in VDPBF16PS, which does twice the
 // multiplications of an FMA per instruction; that streaming tile outruns the widened product at
 // any row count, so such weights always stream. Otherwise many rows (prefill) take the
@@ -279,14 +280,19 @@ func (mu *Multiplier) stream(set *kernelSet, ti int, w model.Matrix, m int, x []
 	xk, ldk := x, ldx
 	var xb []uint16
 	var dp *dpKernels
+	// multi are the kernels that take several activation rows per weight vector with dot4x1's
+	// results; none take the dp kernels' BF16 rows or the pair layout.
+	multi := set.multi[ti]
 	switch {
 	case mu.useDP(set, ti, m):
+		multi = nil
 		dp = set.dp
 		kv = k - k%dpBlock
 		xb = mu.bf16Rows(dp, m, x, ldx, k)
 	case ti == idxBF16 && set.pair1 != nil && k >= pairBlock:
 		kv = k - k%pairBlock
 		d1, d4, rowsK = set.pair1, set.pair4, set.pairRows
+		multi = nil
 		if cap(mu.pairs) < m*kv {
 			mu.pairs = make([]float32, m*kv)
 		}
@@ -298,7 +304,8 @@ func (mu *Multiplier) stream(set *kernelSet, ti int, w model.Matrix, m int, x []
 	} else {
 		// The 4x4 kernels keep one accumulator per output where the 4x1 and row kernels keep
 		// two (their registers do not allow more), so a row's sum would depend on whether it
-		// fell into a group of four activation rows: the 4x1 kernels take every row instead.
+		// fell into a group of four activation rows: the 4x1 kernels (or the multi kernels,
+		// whose every output equals theirs) take every row instead.
 		d4 = nil
 	}
 	tasks := (n + streamChunkRows - 1) / streamChunkRows
@@ -332,6 +339,7 @@ func (mu *Multiplier) stream(set *kernelSet, ti int, w model.Matrix, m int, x []
 		j1 := min(n, j0+streamChunkRows)
 		var o4 [4]float32
 		var o16 [16]float32
+		var om [4 * 3]float32
 		// One activation row: stream the chunk's rows one after another (one sequential pass,
 		// which the prefetchers follow at nearly the full read bandwidth; four interleaved rows
 		// reach about half of it).
@@ -385,6 +393,20 @@ func (mu *Multiplier) stream(set *kernelSet, ti int, w model.Matrix, m int, x []
 							dst[3] += v[3]
 						} else {
 							*dst = *v
+						}
+					}
+				}
+			}
+			if kv > 0 {
+				// Several activation rows per widened weight vector, each output summed as
+				// dot4x1 sums it; the remaining rows go through dot4x1 below.
+				for _, mk := range multi {
+					for ; i+mk.m <= m; i += mk.m {
+						mk.f(wp, rb, 4, &xk[i*ldk], 4*ldk, kv, &om[0])
+						for ii := range mk.m {
+							for r := range 4 {
+								store(i+ii, j+r, om[mk.m*r+ii])
+							}
 						}
 					}
 				}

@@ -301,3 +301,49 @@ func TestMatMulRowsBatchInvariant(t *testing.T) {
 		}
 	}
 }
+
+// TestMultiKernelsMatchDot4x1 checks that every multi kernel's outputs equal dot4x1's bit for
+// bit, for each weight type, activation row count, weight row count, and k (odd and even vector
+// counts), on random inputs with strided rows: the batch invariance of MatMulRows rests on it.
+func TestMultiKernelsMatchDot4x1(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	ran := false
+	for _, set := range sets {
+		for _, typ := range []quant.Type{quant.F32, quant.BF16, quant.F16} {
+			ti, _ := floatIndex(typ)
+			for _, mk := range set.multi[ti] {
+				ran = true
+				for _, vecs := range []int{1, 2, 3, 4, 7, 8, 33, 128} {
+					k := vecs * set.lanes
+					for _, rows := range []int{2, 4, 6, 8} {
+						n := 4 * ((rows + 3) / 4) // dot4x1 takes rows in fours, the multi kernels in twos
+						w, _ := randomMatrix(rng, typ, n, k+set.lanes)
+						rb := w.RowBytes()
+						ldx := k + 5
+						x := make([]float32, mk.m*ldx)
+						for i := range x {
+							x[i] = float32(2*rng.Float64()-1) * float32(math.Pow(2, float64(rng.IntN(20)-10)))
+						}
+						out := make([]float32, rows*mk.m)
+						mk.f(&w.Data[0], rb, rows, &x[0], 4*ldx, k, &out[0])
+						var o4 [4]float32
+						for j := 0; j < rows; j += 4 {
+							for i := range mk.m {
+								set.dot4x1[ti](&w.Data[j*rb], rb, &x[i*ldx], k, &o4)
+								for r := 0; r < 4 && j+r < rows; r++ {
+									got := out[mk.m*(j+r)+i]
+									if math.Float32bits(got) != math.Float32bits(o4[r]) {
+										t.Fatalf("%s/%s/multi%d k=%d rows=%d: out[%d][%d] = %v, dot4x1 %v", set.name, typ, mk.m, k, rows, j+r, i, got, o4[r])
+									}
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	if !ran {
+		t.Skip("no multi kernels on this machine")
+	}
+}
