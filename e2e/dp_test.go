@@ -462,12 +462,23 @@ func TestDPRankDeath(t *testing.T) {
 			}
 		}
 	}
-	for w, ranks := range rankMetrics(t, e)["llm_rank_up"] {
-		for r, up := range ranks {
-			if want := r != victim; (up == 1) != want {
-				t.Errorf("worker %d: llm_rank_up{rank=%d} = %v", w, r, up)
+	// Other workers' series are up to their one-second publish period old: poll until they agree.
+	var stale []string
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		stale = stale[:0]
+		for w, ranks := range rankMetrics(t, e)["llm_rank_up"] {
+			for r, up := range ranks {
+				if want := r != victim; (up == 1) != want {
+					stale = append(stale, fmt.Sprintf("worker %d: llm_rank_up{rank=%d} = %v", w, r, up))
+				}
 			}
 		}
+		if len(stale) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	for _, s := range stale {
+		t.Error(s)
 	}
 
 	// New requests go to the live ranks and succeed; pinning one to the dead rank is refused.
