@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -44,6 +46,34 @@ func plainLatencies(t *testing.T, e *engine, n int) []time.Duration {
 	return out
 }
 
+// workerRSS reads each tokenizer worker's resident memory off /metrics (every worker's series
+// show in any scrape), keyed by the series' labels.
+func workerRSS(t *testing.T, e *engine) map[string]float64 {
+	t.Helper()
+	resp, err := freshClient.Get(e.base + "/metrics")
+	if err != nil {
+		t.Fatalf("/metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(line, "process_resident_memory_bytes{") || !strings.Contains(line, "worker=") {
+			continue
+		}
+		labels, val, _ := strings.Cut(line, " ")
+		v, err := strconv.ParseFloat(val, 64)
+		if err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		out[labels] = v
+	}
+	if len(out) == 0 {
+		t.Fatalf("/metrics has no worker process_resident_memory_bytes:\n%.2000s", b)
+	}
+	return out
+}
+
 func pctl(ds []time.Duration, p float64) time.Duration {
 	s := slices.Clone(ds)
 	slices.Sort(s)
@@ -58,6 +88,7 @@ func pctl(ds []time.Duration, p float64) time.Duration {
 func TestGrammarBombsAre400s(t *testing.T) {
 	e := startEngine(t, engineOpts{})
 	unloaded := plainLatencies(t, e, 8)
+	rssBefore := workerRSS(t, e)
 	bombs := []struct {
 		name, grammar, want string
 	}{
@@ -114,6 +145,13 @@ func TestGrammarBombsAre400s(t *testing.T) {
 	}
 	t.Logf("plain /generate of 16 tokens: unloaded p50 %v max %v; during the bombs (%d requests) p50 %v p99 %v",
 		pctl(unloaded, 0.5), pctl(unloaded, 1), len(loaded), pctl(loaded, 0.5), pctl(loaded, 0.99))
+	// Worker memory, reported (the target is growth under 100 MB; the repetition bombs
+	// are refused before building, the 30,000-rule one only after its rules are built). The
+	// series are published once a second.
+	time.Sleep(1500 * time.Millisecond)
+	for series, after := range workerRSS(t, e) {
+		t.Logf("%s: RSS %.0f MiB -> %.0f MiB", series, rssBefore[series]/(1<<20), after/(1<<20))
+	}
 }
 
 // TestSlowMaskFailsAlone: a grammar that compiles (its costly part hides behind a prefix longer
