@@ -3,7 +3,6 @@ package cuda
 import (
 	"context"
 	"encoding/json"
-	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/llmserve/llmserve/backend"
+	"github.com/llmserve/llmserve/backend/backendtest"
 	"github.com/llmserve/llmserve/backend/cpu"
 	"github.com/llmserve/llmserve/model"
 )
@@ -96,33 +96,6 @@ func openOn(t testing.TB, dv device, m *model.Model, opts backend.Options, tune 
 	return b
 }
 
-// relDiff is max |got-want| over max |want|; a NaN or Inf in got fails.
-func relDiff(t testing.TB, got, want []float32) float64 {
-	t.Helper()
-	if len(got) != len(want) {
-		t.Fatalf("length %d, want %d", len(got), len(want))
-	}
-	var maxDiff, maxRef float64
-	for i := range want {
-		if math.IsNaN(float64(got[i])) || math.IsInf(float64(got[i]), 0) {
-			t.Fatalf("logit %d is %v", i, got[i])
-		}
-		maxDiff = max(maxDiff, math.Abs(float64(got[i]-want[i])))
-		maxRef = max(maxRef, math.Abs(float64(want[i])))
-	}
-	return maxDiff / maxRef
-}
-
-func argmax(x []float32) int32 {
-	best := 0
-	for i, v := range x {
-		if v > x[best] {
-			best = i
-		}
-	}
-	return int32(best)
-}
-
 // seqRun is one sequence driven through chunked prefill and greedy decoding.
 type seqRun struct {
 	prompt []int32
@@ -202,7 +175,7 @@ func drive(t *testing.T, bs []backend.Backend, seqs []*seqRun, blocks int) [][][
 			s := seqs[i]
 			s.fed += len(batch.Seqs[j].Tokens)
 			if batch.Seqs[j].Logits && len(s.generated) < s.steps {
-				next := argmax(first[j])
+				next := backendtest.Argmax(first[j])
 				s.generated = append(s.generated, next)
 				s.tokens = append(s.tokens, next)
 			}
@@ -241,7 +214,7 @@ func TestForwardMatchesReference(t *testing.T) {
 					if name != "qwen3-bf16" {
 						tol = 1e-4 // float32 checkpoints run in f32 (weights, activations, KV cache)
 					}
-					if d := relDiff(t, rows[i][0], p.LastLogits); d > tol {
+					if d := backendtest.RelDiff(t, rows[i][0], p.LastLogits); d > tol {
 						t.Errorf("prompt %d: last prompt logits differ from transformers by %.3g of max |logit|", i, d)
 					}
 					if p.MinTop2Gap > 0.05 && !slices.Equal(seqs[i].generated, p.GreedyNewIDs) {
@@ -274,7 +247,7 @@ func TestForwardMatchesCPU(t *testing.T) {
 		n := 0
 		for i := range seqs {
 			for j := range rows[0][i] {
-				if d := relDiff(t, rows[0][i][j], rows[1][i][j]); d > runTol {
+				if d := backendtest.RelDiff(t, rows[0][i][j], rows[1][i][j]); d > runTol {
 					t.Errorf("seq %d row %d: emulated CUDA and CPU differ by %.3g", i, j, d)
 				}
 				n++
@@ -333,7 +306,7 @@ func TestLongContextPartitions(t *testing.T) {
 		rows := drive(t, []backend.Backend{g, c}, seqs, 200)
 		for i := range seqs {
 			for j := range rows[0][i] {
-				if d := relDiff(t, rows[0][i][j], rows[1][i][j]); d > runTol {
+				if d := backendtest.RelDiff(t, rows[0][i][j], rows[1][i][j]); d > runTol {
 					t.Errorf("seq %d row %d: emulated CUDA and CPU differ by %.3g", i, j, d)
 				}
 			}
@@ -359,7 +332,7 @@ func TestBatchInvariance(t *testing.T) {
 				t.Fatal(err)
 			}
 			var rows [][]float32
-			tok := argmax(out[0])
+			tok := backendtest.Argmax(out[0])
 			for step := range 4 {
 				batch.Seqs = batch.Seqs[:0]
 				for s := range others + 1 {
@@ -370,7 +343,7 @@ func TestBatchInvariance(t *testing.T) {
 					t.Fatal(err)
 				}
 				rows = append(rows, slices.Clone(out[0]))
-				tok = argmax(out[0])
+				tok = backendtest.Argmax(out[0])
 			}
 			if want := map[bool]int{true: 0, false: 1}[tune.NoGraphs]; len(b.graphs) != want {
 				t.Fatalf("%d graphs captured, want %d", len(b.graphs), want)
@@ -386,7 +359,7 @@ func TestBatchInvariance(t *testing.T) {
 			got := run(c.tune, c.others)
 			for i := range alone {
 				if !slices.Equal(got[i], alone[i]) {
-					t.Errorf("%s: decode step %d differs from the sequence alone (max rel diff %.3g)", c.name, i, relDiff(t, got[i], alone[i]))
+					t.Errorf("%s: decode step %d differs from the sequence alone (max rel diff %.3g)", c.name, i, backendtest.RelDiff(t, got[i], alone[i]))
 				}
 			}
 		}
@@ -417,7 +390,7 @@ func TestAllLogits(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if d := relDiff(t, all[j*v:(j+1)*v], out[0]); d > 1e-5 {
+			if d := backendtest.RelDiff(t, all[j*v:(j+1)*v], out[0]); d > 1e-5 {
 				t.Errorf("position %d differs from its prefix's forward by %.3g", j, d)
 			}
 		}

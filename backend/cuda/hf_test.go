@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/llmserve/llmserve/backend"
+	"github.com/llmserve/llmserve/backend/backendtest"
 	"github.com/llmserve/llmserve/model"
 )
 
@@ -51,8 +52,8 @@ func TestHFRandom(t *testing.T) {
 	}
 	rows := drive(t, []backend.Backend{b}, seqs, 256)[0]
 	for i, p := range ref.Prompts {
-		d := relDiff(t, rows[i][0], p.LastLogits)
-		t.Logf("prompt %d (%d tokens): %.3g of max |logit| from transformers float32, %.3g from its bf16", i, len(p.InputIDs), d, relDiff(t, rows[i][0], p.LastLogitsBF16))
+		d := backendtest.RelDiff(t, rows[i][0], p.LastLogits)
+		t.Logf("prompt %d (%d tokens): %.3g of max |logit| from transformers float32, %.3g from its bf16", i, len(p.InputIDs), d, backendtest.RelDiff(t, rows[i][0], p.LastLogitsBF16))
 		if d > 1e-2 {
 			t.Errorf("prompt %d: logits differ from transformers float32 by %.3g of max |logit|", i, d)
 		}
