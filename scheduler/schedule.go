@@ -227,6 +227,7 @@ func (s *Scheduler) put(st *liveRequest, n int) {
 		BlockTable: st.blocks[:s.blocksFor(end)],
 		Logits:     end == len(st.tokens) && st.req.Pooling == PoolingNone, // an embedding samples nothing
 		AllLogits:  st.wantsPromptLogits(),
+		Generated:  st.computed >= st.promptLen, // a decode: its tokens were sampled here
 	})
 	s.inBatch = append(s.inBatch, st)
 }
