@@ -187,7 +187,8 @@ func RunSeqs(t testing.TB, b backend.Backend, pool *BlockPool, seqs []*SeqRun) {
 			}
 			batch.Seqs = append(batch.Seqs, backend.Seq{
 				Tokens: toks, Pos: s.Fed, BlockTable: s.Table,
-				Logits: s.Fed+len(toks) >= len(s.Prompt),
+				Logits:    s.Fed+len(toks) >= len(s.Prompt),
+				Generated: s.Fed >= len(s.Prompt), // a decode, as the scheduler marks it
 			})
 			active = append(active, s)
 		}

@@ -19,9 +19,11 @@ const (
 // blocks of layer l. The output goes to b.attn. Work items are (sequence, KV head) pairs, so the
 // query heads that share a KV head reuse its keys and values.
 //
-// Long chunks (prefill) run as matrix products and short ones (decodes) as dot products; either
-// way the items are spread over the worker goroutines, each item's products, softmax included,
-// on its own worker (gemm's serial entry points: no nested parallelism).
+// Prompt chunks run as matrix products and Generated ones (decodes) as dot products, each token
+// as its one-token decode would; with BF16Activations or BatchDependent, chunks shorter than
+// gemmAttentionMinTokens take the dot products too (b.attnGEMMMin). Either way the items are
+// spread over the worker goroutines, each item's products, softmax included, on its own worker
+// (gemm's serial entry points: no nested parallelism).
 func (b *Backend) attention(l int, spans []seqSpan) {
 	nkv := b.cfg.NumKVHeads
 	var long, direct []int
@@ -103,11 +105,16 @@ func (b *Backend) attendGEMM(l int, sp seqSpan, kh int, s *attnScratch) {
 	n := sp.n
 	ctxLen := sp.seq.Pos + n
 	tile := max(1, min(n, b.attnTile, attnScoreBudget/(group*ctxLen)))
-	s.keys = grow(s.keys, ctxLen*hd)
-	s.values = grow(s.values, ctxLen*hd)
+	// Room for the row-stable products to run to a multiple of gemm.ColumnQuantum keys (see
+	// attendTile), over zero rows.
+	padded := roundUp(ctxLen, gemm.ColumnQuantum)
+	s.keys = grow(s.keys, padded*hd)
+	s.values = grow(s.values, padded*hd)
+	clear(s.keys[ctxLen*hd:])
+	clear(s.values[ctxLen*hd:])
 	s.queries = grow(s.queries, tile*group*hd)
 	s.out = grow(s.out, tile*group*hd)
-	s.scores = grow(s.scores, tile*group*ctxLen)
+	s.scores = grow(s.scores, tile*group*padded)
 	for j0 := 0; j0 < ctxLen; j0 += bs {
 		cnt := min(bs, ctxLen-j0)
 		src := (int(sp.seq.BlockTable[j0/bs])*nkv + kh) * bs * hd
@@ -144,16 +151,36 @@ func (b *Backend) attendTile(sp seqSpan, kh int, s *attnScratch, i0, i1 int, sca
 		src := (sp.start+i)*qkvDim + kh*span
 		copy(s.queries[(i-i0)*span:(i-i0+1)*span], b.qkv[src:src+span])
 	}
-	gemm.MatMulNTSerial(rows, ctxLen, hd, s.queries, hd, s.keys, hd, s.scores, ctxLen, false)
-	for r := range rows {
-		row := s.scores[r*ctxLen : (r+1)*ctxLen]
-		valid := row[:sp.seq.Pos+i0+r/group+1]
-		softmaxScaled(valid, scale)
-		clear(row[len(valid):])
+	if b.fast() {
+		gemm.MatMulNTSerial(rows, ctxLen, hd, s.queries, hd, s.keys, hd, s.scores, ctxLen, false)
+		for r := range rows {
+			row := s.scores[r*ctxLen : (r+1)*ctxLen]
+			valid := row[:sp.seq.Pos+i0+r/group+1]
+			softmaxScaled(valid, scale)
+			clear(row[len(valid):])
+		}
+		gemm.MatMulNNSerial(rows, hd, ctxLen, s.scores, ctxLen, s.values, hd, s.out, hd, false)
+	} else {
+		// Row-stable products: a query's scores and weighted values are the same bits whatever
+		// tile it is in, so however its prompt is cut into chunks. Both run over the tile's
+		// context rounded up to gemm.ColumnQuantum keys: a key's score is then computed alike
+		// whatever the count, and the query's zero scores past its own position leave its
+		// weighted sums unchanged (gemm.MatMulNNRows).
+		ld := roundUp(ctxLen, gemm.ColumnQuantum)
+		gemm.MatMulNTRows(1, rows, ld, hd, s.queries, hd, s.keys, hd, s.scores, ld, false)
+		for r := range rows {
+			row := s.scores[r*ld : (r+1)*ld]
+			valid := row[:sp.seq.Pos+i0+r/group+1]
+			softmaxScaled(valid, scale)
+			clear(row[len(valid):])
+		}
+		gemm.MatMulNNRows(rows, hd, ld, s.scores, ld, s.values, hd, s.out, hd, false)
 	}
-	gemm.MatMulNNSerial(rows, hd, ctxLen, s.scores, ctxLen, s.values, hd, s.out, hd, false)
 	for i := i0; i < i1; i++ {
 		dst := (sp.start+i)*qDim + kh*span
 		copy(b.attn[dst:dst+span], s.out[(i-i0)*span:(i-i0+1)*span])
 	}
 }
+
+// roundUp is n rounded up to a multiple of q.
+func roundUp(n, q int) int { return (n + q - 1) / q * q }

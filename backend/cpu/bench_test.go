@@ -127,7 +127,7 @@ func BenchmarkDecode(b *testing.B) {
 				step := &backend.Batch{Seqs: make([]backend.Seq, batchSize)}
 				for s := range step.Seqs {
 					step.Seqs[s] = backend.Seq{
-						Tokens: []int32{argmax(out[s])}, Pos: ctxLen, BlockTable: prefill.Seqs[s].BlockTable, Logits: true,
+						Tokens: []int32{argmax(out[s])}, Pos: ctxLen, BlockTable: prefill.Seqs[s].BlockTable, Logits: true, Generated: true,
 					}
 				}
 				be.ResetStats()
@@ -173,7 +173,7 @@ func BenchmarkAttention(b *testing.B) {
 		name       string
 		seqs, toks int
 		paths      []path
-	}{{"decode16", 16, 1, direct}, {"prefill", 1, ctxLen, []path{{"gemm", 1, haveSIMD}}}} {
+	}{{"decode16", 16, 1, direct}, {"prefill", 1, ctxLen, []path{{"direct-simd", 1 << 30, haveSIMD}, {"gemm", 1, haveSIMD}}}} {
 		for _, p := range tc.paths {
 			b.Run(fmt.Sprintf("%s/ctx%d/%s/%s", tc.name, ctxLen, p.name, gemm.Impl()), func(b *testing.B) {
 				perSeq := ctxLen / DefaultBlockSize

@@ -26,9 +26,10 @@ import (
 // DefaultBlockSize is the number of token positions per KV block when Options.BlockSize is 0.
 const DefaultBlockSize = 16
 
-// gemmAttentionMinTokens is the chunk length from which a sequence's attention runs as matrix
-// products over a gathered copy of its keys and values; shorter chunks (decode) use direct dot
-// products over the blocks, where a matrix product would not amortise its setup.
+// gemmAttentionMinTokens is, with BF16Activations or BatchDependent, the chunk length from which
+// a sequence's attention runs as matrix products over a gathered copy of its keys and values;
+// shorter chunks use direct dot products over the blocks, where a matrix product would not
+// amortise its setup. Batch-invariant, every prompt chunk takes the matrix products.
 const gemmAttentionMinTokens = 8
 
 // Tuning is the CPU backend's own settings, passed as backend.Options.Tuning (a Tuning or a
@@ -225,6 +226,9 @@ func New(m *model.Model, opts backend.Options) (*Backend, error) {
 		batchDependent: tune.BatchDependent,
 		kvPlan:         plan,
 	}
+	if !b.fast() {
+		b.attnGEMMMin = 1 // every prompt chunk on one path, whatever its length
+	}
 	if err := b.mul.UseKernels(tune.Kernels); err != nil {
 		return nil, fmt.Errorf("cpu backend: %w", err)
 	}
@@ -346,7 +350,7 @@ func (b *Backend) Forward(ctx context.Context, batch *backend.Batch) ([][]float3
 	}
 
 	b.groups = b.rowGroups(b.groups, len(spans), func(i int) int { return spans[i].n },
-		func(i int) bool { return streams(spans[i].seq, spans[i].n) })
+		func(i int) int { return chunkPath(spans[i].seq) })
 	for l := range b.m.Layers {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("cpu forward: %w", err)
@@ -460,8 +464,9 @@ func (b *Backend) finish(spans []seqSpan) [][]float32 {
 		}
 		return 1
 	}
-	b.headGroups = b.rowGroups(b.headGroups, len(want), headRows,
-		func(j int) bool { return streams(spans[want[j]].seq, headRows(j)) })
+	// Every logits row streams, as a decode's: an LM head row is then the same bits whether it
+	// ends a prompt, rides in a prompt's AllLogits rows or follows a decode.
+	b.headGroups = b.rowGroups(b.headGroups, len(want), headRows, func(int) int { return pathRows })
 	b.project(b.m.LMHead, b.headGroups, b.sel, h, b.logits, vocab, false)
 	j = 0
 	for _, i := range want {

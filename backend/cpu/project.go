@@ -36,46 +36,63 @@ func checkWeights(m *model.Model) error {
 	return nil
 }
 
-// rowGroup is a run of activation rows that go through one product: the rows of decodes
-// (Generated chunks) and short prefill chunks together, on the streaming path, where every
-// row's result is independent of the others; a long chunk (prefill) alone, on the path its own
-// length picks. Either way a sequence's rows are computed exactly as they would be in a batch
-// of their own, and a Generated token's row as a one-token decode computes it.
+// The paths a row group's products take.
+const (
+	// pathFast is linear's choice by row count (MatMul): the fastest, batch-dependent.
+	pathFast = iota
+	// pathRows streams (MatMulRows): each row computed as it would be alone.
+	pathRows
+	// pathStable is the row-stable matrix product (MatMulStable): each row computed as it
+	// would be alone, at the matrix product's speed for many rows.
+	pathStable
+)
+
+// rowGroup is a run of activation rows that go through one product. By default the rows of
+// Generated chunks (decodes, speculative tokens) go through the streaming kernels, those of
+// prompt chunks through the row-stable matrix product, whatever the chunks' lengths: every row's
+// result depends only on the row, so a sequence's rows are computed exactly as they would be in
+// a batch of their own, a Generated token's row as its one-token decode computes it, and a
+// prompt token's row the same however the prompt is cut into chunks.
 type rowGroup struct {
 	start, n int
-	rowwise  bool
+	path     int
 }
 
 // rowGroups appends to dst the groups of consecutive chunks of lengths n(0), n(1), ...
-// (count chunks), where chunk i goes row by row when rowwise(i). With BF16Activations, whose
-// results depend on the batch anyway, or BatchDependent, all rows are one product on the
-// fastest path.
-func (b *Backend) rowGroups(dst []rowGroup, count int, n func(i int) int, rowwise func(i int) bool) []rowGroup {
+// (count chunks), chunk i on the path path(i); consecutive chunks on one path share a product.
+// With BF16Activations, whose results depend on the batch anyway, or BatchDependent, all rows
+// are one product on the fastest path.
+func (b *Backend) rowGroups(dst []rowGroup, count int, n func(i int) int, path func(i int) int) []rowGroup {
 	dst = dst[:0]
-	fast := b.mul.BF16Activations || b.batchDependent
+	fast := b.fast()
 	start := 0
 	for i := range count {
 		ni := n(i)
-		short := fast || rowwise(i)
-		if last := len(dst) - 1; short && last >= 0 && dst[last].rowwise {
+		p := pathFast
+		if !fast {
+			p = path(i)
+		}
+		if last := len(dst) - 1; last >= 0 && dst[last].path == p {
 			dst[last].n += ni
 		} else {
-			dst = append(dst, rowGroup{start: start, n: ni, rowwise: short})
+			dst = append(dst, rowGroup{start: start, n: ni, path: p})
 		}
 		start += ni
-	}
-	if fast {
-		for i := range dst {
-			dst[i].rowwise = false
-		}
 	}
 	return dst
 }
 
-// streams reports whether a chunk of n tokens goes row by row through the streaming kernels:
-// every Generated chunk (as its one-token decodes would), and a prompt chunk that is short.
-func streams(s *backend.Seq, n int) bool {
-	return s.Generated || n <= linear.StreamMaxRows
+// fast reports whether rows are grouped for speed rather than invariance (BF16Activations or
+// BatchDependent).
+func (b *Backend) fast() bool { return b.mul.BF16Activations || b.batchDependent }
+
+// chunkPath is the path of a chunk's rows through the layers' products: the streaming kernels
+// for Generated tokens (as their one-token decodes), the row-stable product for prompt tokens.
+func chunkPath(s *backend.Seq) int {
+	if s.Generated {
+		return pathRows
+	}
+	return pathStable
 }
 
 // project computes out[i·ldo+j] = Σ_p x[i·ldx+p]·w[j][p] for the rows of groups (added to out
@@ -89,9 +106,12 @@ func (b *Backend) project(w model.Matrix, groups []rowGroup, x []float32, ldx in
 		// a group of mixed types runs part by part, each into its columns of out
 		off := 0
 		for _, blk := range w.Blocks() {
-			if g.rowwise {
+			switch g.path {
+			case pathRows:
 				b.mul.MatMulRows(blk, g.n, xs, ldx, os[off:], ldo, accumulate)
-			} else {
+			case pathStable:
+				b.mul.MatMulStable(blk, g.n, xs, ldx, os[off:], ldo, accumulate)
+			default:
 				b.mul.MatMul(blk, g.n, xs, ldx, os[off:], ldo, accumulate)
 			}
 			off += blk.Rows

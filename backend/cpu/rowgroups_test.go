@@ -4,25 +4,31 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/llmserve/llmserve/backend/cpu/linear"
+	"github.com/llmserve/llmserve/backend"
 )
 
-// TestRowGroups: by default decodes and short chunks multiply row by row and a long chunk alone
-// (batch invariance); BatchDependent puts every row of the step into one product.
+// TestRowGroups: by default Generated chunks stream and prompt chunks take the row-stable
+// product, whatever their lengths, consecutive chunks of one kind sharing a product (batch and
+// chunking invariance); BatchDependent puts every row of the step into one product.
 func TestRowGroups(t *testing.T) {
-	long := linear.StreamMaxRows + 8
-	lens := []int{1, 1, long, 1}
-	n := func(i int) int { return lens[i] }
-	short := func(i int) bool { return lens[i] <= linear.StreamMaxRows }
+	seqs := []backend.Seq{
+		{Tokens: make([]int32, 1), Generated: true},
+		{Tokens: make([]int32, 3), Generated: true}, // a speculative step
+		{Tokens: make([]int32, 40)},                 // a long prompt chunk
+		{Tokens: make([]int32, 2)},                  // a short one
+		{Tokens: make([]int32, 1), Generated: true},
+	}
+	n := func(i int) int { return len(seqs[i].Tokens) }
+	path := func(i int) int { return chunkPath(&seqs[i]) }
 	var b Backend
-	got := b.rowGroups(nil, len(lens), n, short)
-	want := []rowGroup{{start: 0, n: 2, rowwise: true}, {start: 2, n: long}, {start: 2 + long, n: 1, rowwise: true}}
+	got := b.rowGroups(nil, len(seqs), n, path)
+	want := []rowGroup{{start: 0, n: 4, path: pathRows}, {start: 4, n: 42, path: pathStable}, {start: 46, n: 1, path: pathRows}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("batch-invariant groups %+v, want %+v", got, want)
 	}
 	b.batchDependent = true
-	got = b.rowGroups(nil, len(lens), n, short)
-	want = []rowGroup{{start: 0, n: 3 + long}}
+	got = b.rowGroups(nil, len(seqs), n, path)
+	want = []rowGroup{{start: 0, n: 47, path: pathFast}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("batch-dependent groups %+v, want %+v", got, want)
 	}

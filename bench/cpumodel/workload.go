@@ -110,7 +110,7 @@ func runOurs(path, what string, batch int, bf16Acts bool) error {
 		for s := range batch {
 			toks := promptTokens(decodePrompt, vocab, s)
 			pre.Seqs = append(pre.Seqs, backend.Seq{Tokens: toks[:len(toks)-1], BlockTable: table(s, per)})
-			step.Seqs[s] = backend.Seq{Tokens: []int32{toks[len(toks)-1]}, Pos: decodePrompt - 1, BlockTable: table(s, per), Logits: true}
+			step.Seqs[s] = backend.Seq{Tokens: []int32{toks[len(toks)-1]}, Pos: decodePrompt - 1, BlockTable: table(s, per), Logits: true, Generated: true}
 		}
 		if _, err := be.Forward(ctx, pre); err != nil {
 			return err
@@ -192,7 +192,7 @@ func runOursLogits(path, promptsPath string, widen bool) error {
 			if k == p.NewTokens-1 {
 				break
 			}
-			if out, err = be.Forward(ctx, &backend.Batch{Seqs: []backend.Seq{{Tokens: []int32{id}, Pos: pos, BlockTable: table, Logits: true}}}); err != nil {
+			if out, err = be.Forward(ctx, &backend.Batch{Seqs: []backend.Seq{{Tokens: []int32{id}, Pos: pos, BlockTable: table, Logits: true, Generated: true}}}); err != nil {
 				return err
 			}
 			pos++

@@ -158,7 +158,7 @@ func generate(ctx context.Context, path, device, quantization string, prompt []i
 		if !ignoreEOS && slices.Contains(eos, tok) || len(res.OutputIDs) == maxNew {
 			break
 		}
-		rows, err = b.Forward(ctx, &backend.Batch{Seqs: []backend.Seq{{Tokens: []int32{tok}, Pos: pos, BlockTable: table, Logits: true}}})
+		rows, err = b.Forward(ctx, &backend.Batch{Seqs: []backend.Seq{{Tokens: []int32{tok}, Pos: pos, BlockTable: table, Logits: true, Generated: true}}})
 		if err != nil {
 			return nil, err
 		}

@@ -122,7 +122,7 @@ func Supported(w model.Matrix) error {
 // accumulate is set). It panics when a slice is too short for its shape or w's type is not
 // Supported: both are programming errors.
 func (mu *Multiplier) MatMul(w model.Matrix, m int, x []float32, ldx int, out []float32, ldo int, accumulate bool) {
-	mu.matMul(w, m, x, ldx, out, ldo, accumulate, false)
+	mu.matMul(w, m, x, ldx, out, ldo, accumulate, pathAuto)
 }
 
 // MatMulRows is MatMul on the streaming path whatever m is: each output row is then computed by
@@ -131,10 +131,28 @@ func (mu *Multiplier) MatMul(w model.Matrix, m int, x []float32, ldx int, out []
 // BF16Activations is set, which rounds differently by row count). MatMul's choice of path by m
 // does not have that property: the matrix-product path sums in another order.
 func (mu *Multiplier) MatMulRows(w model.Matrix, m int, x []float32, ldx int, out []float32, ldo int, accumulate bool) {
-	mu.matMul(w, m, x, ldx, out, ldo, accumulate, true)
+	mu.matMul(w, m, x, ldx, out, ldo, accumulate, pathRows)
 }
 
-func (mu *Multiplier) matMul(w model.Matrix, m int, x []float32, ldx int, out []float32, ldo int, accumulate, rowwise bool) {
+// MatMulStable is MatMul on the matrix-product path whatever m is, through products that compute
+// each output row by the same arithmetic whatever m is and wherever the row sits among the m
+// (gemm.MatMulNTRows, not OpenBLAS, whose blocking by m changes a row's last bits): a row's
+// result depends only on that row, as on the streaming path, at the matrix product's speed for
+// many rows. The CPU backend multiplies prompt rows this way, so a prompt's rows are the same
+// bits however it is cut into chunks. BF16Activations and block-quantized weights take MatMul's
+// paths.
+func (mu *Multiplier) MatMulStable(w model.Matrix, m int, x []float32, ldx int, out []float32, ldo int, accumulate bool) {
+	mu.matMul(w, m, x, ldx, out, ldo, accumulate, pathStable)
+}
+
+// The paths matMul can be asked for.
+const (
+	pathAuto   = iota // by row count (MatMul)
+	pathRows          // streaming (MatMulRows)
+	pathStable        // row-stable matrix products (MatMulStable)
+)
+
+func (mu *Multiplier) matMul(w model.Matrix, m int, x []float32, ldx int, out []float32, ldo int, accumulate bool, path int) {
 	n, k := w.Rows, w.Cols
 	ti, ok := floatIndex(w.Type)
 	if !ok && Supported(w) != nil {
@@ -163,7 +181,7 @@ func (mu *Multiplier) matMul(w model.Matrix, m int, x []float32, ldx int, out []
 		set = sets[0]
 	}
 	limit := mu.StreamMaxRows
-	if rowwise {
+	if path == pathRows {
 		limit = math.MaxInt
 	}
 	if limit == 0 {
@@ -188,6 +206,14 @@ func (mu *Multiplier) matMul(w model.Matrix, m int, x []float32, ldx int, out []
 		}
 		x, ldx = mu.rounded(set, m, x, ldx, k), k
 	}
+	if path == pathStable && !mu.BF16Activations {
+		if ti == idxF32 {
+			gemm.MatMulNTRows(threads, m, n, k, x, ldx, w.F32(), k, out, ldo, accumulate)
+		} else {
+			mu.widened(set, ti, w, m, x, ldx, out, ldo, accumulate, threads, true)
+		}
+		return
+	}
 	if m <= limit || (ti == idxF32 && gemm.Impl() == "go" && m <= 4*limit) {
 		mu.stream(set, ti, w, m, x, ldx, out, ldo, accumulate, threads)
 		return
@@ -196,7 +222,7 @@ func (mu *Multiplier) matMul(w model.Matrix, m int, x []float32, ldx int, out []
 		gemm.MatMulNT(m, n, k, x, ldx, w.F32(), k, out, ldo, accumulate)
 		return
 	}
-	mu.widened(set, ti, w, m, x, ldx, out, ldo, accumulate, threads)
+	mu.widened(set, ti, w, m, x, ldx, out, ldo, accumulate, threads, false)
 }
 
 // quantized multiplies by block-quantized weights through package quant (integer dot products
@@ -237,7 +263,8 @@ func growFloats(buf []float32, n int) []float32 {
 // widened is the matrix-product path for 16-bit weights: the weight rows are cut into panels
 // that fit a worker's L2 cache; each worker widens a panel to float32 and multiplies it by all
 // activation rows with a single-threaded gemm call, so the parallelism is Go's alone.
-func (mu *Multiplier) widened(set *kernelSet, ti int, w model.Matrix, m int, x []float32, ldx int, out []float32, ldo int, accumulate bool, threads int) {
+// With stable the panels go through gemm.MatMulNTRows (see MatMulStable).
+func (mu *Multiplier) widened(set *kernelSet, ti int, w model.Matrix, m int, x []float32, ldx int, out []float32, ldo int, accumulate bool, threads int, stable bool) {
 	n, k := w.Rows, w.Cols
 	rb := w.RowBytes()
 	rows := max(16, widePanelFloats/k/16*16)
@@ -262,7 +289,11 @@ func (mu *Multiplier) widened(set *kernelSet, ti int, w model.Matrix, m int, x [
 				widenGo(w.Type, &src[2*kv], &dst[kv], k-kv)
 			}
 		}
-		gemm.MatMulNTSerial(m, j1-j0, k, x, ldx, panel, k, out[j0:], ldo, accumulate)
+		if stable {
+			gemm.MatMulNTRows(1, m, j1-j0, k, x, ldx, panel, k, out[j0:], ldo, accumulate)
+		} else {
+			gemm.MatMulNTSerial(m, j1-j0, k, x, ldx, panel, k, out[j0:], ldo, accumulate)
+		}
 	})
 }
 

@@ -302,6 +302,49 @@ func TestMatMulRowsBatchInvariant(t *testing.T) {
 	}
 }
 
+// TestMatMulStableRowInvariant: on every kernel set and float type, an activation row's products
+// through MatMulStable are bit for bit the same alone and among 1..70 other rows, in any
+// position (the prompt rows of a chunk, however the prompt was cut), and close to MatMul's.
+func TestMatMulStableRowInvariant(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for _, set := range sets {
+		for _, typ := range []quant.Type{quant.F32, quant.BF16, quant.F16} {
+			for _, sh := range []struct{ n, k int }{{70, 1024}, {37, 64}, {9, 100}, {300, 288}, {5, 7}} {
+				w, _ := randomMatrix(rng, typ, sh.n, sh.k)
+				mu := &Multiplier{Threads: 2, set: set}
+				row := make([]float32, sh.k)
+				for i := range row {
+					row[i] = float32(2*rng.Float64() - 1)
+				}
+				alone := make([]float32, sh.n)
+				mu.MatMulStable(w, 1, row, sh.k, alone, sh.n, false)
+				for _, m := range []int{2, 3, 4, 5, 8, 17, 33, 41, 64, 71} {
+					x := make([]float32, m*sh.k)
+					for i := range x {
+						x[i] = float32(2*rng.Float64() - 1)
+					}
+					at := rng.IntN(m)
+					copy(x[at*sh.k:], row)
+					out := make([]float32, m*sh.n)
+					mu.MatMulStable(w, m, x, sh.k, out, sh.n, false)
+					for j, v := range out[at*sh.n : (at+1)*sh.n] {
+						if math.Float32bits(v) != math.Float32bits(alone[j]) {
+							t.Fatalf("%s/%s/n%d_k%d: row %d of %d, output %d is %v, alone %v", set.name, typ, sh.n, sh.k, at, m, j, v, alone[j])
+						}
+					}
+					ref := make([]float32, m*sh.n)
+					mu.MatMul(w, m, x, sh.k, ref, sh.n, false)
+					for j := range ref {
+						if d := math.Abs(float64(ref[j] - out[j])); d > 1e-4*(1+math.Abs(float64(ref[j]))) {
+							t.Fatalf("%s/%s/n%d_k%d m=%d: output %d is %v, MatMul gives %v", set.name, typ, sh.n, sh.k, m, j, out[j], ref[j])
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
 // TestMultiKernelsMatchDot4x1 checks that every multi kernel's outputs equal dot4x1's bit for
 // bit, for each weight type, activation row count, weight row count, and k (odd and even vector
 // counts), on random inputs with strided rows: the batch invariance of MatMulRows rests on it.
