@@ -112,3 +112,84 @@ func TestSeededAloneEqualsConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestSeededChunkingAloneEqualsBeside: a seeded request's tokens and logprobs do not depend on how
+// its prompt is cut into prefill chunks. With a 48-token step budget, the request alone prefills
+// in chunks of 48; sent right after a long companion on a second engine, it gets what budget the
+// companion's prefill leaves (other cuts, its chunks beside the companion's); sent again on each
+// engine it starts from a prefix-cache hit on the blocks its prompt rows wrote. All four must
+// give the same ids and logprobs.
+func TestSeededChunkingAloneEqualsBeside(t *testing.T) {
+	opts := engineOpts{schedArgs: []string{"--max-prefill-tokens", "48"}}
+	prompt := strings.Repeat("def load(path):\n    with open(path) as f:\n        return f.read()\n", 9) + "def parse_args(argv):\n"
+	target := map[string]any{"model": "pico", "prompt": prompt, "max_tokens": 32, "temperature": 1, "seed": 9,
+		"ignore_eos": true, "return_token_ids": true, "logprobs": 0}
+	companion := map[string]any{"model": "pico", "prompt": strings.Repeat("import os\nimport sys\nfrom typing import List, Optional\n", 20),
+		"max_tokens": 8, "temperature": 1, "seed": 3, "ignore_eos": true, "logprobs": 0}
+	type result struct {
+		ids      []int32
+		logprobs string
+		prompt   int
+	}
+	complete := func(e *engine, body map[string]any) (result, error) {
+		b, _ := json.Marshal(body)
+		code, out := e.postRaw("/v1/completions", string(b))
+		if code != 200 {
+			return result{}, fmt.Errorf("status %d: %s", code, out)
+		}
+		var r struct {
+			Choices []struct {
+				TokenIDs []int32 `json:"token_ids"`
+				Logprobs *struct {
+					TokenLogprobs json.RawMessage `json:"token_logprobs"`
+				} `json:"logprobs"`
+			} `json:"choices"`
+			Usage struct {
+				PromptTokens int `json:"prompt_tokens"`
+			} `json:"usage"`
+		}
+		if err := json.Unmarshal(out, &r); err != nil || len(r.Choices) != 1 || r.Choices[0].Logprobs == nil {
+			return result{}, fmt.Errorf("response %s: %v", out, err)
+		}
+		return result{ids: r.Choices[0].TokenIDs, logprobs: string(r.Choices[0].Logprobs.TokenLogprobs), prompt: r.Usage.PromptTokens}, nil
+	}
+	check := func(what string, got, want result) {
+		t.Helper()
+		if !slices.Equal(got.ids, want.ids) || got.logprobs != want.logprobs {
+			t.Fatalf("%s differs from the request alone:\nalone %v\n%s\ngot   %v\n%s", what, want.ids, want.logprobs, got.ids, got.logprobs)
+		}
+	}
+	a := startEngine(t, opts)
+	alone, err := complete(a, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if alone.prompt < 3*48 || len(alone.ids) != 32 {
+		t.Fatalf("alone: %d prompt tokens and %d generated; want several 48-token chunks and 32", alone.prompt, len(alone.ids))
+	}
+	again, err := complete(a, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("alone again (a prefix-cache hit)", again, alone)
+
+	b := startEngine(t, opts)
+	var wg sync.WaitGroup
+	var beside result
+	var besideErr, compErr error
+	wg.Go(func() { _, compErr = complete(b, companion) })
+	wg.Go(func() {
+		time.Sleep(5 * time.Millisecond) // after the companion, so they share the budget
+		beside, besideErr = complete(b, target)
+	})
+	wg.Wait()
+	if compErr != nil || besideErr != nil {
+		t.Fatalf("companion: %v; target: %v", compErr, besideErr)
+	}
+	check("beside a long prefill", beside, alone)
+	again, err = complete(b, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("after a prefix-cache hit on the blocks written beside the companion", again, alone)
+}
