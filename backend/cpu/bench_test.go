@@ -163,21 +163,24 @@ func BenchmarkAttention(b *testing.B) {
 	const ctxLen = 512
 	// The paths: dot products over blocks (with and without the AVX2 kernels) and matrix
 	// products over gathered keys and values, so one run gives their ratio.
+	// The matrix products run row-stable (the default, batch-invariant) or on OpenBLAS
+	// (batch-dependent).
 	type path struct {
 		name        string
 		attnGEMMMin int
 		simd        bool
+		dep         bool
 	}
-	direct := []path{{"direct-simd", 1 << 30, haveSIMD}, {"direct-scalar", 1 << 30, false}, {"gemm", 1, haveSIMD}}
+	direct := []path{{"direct-simd", 1 << 30, haveSIMD, false}, {"direct-scalar", 1 << 30, false, false}, {"gemm", 1, haveSIMD, false}}
 	for _, tc := range []struct {
 		name       string
 		seqs, toks int
 		paths      []path
-	}{{"decode16", 16, 1, direct}, {"prefill", 1, ctxLen, []path{{"direct-simd", 1 << 30, haveSIMD}, {"gemm", 1, haveSIMD}}}} {
+	}{{"decode16", 16, 1, direct}, {"prefill", 1, ctxLen, []path{{"direct-simd", 1 << 30, haveSIMD, false}, {"gemm-stable", 1, haveSIMD, false}, {"gemm-dependent", 1, haveSIMD, true}}}} {
 		for _, p := range tc.paths {
 			b.Run(fmt.Sprintf("%s/ctx%d/%s/%s", tc.name, ctxLen, p.name, gemm.Impl()), func(b *testing.B) {
 				perSeq := ctxLen / DefaultBlockSize
-				be, err := New(m, backend.Options{NumBlocks: tc.seqs * perSeq})
+				be, err := New(m, backend.Options{NumBlocks: tc.seqs * perSeq, Tuning: Tuning{BatchDependent: p.dep}})
 				if err != nil {
 					b.Fatal(err)
 				}

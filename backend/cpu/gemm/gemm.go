@@ -2,6 +2,9 @@
 // cblas_sgemm when built with cgo, a blocked, goroutine-parallel kernel without cgo (AVX2/FMA
 // assembly micro-kernels on amd64 CPUs that have them, plain Go elsewhere or with -tags purego).
 //
+// MatMulNTRows and MatMulNNRows always run the Go kernels, arranged so that a row of C is the
+// same bits whatever the number of rows (OpenBLAS does not promise that; see rows.go).
+//
 // Both entry points follow BLAS conventions for leading dimensions: row i of a matrix X with
 // leading dimension ldx starts at X[i*ldx]. Shapes that do not fit their slices panic, because
 // they are programming errors and the OpenBLAS path would otherwise read out of bounds.
