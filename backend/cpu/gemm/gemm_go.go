@@ -34,11 +34,9 @@ func (t tiling) count() (mTiles, nTiles int) {
 // chooseTiling picks tile sizes that give every worker several tiles (so uneven progress evens
 // out) while keeping tiles tall enough to reuse each loaded B row across many A rows.
 // Tile widths are multiples of colAlign, the micro-kernels' column step.
-func chooseTiling(m, n, k, workers, colAlign, rowTile int) tiling {
+func chooseTiling(m, n, k, workers, colAlign int) tiling {
 	rows := m
-	if rowTile > 0 {
-		rows = min(m, rowTile)
-	} else if m > 2*rowBlock {
+	if m > 2*rowBlock {
 		rows = rowBlock
 	}
 	mTiles := (m + rows - 1) / rows
@@ -52,15 +50,10 @@ func chooseTiling(m, n, k, workers, colAlign, rowTile int) tiling {
 
 // forEachTile runs fn on every tile, on up to workers goroutines when the product is big enough.
 func forEachTile(m, n, k, colAlign, workers int, fn func(i0, i1, j0, j1 int)) {
-	forEachTileRows(m, n, k, colAlign, workers, 0, fn)
-}
-
-// forEachTileRows is forEachTile with tiles of rowTile rows (0: chooseTiling's choice).
-func forEachTileRows(m, n, k, colAlign, workers, rowTile int, fn func(i0, i1, j0, j1 int)) {
 	if 2*m*n*k < parallelFlops {
 		workers = 1
 	}
-	t := chooseTiling(m, n, k, workers, colAlign, rowTile)
+	t := chooseTiling(m, n, k, workers, colAlign)
 	mTiles, nTiles := t.count()
 	total := mTiles * nTiles
 	workers = min(workers, total)
@@ -81,13 +74,8 @@ func matMulNTGo(m, n, k int, a []float32, lda int, b []float32, ldb int, c []flo
 
 // matMulNTGoOn is matMulNTGo on at most workers goroutines.
 func matMulNTGoOn(workers, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, accumulate bool) {
-	matMulNTGoTiled(workers, 0, m, n, k, a, lda, b, ldb, c, ldc, accumulate)
-}
-
-// matMulNTGoTiled is matMulNTGoOn in tiles of rowTile rows (0: chooseTiling's choice).
-func matMulNTGoTiled(workers, rowTile, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int, accumulate bool) {
 	// 12 columns: four passes of the 1×4 kernel or four of the 4×3 one.
-	forEachTileRows(m, n, k, 12, workers, rowTile, func(i0, i1, j0, j1 int) {
+	forEachTile(m, n, k, 12, workers, func(i0, i1, j0, j1 int) {
 		for p0 := 0; p0 < k; p0 += kBlock {
 			p1 := min(p0+kBlock, k)
 			add := accumulate || p0 > 0
