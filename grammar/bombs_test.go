@@ -130,11 +130,7 @@ func maskBomb(n int) string {
 // compiled, and each mask took about 4 s.
 func TestMaskBombRefusedAtCompile(t *testing.T) {
 	e := env(t, "qwen3")
-	sizes := []int{5000, 30000}
-	if testing.Short() {
-		sizes = sizes[:1] // the 30,000-rule grammar takes seconds to parse and close
-	}
-	for _, n := range sizes {
+	for _, n := range []int{5000, 30000} {
 		c := NewCompiler(e.tok, []int32{e.eos}, Options{})
 		start := time.Now()
 		_, err := c.GBNF(maskBomb(n))
@@ -197,5 +193,114 @@ func TestFillMaskWithinStopsAtDeadline(t *testing.T) {
 		if ref[i] != mask[i] {
 			t.Fatalf("mask word %d after a given-up computation: %x, the plain walk %x", i, mask[i], ref[i])
 		}
+	}
+}
+
+// TestMaskBombRefusedBeforeBuilding: a grammar with a point where thousands of alternatives are
+// active at once is refused from its parse, naming where and the limit, before its automaton is
+// built: the refusal of 30,000 `.+` rules allocates tens of megabytes (its parse), not the
+// hundreds its automaton and start state took, and takes a fraction of a second. The behind-a-
+// prefix variant used to compile (the probe of the first DFA states did not reach it) and the
+// others were refused only after the build. TotalAlloc counts every allocation, however short-
+// lived, so it bounds the peak of the heap during the compile too.
+func TestMaskBombRefusedBeforeBuilding(t *testing.T) {
+	e := env(t, "qwen3")
+	var opt strings.Builder
+	opt.WriteString("root ::=")
+	for i := range 5000 {
+		fmt.Fprintf(&opt, ` "%d"?`, i)
+	}
+	bombs := []struct {
+		name, src string
+		maxMB     uint64
+	}{
+		{"30000 rules", maskBomb(30000), 64},
+		{"5000 rules behind a prefix", strings.Replace(maskBomb(5000), "root ::= ", `root ::= "`+strings.Repeat("z", 2*probeStates)+`" alts`+"\nalts ::= ", 1), 16},
+		{"a repeated alternation", `root ::= (.+ | "a" | "b" | "c" | "d"){0,1000} "e"`, 4},
+		{"5000 optional items", opt.String(), 16},
+	}
+	for _, b := range bombs {
+		c := NewCompiler(e.tok, []int32{e.eos}, Options{})
+		var err error
+		start := time.Now()
+		n := allocated(func() { _, err = c.GBNF(b.src) })
+		took := time.Since(start)
+		var ge *Error
+		if !errors.As(err, &ge) || !strings.Contains(err.Error(), "alternatives active at once") || !strings.Contains(err.Error(), "line 1 column") {
+			t.Errorf("%s: err %v, want a *Error naming where the alternatives are active", b.name, err)
+		}
+		if n > b.maxMB<<20 {
+			t.Errorf("%s: allocated %d MB before refusing (at most %d MB)", b.name, n>>20, b.maxMB)
+		}
+		t.Logf("%s (%d bytes): refused in %v having allocated %d KB: %v", b.name, len(b.src), took.Round(time.Millisecond), n>>10, err)
+	}
+}
+
+// gbnfWidest is the estimate checkWidth compares to maxStateConfigs, for src.
+func gbnfWidest(t *testing.T, src string) int64 {
+	t.Helper()
+	rules, err := parseGBNF(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gc := &gbnfCompiler{defs: map[string]*gbnfRule{}}
+	for i := range rules {
+		gc.defs[rules[i].name] = &rules[i]
+	}
+	if err := gc.checkLeftRecursion(rules); err != nil {
+		t.Fatal(err)
+	}
+	_, n := gc.widest()
+	return n
+}
+
+// TestWidthEstimateIsLowerBound: checkWidth's estimate never exceeds the widest DFA state of the
+// grammar (so it refuses only what the DFA would find too wide), and meets it on grammars whose
+// wide point is not followed by more text in a caller.
+func TestWidthEstimateIsLowerBound(t *testing.T) {
+	e := env(t, "qwen3")
+	cases := []struct {
+		src   string
+		exact bool // the estimate is the widest state
+	}{
+		{`root ::= "a" | "b" | [c-d]+ | .`, true},
+		{"root ::= x? y? \"z\"\nx ::= \"x\"+\ny ::= \"q\" | \"r\"", true},
+		{`root ::= ("a"? "b"?){3} "c"`, true},
+		{`root ::= "p" ("a" | "b" | "c"){0,4} "q"`, true},
+		{"root ::= item (\",\" item)*\nitem ::= [0-9]+ | \"null\" | \"[\" root? \"]\"", true},
+		{`root ::= "(" root ")" | "x" | "y"`, true},
+		{"root ::= a | b | c\na ::= \"k\" .+\nb ::= \"k\" [a-z]*\nc ::= \"k\"? \"m\"{0,5}", true},
+		{`root ::= [a-c]{0,20}`, true},
+		{"root ::= x \"c\"? \"d\"?\nx ::= \"q\" \"e\"?", false}, // after q: e, then c and d in root
+	}
+	for _, tc := range cases {
+		est := gbnfWidest(t, tc.src)
+		g, err := e.comp.GBNF(tc.src)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.src, err)
+		}
+		// the widest of the DFA states reachable from the start (all of them: these are small)
+		g.mu.Lock()
+		widest := 0
+		seen := map[int32]bool{g.start: true}
+		for queue := []int32{g.start}; len(queue) > 0 && len(seen) < 2000; {
+			s := queue[0]
+			queue = queue[1:]
+			widest = max(widest, len(g.states[s].cfg))
+			for c := range 256 {
+				if g.states[s].next[c>>6]&(1<<(uint(c)&63)) == 0 {
+					continue
+				}
+				if n := g.step(s, byte(c)); n > 0 && !seen[n] {
+					seen[n] = true
+					queue = append(queue, n)
+				}
+			}
+		}
+		g.mu.Unlock()
+		if est > int64(widest) || est < 1 || tc.exact && est != int64(widest) {
+			t.Errorf("%q: estimate %d, widest DFA state %d configurations", tc.src, est, widest)
+		}
+		t.Logf("%q: estimate %d, widest DFA state %d", tc.src, est, widest)
 	}
 }

@@ -409,6 +409,8 @@ type gbnfCompiler struct {
 	b     *builder
 	rules map[string]int32 // GBNF rule name -> automaton rule
 	defs  map[string]*gbnfRule
+	// nullable: the rules that may match no text (checkLeftRecursion fills it, checkWidth reads it)
+	nullable map[string]bool
 }
 
 // GBNF compiles a grammar in llama.cpp's GBNF syntax, starting at rule root.
@@ -461,6 +463,9 @@ func (c *Compiler) buildGBNF(b *builder, grammar string) (int32, error) {
 	if err := gc.checkSize(rules, b.maxNodes-len(b.g.nodes)); err != nil {
 		return 0, err
 	}
+	if err := gc.checkWidth(); err != nil {
+		return 0, err
+	}
 	for _, r := range rules {
 		gc.rules[r.name] = int32(len(b.g.rules))
 		b.g.rules = append(b.g.rules, -1)
@@ -499,40 +504,42 @@ func (gc *gbnfCompiler) checkRefs(rules []gbnfRule) error {
 	return nil
 }
 
+// null reports whether e may match no text, given gc.nullable for the rules it references.
+func (gc *gbnfCompiler) null(e *gbnfExpr) bool {
+	switch e.kind {
+	case gbnfLiteral:
+		return e.text == ""
+	case gbnfClass:
+		return false
+	case gbnfRef:
+		return gc.nullable[e.name]
+	case gbnfSeq:
+		for _, k := range e.kids {
+			if !gc.null(k) {
+				return false
+			}
+		}
+		return true
+	case gbnfAlt:
+		for _, k := range e.kids {
+			if gc.null(k) {
+				return true
+			}
+		}
+		return false
+	}
+	return e.min == 0 || gc.null(e.kids[0])
+}
+
 // checkLeftRecursion refuses a rule that can reach itself before any byte.
 func (gc *gbnfCompiler) checkLeftRecursion(rules []gbnfRule) error {
-	nullable := map[string]bool{}
-	var null func(e *gbnfExpr) bool
-	null = func(e *gbnfExpr) bool {
-		switch e.kind {
-		case gbnfLiteral:
-			return e.text == ""
-		case gbnfClass:
-			return false
-		case gbnfRef:
-			return nullable[e.name]
-		case gbnfSeq:
-			for _, k := range e.kids {
-				if !null(k) {
-					return false
-				}
-			}
-			return true
-		case gbnfAlt:
-			for _, k := range e.kids {
-				if null(k) {
-					return true
-				}
-			}
-			return false
-		}
-		return e.min == 0 || null(e.kids[0])
-	}
+	gc.nullable = map[string]bool{}
+	null := gc.null
 	for changed := true; changed; {
 		changed = false
 		for _, r := range rules {
-			if !nullable[r.name] && null(r.body) {
-				nullable[r.name], changed = true, true
+			if !gc.nullable[r.name] && null(r.body) {
+				gc.nullable[r.name], changed = true, true
 			}
 		}
 	}
@@ -656,6 +663,179 @@ func (gc *gbnfCompiler) checkSize(rules []gbnfRule, budget int) error {
 			worst.at.line, worst.at.col, approx(worstN), approx(total), budget)
 	}
 	return errf("gbnf: grammar expands to %s automaton nodes, over the %d node limit", approx(total), budget)
+}
+
+// copiesOf is how many copies of its operand build makes for repetition e: min, then max-min
+// optional ones or one loop.
+func copiesOf(e *gbnfExpr) int64 {
+	if e.max < 0 {
+		return int64(e.min) + 1
+	}
+	return int64(e.max)
+}
+
+// checkWidth refuses, before anything is built, a grammar with a point where more than
+// maxStateConfigs alternatives are active at once: 30,000 `.+` rules under one alternation
+// compile to a DFA state of 30,000 configurations, each closed once per trie node a mask visits,
+// and would be refused by checkMaskCost anyway, but only after their automaton (and the closure)
+// took a hundred megabytes. The count is that of the automaton build makes: each char class or
+// literal at the start of a branch is one configuration, rules reached before any text add
+// theirs (left recursion is already refused, so this ends), and every copy of a repetition that
+// may be skipped adds its own. It is a lower bound of the DFA state reached there (what follows
+// that point in its callers may add configurations), so a grammar it refuses has a state too
+// wide to mask, whether or not checkMaskCost's probe of the first states would have met it.
+func (gc *gbnfCompiler) checkWidth() error {
+	worst, n := gc.widest()
+	if n <= maxStateConfigs {
+		return nil
+	}
+	count := fmt.Sprint(n)
+	if n >= sizeCap {
+		count = "over 10^12"
+	}
+	return errf("gbnf: line %d column %d: grammar has %s alternatives active at once here (at most %d): a token mask would cost seconds at every step",
+		worst.at.line, worst.at.col, count, maxStateConfigs)
+}
+
+// widest returns the point of the rules reachable from root where the most configurations
+// are active at once, and how many (see checkWidth).
+func (gc *gbnfCompiler) widest() (*gbnfExpr, int64) {
+	add := func(a, b int64) int64 { return min(a+b, sizeCap) }
+	mul := func(a, k int64) int64 {
+		if k == 0 || a == 0 {
+			return 0
+		}
+		if a > sizeCap/k {
+			return sizeCap
+		}
+		return a * k
+	}
+	nulls := map[*gbnfExpr]bool{}
+	var null func(e *gbnfExpr) bool // gc.null, memoized: nested groups are not walked again
+	null = func(e *gbnfExpr) bool {
+		switch e.kind { // leaves are not memoized: a bomb is mostly leaves
+		case gbnfLiteral:
+			return e.text == ""
+		case gbnfClass:
+			return false
+		case gbnfRef:
+			return gc.nullable[e.name]
+		}
+		if v, ok := nulls[e]; ok {
+			return v
+		}
+		var v bool
+		switch e.kind {
+		case gbnfSeq:
+			v = true
+			for _, k := range e.kids {
+				v = v && null(k)
+			}
+		case gbnfAlt:
+			for _, k := range e.kids {
+				v = null(k) || v
+			}
+		case gbnfRepeat:
+			v = e.min == 0 || null(e.kids[0])
+		}
+		nulls[e] = v
+		return v
+	}
+	firsts := map[*gbnfExpr]int64{}
+	// first is how many configurations entering e opens. It follows references only where
+	// no text has been read yet, which ends: left recursion is refused.
+	var first func(e *gbnfExpr) int64
+	first = func(e *gbnfExpr) int64 {
+		switch e.kind { // leaves are not memoized
+		case gbnfLiteral:
+			return int64(min(len(e.text), 1))
+		case gbnfClass:
+			return int64(min(len(e.ranges), 1))
+		case gbnfRef:
+			return first(gc.defs[e.name].body)
+		}
+		if n, ok := firsts[e]; ok {
+			return n
+		}
+		var n int64
+		switch e.kind {
+		case gbnfSeq:
+			for _, k := range e.kids {
+				n = add(n, first(k))
+				if !null(k) {
+					break
+				}
+			}
+		case gbnfAlt:
+			for _, k := range e.kids {
+				n = add(n, first(k))
+			}
+		case gbnfRepeat:
+			n = first(e.kids[0])
+			if e.min == 0 || null(e.kids[0]) { // every copy may be skipped: all open at once
+				n = mul(n, copiesOf(e))
+			}
+		}
+		firsts[e] = n
+		return n
+	}
+	var worst *gbnfExpr
+	var worstN int64
+	note := func(e *gbnfExpr, n int64) {
+		if n > worstN {
+			worst, worstN = e, n
+		}
+	}
+	// widths notes the width of each point inside e where text may resume (each suffix of a
+	// sequence, each alternation, the optional tail of a repetition), not following references
+	var widths func(e *gbnfExpr)
+	widths = func(e *gbnfExpr) {
+		switch e.kind {
+		case gbnfSeq:
+			var w int64
+			for i := len(e.kids) - 1; i >= 0; i-- {
+				k := e.kids[i]
+				if null(k) {
+					w = add(first(k), w)
+				} else {
+					w = first(k)
+				}
+				note(k, w)
+			}
+		case gbnfAlt:
+			note(e, first(e))
+		case gbnfRepeat:
+			optional := int64(1) // e*, e+: the loop
+			if e.max >= 0 {
+				optional = int64(e.max - e.min)
+			}
+			note(e, max(first(e), mul(first(e.kids[0]), optional)))
+		}
+		for _, k := range e.kids {
+			widths(k)
+		}
+	}
+	// the rules reachable from root, each walked once (the ones not reachable match nothing)
+	seen := map[string]bool{"root": true}
+	todo := []string{"root"}
+	var refs func(e *gbnfExpr)
+	refs = func(e *gbnfExpr) {
+		if e.kind == gbnfRef && !seen[e.name] {
+			seen[e.name] = true
+			todo = append(todo, e.name)
+		}
+		for _, k := range e.kids {
+			refs(k)
+		}
+	}
+	for len(todo) > 0 {
+		name := todo[len(todo)-1]
+		todo = todo[:len(todo)-1]
+		body := gc.defs[name].body
+		widths(body)
+		refs(body)
+	}
+	return worst, worstN
 }
 
 // build emits the automaton of e. Once the builder is over its budget (or its compile was
