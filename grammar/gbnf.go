@@ -40,6 +40,13 @@ type gbnfExpr struct {
 	kids     []*gbnfExpr
 	min, max int
 	at       gbnfPos // where it starts, for errors
+	// the analysis before building (analyze): ref, gbnfRef's rule (its index in the parse);
+	// parent, the expression e is a kid of (nil for a rule's body); pending, the kids still to
+	// be found nullable before e is; null, whether e may match no text
+	ref     int32
+	pending int32
+	null    bool
+	parent  *gbnfExpr
 }
 
 // gbnfPos is a 1-based line and column (in bytes).
@@ -409,8 +416,11 @@ type gbnfCompiler struct {
 	b     *builder
 	rules map[string]int32 // GBNF rule name -> automaton rule
 	defs  map[string]*gbnfRule
-	// nullable: the rules that may match no text (checkLeftRecursion fills it, checkWidth reads it)
-	nullable map[string]bool
+	// parsed is the grammar's rules in order (gbnfExpr.ref indexes it), and nullable says
+	// which may match no text (analyze fills both)
+	parsed   []gbnfRule
+	nullable []bool
+	root     int32 // root's index in parsed
 }
 
 // GBNF compiles a grammar in llama.cpp's GBNF syntax, starting at rule root.
@@ -454,10 +464,7 @@ func (c *Compiler) buildGBNF(b *builder, grammar string) (int32, error) {
 	if gc.defs["root"] == nil {
 		return 0, errf("gbnf: no rule named root")
 	}
-	if err := gc.checkRefs(rules); err != nil {
-		return 0, err
-	}
-	if err := gc.checkLeftRecursion(rules); err != nil {
+	if err := gc.analyze(rules); err != nil {
 		return 0, err
 	}
 	if err := gc.checkSize(rules, b.maxNodes-len(b.g.nodes)); err != nil {
@@ -482,69 +489,98 @@ func (c *Compiler) buildGBNF(b *builder, grammar string) (int32, error) {
 	return gc.rules["root"], nil
 }
 
-// checkRefs refuses references to rules that are not defined.
-func (gc *gbnfCompiler) checkRefs(rules []gbnfRule) error {
-	var walk func(e *gbnfExpr) error
-	walk = func(e *gbnfExpr) error {
-		if e.kind == gbnfRef && gc.defs[e.name] == nil {
-			return errf("gbnf: line %d column %d: undefined rule %q", e.at.line, e.at.col, e.name)
+// analyze refuses references to rules that are not defined and left recursion, resolving each
+// reference to its rule and finding what may match no text on the way. Every pass is linear in
+// the grammar (a fixpoint that re-walked every rule until nothing changed took seconds for a
+// chain of ten thousand rules).
+func (gc *gbnfCompiler) analyze(rules []gbnfRule) error {
+	gc.parsed = rules
+	index := make(map[string]int32, len(rules))
+	for i := range rules {
+		index[rules[i].name] = int32(i)
+	}
+	gc.root = index["root"]
+	refsTo := make([][]*gbnfExpr, len(rules)) // the references to each rule
+	var queue []*gbnfExpr                     // expressions found nullable, their parents not yet told
+	nowNull := func(e *gbnfExpr) {
+		if !e.null {
+			e.null = true
+			queue = append(queue, e)
 		}
-		for _, k := range e.kids {
-			if err := walk(k); err != nil {
-				return err
+	}
+	var undefined *gbnfExpr
+	var walk func(e, parent *gbnfExpr)
+	walk = func(e, parent *gbnfExpr) {
+		e.parent, e.null = parent, false
+		switch e.kind {
+		case gbnfLiteral:
+			if e.text == "" {
+				nowNull(e)
+			}
+		case gbnfRef:
+			i, ok := index[e.name]
+			if !ok {
+				if undefined == nil {
+					undefined = e
+				}
+				return
+			}
+			e.ref = i
+			refsTo[i] = append(refsTo[i], e)
+		case gbnfSeq:
+			e.pending = int32(len(e.kids)) // all of them
+			if len(e.kids) == 0 {
+				nowNull(e)
+			}
+		case gbnfAlt:
+			e.pending = 1 // any of them
+		case gbnfRepeat:
+			e.pending = 1
+			if e.min == 0 {
+				nowNull(e)
 			}
 		}
-		return nil
-	}
-	for _, r := range rules {
-		if err := walk(r.body); err != nil {
-			return err
+		for _, k := range e.kids {
+			walk(k, e)
 		}
 	}
-	return nil
-}
-
-// null reports whether e may match no text, given gc.nullable for the rules it references.
-func (gc *gbnfCompiler) null(e *gbnfExpr) bool {
-	switch e.kind {
-	case gbnfLiteral:
-		return e.text == ""
-	case gbnfClass:
-		return false
-	case gbnfRef:
-		return gc.nullable[e.name]
-	case gbnfSeq:
-		for _, k := range e.kids {
-			if !gc.null(k) {
-				return false
+	for i := range rules {
+		walk(rules[i].body, nil)
+	}
+	if e := undefined; e != nil {
+		return errf("gbnf: line %d column %d: undefined rule %q", e.at.line, e.at.col, e.name)
+	}
+	// propagate nullability up the expressions and through the references (each expression
+	// is queued at most once)
+	gc.nullable = make([]bool, len(rules))
+	bodyOf := make(map[*gbnfExpr]int32, len(rules))
+	for i := range rules {
+		bodyOf[rules[i].body] = int32(i)
+	}
+	for len(queue) > 0 {
+		e := queue[len(queue)-1]
+		queue = queue[:len(queue)-1]
+		if p := e.parent; p != nil {
+			if p.pending--; p.pending == 0 {
+				nowNull(p)
+			}
+			continue
+		}
+		if i := bodyOf[e]; !gc.nullable[i] { // a rule's body: its references are nullable too
+			gc.nullable[i] = true
+			for _, ref := range refsTo[i] {
+				nowNull(ref)
 			}
 		}
-		return true
-	case gbnfAlt:
-		for _, k := range e.kids {
-			if gc.null(k) {
-				return true
-			}
-		}
-		return false
 	}
-	return e.min == 0 || gc.null(e.kids[0])
+	return gc.checkLeftRecursion()
 }
 
 // checkLeftRecursion refuses a rule that can reach itself before any byte.
-func (gc *gbnfCompiler) checkLeftRecursion(rules []gbnfRule) error {
-	gc.nullable = map[string]bool{}
-	null := gc.null
-	for changed := true; changed; {
-		changed = false
-		for _, r := range rules {
-			if !gc.nullable[r.name] && null(r.body) {
-				gc.nullable[r.name], changed = true, true
-			}
-		}
-	}
-	// first[r]: the rules r may call before reading a byte
-	first := map[string][]*gbnfExpr{}
+func (gc *gbnfCompiler) checkLeftRecursion() error {
+	rules := gc.parsed
+	// first[r]: the references rule r may follow before reading a byte
+	first := make([][]*gbnfExpr, len(rules))
 	var starts func(e *gbnfExpr, out *[]*gbnfExpr)
 	starts = func(e *gbnfExpr, out *[]*gbnfExpr) {
 		switch e.kind {
@@ -553,7 +589,7 @@ func (gc *gbnfCompiler) checkLeftRecursion(rules []gbnfRule) error {
 		case gbnfSeq:
 			for _, k := range e.kids {
 				starts(k, out)
-				if !null(k) {
+				if !k.null {
 					return
 				}
 			}
@@ -563,31 +599,29 @@ func (gc *gbnfCompiler) checkLeftRecursion(rules []gbnfRule) error {
 			}
 		}
 	}
-	for _, r := range rules {
-		var out []*gbnfExpr
-		starts(r.body, &out)
-		first[r.name] = out
+	for i := range rules {
+		starts(rules[i].body, &first[i])
 	}
-	state := map[string]int{} // 1 on the path, 2 done
-	var visit func(name string) error
-	visit = func(name string) error {
-		state[name] = 1
-		for _, ref := range first[name] {
-			switch state[ref.name] {
+	state := make([]uint8, len(rules)) // 1 on the path, 2 done
+	var visit func(r int32) error
+	visit = func(r int32) error {
+		state[r] = 1
+		for _, ref := range first[r] {
+			switch state[ref.ref] {
 			case 1:
 				return errf("gbnf: line %d column %d: left recursion: rule %q can reach itself before any text", ref.at.line, ref.at.col, ref.name)
 			case 0:
-				if err := visit(ref.name); err != nil {
+				if err := visit(ref.ref); err != nil {
 					return err
 				}
 			}
 		}
-		state[name] = 2
+		state[r] = 2
 		return nil
 	}
-	for _, r := range rules {
-		if state[r.name] == 0 {
-			if err := visit(r.name); err != nil {
+	for i := range rules {
+		if state[i] == 0 {
+			if err := visit(int32(i)); err != nil {
 				return err
 			}
 		}
@@ -683,7 +717,9 @@ func copiesOf(e *gbnfExpr) int64 {
 // theirs (left recursion is already refused, so this ends), and every copy of a repetition that
 // may be skipped adds its own. It is a lower bound of the DFA state reached there (what follows
 // that point in its callers may add configurations), so a grammar it refuses has a state too
-// wide to mask, whether or not checkMaskCost's probe of the first states would have met it.
+// wide to mask, whether or not checkMaskCost's probe of the first states would have met it. (The
+// DFA cuts calls nested deeper than maxStackDepth: a grammar whose width needs that many nested
+// rules before any text is refused here all the same.)
 func (gc *gbnfCompiler) checkWidth() error {
 	worst, n := gc.widest()
 	if n <= maxStateConfigs {
@@ -710,37 +746,6 @@ func (gc *gbnfCompiler) widest() (*gbnfExpr, int64) {
 		}
 		return a * k
 	}
-	nulls := map[*gbnfExpr]bool{}
-	var null func(e *gbnfExpr) bool // gc.null, memoized: nested groups are not walked again
-	null = func(e *gbnfExpr) bool {
-		switch e.kind { // leaves are not memoized: a bomb is mostly leaves
-		case gbnfLiteral:
-			return e.text == ""
-		case gbnfClass:
-			return false
-		case gbnfRef:
-			return gc.nullable[e.name]
-		}
-		if v, ok := nulls[e]; ok {
-			return v
-		}
-		var v bool
-		switch e.kind {
-		case gbnfSeq:
-			v = true
-			for _, k := range e.kids {
-				v = v && null(k)
-			}
-		case gbnfAlt:
-			for _, k := range e.kids {
-				v = null(k) || v
-			}
-		case gbnfRepeat:
-			v = e.min == 0 || null(e.kids[0])
-		}
-		nulls[e] = v
-		return v
-	}
 	firsts := map[*gbnfExpr]int64{}
 	// first is how many configurations entering e opens. It follows references only where
 	// no text has been read yet, which ends: left recursion is refused.
@@ -752,7 +757,7 @@ func (gc *gbnfCompiler) widest() (*gbnfExpr, int64) {
 		case gbnfClass:
 			return int64(min(len(e.ranges), 1))
 		case gbnfRef:
-			return first(gc.defs[e.name].body)
+			return first(gc.parsed[e.ref].body)
 		}
 		if n, ok := firsts[e]; ok {
 			return n
@@ -762,7 +767,7 @@ func (gc *gbnfCompiler) widest() (*gbnfExpr, int64) {
 		case gbnfSeq:
 			for _, k := range e.kids {
 				n = add(n, first(k))
-				if !null(k) {
+				if !k.null {
 					break
 				}
 			}
@@ -772,7 +777,7 @@ func (gc *gbnfCompiler) widest() (*gbnfExpr, int64) {
 			}
 		case gbnfRepeat:
 			n = first(e.kids[0])
-			if e.min == 0 || null(e.kids[0]) { // every copy may be skipped: all open at once
+			if e.null { // every copy may be skipped: all open at once
 				n = mul(n, copiesOf(e))
 			}
 		}
@@ -795,7 +800,7 @@ func (gc *gbnfCompiler) widest() (*gbnfExpr, int64) {
 			var w int64
 			for i := len(e.kids) - 1; i >= 0; i-- {
 				k := e.kids[i]
-				if null(k) {
+				if k.null {
 					w = add(first(k), w)
 				} else {
 					w = first(k)
@@ -816,24 +821,24 @@ func (gc *gbnfCompiler) widest() (*gbnfExpr, int64) {
 		}
 	}
 	// the rules reachable from root, each walked once (the ones not reachable match nothing)
-	seen := map[string]bool{"root": true}
-	todo := []string{"root"}
+	seen := make([]bool, len(gc.parsed))
+	seen[gc.root] = true
+	todo := []int32{gc.root}
 	var refs func(e *gbnfExpr)
 	refs = func(e *gbnfExpr) {
-		if e.kind == gbnfRef && !seen[e.name] {
-			seen[e.name] = true
-			todo = append(todo, e.name)
+		if e.kind == gbnfRef && !seen[e.ref] {
+			seen[e.ref] = true
+			todo = append(todo, e.ref)
 		}
 		for _, k := range e.kids {
 			refs(k)
 		}
 	}
 	for len(todo) > 0 {
-		name := todo[len(todo)-1]
+		r := todo[len(todo)-1]
 		todo = todo[:len(todo)-1]
-		body := gc.defs[name].body
-		widths(body)
-		refs(body)
+		widths(gc.parsed[r].body)
+		refs(gc.parsed[r].body)
 	}
 	return worst, worstN
 }
