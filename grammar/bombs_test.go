@@ -358,3 +358,44 @@ func TestGBNFAnalysisIsLinear(t *testing.T) {
 		}
 	}
 }
+
+// TestCachedRefusalsHoldLittle: refusals are cached like grammars (an equal request is answered
+// at once), but a long grammar's entry holds a digest of its text, not the text: 100 refused
+// grammars of half a megabyte each keep well under a megabyte alive. Before, the cache kept each
+// text whole as its key, and refusals count for no bytes of grammar: 256 refused 700 KB grammars
+// held 180 MB of a worker.
+func TestCachedRefusalsHoldLittle(t *testing.T) {
+	e := env(t, "qwen3")
+	c := NewCompiler(e.tok, []int32{e.eos}, Options{})
+	pad := "# " + strings.Repeat("p", 512<<10) + "\n"
+	live := func() uint64 {
+		var ms runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	before := live()
+	for i := range 100 {
+		src := fmt.Sprintf("%sroot ::= ((\"a\"{1000}){1000}){1000} # %d\n", pad, i)
+		if _, err := c.GBNF(src); err == nil || !strings.Contains(err.Error(), "node limit") {
+			t.Fatalf("bomb %d: %v", i, err)
+		}
+	}
+	held := int64(live()) - int64(before)
+	c.mu.Lock()
+	n := len(c.cache)
+	c.mu.Unlock()
+	t.Logf("%d refusals cached, holding %d KB", n, held>>10)
+	if n != 100 {
+		t.Errorf("%d refusals cached, want 100", n)
+	}
+	if held > 4<<20 {
+		t.Errorf("100 cached refusals hold %d MB", held>>20)
+	}
+	// the same text again is the cached refusal
+	src := fmt.Sprintf("%sroot ::= ((\"a\"{1000}){1000}){1000} # %d\n", pad, 7)
+	if _, err := c.GBNF(src); err == nil {
+		t.Error("a cached refusal compiled")
+	}
+	runtime.KeepAlive(c)
+}
