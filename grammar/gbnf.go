@@ -164,13 +164,21 @@ func (p *gbnfParser) consume(s string) bool {
 // sequences span lines.
 func (p *gbnfParser) alternatives(nested bool) (*gbnfExpr, error) {
 	at := p.at()
-	var alts []*gbnfExpr
+	var one *gbnfExpr    // the first alternative: most are the only one
+	var alts []*gbnfExpr // all of them, from the second on
 	for {
 		s, err := p.sequence(nested)
 		if err != nil {
 			return nil, err
 		}
-		alts = append(alts, s)
+		switch {
+		case one == nil:
+			one = s
+		case alts == nil:
+			alts = []*gbnfExpr{one, s}
+		default:
+			alts = append(alts, s)
+		}
 		// a top-level rule continues on a line that starts with "|"
 		save, line, bol := p.pos, p.line, p.bol
 		p.space(true)
@@ -184,8 +192,8 @@ func (p *gbnfParser) alternatives(nested bool) (*gbnfExpr, error) {
 		}
 		break
 	}
-	if len(alts) == 1 {
-		return alts[0], nil
+	if alts == nil {
+		return one, nil
 	}
 	return &gbnfExpr{kind: gbnfAlt, kids: alts, at: at}, nil
 }
@@ -193,7 +201,8 @@ func (p *gbnfParser) alternatives(nested bool) (*gbnfExpr, error) {
 // sequence reads items up to "|", ")" or (at top level) the end of the line.
 func (p *gbnfParser) sequence(nested bool) (*gbnfExpr, error) {
 	at := p.at()
-	var items []*gbnfExpr
+	var one *gbnfExpr     // the first item: many sequences have no other
+	var items []*gbnfExpr // all of them, from the second on
 	for {
 		p.space(nested)
 		if p.eof() {
@@ -210,10 +219,17 @@ func (p *gbnfParser) sequence(nested bool) (*gbnfExpr, error) {
 		if item, err = p.repetition(item); err != nil {
 			return nil, err
 		}
-		items = append(items, item)
+		switch {
+		case one == nil:
+			one = item
+		case items == nil:
+			items = []*gbnfExpr{one, item}
+		default:
+			items = append(items, item)
+		}
 	}
-	if len(items) == 1 {
-		return items[0], nil
+	if one != nil && items == nil {
+		return one, nil
 	}
 	return &gbnfExpr{kind: gbnfSeq, kids: items, at: at}, nil
 }
@@ -415,7 +431,6 @@ func (p *gbnfParser) braces(at gbnfPos) (int, int, error) {
 type gbnfCompiler struct {
 	b     *builder
 	rules map[string]int32 // GBNF rule name -> automaton rule
-	defs  map[string]*gbnfRule
 	// parsed is the grammar's rules in order (gbnfExpr.ref indexes it), and nullable says
 	// which may match no text (analyze fills both)
 	parsed   []gbnfRule
@@ -453,17 +468,7 @@ func (c *Compiler) buildGBNF(b *builder, grammar string) (int32, error) {
 		return 0, err
 	}
 	defer func(outer int32) { b.rule = outer }(b.rule) // empty-language reasons stay the caller's
-	gc := &gbnfCompiler{b: b, rules: map[string]int32{}, defs: map[string]*gbnfRule{}}
-	for i := range rules {
-		r := &rules[i]
-		if prev := gc.defs[r.name]; prev != nil {
-			return 0, errf("gbnf: line %d column %d: rule %q is already defined at line %d", r.at.line, r.at.col, r.name, prev.at.line)
-		}
-		gc.defs[r.name] = r
-	}
-	if gc.defs["root"] == nil {
-		return 0, errf("gbnf: no rule named root")
-	}
+	gc := &gbnfCompiler{b: b, rules: map[string]int32{}}
 	if err := gc.analyze(rules); err != nil {
 		return 0, err
 	}
@@ -489,7 +494,8 @@ func (c *Compiler) buildGBNF(b *builder, grammar string) (int32, error) {
 	return gc.rules["root"], nil
 }
 
-// analyze refuses references to rules that are not defined and left recursion, resolving each
+// analyze refuses a rule defined twice, a grammar without root, references to rules that are not
+// defined and left recursion, resolving each
 // reference to its rule and finding what may match no text on the way. Every pass is linear in
 // the grammar (a fixpoint that re-walked every rule until nothing changed took seconds for a
 // chain of ten thousand rules).
@@ -497,9 +503,17 @@ func (gc *gbnfCompiler) analyze(rules []gbnfRule) error {
 	gc.parsed = rules
 	index := make(map[string]int32, len(rules))
 	for i := range rules {
-		index[rules[i].name] = int32(i)
+		r := &rules[i]
+		if prev, ok := index[r.name]; ok {
+			return errf("gbnf: line %d column %d: rule %q is already defined at line %d", r.at.line, r.at.col, r.name, rules[prev].at.line)
+		}
+		index[r.name] = int32(i)
 	}
-	gc.root = index["root"]
+	root, ok := index["root"]
+	if !ok {
+		return errf("gbnf: no rule named root")
+	}
+	gc.root = root
 	refsTo := make([][]*gbnfExpr, len(rules)) // the references to each rule
 	var queue []*gbnfExpr                     // expressions found nullable, their parents not yet told
 	nowNull := func(e *gbnfExpr) {
