@@ -250,11 +250,21 @@ func (s *Server) fail(w http.ResponseWriter, err error) {
 // the request as the client's fault (a *BadRequestError: a rank judged it) is a 400 with the
 // reason alone; anything else is the engine's fault, a 500 saying how far the request got (what).
 func (s *Server) failOutput(w http.ResponseWriter, err error, what string) {
-	if errors.As(err, new(*BadRequestError)) {
-		s.writeError(w, http.StatusBadRequest, err)
+	if status := outputStatus(err); status < 500 {
+		s.writeError(w, status, err)
 		return
 	}
 	s.writeError(w, http.StatusInternalServerError, fmt.Errorf("%s: %w", what, err))
+}
+
+// outputStatus is the status of a request whose output ended in err, as its answer or its
+// stream's error event names it: 400 for the engine's refusal of it as the client's fault, else
+// 500.
+func outputStatus(err error) int {
+	if errors.As(err, new(*BadRequestError)) {
+		return http.StatusBadRequest
+	}
+	return http.StatusInternalServerError
 }
 
 // notFoundError names something the request asked for that this server does not have (HTTP 404).

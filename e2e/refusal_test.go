@@ -1,9 +1,11 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestRankRefusalsAre4xx: a request that only a rank can judge (with --skip-tokenizer-init the
@@ -39,6 +41,34 @@ func TestRankRefusalsAre4xx(t *testing.T) {
 		if status != 400 || got.Error.Code != 400 || got.Error.Type != "invalid_request_error" ||
 			!strings.Contains(got.Error.Message, "99999, outside the vocabulary [0, 8192)") {
 			t.Errorf("%s %v: %d %s, want a 400 invalid_request_error naming the id outside the vocabulary", c.path, c.body, status, body)
+		}
+	}
+	// A stream has answered 200 before the rank's refusal arrives: its error event carries the
+	// 400, the invalid_request_error type and the reason, and [DONE] ends it.
+	for _, c := range []struct {
+		path string
+		body any
+	}{
+		{"/generate", map[string]any{"input_ids": []int32{400, outside}, "stream": true, "sampling_params": map[string]any{"max_new_tokens": 4}}},
+		{"/v1/completions", map[string]any{"prompt": []int32{400, outside}, "max_tokens": 4, "stream": true}},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		events, err := e.sseEvents(ctx, c.path, c.body)
+		cancel()
+		if err != nil || len(events) < 2 || events[len(events)-1] != "[DONE]" {
+			t.Errorf("%s stream: %v, events %q", c.path, err, events)
+			continue
+		}
+		var got struct {
+			Error struct {
+				Message string `json:"message"`
+				Type    string `json:"type"`
+				Code    int    `json:"code"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(events[len(events)-2]), &got); err != nil || got.Error.Code != 400 ||
+			got.Error.Type != "invalid_request_error" || !strings.Contains(got.Error.Message, "99999, outside the vocabulary") {
+			t.Errorf("%s stream: last event %s (%v), want an invalid_request_error 400 naming the id", c.path, events[len(events)-2], err)
 		}
 	}
 	r := generate(t, e, map[string]any{"input_ids": promptIDs, "sampling_params": map[string]any{"max_new_tokens": 4, "temperature": 0}})
