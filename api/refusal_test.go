@@ -47,7 +47,11 @@ func TestRefusedOutputStatus(t *testing.T) {
 				t.Errorf("%s stream with %v: %d %s, want an error event with %s", path, c.err, resp.StatusCode, got, c.event)
 			}
 		}
-		resp, got := post(t, ts, "/v1/messages", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}],"max_tokens":4}`)
+		resp, got := post(t, ts, "/v1/responses", `{"model":"m","input":"hi","max_output_tokens":16}`)
+		if resp.StatusCode != c.status || !strings.Contains(got, c.err.Error()) {
+			t.Errorf("/v1/responses with %v: %d %s, want %d naming the reason", c.err, resp.StatusCode, got, c.status)
+		}
+		resp, got = post(t, ts, "/v1/messages", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}],"max_tokens":4}`)
 		want := `"type":"api_error"`
 		if c.status == 400 {
 			want = `"type":"invalid_request_error"`
