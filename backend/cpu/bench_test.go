@@ -63,91 +63,113 @@ func benchTokens(n, vocab int, seed int) []int32 {
 	return toks
 }
 
-// BenchmarkPrefill runs one 128-token prompt per iteration as a single prefill chunk.
+// BenchmarkPrefill runs one prompt (128 or 512 tokens) per iteration as a single prefill chunk,
+// batch-invariant (row-stable products) and batch-dependent (OpenBLAS where built with cgo).
 func BenchmarkPrefill(b *testing.B) {
-	const promptLen = 128
 	for _, name := range benchModels {
-		b.Run(fmt.Sprintf("%s/len%d/%s", name, promptLen, gemm.Impl()), func(b *testing.B) {
-			m := benchModel(b, name)
-			bs := DefaultBlockSize
-			nBlocks := (promptLen + bs - 1) / bs
-			be, err := New(m, backend.Options{NumBlocks: nBlocks})
-			if err != nil {
-				b.Fatal(err)
+		for _, promptLen := range []int{128, 512} {
+			for _, dep := range []bool{false, true} {
+				benchPrefill(b, name, promptLen, dep)
 			}
-			defer be.Close()
-			table := make([]int32, nBlocks)
-			for i := range table {
-				table[i] = int32(i)
-			}
-			batch := &backend.Batch{Seqs: []backend.Seq{{
-				Tokens: benchTokens(promptLen, m.Config.VocabSize, 1), BlockTable: table, Logits: true,
-			}}}
-			be.ResetStats()
-			for b.Loop() {
-				if _, err := be.Forward(context.Background(), batch); err != nil {
-					b.Fatal(err)
-				}
-			}
-			reportRates(b, be, b.N*promptLen)
-		})
+		}
 	}
 }
 
+func benchPrefill(b *testing.B, name string, promptLen int, dep bool) {
+	mode := "invariant"
+	if dep {
+		mode = "dependent"
+	}
+	b.Run(fmt.Sprintf("%s/len%d/%s/%s", name, promptLen, mode, gemm.Impl()), func(b *testing.B) {
+		m := benchModel(b, name)
+		bs := DefaultBlockSize
+		nBlocks := (promptLen + bs - 1) / bs
+		be, err := New(m, backend.Options{NumBlocks: nBlocks, Tuning: Tuning{BatchDependent: dep}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer be.Close()
+		table := make([]int32, nBlocks)
+		for i := range table {
+			table[i] = int32(i)
+		}
+		batch := &backend.Batch{Seqs: []backend.Seq{{
+			Tokens: benchTokens(promptLen, m.Config.VocabSize, 1), BlockTable: table, Logits: true,
+		}}}
+		be.ResetStats()
+		for b.Loop() {
+			if _, err := be.Forward(context.Background(), batch); err != nil {
+				b.Fatal(err)
+			}
+		}
+		reportRates(b, be, b.N*promptLen)
+	})
+}
+
 // BenchmarkDecode runs one decode step for a batch of sequences per iteration, each with a
-// 64-token context already in the cache. Positions advance each step and wrap within a 128-token
-// window so the cache stays small.
+// 64-token context already in the cache, batch-invariant and batch-dependent. Positions advance
+// each step and wrap within a 128-token window so the cache stays small.
 func BenchmarkDecode(b *testing.B) {
 	const ctxLen, window = 64, 128
 	for _, name := range benchModels {
 		for _, batchSize := range []int{1, 16, 64} {
-			b.Run(fmt.Sprintf("%s/batch%d/%s", name, batchSize, gemm.Impl()), func(b *testing.B) {
-				m := benchModel(b, name)
-				bs := DefaultBlockSize
-				perSeq := window / bs
-				be, err := New(m, backend.Options{NumBlocks: batchSize * perSeq})
-				if err != nil {
-					b.Fatal(err)
+			for _, dep := range []bool{false, true} {
+				mode := "invariant"
+				if dep {
+					mode = "dependent"
 				}
-				defer be.Close()
-				prefill := &backend.Batch{}
-				for s := range batchSize {
-					table := make([]int32, perSeq)
-					for i := range table {
-						table[i] = int32(s*perSeq + i)
-					}
-					prefill.Seqs = append(prefill.Seqs, backend.Seq{
-						Tokens: benchTokens(ctxLen, m.Config.VocabSize, s), BlockTable: table, Logits: true,
-					})
-				}
-				out, err := be.Forward(context.Background(), prefill)
-				if err != nil {
-					b.Fatal(err)
-				}
-				step := &backend.Batch{Seqs: make([]backend.Seq, batchSize)}
-				for s := range step.Seqs {
-					step.Seqs[s] = backend.Seq{
-						Tokens: []int32{argmax(out[s])}, Pos: ctxLen, BlockTable: prefill.Seqs[s].BlockTable, Logits: true, Generated: true,
-					}
-				}
-				be.ResetStats()
-				for b.Loop() {
-					out, err := be.Forward(context.Background(), step)
-					if err != nil {
-						b.Fatal(err)
-					}
-					for s := range step.Seqs {
-						seq := &step.Seqs[s]
-						seq.Tokens[0] = argmax(out[s])
-						if seq.Pos++; seq.Pos == window {
-							seq.Pos = ctxLen
-						}
-					}
-				}
-				reportRates(b, be, b.N*batchSize)
-			})
+				b.Run(fmt.Sprintf("%s/batch%d/%s/%s", name, batchSize, mode, gemm.Impl()), func(b *testing.B) {
+					benchDecode(b, name, batchSize, dep, ctxLen, window)
+				})
+			}
 		}
 	}
+}
+
+func benchDecode(b *testing.B, name string, batchSize int, dep bool, ctxLen, window int) {
+	m := benchModel(b, name)
+	bs := DefaultBlockSize
+	perSeq := window / bs
+	be, err := New(m, backend.Options{NumBlocks: batchSize * perSeq, Tuning: Tuning{BatchDependent: dep}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer be.Close()
+	prefill := &backend.Batch{}
+	for s := range batchSize {
+		table := make([]int32, perSeq)
+		for i := range table {
+			table[i] = int32(s*perSeq + i)
+		}
+		prefill.Seqs = append(prefill.Seqs, backend.Seq{
+			Tokens: benchTokens(ctxLen, m.Config.VocabSize, s), BlockTable: table, Logits: true,
+		})
+	}
+	out, err := be.Forward(context.Background(), prefill)
+	if err != nil {
+		b.Fatal(err)
+	}
+	step := &backend.Batch{Seqs: make([]backend.Seq, batchSize)}
+	for s := range step.Seqs {
+		step.Seqs[s] = backend.Seq{
+			Tokens: []int32{argmax(out[s])}, Pos: ctxLen, BlockTable: prefill.Seqs[s].BlockTable, Logits: true, Generated: true,
+		}
+	}
+	be.ResetStats()
+	for b.Loop() {
+		out, err := be.Forward(context.Background(), step)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for s := range step.Seqs {
+			seq := &step.Seqs[s]
+			seq.Tokens[0] = argmax(out[s])
+			if seq.Pos++; seq.Pos == window {
+				seq.Pos = ctxLen
+			}
+		}
+	}
+	reportRates(b, be, b.N*batchSize)
 }
 
 // BenchmarkAttention times the attention step alone for one layer shaped like Qwen3-0.6B's
