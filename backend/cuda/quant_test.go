@@ -1,0 +1,163 @@
+package cuda
+
+import (
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/llmserve/llmserve/backend"
+	"github.com/llmserve/llmserve/backend/backendtest"
+	"github.com/llmserve/llmserve/backend/cpu"
+	"github.com/llmserve/llmserve/model"
+	"github.com/llmserve/llmserve/quant"
+)
+
+// Tolerances of the emulated device on Q8_0 / Q4_K weights, relative to max |logit|. Against
+// the CPU backend on the same weights dequantized to float32 (the values the kernels compute
+// with) both multiply float32 activations, so only the order of float32 sums differs, and with
+// it now and then one bf16 rounding of a cached K/V element (dequantTol: 7e-4 measured on pico).
+// Against the CPU backend on the blocks themselves, which quantizes the activations to 8 bits
+// per block first as llama.cpp does (up to 1/254 of a block's largest element each), the rows
+// differ by that quantization's error too (quantTol: 4% measured on pico with Q4_K).
+const (
+	dequantTol = 2e-3
+	quantTol   = 6e-2
+)
+
+// quantizedPico is models/pico with every matrix in t (llama.cpp's reference quantizers).
+func quantizedPico(t testing.TB, qt quant.Type) *model.Model {
+	t.Helper()
+	m := backendtest.Pico(t)
+	if err := model.Quantize(m, qt); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestQuantizedMatchesCPU runs pico quantized to Q8_0 and to Q4_K on the emulated device (the
+// blocks uploaded as stored: embed_q, gemv_q8_0 / gemv_q4_k for decode rows, gemm_q for prefill
+// rows) and on the CPU backend twice, over the weights dequantized to float32 and over the
+// blocks themselves, the same batches in lockstep (prompts whole and in chunks, joining while
+// others decode): every logits row within dequantTol / quantTol of max |logit|, and the greedy
+// picks equal to the dequantized run's wherever its top-2 gap is clear of the tolerance.
+func TestQuantizedMatchesCPU(t *testing.T) {
+	for _, qt := range []quant.Type{quant.Q8_0, quant.Q4_K} {
+		t.Run(qt.String(), func(t *testing.T) {
+			m := quantizedPico(t, qt)
+			deq := quantizedPico(t, qt)
+			if err := model.Quantize(deq, quant.F32); err != nil {
+				t.Fatal(err)
+			}
+			var cpus []backend.Backend
+			for _, cm := range []*model.Model{deq, m} {
+				c, err := cpu.New(cm, backend.Options{NumBlocks: 96, KVCacheDType: backend.KVBF16, Tuning: cpu.Tuning{Threads: 1}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				cpus = append(cpus, c)
+			}
+			g := emulated(t, m, backend.Options{NumBlocks: 96, KVCacheDType: backend.KVBF16}, Tuning{})
+			for name, mat := range map[string]matrix{"embed": g.w.embed, "lm_head": g.w.lmHead, "qkv": g.w.layers[0].qkv, "down": g.w.layers[5].down} {
+				if mat.q != qt || mat.f32 {
+					t.Fatalf("%s uploaded as q=%v f32=%v, want %v blocks", name, mat.q, mat.f32, qt)
+				}
+			}
+			vocab := m.Config.VocabSize
+			prompt := func(n int, seed int32) []int32 {
+				p := make([]int32, n)
+				for i := range p {
+					p[i] = 1 + (seed*7919+int32(i)*104729)%int32(vocab-1)
+				}
+				return p
+			}
+			seqs := []*seqRun{
+				{prompt: prompt(23, 1), steps: 8},
+				{prompt: prompt(40, 2), chunk: 9, steps: 5, start: 1},
+				{prompt: prompt(3, 3), steps: 10, start: 2},
+			}
+			if testing.Short() {
+				seqs = seqs[:2]
+			}
+			for _, s := range seqs {
+				s.tokens = slices.Clone(s.prompt)
+			}
+			rows := drive(t, []backend.Backend{g, cpus[0], cpus[1]}, seqs, 96)
+			n, ties := 0, 0
+			worst := [2]float64{}
+			for i := range seqs {
+				if len(rows[0][i]) != len(rows[1][i]) || len(rows[0][i]) < seqs[i].steps {
+					t.Fatalf("seq %d: %d rows on the device, %d on the CPU", i, len(rows[0][i]), len(rows[1][i]))
+				}
+				for j := range rows[0][i] {
+					gr := rows[0][i][j]
+					for k, tol := range []float64{dequantTol, quantTol} {
+						d := backendtest.RelDiff(t, gr, rows[1+k][i][j])
+						worst[k] = max(worst[k], d)
+						if d > tol {
+							t.Errorf("seq %d row %d: emulated CUDA and CPU (%s) differ by %.3g of max |logit|", i, j, []string{"dequantized", "blocks"}[k], d)
+						}
+					}
+					cr := rows[1][i][j]
+					if gap, scale := top2Gap(cr); gap > 2*dequantTol*scale {
+						if ga, ca := backendtest.Argmax(gr), backendtest.Argmax(cr); ga != ca {
+							t.Errorf("seq %d row %d: greedy %d on the device, %d on the CPU (top-2 gap %.3g)", i, j, ga, ca, gap)
+						}
+					} else {
+						ties++
+					}
+					n++
+				}
+			}
+			t.Logf("%s: %d rows, max rel diff %.3g (dequantized), %.3g (blocks); %d near-ties not compared by id", qt, n, worst[0], worst[1], ties)
+			if ties > n/4 {
+				t.Fatalf("%d of %d rows are near-ties: the greedy check compared too little", ties, n)
+			}
+		})
+	}
+}
+
+// top2Gap is the gap between a row's two largest logits, and its max |logit|.
+func top2Gap(x []float32) (gap, scale float64) {
+	a, b := math.Inf(-1), math.Inf(-1)
+	for _, v := range x {
+		f := float64(v)
+		scale = max(scale, math.Abs(f))
+		if f > a {
+			a, b = f, a
+		} else if f > b {
+			b = f
+		}
+	}
+	return a - b, scale
+}
+
+// TestQuantizedBatchInvariance: with quantized weights a sequence's rows are bitwise the same
+// alone and in steps shared with prefill chunks and other decodes (decode rows always run the
+// decode GEMMs, prefill rows the tiled ones, whatever the step holds), eagerly and with graphs.
+func TestQuantizedBatchInvariance(t *testing.T) {
+	m := quantizedPico(t, quant.Q4_K)
+	vocab := int32(m.Config.VocabSize)
+	mk := func(n int, seed int32, chunk, steps, start int) *seqRun {
+		p := make([]int32, n)
+		for i := range p {
+			p[i] = 1 + (seed*31+int32(i)*977)%(vocab-1)
+		}
+		return &seqRun{prompt: p, chunk: chunk, steps: steps, start: start, tokens: slices.Clone(p)}
+	}
+	for _, tune := range []Tuning{{NoGraphs: true}, {}} {
+		alone := drive(t, []backend.Backend{emulated(t, m, backend.Options{NumBlocks: 64}, tune)}, []*seqRun{mk(13, 1, 0, 6, 0)}, 64)[0][0]
+		seqs := []*seqRun{mk(30, 2, 8, 2, 0), mk(13, 1, 0, 6, 0), mk(2, 3, 0, 7, 1), mk(20, 4, 0, 1, 3)}
+		rows := drive(t, []backend.Backend{emulated(t, m, backend.Options{NumBlocks: 64}, tune)}, seqs, 64)[0][1]
+		if len(rows) != len(alone) {
+			t.Fatalf("%d rows in the batch, %d alone", len(rows), len(alone))
+		}
+		for i := range alone {
+			for j := range alone[i] {
+				if math.Float32bits(rows[i][j]) != math.Float32bits(alone[i][j]) {
+					t.Fatalf("graphs=%v row %d: logit %d is %v in the batch, %v alone", !tune.NoGraphs, i, j, rows[i][j], alone[i][j])
+				}
+			}
+		}
+	}
+}
