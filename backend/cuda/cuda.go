@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/llmserve/llmserve/backend"
+	"github.com/llmserve/llmserve/backend/cuda/internal/cu"
 	"github.com/llmserve/llmserve/backend/cuda/internal/dev"
 	"github.com/llmserve/llmserve/backend/cuda/internal/emu"
 	"github.com/llmserve/llmserve/model"
@@ -134,6 +135,10 @@ func open(m *model.Model, opts backend.Options) (*Backend, error) {
 		d = emu.New(mem)
 	} else {
 		if d, err = openDriver(opts.Device); err != nil {
+			if cu.Load() != nil {
+				// the loader's text alone does not say what to do instead
+				return nil, fmt.Errorf("%w (no NVIDIA driver here: --device cpu runs on the CPU, %s=1 on the emulated device)", err, EmulateEnv)
+			}
 			return nil, err
 		}
 	}
