@@ -13,8 +13,8 @@ import (
 
 	"github.com/llmserve/llmserve/backend"
 	"github.com/llmserve/llmserve/backend/backendtest"
-	"github.com/llmserve/llmserve/backend/cuda/internal/cu"
 	"github.com/llmserve/llmserve/backend/cpu"
+	"github.com/llmserve/llmserve/backend/cuda/internal/cu"
 	"github.com/llmserve/llmserve/model"
 )
 
