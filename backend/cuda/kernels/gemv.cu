@@ -4,7 +4,8 @@
 // in f32 in registers, then a butterfly over the warp. Many CTAs over N keep every SM streaming.
 // A row's arithmetic never depends on the other rows of its group or on the batch, so decode
 // rows stay batch-invariant; prefill rows use gemm_bf16. Needs K % 8 == 0 and ldx % 4 == 0.
-// Grid (ceil(N/GV_WARPS), ceil(M/GV_ROWS)), block 32*GV_WARPS.
+// Grid (ceil(M/GV_ROWS), ceil(N/GV_WARPS)), block 32*GV_WARPS: the row groups of one column block
+// are neighbours, so a weight row re-read for a second group of rows comes from L2.
 #include "kern.cuh"
 
 #define GV_ROWS 16
@@ -13,8 +14,8 @@
 extern "C" __global__ void gemv_bf16(float* out, const float* x, const bf16* w, int M, int N, int K, int ldx, int ldo,
                                      int accumulate) {
   int lane = tid() & 31;
-  int n = bid_x() * GV_WARPS + (tid() >> 5);
-  int r0 = bid_y() * GV_ROWS;
+  int n = bid_y() * GV_WARPS + (tid() >> 5);
+  int r0 = bid_x() * GV_ROWS;
   int nr = imin(GV_ROWS, M - r0);
   if (n >= N || nr <= 0) return;  // whole warps leave; no block barrier follows
   const float* xg = x + (u64)r0 * ldx;

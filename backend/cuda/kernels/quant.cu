@@ -47,12 +47,12 @@ KERN float dq(int qt, const unsigned char* row, int k) {
 // gemv_q8_0: out[r][n] (+)= sum_k x[r][k] * w[n][k] for r < M. A warp per column n; lane l takes
 // blocks l, l+32, ...; per block and row the 32 products are summed in order, then scaled by the
 // block's d and added to the row's lane sum; a butterfly over the warp ends it. Grid
-// (ceil(N/GQ_WARPS), ceil(M/GQ_ROWS)), block 32*GQ_WARPS; K % 32 == 0, ldx % 4 == 0.
+// (ceil(M/GQ_ROWS), ceil(N/GQ_WARPS)), block 32*GQ_WARPS; K % 32 == 0, ldx % 4 == 0.
 extern "C" __global__ void gemv_q8_0(float* out, const float* x, const unsigned char* w, int M, int N, int K, int ldx,
                                      int ldo, int accumulate) {
   int lane = tid() & 31;
-  int n = bid_x() * GQ_WARPS + (tid() >> 5);
-  int r0 = bid_y() * GQ_ROWS;
+  int n = bid_y() * GQ_WARPS + (tid() >> 5);
+  int r0 = bid_x() * GQ_ROWS;
   int nr = imin(GQ_ROWS, M - r0);
   if (n >= N || nr <= 0) return;
   int nb = K / 32;
@@ -114,8 +114,8 @@ KERN u32 byte_of(u32 a, u32 b, u32 c, int i) {
 extern "C" __global__ void gemv_q4_k(float* out, const float* x, const unsigned char* w, int M, int N, int K, int ldx,
                                      int ldo, int accumulate) {
   int lane = tid() & 31;
-  int n = bid_x() * GQ_WARPS + (tid() >> 5);
-  int r0 = bid_y() * GQ_ROWS;
+  int n = bid_y() * GQ_WARPS + (tid() >> 5);
+  int r0 = bid_x() * GQ_ROWS;
   int nr = imin(GQ_ROWS, M - r0);
   if (n >= N || nr <= 0) return;
   int nsb = K / 256;

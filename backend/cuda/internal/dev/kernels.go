@@ -214,9 +214,11 @@ const (
 	GemvWarps = 8
 )
 
-// GemvGrid is the grid of a decode GEMM of m rows and n columns (block 32·GemvWarps).
+// GemvGrid is the grid of a decode GEMM of m rows and n columns (block 32·GemvWarps): row
+// groups along x, so that the groups sharing a column block run side by side and a weight row
+// read for one is in L2 for the next.
 func GemvGrid(m, n int) Dim3 {
-	return Dim3{uint32((n + GemvWarps - 1) / GemvWarps), uint32((m + GemvRows - 1) / GemvRows), 1}
+	return Dim3{uint32((m + GemvRows - 1) / GemvRows), uint32((n + GemvWarps - 1) / GemvWarps), 1}
 }
 
 // GemvArgs: the decode rows' product Out[r][n] (+)= Σ_k X[r·Ldx+k] · W[n][k], r < M, f32
