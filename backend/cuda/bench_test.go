@@ -13,6 +13,7 @@ import (
 	"github.com/llmserve/llmserve/backend"
 	"github.com/llmserve/llmserve/backend/cuda/internal/dev"
 	"github.com/llmserve/llmserve/model"
+	"github.com/llmserve/llmserve/quant"
 )
 
 // benchShapes are the decode benchmark's model shapes (config.json of the public checkpoints).
@@ -199,4 +200,102 @@ func benchDecode(b *testing.B, name string, cfg model.Config, batch int, graphs 
 	b.ReportMetric(r.TokPerSec, "tok/s")
 	b.ReportMetric(r.RooflineShare, "roofline")
 	writeBench(r)
+}
+
+// gemvShapes are the decode GEMMs' benchmark shapes {N, K}: Qwen3-0.6B's fused gate|up and down
+// projections, Llama-3.1-8B's, and the 8B LM head.
+var gemvShapes = []struct {
+	name string
+	n, k int
+}{
+	{"0.6b-gate_up", 6144, 1024}, {"0.6b-down", 1024, 3072},
+	{"8b-gate_up", 28672, 4096}, {"8b-down", 4096, 14336}, {"8b-lm_head", 128256, 4096},
+}
+
+// BenchmarkDecodeGemm times a launch (the median over 20 runs of 10) of each decode GEMM (bf16, Q8_0, Q4_K weights) at 1, 4
+// and 16 rows and compares it with streaming its weights at the copy rate measured in the same
+// run (roofline share 1 = the weights read at copy bandwidth). Weights are random bytes made on
+// the device (the kernels' time does not depend on their values).
+func BenchmarkDecodeGemm(b *testing.B) {
+	d, err := openDriver(0)
+	if err != nil {
+		b.Skipf("no CUDA device: %v", err)
+	}
+	defer d.Close()
+	types := []struct {
+		name string
+		kern dev.Kernel
+		qt   quant.Type
+	}{{"bf16", dev.KGemv, quant.BF16}, {"q8_0", dev.KGemvQ8_0, quant.Q8_0}, {"q4_k", dev.KGemvQ4_K, quant.Q4_K}}
+	for _, s := range gemvShapes {
+		for _, ty := range types {
+			rb, err := ty.qt.RowBytes(s.k)
+			if err != nil {
+				b.Fatal(err)
+			}
+			bytes := rb * s.n
+			w, err := d.Alloc(int64(bytes))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := d.Launch(dev.KFillBF16, dev.D1((bytes/2+1023)/1024), dev.D1(256), 0, dev.Pack(&dev.FillArgs{Out: w, N: uint64(bytes / 2), Seed: 5, Scale: 0.01})); err != nil {
+				b.Fatal(err)
+			}
+			for _, m := range []int{1, 4, 16} {
+				name := fmt.Sprintf("%s/%s/M=%d", s.name, ty.name, m)
+				b.Run(name, func(b *testing.B) {
+					x, err := d.Alloc(int64(4 * m * s.k))
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer d.Free(x)
+					out, err := d.Alloc(int64(4 * m * s.n))
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer d.Free(out)
+					if err := d.Launch(dev.KFillBF16, dev.D1((2*m*s.k+1023)/1024), dev.D1(256), 0, dev.Pack(&dev.FillArgs{Out: x, N: uint64(2 * m * s.k), Seed: 6, Scale: 1})); err != nil {
+						b.Fatal(err)
+					}
+					args := dev.Pack(&dev.GemvArgs{Out: out, X: x, W: w, M: int32(m), N: int32(s.n), K: int32(s.k), Ldx: int32(s.k), Ldo: int32(s.n)})
+					launch := func() error {
+						return d.Launch(ty.kern, dev.GemvGrid(m, s.n), dev.D1(32*dev.GemvWarps), 0, args)
+					}
+					for range 3 {
+						if err := launch(); err != nil {
+							b.Fatal(err)
+						}
+					}
+					var times []float64
+					b.ResetTimer()
+					for range max(b.N, 20) {
+						ms, err := d.Elapsed(func() error { // 10 back to back: launch gaps amortised
+							for range 10 {
+								if err := launch(); err != nil {
+									return err
+								}
+							}
+							return nil
+						})
+						if err != nil {
+							b.Fatal(err)
+						}
+						times = append(times, float64(ms)/10)
+					}
+					b.StopTimer()
+					slices.Sort(times)
+					med := times[len(times)/2]
+					r := benchRecord{Name: "gemv/" + name, MsPerStep: med, BytesPerStep: float64(bytes)}
+					if rate, err := copyRate(); err == nil {
+						r.CopyRate = rate
+						r.RooflineShare = (r.BytesPerStep / rate) / (med / 1e3)
+					}
+					b.ReportMetric(med*1e3, "us")
+					b.ReportMetric(r.RooflineShare, "roofline")
+					writeBench(r)
+				})
+			}
+			_ = d.Free(w)
+		}
+	}
 }
