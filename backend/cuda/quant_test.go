@@ -34,13 +34,17 @@ func quantizedPico(t testing.TB, qt quant.Type) *model.Model {
 	return m
 }
 
-// TestQuantizedMatchesCPU runs pico quantized to Q8_0 and to Q4_K on the emulated device (the
-// blocks uploaded as stored: embed_q, gemv_q8_0 / gemv_q4_k for decode rows, gemm_q for prefill
-// rows) and on the CPU backend twice, over the weights dequantized to float32 and over the
+// TestQuantizedMatchesCPU runs pico quantized to Q8_0 and to Q4_K on the emulated device and on
+// GPU 0 where one opens with the kernels (the blocks uploaded as stored: embed_q, gemv_q8_0 /
+// gemv_q4_k for decode rows, gemm_q for prefill rows) and on the CPU backend twice, over the weights dequantized to float32 and over the
 // blocks themselves, the same batches in lockstep (prompts whole and in chunks, joining while
 // others decode): every logits row within dequantTol / quantTol of max |logit|, and the greedy
 // picks equal to the dequantized run's wherever its top-2 gap is clear of the tolerance.
 func TestQuantizedMatchesCPU(t *testing.T) {
+	forDevices(t, func(t *testing.T, dv device) { quantizedMatchesCPU(t, dv) })
+}
+
+func quantizedMatchesCPU(t *testing.T, dv device) {
 	for _, qt := range []quant.Type{quant.Q8_0, quant.Q4_K} {
 		t.Run(qt.String(), func(t *testing.T) {
 			m := quantizedPico(t, qt)
@@ -57,7 +61,7 @@ func TestQuantizedMatchesCPU(t *testing.T) {
 				defer c.Close()
 				cpus = append(cpus, c)
 			}
-			g := emulated(t, m, backend.Options{NumBlocks: 96, KVCacheDType: backend.KVBF16}, Tuning{})
+			g := openOn(t, dv, m, backend.Options{NumBlocks: 96, KVCacheDType: backend.KVBF16}, Tuning{})
 			for name, mat := range map[string]matrix{"embed": g.w.embed, "lm_head": g.w.lmHead, "qkv": g.w.layers[0].qkv, "down": g.w.layers[5].down} {
 				if mat.q != qt || mat.f32 {
 					t.Fatalf("%s uploaded as q=%v f32=%v, want %v blocks", name, mat.q, mat.f32, qt)
@@ -136,6 +140,10 @@ func top2Gap(x []float32) (gap, scale float64) {
 // alone and in steps shared with prefill chunks and other decodes (decode rows always run the
 // decode GEMMs, prefill rows the tiled ones, whatever the step holds), eagerly and with graphs.
 func TestQuantizedBatchInvariance(t *testing.T) {
+	forDevices(t, func(t *testing.T, dv device) { quantizedBatchInvariance(t, dv) })
+}
+
+func quantizedBatchInvariance(t *testing.T, dv device) {
 	m := quantizedPico(t, quant.Q4_K)
 	vocab := int32(m.Config.VocabSize)
 	mk := func(n int, seed int32, chunk, steps, start int) *seqRun {
@@ -146,9 +154,9 @@ func TestQuantizedBatchInvariance(t *testing.T) {
 		return &seqRun{prompt: p, chunk: chunk, steps: steps, start: start, tokens: slices.Clone(p)}
 	}
 	for _, tune := range []Tuning{{NoGraphs: true}, {}} {
-		alone := drive(t, []backend.Backend{emulated(t, m, backend.Options{NumBlocks: 64}, tune)}, []*seqRun{mk(13, 1, 0, 6, 0)}, 64)[0][0]
+		alone := drive(t, []backend.Backend{openOn(t, dv, m, backend.Options{NumBlocks: 64}, tune)}, []*seqRun{mk(13, 1, 0, 6, 0)}, 64)[0][0]
 		seqs := []*seqRun{mk(30, 2, 8, 2, 0), mk(13, 1, 0, 6, 0), mk(2, 3, 0, 7, 1), mk(20, 4, 0, 1, 3)}
-		rows := drive(t, []backend.Backend{emulated(t, m, backend.Options{NumBlocks: 64}, tune)}, seqs, 64)[0][1]
+		rows := drive(t, []backend.Backend{openOn(t, dv, m, backend.Options{NumBlocks: 64}, tune)}, seqs, 64)[0][1]
 		if len(rows) != len(alone) {
 			t.Fatalf("%d rows in the batch, %d alone", len(rows), len(alone))
 		}
