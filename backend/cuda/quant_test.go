@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"math"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -166,6 +167,43 @@ func quantizedBatchInvariance(t *testing.T, dv device) {
 					t.Fatalf("graphs=%v row %d: logit %d is %v in the batch, %v alone", !tune.NoGraphs, i, j, rows[i][j], alone[i][j])
 				}
 			}
+		}
+	}
+}
+
+// TestQuantizedGGUF: pico quantized to Q4_K, written as a GGUF and loaded back (llama.cpp's
+// layout: separate q, k and v tensors fused at load into row parts), runs on the emulated device
+// with its blocks kept, and its logits equal the in-memory quantized model's bit for bit.
+func TestQuantizedGGUF(t *testing.T) {
+	m := quantizedPico(t, quant.Q4_K)
+	w, err := m.GGUFWriter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "pico-q4_k.gguf")
+	if err := w.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	g, err := model.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows [2][][]float32
+	for i, mm := range []*model.Model{m, g} {
+		b := emulated(t, mm, backend.Options{NumBlocks: 16}, Tuning{})
+		if q := b.w.layers[0].qkv.q; q != quant.Q4_K {
+			t.Fatalf("model %d: qkv uploaded as %v, want q4_k blocks", i, q)
+		}
+		s := &seqRun{prompt: []int32{5, 900, 31, 7000, 2}, steps: 3}
+		s.tokens = slices.Clone(s.prompt)
+		rows[i] = drive(t, []backend.Backend{b}, []*seqRun{s}, 16)[0][0]
+	}
+	if len(rows[0]) != 3 || len(rows[1]) != 3 {
+		t.Fatalf("%d and %d rows", len(rows[0]), len(rows[1]))
+	}
+	for i := range rows[0] {
+		if !slices.Equal(rows[0][i], rows[1][i]) {
+			t.Fatalf("row %d: the GGUF's logits differ from the in-memory model's (max rel diff %.3g)", i, backendtest.RelDiff(t, rows[1][i], rows[0][i]))
 		}
 	}
 }
