@@ -34,7 +34,7 @@ func gemvCheck(m *mem, grid dev.Dim3, a dev.GemvArgs, kMult int) (xs, outs [][]f
 		return nil, nil, err
 	}
 	if K%kMult != 0 || a.Ldx%4 != 0 || a.Ldx < a.K || a.Ldo < a.N {
-		return nil, nil, fmt.Errorf("K=%d (multiple of %d), ldx %d (multiple of 4, >= K), ldo %d (>= N=%d)", K, kMult, a.Ldx, a.Ldo, N)
+		return nil, nil, fmt.Errorf("decode gemm: k=%d (a multiple of %d), ldx %d (a multiple of 4, >= k), ldo %d (>= n=%d)", K, kMult, a.Ldx, a.Ldo, N)
 	}
 	for i := range M {
 		xs = append(xs, m.f32(a.X+uint64(i*int(a.Ldx)*4), K))
