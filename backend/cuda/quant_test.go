@@ -4,6 +4,7 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/llmserve/llmserve/backend"
@@ -25,14 +26,33 @@ const (
 	quantTol   = 6e-2
 )
 
-// quantizedPico is models/pico with every matrix in t (llama.cpp's reference quantizers).
+// quantized holds models/pico quantized to each type once per test binary (Q4_K's reference
+// quantizer takes over a second for it).
+var quantized struct {
+	sync.Mutex // guards m
+	m          map[quant.Type]*model.Model
+}
+
+// quantizedPico is models/pico with every matrix in qt (llama.cpp's reference quantizers): a
+// shallow copy of the cached model, whose matrices the caller may replace but not write into.
 func quantizedPico(t testing.TB, qt quant.Type) *model.Model {
 	t.Helper()
-	m := backendtest.Pico(t)
-	if err := model.Quantize(m, qt); err != nil {
-		t.Fatal(err)
+	quantized.Lock()
+	defer quantized.Unlock()
+	m, ok := quantized.m[qt]
+	if !ok {
+		m = backendtest.Pico(t)
+		if err := model.Quantize(m, qt); err != nil {
+			t.Fatal(err)
+		}
+		if quantized.m == nil {
+			quantized.m = map[quant.Type]*model.Model{}
+		}
+		quantized.m[qt] = m
 	}
-	return m
+	c := *m
+	c.Layers = slices.Clone(m.Layers)
+	return &c
 }
 
 // TestQuantizedMatchesCPU runs pico quantized to Q8_0 and to Q4_K on the emulated device and on
@@ -49,7 +69,7 @@ func quantizedMatchesCPU(t *testing.T, dv device) {
 	for _, qt := range []quant.Type{quant.Q8_0, quant.Q4_K} {
 		t.Run(qt.String(), func(t *testing.T) {
 			m := quantizedPico(t, qt)
-			deq := quantizedPico(t, qt)
+			deq := quantizedPico(t, qt) // the same weights widened exactly to float32
 			if err := model.Quantize(deq, quant.F32); err != nil {
 				t.Fatal(err)
 			}
