@@ -28,8 +28,8 @@ type plan struct {
 	maxParts   int
 	tiles      []int32
 	// logitRows lists the rows whose logits are computed (decode rows' first, then the others,
-	// each in batch order); seqLogits[i] is the
-	// first index into logitRows of Seq i and seqLogitN[i] how many (0 for none).
+	// each in batch order); seqLogits[i] is the first index into logitRows of Seq i and
+	// seqLogitN[i] how many (0 for none).
 	logitRows            []int32
 	seqLogits, seqLogitN []int
 	// maxCtx is the longest context (position + 1) of any row.
