@@ -110,9 +110,9 @@ func BenchmarkCopyBandwidth(b *testing.B) {
 }
 
 // BenchmarkDecode times decode steps of B sequences at context benchCtx on model shapes whose
-// weights and KV pool are made on the GPU, with and without graphs; the roofline is the weights
-// (all but the input embedding) plus every sequence's KV read once per step, over the copy rate
-// measured in the same run.
+// weights and KV pool are made on the GPU, with and without graphs, and with Q8_0 and Q4_K weights
+// (graphs, batch 1 and 64); the roofline is the weights (all but the input embedding) plus every
+// sequence's KV read once per step, over the copy rate measured in the same run.
 func BenchmarkDecode(b *testing.B) {
 	if _, err := openDriver(0); err != nil {
 		b.Skipf("no CUDA device: %v", err)
@@ -121,13 +121,19 @@ func BenchmarkDecode(b *testing.B) {
 		for _, graphs := range []bool{true, false} {
 			for _, batch := range []int{1, 64, 256} {
 				name := fmt.Sprintf("%s/B=%d/graphs=%v", s.name, batch, graphs)
-				b.Run(name, func(b *testing.B) { benchDecode(b, name, s.cfg, batch, graphs) })
+				b.Run(name, func(b *testing.B) { benchDecode(b, name, s.cfg, quant.BF16, batch, graphs) })
+			}
+		}
+		for _, qt := range []quant.Type{quant.Q8_0, quant.Q4_K} {
+			for _, batch := range []int{1, 64} {
+				name := fmt.Sprintf("%s-%s/B=%d/graphs=true", s.name, qt, batch)
+				b.Run(name, func(b *testing.B) { benchDecode(b, name, s.cfg, qt, batch, true) })
 			}
 		}
 	}
 }
 
-func benchDecode(b *testing.B, name string, cfg model.Config, batch int, graphs bool) {
+func benchDecode(b *testing.B, name string, cfg model.Config, qt quant.Type, batch int, graphs bool) {
 	d, err := openDriver(0)
 	if err != nil {
 		b.Skip(err)
@@ -135,7 +141,7 @@ func benchDecode(b *testing.B, name string, cfg model.Config, batch int, graphs 
 	blocksPer := (benchCtx + 1 + 15) / 16
 	opts := backend.Options{NumBlocks: batch * blocksPer}
 	be, err := newBackendWith(d, cfg, opts, Tuning{NoGraphs: !graphs, MaxPositions: 2 * benchCtx},
-		func(allocs *[]dev.Ptr) (*weights, error) { return fillWeights(d, cfg, allocs) })
+		func(allocs *[]dev.Ptr) (*weights, error) { return fillWeights(d, cfg, qt, allocs) })
 	if err != nil {
 		_ = d.Close()
 		b.Fatal(err)
@@ -186,9 +192,14 @@ func benchDecode(b *testing.B, name string, cfg model.Config, batch int, graphs 
 	b.StopTimer()
 	slices.Sort(times)
 	med := times[len(times)/2]
-	weightBytes := float64(be.w.bytes) - float64(cfg.VocabSize*cfg.HiddenSize*2)
+	embedBytes, err := qt.RowBytes(cfg.HiddenSize)
+	if err != nil {
+		b.Fatal(err)
+	}
+	embedBytes *= cfg.VocabSize
+	weightBytes := float64(be.w.bytes) - float64(embedBytes)
 	if cfg.TieWordEmbeddings {
-		weightBytes += float64(cfg.VocabSize * cfg.HiddenSize * 2) // the tied matrix is read as the LM head
+		weightBytes += float64(embedBytes) // the tied matrix is read as the LM head
 	}
 	kvBytes := float64(batch) * float64(benchCtx+1) * float64(2*cfg.NumLayers*cfg.NumKVHeads*cfg.HeadDim*2)
 	r := benchRecord{Name: name, MsPerStep: med, TokPerSec: float64(batch) / (med / 1e3), BytesPerStep: weightBytes + kvBytes}

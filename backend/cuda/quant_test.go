@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"context"
 	"math"
 	"path/filepath"
 	"slices"
@@ -10,6 +11,8 @@ import (
 	"github.com/llmserve/llmserve/backend"
 	"github.com/llmserve/llmserve/backend/backendtest"
 	"github.com/llmserve/llmserve/backend/cpu"
+	"github.com/llmserve/llmserve/backend/cuda/internal/dev"
+	"github.com/llmserve/llmserve/backend/cuda/internal/emu"
 	"github.com/llmserve/llmserve/model"
 	"github.com/llmserve/llmserve/quant"
 )
@@ -225,5 +228,44 @@ func TestQuantizedGGUF(t *testing.T) {
 		if !slices.Equal(rows[0][i], rows[1][i]) {
 			t.Fatalf("row %d: the GGUF's logits differ from the in-memory model's (max rel diff %.3g)", i, backendtest.RelDiff(t, rows[1][i], rows[0][i]))
 		}
+	}
+}
+
+// TestFilledWeightsDecode: the decode benchmark's weights made on the device (bf16, and Q8_0 /
+// Q4_K blocks of random bytes) run a decode step on the emulator with finite logits, so a GPU
+// run of BenchmarkDecode does not spend its time on a broken setup.
+func TestFilledWeightsDecode(t *testing.T) {
+	cfg := backendtest.Pico(t).Config
+	for _, qt := range []quant.Type{quant.BF16, quant.Q8_0, quant.Q4_K} {
+		t.Run(qt.String(), func(t *testing.T) {
+			d := emu.New(1 << 30)
+			b, err := newBackendWith(d, cfg, backend.Options{NumBlocks: 8}, Tuning{Emulate: true},
+				func(allocs *[]dev.Ptr) (*weights, error) { return fillWeights(d, cfg, qt, allocs) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			want := qt
+			if qt == quant.BF16 {
+				want = 0 // bf16 matrices carry no block type
+			}
+			if b.w.layers[0].gateUp.q != want || b.w.embed.q != want {
+				t.Fatalf("filled matrices are of type %v / %v, want %v", b.w.layers[0].gateUp.q, b.w.embed.q, want)
+			}
+			out, err := b.Forward(context.Background(), &backend.Batch{Seqs: []backend.Seq{
+				{Tokens: []int32{3}, Pos: 0, BlockTable: []int32{0}, Logits: true},
+				{Tokens: []int32{7}, Pos: 0, BlockTable: []int32{1}, Logits: true},
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, row := range out {
+				for j, v := range row {
+					if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+						t.Fatalf("seq %d logit %d is %v", i, j, v)
+					}
+				}
+			}
+		})
 	}
 }

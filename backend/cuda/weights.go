@@ -213,12 +213,22 @@ func ropeTables(cfg model.Config, n int) (cos, sin []float32) {
 
 // fillWeights makes random weights of shape cfg on the device (fill_bf16, uniform with variance
 // about 1/fan_in; norms one), for benchmarks of shapes no checkpoint is at hand for: nothing of
-// their size crosses from the host. Biases and q/k norms follow cfg.
-func fillWeights(d dev.Device, cfg model.Config, allocs *[]dev.Ptr) (*weights, error) {
+// their size crosses from the host. Biases and q/k norms follow cfg. With qt Q8_0 or Q4_K the
+// matrices are that type's blocks filled with random bf16 bit patterns of magnitude below 0.01:
+// every f16 scale they hold is then finite (below 2), and the kernels' time does not depend on
+// the values.
+func fillWeights(d dev.Device, cfg model.Config, qt quant.Type, allocs *[]dev.Ptr) (*weights, error) {
 	u := &uploader{d: d, allocs: allocs}
 	seed := uint32(1)
 	mat := func(rows, cols int) (matrix, error) {
-		n := rows * cols
+		rb := 2 * cols
+		if qt == quant.Q8_0 || qt == quant.Q4_K {
+			var err error
+			if rb, err = qt.RowBytes(cols); err != nil {
+				return matrix{}, err
+			}
+		}
+		n := rows * rb / 2 // bf16 elements to fill
 		p, err := d.Alloc(int64(2 * n))
 		if err != nil {
 			return matrix{}, err
@@ -227,8 +237,12 @@ func fillWeights(d dev.Device, cfg model.Config, allocs *[]dev.Ptr) (*weights, e
 		u.bytes += int64(2 * n)
 		seed++
 		scale := float32(math.Sqrt(3 / float64(cols)))
+		m := matrix{p: p}
+		if qt == quant.Q8_0 || qt == quant.Q4_K {
+			scale, m.q = 0.01, qt
+		}
 		a := dev.FillArgs{Out: p, N: uint64(n), Seed: seed, Scale: scale}
-		return matrix{p: p}, d.Launch(dev.KFillBF16, dev.D1((n+1023)/1024), dev.D1(256), 0, dev.Pack(&a))
+		return m, d.Launch(dev.KFillBF16, dev.D1((n+1023)/1024), dev.D1(256), 0, dev.Pack(&a))
 	}
 	ones := func(n int) (dev.Ptr, error) {
 		x := make([]float32, n)
