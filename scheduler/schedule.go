@@ -244,9 +244,7 @@ func (s *Scheduler) put(st *liveRequest, n int) {
 		BlockTable: st.blocks[:s.blocksFor(end)],
 		Logits:     end == len(st.tokens) && st.req.Pooling == PoolingNone, // an embedding samples nothing
 		AllLogits:  st.wantsPromptLogits(),
-		// A decode's token is a generated one (never the prompt's last: that one runs as the
-		// end of its prefill chunk, n >= 1 of which left > 1 decides).
-		Generated: end == len(st.tokens) && end-st.computed == 1 && st.generated() > 0,
+		Generated:  st.computed >= st.promptLen, // a decode: its tokens were sampled here
 	})
 	s.inBatch = append(s.inBatch, st)
 }
