@@ -95,12 +95,13 @@ type liveRequest struct {
 	// hiddenRows its scratch for a chunk's hidden states.
 	embed, hiddenRows []float32
 	// verify is this step's speculative chunk, [last token, drafts...], when it has drafts;
-	// ngramDrafted says how many of them came from prompt lookup (the rest from the grammar);
-	// ctl sizes the prompt-lookup drafts. vTopIDs and vTopLps hold the top logprobs of the
+	// ngramDrafted says how many of them came from prompt lookup, forced whether they came
+	// from the grammar (jump-forward); ctl sizes the prompt-lookup drafts, fctl the grammar's. vTopIDs and vTopLps hold the top logprobs of the
 	// tokens a verification emits, valid until the next Step.
 	verify       []int32
 	ngramDrafted int
-	ctl          draftCtl
+	forced       bool
+	ctl, fctl    draftCtl
 	vTopIDs      []int32
 	vTopLps      []float32
 }

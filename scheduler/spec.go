@@ -28,11 +28,16 @@ func (s *Scheduler) draft(st *liveRequest, budget int) int {
 	}
 	d := append(st.verify, st.tokens[len(st.tokens)-1])
 	dc, _ := req.Constraint.(DraftConstraint)
+	st.forced = false
 	if dc != nil {
-		// Jump-forward: where the grammar admits one continuation only, its tokens are drafts.
-		d = dc.ForcedTokens(d, k)
-		if len(d) > 1+k {
-			d = d[:1+k]
+		// Jump-forward: where the grammar admits one continuation only, its tokens are drafts
+		// (sized by their own record: a model may spell the continuation otherwise).
+		if fk := st.fctl.length(k); fk > 0 {
+			d = dc.ForcedTokens(d, fk)
+			if len(d) > 1+fk {
+				d = d[:1+fk]
+			}
+			st.forced = len(d) > 1
 		}
 	}
 	if len(d) == 1 {
@@ -91,6 +96,9 @@ func (s *Scheduler) verifyDrafts(st *liveRequest, k int, rows []float32, ids []i
 	s.stats.AcceptedTokens += matched
 	if st.ngramDrafted > 0 {
 		st.ctl.update(st.ngramDrafted, min(matched, st.ngramDrafted), s.cfg.MaxDraft)
+	}
+	if st.forced {
+		st.fctl.update(len(drafts), matched, s.cfg.MaxDraft)
 	}
 	if len(ids) > start {
 		it.NewIDs = ids[start:len(ids):len(ids)] // capped: an append must not reach the next item's ids
