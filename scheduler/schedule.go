@@ -44,7 +44,7 @@ func (s *Scheduler) schedule() {
 				continue
 			}
 		} else if s.cfg.Speculative == SpeculativeNgram {
-			k := s.draft(st, budget)
+			k := s.draft(st, budget, decodes)
 			budget -= k
 			n += k
 		}

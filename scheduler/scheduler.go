@@ -146,6 +146,8 @@ type Scheduler struct {
 	wg       sync.WaitGroup
 
 	stats Stats
+	// cost is the measured step time by tokens, which sizes the drafts (Config.Speculative).
+	cost stepCost
 	// seq numbers the requests in the order of Add.
 	seq uint64
 	// now is the clock of the request times (time.Now; tests may replace it).
@@ -379,6 +381,18 @@ func (s *Scheduler) Stats() Stats { return s.stats }
 // call FailAll.
 func (s *Scheduler) Step(ctx context.Context) (Output, error) {
 	s.schedule()
+	// A step of generated tokens only (decodes, drafts) is timed for the step-cost model.
+	timed := s.cfg.Speculative == SpeculativeNgram && len(s.batch.Seqs) > 0
+	tokens := 0
+	for i := range s.batch.Seqs {
+		sq := &s.batch.Seqs[i]
+		timed = timed && sq.Generated
+		tokens += len(sq.Tokens)
+	}
+	var start time.Time
+	if timed {
+		start = time.Now()
+	}
 	var rows [][]float32
 	var picks []backend.Pick
 	if len(s.batch.Seqs) > 0 {
@@ -505,6 +519,9 @@ func (s *Scheduler) Step(ctx context.Context) (Output, error) {
 	}
 	if finished {
 		s.running = slices.DeleteFunc(s.running, func(x *liveRequest) bool { return x.done })
+	}
+	if timed {
+		s.cost.add(tokens, time.Since(start).Seconds())
 	}
 	s.items, s.ids, s.lps = items, ids, lps
 	return Output{Items: items, Load: s.Load(), KVEvents: s.pool.takeEvents()}, nil

@@ -12,8 +12,9 @@ package scheduler
 // outputs do not change with speculation, and every token is distributed as the model says.
 
 // draft fills st.verify with st's last token and its drafts for this step and returns how many
-// drafts it holds (0: a plain decode). budget is the step's token budget left.
-func (s *Scheduler) draft(st *liveRequest, budget int) int {
+// drafts it holds (0: a plain decode). budget is the step's token budget left, and decodes the
+// step's decoding requests (what a draft token costs is relative to their step).
+func (s *Scheduler) draft(st *liveRequest, budget, decodes int) int {
 	st.verify, st.ngramDrafted = st.verify[:0], 0
 	req := st.req
 	if req.Pooling != PoolingNone || st.maskErr != nil {
@@ -27,12 +28,13 @@ func (s *Scheduler) draft(st *liveRequest, budget int) int {
 		return 0
 	}
 	d := append(st.verify, st.tokens[len(st.tokens)-1])
+	rho := s.cost.rho(decodes)
 	dc, _ := req.Constraint.(DraftConstraint)
 	st.forced = false
 	if dc != nil {
 		// Jump-forward: where the grammar admits one continuation only, its tokens are drafts
 		// (sized by their own record: a model may spell the continuation otherwise).
-		if fk := st.fctl.length(k); fk > 0 {
+		if fk := st.fctl.length(k, rho); fk > 0 {
 			d = dc.ForcedTokens(d, fk)
 			if len(d) > 1+fk {
 				d = d[:1+fk]
@@ -41,7 +43,9 @@ func (s *Scheduler) draft(st *liveRequest, budget int) int {
 		}
 	}
 	if len(d) == 1 {
-		d = ngramDraft(d, st.tokens, st.ctl.length(k), ngramMax, ngramMin)
+		if kn := st.ctl.length(k, rho); kn > 0 {
+			d = ngramDraft(d, st.tokens, kn, ngramMax, ngramMin)
+		}
 		if dc != nil && len(d) > 1 {
 			// A draft token the grammar refuses ends the draft: it could never be accepted.
 			d = d[:1+dc.Admits(d[1:])]
@@ -95,10 +99,10 @@ func (s *Scheduler) verifyDrafts(st *liveRequest, k int, rows []float32, ids []i
 	s.stats.DraftTokens += len(drafts)
 	s.stats.AcceptedTokens += matched
 	if st.ngramDrafted > 0 {
-		st.ctl.update(st.ngramDrafted, min(matched, st.ngramDrafted), s.cfg.MaxDraft)
+		st.ctl.update(st.ngramDrafted, min(matched, st.ngramDrafted))
 	}
 	if st.forced {
-		st.fctl.update(len(drafts), matched, s.cfg.MaxDraft)
+		st.fctl.update(len(drafts), matched)
 	}
 	if len(ids) > start {
 		it.NewIDs = ids[start:len(ids):len(ids)] // capped: an append must not reach the next item's ids

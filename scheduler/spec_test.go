@@ -44,55 +44,92 @@ func TestNgramDraft(t *testing.T) {
 	}
 }
 
+func TestBestDraft(t *testing.T) {
+	for _, c := range []struct {
+		alpha, rho float64
+		maxK, want int
+	}{
+		{0.95, 0.05, 8, 8},  // cheap tokens, likely accepted: as long as allowed
+		{0.5, 0.6, 8, 0},    // expensive tokens, a coin flip: never
+		{0.87, 0.6, 8, 2},   // 1.87/1.6 < 2.63/2.2 > 3.29/2.8
+		{0.3, 0, 5, 5},      // free tokens pay at any length
+		{0.02, 0.001, 8, 0}, // gains under draftGain do not count
+		{0.99, 0.1, 0, 0},
+	} {
+		if got := bestDraft(c.alpha, c.rho, c.maxK); got != c.want {
+			t.Errorf("bestDraft(%v, %v, %d) = %d, want %d", c.alpha, c.rho, c.maxK, got, c.want)
+		}
+	}
+}
+
 func TestDraftCtlAdapts(t *testing.T) {
 	const maxK = 8
+	rho := 0.1
 	var c draftCtl
-	if k := c.length(maxK); k != draftStart {
-		t.Fatalf("first draft length %d, want %d", k, draftStart)
+	if k := c.length(maxK, rho); k != 2 {
+		t.Fatalf("first draft length %d, want 2 (alpha 0.5)", k)
 	}
-	c.update(4, 4, maxK)
-	if k := c.length(maxK); k != 8 {
-		t.Fatalf("after a whole draft accepted: %d, want 8", k)
+	for range 4 {
+		c.update(c.length(maxK, rho), c.length(maxK, rho))
 	}
-	c.update(8, 8, maxK)
-	if k := c.length(maxK); k != 8 {
-		t.Fatalf("capped at the maximum: %d", k)
+	if k := c.length(maxK, rho); k != maxK {
+		t.Fatalf("after whole drafts accepted: %d (alpha %.2f), want %d", k, c.alpha(), maxK)
 	}
-	c.update(8, 3, maxK)
-	if k := c.length(maxK); k != 4 {
-		t.Fatalf("after 3 of 8 accepted: %d, want 4", k)
-	}
-	if k := c.length(2); k != 2 {
-		t.Fatalf("bounded by the caller: %d", k)
-	}
-	// Drafts that gain nothing: one miss shrinks to 1, the second starts a cooling period with
-	// a probe of one token after it; each later failed probe doubles the period.
-	c.update(4, 0, maxK)
-	if k := c.length(maxK); k != 1 {
-		t.Fatalf("after a miss: %d, want 1", k)
+	// Drafts that gain nothing: alpha falls until no length pays, then drafting cools for a
+	// period and probes one token; each failed probe doubles the period.
+	rho = 0.3
+	misses := 0
+	for c.length(maxK, rho) > 0 {
+		c.update(1, 0)
+		if misses++; misses > 20 {
+			t.Fatalf("still drafting at alpha %.2f", c.alpha())
+		}
 	}
 	for period := draftCoolMin; period <= 4*draftCoolMin; period *= 2 {
-		c.update(1, 0, maxK) // the second miss in a row
 		for i := range period {
-			if k := c.length(maxK); k != 0 {
+			if k := c.length(maxK, rho); k != 0 {
 				t.Fatalf("cooling period %d, step %d: length %d", period, i, k)
 			}
 		}
-		if k := c.length(maxK); k != 1 {
+		if k := c.length(maxK, rho); k != 1 {
 			t.Fatalf("probe after a period of %d: %d", period, k)
 		}
-		c.update(1, 0, maxK) // the probe fails
-		if k := c.length(maxK); k != 1 {
-			t.Fatalf("one more probe before cooling again: %d", k)
+		c.update(1, 0) // the probe fails
+		if k := c.length(maxK, rho); k != 0 {
+			t.Fatalf("after a failed probe: %d", k)
 		}
 	}
-	// A probe that is accepted ends the backoff.
-	c.update(1, 1, maxK)
-	if k := c.length(maxK); k != 2 {
-		t.Fatalf("after an accepted probe: %d, want 2", k)
+	// Accepted probes end the backoff and bring drafting back.
+	for i := 0; c.length(maxK, rho) == 0; i++ {
+		if i > draftCoolMax+1 {
+			t.Fatal("no probe")
+		}
 	}
-	if c.backoff != 0 {
-		t.Fatalf("backoff %d after an accepted draft", c.backoff)
+	for range 6 {
+		c.update(1, 1)
+	}
+	if k := c.length(maxK, rho); k < 2 || c.backoff != 0 {
+		t.Fatalf("after accepted probes: length %d, backoff %d", k, c.backoff)
+	}
+}
+
+func TestStepCost(t *testing.T) {
+	var c stepCost
+	for range 50 {
+		c.add(1, 1.5)
+	}
+	if got := c.rho(1); got != stepCostPrior {
+		t.Fatalf("steps of one size: rho %v, want the prior", got)
+	}
+	// t = 1 + 0.5·n: one more token in a one-token step costs a third of it.
+	for _, n := range []int{3, 5, 1, 2, 4} {
+		c.add(n, 1+0.5*float64(n))
+	}
+	if got := c.rho(1); math.Abs(got-1.0/3) > 1e-6 {
+		t.Fatalf("rho(1) = %v, want 1/3", got)
+	}
+	if got := c.rho(4); math.Abs(got-0.5/3) > 1e-6 {
+		t.Fatalf("rho(4) = %v, want 1/6", got)
 	}
 }
 
