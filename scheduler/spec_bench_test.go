@@ -56,7 +56,7 @@ func specWorkloads(tok *tokenizer.Tokenizer) map[string][]int32 {
 	return map[string][]int32{"code-edit": tok.Encode(edit, false), "free-text": tok.Encode(free, false)}
 }
 
-// BenchmarkSpeculative decodes one request at a time (batch 1, greedy, 128 tokens) on pico
+// BenchmarkSpeculative decodes one request at a time (batch 1, greedy, 256 tokens) on pico
 // with speculation off and on, for each workload: tokens/s, forward steps per token and the
 // share of draft tokens accepted. Run under flock /tmp/perf.lock.
 func BenchmarkSpeculative(b *testing.B) {
@@ -69,16 +69,18 @@ func BenchmarkSpeculative(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	const gen = 128
+	const gen = 256
 	for name, prompt := range specWorkloads(tok) {
 		for _, mode := range []string{SpeculativeOff, SpeculativeNgram} {
 			b.Run(name+"/"+mode, func(b *testing.B) {
 				be := newCPU(b, m, 256, 16)
-				var tokens, steps, drafted, accepted int
+				// One scheduler for all rounds, as a server's: its step-cost model carries over.
+				s := newScheduler(b, be, Config{MaxRunning: 1, MaxPrefillTokens: 2048, EOS: m.Generation.EOSTokenIDs,
+					MaxModelLen: 4096, Speculative: mode})
+				var tokens, round int
 				for b.Loop() {
-					s := newScheduler(b, be, Config{MaxRunning: 1, MaxPrefillTokens: 2048, EOS: m.Generation.EOSTokenIDs,
-						MaxModelLen: 4096, Speculative: mode})
-					mustAdd(b, s, &Request{RID: "r", InputIDs: prompt, MaxNewTokens: gen, IgnoreEOS: true, Sampling: greedy()})
+					round++
+					mustAdd(b, s, &Request{RID: rid(round), InputIDs: prompt, MaxNewTokens: gen, IgnoreEOS: true, Sampling: greedy()})
 					for s.HasWork() {
 						out, err := s.Step(context.Background())
 						if err != nil {
@@ -88,13 +90,12 @@ func BenchmarkSpeculative(b *testing.B) {
 							tokens += len(it.NewIDs)
 						}
 					}
-					st := s.Stats()
-					steps, drafted, accepted = steps+st.Steps, drafted+st.DraftTokens, accepted+st.AcceptedTokens
 				}
+				st := s.Stats()
 				b.ReportMetric(float64(tokens)/b.Elapsed().Seconds(), "tok/s")
-				b.ReportMetric(float64(steps)/float64(tokens), "steps/tok")
-				if drafted > 0 {
-					b.ReportMetric(float64(accepted)/float64(drafted), "accepted/drafted")
+				b.ReportMetric(float64(st.Steps)/float64(tokens), "steps/tok")
+				if st.DraftTokens > 0 {
+					b.ReportMetric(float64(st.AcceptedTokens)/float64(st.DraftTokens), "accepted/drafted")
 				}
 			})
 		}
