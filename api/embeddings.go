@@ -18,10 +18,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
-
-	"github.com/llmserve/llmserve/scheduler"
 )
 
 // EmbeddingConfig is how /v1/embeddings pools and post-processes (cmd/tokenizerd fills it from
@@ -329,8 +326,8 @@ func (s *Server) runEmbeddings(ctx context.Context, p *embeddingParams, start ti
 		finished[i] = true
 		s.met.finished(&d, st, start)
 		if d.Err != nil {
-			if strings.Contains(d.Err.Error(), scheduler.ErrNoHiddenStates.Error()) { // the rank's refusal, as text
-				return nil, 0, badRequest("", "this engine serves no embeddings: "+scheduler.ErrNoHiddenStates.Error())
+			if errors.As(d.Err, new(*BadRequestError)) { // the rank refused the input as the client's fault
+				return nil, 0, fmt.Errorf("input %d: %w", i, d.Err)
 			}
 			return nil, 0, fmt.Errorf("embedding of input %d failed: %w", i, d.Err)
 		}
