@@ -40,8 +40,9 @@ type plan struct {
 }
 
 // decodeSeq reports a sequence whose rows are computed as one-token decodes (attn_decode and
-// the decode GEMMs).
-func decodeSeq(s *backend.Seq) bool { return len(s.Tokens) == 1 }
+// the decode GEMMs): a decode, or a Generated Seq of several tokens (a speculative step: the
+// last sampled token and its drafts), whose rows must equal the decodes'.
+func decodeSeq(s *backend.Seq) bool { return len(s.Tokens) == 1 || s.Generated }
 
 // addSeq lays out Seq i's rows after the rows placed so far.
 func (p *plan) addSeq(i int, s *backend.Seq) {

@@ -44,6 +44,35 @@ func TestPlanLayout(t *testing.T) {
 	}
 }
 
+// A Generated Seq of several tokens (a speculative step) is laid out with the decode rows, each
+// of its rows a one-token decode, so its rows equal the decodes' whatever rides beside them.
+func TestPlanGenerated(t *testing.T) {
+	b := &backend.Batch{Seqs: []backend.Seq{
+		{Tokens: []int32{1, 2, 3, 4}, Pos: 0, BlockTable: []int32{0}, Logits: true},
+		{Tokens: []int32{5, 6, 7}, Pos: 510, BlockTable: make([]int32, 33), AllLogits: true, Generated: true},
+		{Tokens: []int32{8}, Pos: 3, BlockTable: []int32{2}, Logits: true, Generated: true},
+	}}
+	for i := range b.Seqs[1].BlockTable {
+		b.Seqs[1].BlockTable[i] = 1
+	}
+	p, err := planBatch(b, 10, 16, 3, 40, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(p.rowSeq, []int32{1, 1, 1, 2, 0, 0, 0, 0}) || !slices.Equal(p.pos, []int32{510, 511, 512, 3, 0, 1, 2, 3}) {
+		t.Fatalf("rowSeq %v pos %v", p.rowSeq, p.pos)
+	}
+	if !slices.Equal(p.decodeRows, []int32{0, 1, 2, 3}) || p.decodeLead != 4 || p.maxParts != 2 || !slices.Equal(p.tiles, []int32{4, 4}) {
+		t.Fatalf("decode rows %v (lead %d), parts %d, tiles %v", p.decodeRows, p.decodeLead, p.maxParts, p.tiles)
+	}
+	if !slices.Equal(p.logitRows, []int32{0, 1, 2, 3, 7}) || p.logitDecodeLead != 4 || !slices.Equal(p.seqLogits, []int{4, 0, 3}) || !slices.Equal(p.seqLogitN, []int{1, 3, 1}) {
+		t.Fatalf("logit rows %v (decode lead %d), seq starts %v counts %v", p.logitRows, p.logitDecodeLead, p.seqLogits, p.seqLogitN)
+	}
+	if decodeOnly(&backend.Batch{Seqs: b.Seqs[1:2]}) {
+		t.Fatal("a Generated Seq of three tokens counted as a graph-replayable decode step")
+	}
+}
+
 func TestPlanLongChunkTiles(t *testing.T) {
 	b := &backend.Batch{Seqs: []backend.Seq{{Tokens: make([]int32, 40), BlockTable: []int32{0, 1, 2}, Logits: true}}}
 	p, err := planBatch(b, 10, 16, 3, 3, 0)
