@@ -18,7 +18,10 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/llmserve/llmserve/scheduler"
 )
 
 // EmbeddingConfig is how /v1/embeddings pools and post-processes (cmd/tokenizerd fills it from
@@ -326,6 +329,9 @@ func (s *Server) runEmbeddings(ctx context.Context, p *embeddingParams, start ti
 		finished[i] = true
 		s.met.finished(&d, st, start)
 		if d.Err != nil {
+			if strings.Contains(d.Err.Error(), scheduler.ErrNoHiddenStates.Error()) { // the rank's refusal, as text
+				return nil, 0, badRequest("", "this engine serves no embeddings: "+scheduler.ErrNoHiddenStates.Error())
+			}
 			return nil, 0, fmt.Errorf("embedding of input %d failed: %w", i, d.Err)
 		}
 		if d.FinishReason != FinishStop {

@@ -39,13 +39,18 @@ func (p Pooling) String() string {
 	return fmt.Sprintf("Pooling(%d)", uint8(p))
 }
 
+// ErrNoHiddenStates refuses an embedding request on a rank whose backend returns no hidden
+// states (the replay runner). Its text crosses the wire in the request's error, where the API
+// recognizes it as the client's (a 400), not an engine fault.
+var ErrNoHiddenStates = errors.New("this rank's backend cannot return hidden states, so it serves no embeddings")
+
 // validateEmbed checks what an embedding request may not carry, and that the backend can pool.
 func (s *Scheduler) validateEmbed(req *Request) error {
 	if req.Pooling > PoolingCLS {
 		return fmt.Errorf("unknown pooling %v", req.Pooling)
 	}
 	if s.hidden == nil {
-		return errors.New("this rank's backend cannot return hidden states, so it serves no embeddings")
+		return ErrNoHiddenStates
 	}
 	if req.MaxNewTokens != 0 || req.Constraint != nil || req.Logprobs || req.TopLogprobs > 0 || req.PromptLogprobs {
 		return errors.New("an embedding request generates nothing: no max_new_tokens, constraint or logprobs")
