@@ -146,7 +146,7 @@ func (c *Coalescer) merge(w, k int, it *ipc.TextItem) {
 	dst.SkipSpecialTokens = dst.SkipSpecialTokens || it.SkipSpecialTokens
 	// The finish (and an error) is the later item's.
 	if it.Finished || it.FinishReason != ipc.FinishNone || it.Error != "" {
-		dst.Finished, dst.FinishReason, dst.Error = it.Finished, it.FinishReason, it.Error
+		dst.Finished, dst.FinishReason, dst.Error, dst.ErrorKind = it.Finished, it.FinishReason, it.Error, it.ErrorKind
 		dst.MatchedStop, dst.MatchedStopToken = it.MatchedStop, it.MatchedStopToken
 		dst.QueueNanos, dst.PrefillNanos, dst.DecodeNanos, dst.Preemptions = it.QueueNanos, it.PrefillNanos, it.DecodeNanos, it.Preemptions
 		dst.Embedding = append(dst.Embedding[:0], it.Embedding...)

@@ -190,3 +190,15 @@ func TestCoalescerKeepsItemsAfterFinish(t *testing.T) {
 		t.Errorf("items %+v, merged %d", items, co.Merged())
 	}
 }
+
+// TestCoalescerKeepsErrorKind: a request's error item merged onto its earlier tokens keeps the
+// error's kind, which decides whether its client is told the request was its own fault.
+func TestCoalescerKeepsErrorKind(t *testing.T) {
+	co := NewCoalescer(1)
+	co.Add([]ipc.TextBatch{{Items: []ipc.TextItem{{TokenItem: ipc.TokenItem{RID: "x", NewIDs: []int32{1}, CompletionTokens: 1}, Text: "a"}}}})
+	co.Add([]ipc.TextBatch{{Items: []ipc.TextItem{{TokenItem: ipc.TokenItem{RID: "x", CompletionTokens: 1, Finished: true, FinishReason: ipc.FinishError, Error: "bad grammar", ErrorKind: ipc.ErrorInvalid}}}}})
+	items := co.Batches()[0].Items
+	if len(items) != 1 || items[0].Error != "bad grammar" || items[0].ErrorKind != ipc.ErrorInvalid || items[0].Text != "a" {
+		t.Fatalf("merged item %+v, want one item with the error and its kind", items)
+	}
+}
