@@ -73,6 +73,9 @@ type options struct {
 	textPenalty float64
 	// codeFile is the Go file the code-editing prompt holds.
 	codeFile string
+	// lockRound holds the lock for a whole round of a cell (its engines back to back) instead
+	// of for each run.
+	lockRound bool
 	// quietIdle and quietWait: before each timed run, wait up to quietWait for this idle share.
 	quietIdle float64
 	quietWait time.Duration
@@ -94,6 +97,7 @@ func main() {
 	flag.IntVar(&o.codeTokens, "code-tokens", 1200, "longest code-editing prompt, in tokens (the file is cut at a line to fit)")
 	flag.Float64Var(&o.textPenalty, "text-repetition-penalty", 1.3, "repetition_penalty of the free-text workload (greedy output of small or random models loops without one; 1: none)")
 	flag.StringVar(&o.codeFile, "code-file", "tokenizer/normalize.go", "Go file the code-editing prompt holds")
+	lockScope := flag.String("lock-scope", "run", "what one hold of the lock covers: run, or round (a cell's engines back to back: fewer waits when many share the lock, and the engines of a round see the same machine)")
 	flag.Float64Var(&o.quietIdle, "quiet-idle", 0.8, "idle share of the cores to wait for before each timed run")
 	flag.DurationVar(&o.quietWait, "quiet-wait", 20*time.Second, "longest wait for -quiet-idle (the run goes ahead after it either way)")
 	flag.Parse()
@@ -107,6 +111,13 @@ func main() {
 		o.models = append(o.models, [2]string{name, strings.ReplaceAll(dir, "WORK", o.work)})
 	}
 	o.workloads, o.engines = strings.Split(workloads, ","), strings.Split(engines, ",")
+	switch *lockScope {
+	case "run":
+	case "round":
+		o.lockRound = true
+	default:
+		log.Fatalf("-lock-scope: %q is neither run nor round", *lockScope)
+	}
 	for _, w := range o.workloads {
 		if _, ok := workloadNames[w]; !ok {
 			log.Fatalf("-workloads: unknown workload %q", w)
@@ -139,6 +150,9 @@ type result struct {
 	ids []int32
 	// tokS is the decode rate: tokens after the first chunk over first chunk to last.
 	tokS float64
+	// perChunk is the tokens per streamed chunk after the first (ours): at stream interval 1
+	// a chunk is one step's tokens unless the stream coalesced steps.
+	perChunk float64
 	// drafted and accepted are the run's speculative draft tokens verified and accepted (ours).
 	drafted, accepted float64
 	// haveSpec says the engine exposed the speculative counters.
@@ -232,37 +246,50 @@ func run(o options) error {
 				if r%2 == 0 {
 					slices.Reverse(engines)
 				}
-				for _, eng := range engines {
-					var res result
-					if eng == "llama.cpp" {
-						res = e.llama(prep[m[0]].gguf, ids, want)
-					} else {
-						res = e.ours(m[1], eng, w, ids)
-						if res.err == nil {
-							want = len(res.ids)
+				round := func() {
+					for _, eng := range engines {
+						var res result
+						if eng == "llama.cpp" {
+							res = e.llama(prep[m[0]].gguf, ids, want)
+						} else {
+							res = e.ours(m[1], eng, w, ids)
+							if res.err == nil {
+								want = len(res.ids)
+							}
+						}
+						res.model, res.workload, res.engine, res.prompt, res.idle = m[0], w, eng, ids, e.lastIdle
+						results = append(results, res)
+						n++
+						msg := fmt.Sprintf("[%d/%d %v] %s %s round %d %s: ", n, total, time.Since(start).Round(time.Second), m[0], w, r, eng)
+						switch {
+						case res.err != nil:
+							log.Printf("%s%v", msg, res.err)
+						case res.haveSpec && res.drafted > 0:
+							log.Printf("%s%.1f tok/s, %d tokens, acceptance %.0f%% (%.0f of %.0f drafted) (idle before: %.2f)", msg, res.tokS, len(res.ids),
+								100*res.accepted/res.drafted, res.accepted, res.drafted, e.lastIdle)
+						case eng != "llama.cpp":
+							log.Printf("%s%.1f tok/s, %d tokens, %.2f per chunk (idle before: %.2f)", msg, res.tokS, len(res.ids), res.perChunk, e.lastIdle)
+						default:
+							log.Printf("%s%.1f tok/s, %d tokens (idle before: %.2f)", msg, res.tokS, len(res.ids), e.lastIdle)
+						}
+						if r == 1 && res.err == nil {
+							log.Printf("%s %s %s output: %q", m[0], w, eng, tail(prep[m[0]].tok.Decode(res.ids, false), 400))
 						}
 					}
-					res.model, res.workload, res.engine, res.prompt, res.idle = m[0], w, eng, ids, e.lastIdle
-					results = append(results, res)
-					n++
-					msg := fmt.Sprintf("[%d/%d %v] %s %s round %d %s: ", n, total, time.Since(start).Round(time.Second), m[0], w, r, eng)
-					switch {
-					case res.err != nil:
-						log.Printf("%s%v", msg, res.err)
-					case res.haveSpec && res.drafted > 0:
-						log.Printf("%s%.1f tok/s, %d tokens, acceptance %.0f%% (%.0f of %.0f drafted) (idle before: %.2f)", msg, res.tokS, len(res.ids),
-							100*res.accepted/res.drafted, res.accepted, res.drafted, e.lastIdle)
-					default:
-						log.Printf("%s%.1f tok/s, %d tokens (idle before: %.2f)", msg, res.tokS, len(res.ids), e.lastIdle)
+				}
+				if o.lockRound {
+					if err := e.locked(func() error { e.held = true; round(); e.held = false; return nil }); err != nil {
+						return err
 					}
-					if r == 1 && res.err == nil {
-						log.Printf("%s %s %s output: %q", m[0], w, eng, tail(prep[m[0]].tok.Decode(res.ids, false), 400))
-					}
+				} else {
+					round()
 				}
 			}
+			// The table so far, so that an interrupted run has one.
+			_ = report(os.Stderr, o, results)
 		}
 	}
-	return report(o, results)
+	return report(os.Stdout, o, results)
 }
 
 // runner starts the timed runs.
@@ -275,11 +302,17 @@ type runner struct {
 	contextLen int
 	// lastIdle is the idle share of the cores measured just before the latest run.
 	lastIdle float64
+	// held: the lock is held already (-lock-scope round).
+	held bool
 }
 
 // locked runs f holding the perf lock, once the cores are quiet (or -quiet-wait has passed),
 // since other work on a shared machine slows either engine's threads.
 func (e *runner) locked(f func() error) error {
+	if e.held {
+		e.lastIdle = idleShare(2 * time.Second)
+		return f()
+	}
 	lf, err := os.OpenFile(e.o.lock, os.O_RDONLY|os.O_CREATE, 0o666)
 	if err != nil {
 		return err
@@ -378,7 +411,7 @@ func (e *runner) ours(modelDir, mode, workload string, ids []int32) result {
 		defer cancel()
 		warm := map[string]any{"input_ids": []int32{1, 2, 3, 4, 5, 6, 7, 8},
 			"sampling_params": map[string]any{"max_new_tokens": 4, "temperature": 0, "ignore_eos": true}}
-		if _, _, err := eng.stream(ctx, warm); err != nil {
+		if _, _, _, err := eng.stream(ctx, warm); err != nil {
 			return eng.failed(fmt.Errorf("warm-up request: %w", err))
 		}
 		d0, a0, _ := eng.specCounters()
@@ -391,7 +424,7 @@ func (e *runner) ours(modelDir, mode, workload string, ids []int32) result {
 				sp["repetition_penalty"] = e.o.textPenalty
 			}
 		}
-		res.ids, res.tokS, err = eng.stream(ctx, map[string]any{"input_ids": ids, "sampling_params": sp})
+		res.ids, res.tokS, res.perChunk, err = eng.stream(ctx, map[string]any{"input_ids": ids, "sampling_params": sp})
 		if err != nil {
 			return eng.failed(fmt.Errorf("timed request: %w", err))
 		}
@@ -537,27 +570,27 @@ func (eng *engine) failed(err error) error {
 	return fmt.Errorf("%w%s", err, b.String())
 }
 
-// stream posts body to /generate with stream on and returns the generated ids and the decode
-// rate: the ids of every chunk after the first, over the time from the first chunk to the last.
-func (eng *engine) stream(ctx context.Context, body map[string]any) ([]int32, float64, error) {
+// stream posts body to /generate with stream on and returns the generated ids, the decode
+// rate (the ids of every chunk after the first, over the time from the first chunk to the last)
+// and the ids per chunk after the first.
+func (eng *engine) stream(ctx context.Context, body map[string]any) (ids []int32, tokS, perChunk float64, err error) {
 	body["stream"] = true
 	bj, _ := json.Marshal(body)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, eng.base+"/generate", bytes.NewReader(bj))
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := bufio.NewReader(resp.Body).Peek(2000)
-		return nil, 0, fmt.Errorf("HTTP %d: %s", resp.StatusCode, b)
+		return nil, 0, 0, fmt.Errorf("HTTP %d: %s", resp.StatusCode, b)
 	}
-	var ids []int32
 	var first, last time.Time
-	firstN := 0
+	firstN, chunks := 0, 0
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
 	for sc.Scan() {
@@ -574,10 +607,10 @@ func (eng *engine) stream(ctx context.Context, body map[string]any) ([]int32, fl
 			Error     json.RawMessage `json:"error"`
 		}
 		if err := json.Unmarshal([]byte(data), &ch); err != nil {
-			return nil, 0, fmt.Errorf("chunk %q: %w", data, err)
+			return nil, 0, 0, fmt.Errorf("chunk %q: %w", data, err)
 		}
 		if ch.Error != nil {
-			return nil, 0, fmt.Errorf("error event: %s", ch.Error)
+			return nil, 0, 0, fmt.Errorf("error event: %s", ch.Error)
 		}
 		if len(ch.OutputIDs) == 0 {
 			continue
@@ -587,14 +620,16 @@ func (eng *engine) stream(ctx context.Context, body map[string]any) ([]int32, fl
 		}
 		last = now
 		ids = append(ids, ch.OutputIDs...)
+		chunks++
 	}
 	if err := sc.Err(); err != nil {
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
 	if len(ids)-firstN < 1 || !last.After(first) {
-		return ids, 0, fmt.Errorf("%d ids in %d chunk(s): nothing to time after the first chunk", len(ids), len(ids)-firstN+1)
+		return ids, 0, 0, fmt.Errorf("%d ids in %d chunk(s): nothing to time after the first chunk", len(ids), chunks)
 	}
-	return ids, float64(len(ids)-firstN) / last.Sub(first).Seconds(), nil
+	n := float64(len(ids) - firstN)
+	return ids, n / last.Sub(first).Seconds(), n / float64(chunks-1), nil
 }
 
 // specCounters reads the engine's speculative counters (vLLM's names); ok is false when the

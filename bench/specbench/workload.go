@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 
@@ -118,14 +119,15 @@ func sameIDs(results []result, model, workload string) (string, bool) {
 }
 
 // report prints the markdown table and fails when greedy ids differ between off and ngram.
-func report(o options, results []result) error {
-	fmt.Printf("\nBatch 1, greedy, ignore EOS, up to %d new tokens, %d threads, %d rounds, engines alternating, each run a fresh process (ours: schedulerd + detokd + tokenizerd) under flock %s.\n",
-		o.newTokens, o.threads, o.rounds, o.lock)
-	fmt.Printf("tok/s: decode as a streaming client sees it, tokens after the first over first token to last (min / median); ratios of medians. Acceptance: draft tokens accepted / verified (ngram runs).\n")
-	fmt.Printf("Lookup share: of the greedy output's tokens, those that prompt lookup (3- to 1-gram) would guess from the true context: how much the output repeats its prompt or itself.\n")
-	fmt.Printf("Free text runs with repetition_penalty %g (ours; llama.cpp plain), so that greedy output does not loop.\n\n", o.textPenalty)
-	fmt.Println("| workload | model | prompt tokens | lookup share | ours off | ours ngram | llama.cpp | ngram / off | ngram / llama.cpp | acceptance | greedy ids off = ngram | idle before runs (min) |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|")
+func report(out io.Writer, o options, results []result) error {
+	fmt.Fprintf(out, "\nBatch 1, greedy, ignore EOS, up to %d new tokens, %d threads, %d rounds, engines alternating, each run a fresh process (ours: schedulerd + detokd + tokenizerd), flock %s held per %s.\n",
+		o.newTokens, o.threads, o.rounds, o.lock, map[bool]string{false: "run", true: "round"}[o.lockRound])
+	fmt.Fprintf(out, "tok/s: decode as a streaming client sees it, tokens after the first over first token to last (min / median); ratios of medians. Acceptance: draft tokens accepted / verified (ngram runs).\n")
+	fmt.Fprintf(out, "Tokens per chunk (median): streamed at interval 1, a chunk carries one step's tokens unless the stream coalesced steps (off shows how often: 1.00 = never), so under ngram it is the tokens per forward pass.\n")
+	fmt.Fprintf(out, "Lookup share: of the greedy output's tokens, those that prompt lookup (3- to 1-gram) would guess from the true context: how much the output repeats its prompt or itself.\n")
+	fmt.Fprintf(out, "Free text runs with repetition_penalty %g (ours; llama.cpp plain), so that greedy output does not loop.\n\n", o.textPenalty)
+	fmt.Fprintln(out, "| workload | model | prompt tokens | lookup share | ours off | ours ngram | llama.cpp | ngram / off | ngram / llama.cpp | tokens per chunk ngram (off) | acceptance | greedy ids off = ngram | idle before runs (min) |")
+	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	var bad []string
 	for _, m := range o.models {
 		for _, w := range o.workloads {
@@ -173,12 +175,25 @@ func report(o options, results []result) error {
 			case slices.Contains(o.engines, "ngram"):
 				acc = "n/a (no counters)"
 			}
+			perChunk := func(eng string) string {
+				var v []float64
+				for _, r := range results {
+					if r.model == m[0] && r.workload == w && r.engine == eng && r.err == nil {
+						v = append(v, r.perChunk)
+					}
+				}
+				if len(v) == 0 {
+					return "-"
+				}
+				slices.Sort(v)
+				return fmt.Sprintf("%.2f", v[len(v)/2])
+			}
 			same, ok := sameIDs(results, m[0], w)
 			if !ok {
 				bad = append(bad, m[0]+" "+w)
 			}
-			fmt.Printf("| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %.2f |\n", workloadNames[w], m[0], promptLen, share, off, ng, ll,
-				ratio(ngM, offM), ratio(ngM, llM), acc, same, idle)
+			fmt.Fprintf(out, "| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s (%s) | %s | %s | %.2f |\n", workloadNames[w], m[0], promptLen, share, off, ng, ll,
+				ratio(ngM, offM), ratio(ngM, llM), perChunk("ngram"), perChunk("off"), acc, same, idle)
 		}
 	}
 	if len(bad) > 0 {
