@@ -136,7 +136,10 @@ func report(out io.Writer, o options, results []result) error {
 					return "not run", 0
 				}
 				lo, med, n, e := stats(results, m[0], w, eng)
-				if n == 0 {
+				switch {
+				case n == 0 && e == "":
+					return "not run", 0
+				case n == 0:
 					return "failed: " + e, 0
 				}
 				return fmt.Sprintf("%.1f / %.1f", lo, med), med
@@ -191,6 +194,9 @@ func report(out io.Writer, o options, results []result) error {
 			same, ok := sameIDs(results, m[0], w)
 			if !ok {
 				bad = append(bad, m[0]+" "+w)
+			}
+			if promptLen == 0 {
+				continue // not run yet (the table so far)
 			}
 			fmt.Fprintf(out, "| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s (%s) | %s | %s | %.2f |\n", workloadNames[w], m[0], promptLen, share, off, ng, ll,
 				ratio(ngM, offM), ratio(ngM, llM), perChunk("ngram"), perChunk("off"), acc, same, idle)
