@@ -251,6 +251,8 @@ func (s *Scheduler) Add(req *Request) error {
 	return nil
 }
 
+// validate refuses a request the scheduler cannot run. The request's own faults are marked
+// invalid (a 400 for its client); a missing or duplicate id is the engine's (ids are its own).
 func (s *Scheduler) validate(req *Request) error {
 	if req == nil {
 		return errors.New("nil request")
@@ -262,35 +264,35 @@ func (s *Scheduler) validate(req *Request) error {
 		return errors.New("a request with this id is already running")
 	}
 	if len(req.InputIDs) == 0 {
-		return errors.New("empty prompt")
+		return invalid(errors.New("empty prompt"))
 	}
 	for i, id := range req.InputIDs {
 		if id < 0 || int(id) >= s.vocab {
-			return fmt.Errorf("prompt token %d is %d, outside the vocabulary [0, %d)", i, id, s.vocab)
+			return invalid(fmt.Errorf("prompt token %d is %d, outside the vocabulary [0, %d)", i, id, s.vocab))
 		}
 	}
 	if req.Pooling != PoolingNone {
 		return s.validateEmbed(req)
 	}
 	if req.MaxNewTokens < 0 || req.MinNewTokens < 0 {
-		return fmt.Errorf("max_new_tokens (%d) and min_new_tokens (%d) must be >= 0", req.MaxNewTokens, req.MinNewTokens)
+		return invalid(fmt.Errorf("max_new_tokens (%d) and min_new_tokens (%d) must be >= 0", req.MaxNewTokens, req.MinNewTokens))
 	}
 	if req.MinNewTokens > req.MaxNewTokens {
-		return fmt.Errorf("min_new_tokens (%d) exceeds max_new_tokens (%d)", req.MinNewTokens, req.MaxNewTokens)
+		return invalid(fmt.Errorf("min_new_tokens (%d) exceeds max_new_tokens (%d)", req.MinNewTokens, req.MaxNewTokens))
 	}
 	if total := len(req.InputIDs) + req.MaxNewTokens; total > s.cfg.MaxModelLen {
-		return fmt.Errorf("prompt (%d tokens) + max_new_tokens (%d) = %d exceeds the context length %d",
-			len(req.InputIDs), req.MaxNewTokens, total, s.cfg.MaxModelLen)
+		return invalid(fmt.Errorf("prompt (%d tokens) + max_new_tokens (%d) = %d exceeds the context length %d",
+			len(req.InputIDs), req.MaxNewTokens, total, s.cfg.MaxModelLen))
 	}
 	// The last generated token's KV is never computed, so the request needs blocks for
 	// prompt + max_new_tokens - 1 positions; a request that alone exceeds the pool could never
 	// finish, and one that fits is always able to (it preempts everything newer).
 	if need := s.blocksFor(len(req.InputIDs) + req.MaxNewTokens - 1); need > s.pool.numBlocks() {
-		return fmt.Errorf("prompt (%d tokens) + max_new_tokens (%d) needs %d KV blocks, more than the cache's %d",
-			len(req.InputIDs), req.MaxNewTokens, need, s.pool.numBlocks())
+		return invalid(fmt.Errorf("prompt (%d tokens) + max_new_tokens (%d) needs %d KV blocks, more than the cache's %d",
+			len(req.InputIDs), req.MaxNewTokens, need, s.pool.numBlocks()))
 	}
 	if err := req.Sampling.Validate(); err != nil {
-		return fmt.Errorf("sampling: %w", err)
+		return invalid(fmt.Errorf("sampling: %w", err))
 	}
 	return nil
 }

@@ -147,6 +147,8 @@ type Item struct {
 	MatchedStop string
 	// Err says what went wrong when FinishReason is FinishError.
 	Err string
+	// ErrKind says whose fault Err is (see Refusal).
+	ErrKind ErrorKind
 	// QueueTime, PrefillTime and DecodeTime are set on a finished item: the time from reaching
 	// the rank to first being scheduled, from then to the first token, and from the first token
 	// to the finish (vLLM's request_queue/prefill/decode_time). A phase never reached is zero.
