@@ -494,7 +494,10 @@ func (e *runner) startEngine(modelDir, mode string) (*engine, error) {
 	}{
 		{"schedulerd", []string{"GOMAXPROCS=" + strconv.Itoa(e.o.threads), "OPENBLAS_NUM_THREADS=" + strconv.Itoa(e.o.threads)}, sched},
 		{"detokd", nil, common},
-		{"tokenizerd", nil, append([]string{"serve"}, append(common, "--stream-interval", "1")...)},
+		// A rank that misses its heartbeats for 1 s (the default) is marked down; on a loaded
+		// 2-core host the first forward pass of a fresh process (weights paged in) can take
+		// longer, which would fail the run without saying anything about speed.
+		{"tokenizerd", nil, append([]string{"serve"}, append(common, "--stream-interval", "1", "--rank-timeout", "30s")...)},
 	}
 	for _, s := range starts {
 		lf, err := os.Create(filepath.Join(runDir, s.name+".log"))
