@@ -292,6 +292,9 @@ func (r *Runner) add(ctx context.Context, m *ipc.GenerateRequest, received time.
 			return &scheduler.RequestError{Kind: scheduler.ErrorInvalid, Err: errors.New("structured output needs a tokenizer (the engine runs with --skip-tokenizer-init)")}
 		}
 		c := r.cfg.Grammars.start(ctx, &r.wg, in.grammar)
+		if tok := r.cfg.Tokenizer; tok != nil {
+			c.encode = func(text string) []int32 { return tok.Encode(text, false) }
+		}
 		req.Constraint, req.Ready = c, c.Ready
 	}
 	if err := r.sched.Add(req); err != nil {

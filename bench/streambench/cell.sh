@@ -9,7 +9,9 @@
 #   C=512 INTERVAL=1 WORKERS=1 bench/streambench/cell.sh /tmp/bin5
 #
 # Environment: TARGET (engine | baresse), C (512), REQUESTS (2*C), INTERVAL (1), WORKERS (1),
-# SKIP_DETOK (0), INPUT_LEN (16), OUTPUT_LEN (256), RAMP (0s), PORT (33500), DISCONNECT (0),
+# SKIP_DETOK (0), INPUT_LEN (16), OUTPUT_LEN (256), RAMP (0s), DISCONNECT (0),
+# PORT (20500: outside Linux's ephemeral range 32768-60999, where a later cell's listen can
+# collide with the client ports left in TIME_WAIT by 4,096 connections),
 # PROFILE (seconds of `perf record -a -g` taken 5 s into the run, written to $PROFILE_OUT),
 # EXTRA (more loadgen flags), SCHED_EXTRA (more schedulerd flags, e.g. --max-prefill-tokens),
 # TOK_GOMAXPROCS (GOMAXPROCS of every tokenizerd process; empty = Go's default).
@@ -24,7 +26,7 @@ SKIP_DETOK=${SKIP_DETOK:-0}
 INPUT_LEN=${INPUT_LEN:-16}
 OUTPUT_LEN=${OUTPUT_LEN:-256}
 RAMP=${RAMP:-0s}
-PORT=${PORT:-33500}
+PORT=${PORT:-20500}
 DISCONNECT=${DISCONNECT:-0}
 PROFILE=${PROFILE:-0}
 PROFILE_OUT=${PROFILE_OUT:-/tmp/streambench-perf.data}
@@ -88,5 +90,13 @@ set +e
 rc=$?
 set -e
 if [ "$PROFILE" != 0 ]; then wait "$perfpid" || true; fi
-printf '{"target":"%s","c":%d,"interval":%d,"workers":%d,"skip_detok":%d,"sched_extra":"%s","tok_gomaxprocs":"%s","rc":%d,"logs":"%s","summary":%s}\n' \
-	"$TARGET" "$C" "$INTERVAL" "$WORKERS" "$SKIP_DETOK" "$SCHED_EXTRA" "$TOK_GOMAXPROCS" "$rc" "$LOGS" "$(tail -n 1 "$LOGS/loadgen.out" | grep '^{' || echo null)"
+# CPU seconds (user + system, all threads) the server processes used from start to here: on a
+# machine shared with other work, CPU per token says more than tok/s.
+ticks=0
+for p in "${pids[@]}"; do
+	t=$(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0)
+	ticks=$((ticks + t))
+done
+server_cpu=$(awk -v t="$ticks" -v hz="$(getconf CLK_TCK)" 'BEGIN {printf "%.2f", t / hz}')
+printf '{"target":"%s","c":%d,"interval":%d,"workers":%d,"skip_detok":%d,"sched_extra":"%s","tok_gomaxprocs":"%s","rc":%d,"server_cpu_s":%s,"logs":"%s","summary":%s}\n' \
+	"$TARGET" "$C" "$INTERVAL" "$WORKERS" "$SKIP_DETOK" "$SCHED_EXTRA" "$TOK_GOMAXPROCS" "$rc" "$server_cpu" "$LOGS" "$(tail -n 1 "$LOGS/loadgen.out" | grep '^{' || echo null)"

@@ -44,9 +44,18 @@ func newService(tr ipc.Transport, top *ipc.Topology, tok *tokenizer.Tokenizer, n
 	return s, nil
 }
 
-// Run processes batches until the input socket is closed.
+// maxCoalesce bounds how many queued frames one output round takes: enough to merge the
+// small steps of a rank that runs ahead, few enough that a round's first tokens are not held
+// back for long.
+const maxCoalesce = 64
+
+// Run processes batches until the input socket is closed. Each round takes one frame, waiting
+// for it, and then the frames already queued behind it (at most maxCoalesce in all), and sends
+// each worker one batch in which every request's items are merged: when the ranks run ahead of
+// detokd, the workers get fewer, bigger items; when they do not, nothing waits.
 func (s *service) Run() error {
 	var tb ipc.TokenBatch
+	co := detok.NewCoalescer(len(s.out))
 	for {
 		frame, err := s.in.Recv(-1)
 		if errors.Is(err, ipc.ErrTimeout) {
@@ -58,26 +67,49 @@ func (s *service) Run() error {
 			}
 			return err
 		}
-		if err := tb.Decode(frame); err != nil {
-			s.log.Warn("dropped bad frame", "err", err)
-			continue
-		}
-		s.logItems(&tb)
-		outs, err := s.det.Step(&tb)
-		if err != nil {
-			s.log.Warn("bad items", "err", err)
-		}
-		// detokd's own Go runtime stats ride along for the workers' /metrics (read at most once
-		// a second).
-		goStats := ipc.GoStats(metrics.ReadGoRuntime())
-		for w := range outs {
-			outs[w].Detok = goStats
-			s.frame = outs[w].Append(s.frame[:0])
-			if err := s.out[w].Send(s.frame); err != nil {
-				s.log.Warn("worker not reachable; its items are dropped", "worker", w, "items", len(outs[w].Items), "err", err)
+		stepped := s.step(&tb, co, frame)
+		for n := 1; n < maxCoalesce; n++ {
+			if frame, err = s.in.Recv(0); err != nil {
+				break // nothing more queued (a closed socket is seen by the next Recv)
 			}
+			stepped = s.step(&tb, co, frame) || stepped
+		}
+		if stepped {
+			s.send(co)
 		}
 	}
+}
+
+// step decodes one frame and adds its detokenized items and load to co. It reports false for
+// a frame it dropped.
+func (s *service) step(tb *ipc.TokenBatch, co *detok.Coalescer, frame []byte) bool {
+	if err := tb.Decode(frame); err != nil {
+		s.log.Warn("dropped bad frame", "err", err)
+		return false
+	}
+	s.logItems(tb)
+	outs, err := s.det.Step(tb)
+	if err != nil {
+		s.log.Warn("bad items", "err", err)
+	}
+	co.Add(outs)
+	return true
+}
+
+// send sends each worker its batch of the round and empties co.
+func (s *service) send(co *detok.Coalescer) {
+	// detokd's own Go runtime stats ride along for the workers' /metrics (read at most once a
+	// second).
+	goStats := ipc.GoStats(metrics.ReadGoRuntime())
+	outs := co.Batches()
+	for w := range outs {
+		outs[w].Detok = goStats
+		s.frame = outs[w].Append(s.frame[:0])
+		if err := s.out[w].Send(s.frame); err != nil {
+			s.log.Warn("worker not reachable; its items are dropped", "worker", w, "items", len(outs[w].Items), "err", err)
+		}
+	}
+	co.Reset()
 }
 
 // logItems logs, at debug, each request's finish under the client's request id (which rides on
