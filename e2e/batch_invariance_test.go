@@ -118,9 +118,10 @@ func TestSeededAloneEqualsConcurrent(t *testing.T) {
 // in chunks of 48; sent right after a long companion on a second engine, it gets what budget the
 // companion's prefill leaves (other cuts, its chunks beside the companion's); sent again on each
 // engine it starts from a prefix-cache hit on the blocks its prompt rows wrote. All four must
-// give the same ids and logprobs.
+// give the same ids and logprobs. That is what --deterministic promises (without it a prompt's
+// rows depend on its chunks' lengths).
 func TestSeededChunkingAloneEqualsBeside(t *testing.T) {
-	opts := engineOpts{schedArgs: []string{"--max-prefill-tokens", "48"}}
+	opts := engineOpts{schedArgs: []string{"--max-prefill-tokens", "48", "--deterministic"}}
 	prompt := strings.Repeat("def load(path):\n    with open(path) as f:\n        return f.read()\n", 9) + "def parse_args(argv):\n"
 	target := map[string]any{"model": "pico", "prompt": prompt, "max_tokens": 32, "temperature": 1, "seed": 9,
 		"ignore_eos": true, "return_token_ids": true, "logprobs": 0}

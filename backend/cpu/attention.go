@@ -19,9 +19,10 @@ const (
 // blocks of layer l. The output goes to b.attn. Work items are (sequence, KV head) pairs, so the
 // query heads that share a KV head reuse its keys and values.
 //
-// Prompt chunks run as matrix products and Generated ones (decodes) as dot products, each token
-// as its one-token decode would; with BF16Activations or BatchDependent, chunks shorter than
-// gemmAttentionMinTokens take the dot products too (b.attnGEMMMin). Either way the items are
+// Generated chunks (decodes) run as dot products, each token as its one-token decode would;
+// prompt chunks as matrix products, except those shorter than gemmAttentionMinTokens, which take
+// the dot products too (b.attnGEMMMin); with Deterministic every prompt chunk takes the row-stable
+// matrix products. Either way the items are
 // spread over the worker goroutines, each item's products, softmax included, on its own worker
 // (gemm's serial entry points: no nested parallelism).
 func (b *Backend) attention(l int, spans []seqSpan) {
@@ -151,7 +152,7 @@ func (b *Backend) attendTile(sp seqSpan, kh int, s *attnScratch, i0, i1 int, sca
 		src := (sp.start+i)*qkvDim + kh*span
 		copy(s.queries[(i-i0)*span:(i-i0+1)*span], b.qkv[src:src+span])
 	}
-	if b.fast() {
+	if !b.deterministic {
 		gemm.MatMulNTSerial(rows, ctxLen, hd, s.queries, hd, s.keys, hd, s.scores, ctxLen, false)
 		for r := range rows {
 			row := s.scores[r*ctxLen : (r+1)*ctxLen]

@@ -14,22 +14,29 @@ import (
 // registry as a scheduler binary opens it.
 func TestConformance(t *testing.T) {
 	for _, kernels := range linear.KernelSets() {
-		t.Run(kernels, func(t *testing.T) {
-			backendtest.Run(t, backendtest.Target{
-				Open: func(t testing.TB, m *model.Model, opts backend.Options) backend.Backend {
-					opts.Tuning = Tuning{Threads: 2, Kernels: kernels}
-					b, err := backend.Open("cpu", m, opts)
-					if err != nil {
-						t.Fatal(err)
-					}
-					return b
-				},
-				Computes:    true,
-				AllLogits:   true,
-				Invariant:   true,
-				Consistency: 2e-3, // the pico's bf16 KV cache: see kv16Tol
-				Slow:        kernels == "go",
+		for _, deterministic := range []bool{false, true} {
+			name := kernels
+			if deterministic {
+				name += "/deterministic"
+			}
+			t.Run(name, func(t *testing.T) {
+				backendtest.Run(t, backendtest.Target{
+					Open: func(t testing.TB, m *model.Model, opts backend.Options) backend.Backend {
+						opts.Tuning = Tuning{Threads: 2, Kernels: kernels, Deterministic: deterministic}
+						b, err := backend.Open("cpu", m, opts)
+						if err != nil {
+							t.Fatal(err)
+						}
+						return b
+					},
+					Computes:       true,
+					AllLogits:      true,
+					Invariant:      true,
+					ChunkInvariant: deterministic,
+					Consistency:    2e-3, // the pico's bf16 KV cache: see kv16Tol
+					Slow:           kernels == "go",
+				})
 			})
-		})
+		}
 	}
 }

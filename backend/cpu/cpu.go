@@ -26,10 +26,10 @@ import (
 // DefaultBlockSize is the number of token positions per KV block when Options.BlockSize is 0.
 const DefaultBlockSize = 16
 
-// gemmAttentionMinTokens is, with BF16Activations or BatchDependent, the chunk length from which
-// a sequence's attention runs as matrix products over a gathered copy of its keys and values;
-// shorter chunks use direct dot products over the blocks, where a matrix product would not
-// amortise its setup. Batch-invariant, every prompt chunk takes the matrix products.
+// gemmAttentionMinTokens is the prompt chunk length from which a sequence's attention runs as
+// matrix products over a gathered copy of its keys and values; shorter chunks use direct dot
+// products over the blocks, where a matrix product would not amortise its setup. With
+// Deterministic every prompt chunk takes the (row-stable) matrix products.
 const gemmAttentionMinTokens = 8
 
 // Tuning is the CPU backend's own settings, passed as backend.Options.Tuning (a Tuning or a
@@ -48,6 +48,12 @@ type Tuning struct {
 	// past linear.StreamMaxRows rows), so a sequence's logits change in the last bits with what
 	// it is batched with. Batched decode of many sequences runs up to twice as fast.
 	BatchDependent bool
+	// Deterministic makes a prompt token's row independent of how the prompt is cut into
+	// prefill chunks (which depends on the step's budget shared with other requests and on
+	// prefix-cache hits): prompt rows go through row-stable products, and prompt attention
+	// through them too, at about 0.75x the prefill speed. Ignored with BatchDependent or
+	// BF16Activations.
+	Deterministic bool
 	// Kernels names the kernel set of the weight products (linear.KernelSets: "avx512bf16",
 	// "avx512", "avx2", "go"); "" picks the fastest this machine runs. With "go" attention
 	// runs without SIMD as well, so the whole forward is portable Go (tests compare the sets).
@@ -110,8 +116,11 @@ type Backend struct {
 	mul linear.Multiplier
 	// batchDependent is Tuning.BatchDependent: rows are grouped for speed, not invariance.
 	batchDependent bool
-	rowPos         []int
-	rowSeq         []int
+	// deterministic is Tuning.Deterministic (never with batchDependent or BF16Activations):
+	// prompt rows on the row-stable products.
+	deterministic bool
+	rowPos        []int
+	rowSeq        []int
 	// groups are this step's row groups of the layers' products, headGroups the LM head's.
 	groups, headGroups []rowGroup
 	workers            []attnScratch
@@ -131,7 +140,7 @@ var _ backend.Backend = (*Backend)(nil)
 func (b *Backend) LogAttrs() []any {
 	return []any{"kv_dtype", b.kv.typ, "threads", b.threads, "gemm", gemm.Impl(), "blas_core", gemm.Core(),
 		"kernels", linear.Kernels(), "bf16_activations", b.mul.BF16Activations,
-		"batch_invariant", !b.batchDependent && !b.mul.BF16Activations}
+		"batch_invariant", !b.batchDependent && !b.mul.BF16Activations, "deterministic", b.deterministic}
 }
 
 // KVPlan says how the KV pool was sized.
@@ -224,9 +233,10 @@ func New(m *model.Model, opts backend.Options) (*Backend, error) {
 		workers:        make([]attnScratch, threads),
 		mul:            linear.Multiplier{Threads: threads, BF16Activations: tune.BF16Activations},
 		batchDependent: tune.BatchDependent,
+		deterministic:  tune.Deterministic && !tune.BatchDependent && !tune.BF16Activations,
 		kvPlan:         plan,
 	}
-	if !b.fast() {
+	if b.deterministic {
 		b.attnGEMMMin = 1 // every prompt chunk on one path, whatever its length
 	}
 	if err := b.mul.UseKernels(tune.Kernels); err != nil {
@@ -350,7 +360,7 @@ func (b *Backend) Forward(ctx context.Context, batch *backend.Batch) ([][]float3
 	}
 
 	b.groups = b.rowGroups(b.groups, len(spans), func(i int) int { return spans[i].n },
-		func(i int) int { return chunkPath(spans[i].seq) })
+		func(i int) int { return b.chunkPath(spans[i].seq, spans[i].n) })
 	for l := range b.m.Layers {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("cpu forward: %w", err)

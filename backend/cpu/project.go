@@ -45,14 +45,19 @@ const (
 	// pathStable is the row-stable matrix product (MatMulStable): each row computed as it
 	// would be alone, at the matrix product's speed for many rows.
 	pathStable
+	// pathOwn is a long prompt chunk's own product on linear's fastest path for its row count
+	// (never shared with another chunk): its rows do not depend on the batch, but do on the
+	// chunk's length.
+	pathOwn
 )
 
 // rowGroup is a run of activation rows that go through one product. By default the rows of
-// Generated chunks (decodes, speculative tokens) go through the streaming kernels, those of
-// prompt chunks through the row-stable matrix product, whatever the chunks' lengths: every row's
-// result depends only on the row, so a sequence's rows are computed exactly as they would be in
-// a batch of their own, a Generated token's row as its one-token decode computes it, and a
-// prompt token's row the same however the prompt is cut into chunks.
+// Generated chunks (decodes, speculative tokens) and of short prompt chunks go through the
+// streaming kernels, and a long prompt chunk through a product of its own: a sequence's rows are
+// computed exactly as they would be in a batch of their own, and a Generated token's row as its
+// one-token decode computes it. With Deterministic every prompt chunk goes through the
+// row-stable matrix product instead, whatever its length, so a prompt token's row is also the
+// same however the prompt is cut into chunks.
 type rowGroup struct {
 	start, n int
 	path     int
@@ -72,7 +77,7 @@ func (b *Backend) rowGroups(dst []rowGroup, count int, n func(i int) int, path f
 		if !fast {
 			p = path(i)
 		}
-		if last := len(dst) - 1; last >= 0 && dst[last].path == p {
+		if last := len(dst) - 1; last >= 0 && dst[last].path == p && p != pathOwn {
 			dst[last].n += ni
 		} else {
 			dst = append(dst, rowGroup{start: start, n: ni, path: p})
@@ -86,13 +91,20 @@ func (b *Backend) rowGroups(dst []rowGroup, count int, n func(i int) int, path f
 // BatchDependent).
 func (b *Backend) fast() bool { return b.mul.BF16Activations || b.batchDependent }
 
-// chunkPath is the path of a chunk's rows through the layers' products: the streaming kernels
-// for Generated tokens (as their one-token decodes), the row-stable product for prompt tokens.
-func chunkPath(s *backend.Seq) int {
-	if s.Generated {
+// chunkPath is the path of the n rows of chunk s through the layers' products: the streaming
+// kernels for Generated tokens (as their one-token decodes); for prompt tokens the row-stable
+// product with Deterministic, else the streaming kernels for a short chunk and a product of its
+// own for a long one.
+func (b *Backend) chunkPath(s *backend.Seq, n int) int {
+	switch {
+	case s.Generated:
+		return pathRows
+	case b.deterministic:
+		return pathStable
+	case n <= linear.StreamMaxRows:
 		return pathRows
 	}
-	return pathStable
+	return pathOwn
 }
 
 // project computes out[i·ldo+j] = Σ_p x[i·ldx+p]·w[j][p] for the rows of groups (added to out

@@ -12,6 +12,8 @@ type cpuFlags struct {
 	BF16Activations bool
 	// BatchDependent trades batch invariance for batched-decode speed (cpu.Tuning).
 	BatchDependent bool
+	// Deterministic makes prompt rows independent of prefill chunking (cpu.Tuning).
+	Deterministic bool
 }
 
 func (c *cpuFlags) flags() []cli.Flag {
@@ -20,6 +22,8 @@ func (c *cpuFlags) flags() []cli.Flag {
 			Usage: "cpu: round the activations that BF16 weights multiply to bf16, as llama.cpp does: faster batched decode and prefill on CPUs with AVX512_BF16, but a request's tokens then depend on the requests batched with it"},
 		&cli.BoolFlag{Name: "batch-dependent", Destination: &c.BatchDependent, Sources: cli.EnvVars("BATCH_DEPENDENT"),
 			Usage: "cpu: give up batch invariance for speed: a step's rows share the fastest product for their count (up to ~2x batched decode of many sequences), so a seeded request's tokens may then change with the requests batched with it"},
+		&cli.BoolFlag{Name: "deterministic", Destination: &c.Deterministic, Sources: cli.EnvVars("DETERMINISTIC"),
+			Usage: "cpu: also make a prompt's logits independent of how it is cut into prefill chunks (the step budget shared with other requests, prefix-cache hits), so a seeded request's tokens depend on nothing but the request; prefill runs at about 0.75x"},
 	}
 }
 
@@ -28,5 +32,5 @@ func (c *cpuFlags) tuning(device string) any {
 	if device != "cpu" && device != "cpu:0" {
 		return nil
 	}
-	return &cpu.Tuning{BF16Activations: c.BF16Activations, BatchDependent: c.BatchDependent}
+	return &cpu.Tuning{BF16Activations: c.BF16Activations, BatchDependent: c.BatchDependent, Deterministic: c.Deterministic}
 }
