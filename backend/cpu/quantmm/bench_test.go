@@ -77,6 +77,29 @@ func benchMatMul(b *testing.B, m, threads int) {
 							b.ReportMetric(float64(m)*float64(s.rows)*float64(s.cols)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GMAC/s")
 						}
 					})
+					if k.packed == nil || !packable(typ) {
+						continue
+					}
+					// The same product on the weights packed at load (pack.go).
+					b.Run(k.name+"-packed", func(b *testing.B) {
+						activeKernels = k
+						packs := make([]*Packed, len(copies))
+						for i, c := range copies {
+							var err error
+							if packs[i], err = pack(typ, c, s.rows, s.cols); err != nil {
+								b.Fatal(err)
+							}
+						}
+						b.SetBytes(int64(len(w0)))
+						n := 0
+						for b.Loop() {
+							packs[n%len(packs)].MatMul(x, m, out, s.rows, threads)
+							n++
+						}
+						if m > 1 {
+							b.ReportMetric(float64(m)*float64(s.rows)*float64(s.cols)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GMAC/s")
+						}
+					})
 				}
 			})
 		}

@@ -21,11 +21,13 @@ type kernelSet struct {
 	// exactly as quantizeAct and setBlock do, and reports false, doing nothing, for a type it
 	// leaves to them (an empty range only asks).
 	quantize func(t quant.Type, x []float32, a *acts, b0, b1 int) bool
+	// packed, where not nil, is the kernel for Packed weights (see pack.go).
+	packed packedKernel
 }
 
 // goKernels is the portable path, and the reference the SIMD paths are tested against: each block's
 // integer dot product is exact, then scaled in float32.
-var goKernels = kernelSet{name: "go", rows: goRows}
+var goKernels = kernelSet{name: "go", rows: goRows, packed: goPacked}
 
 // activeKernels is the fastest kernel set this CPU runs; tests and benchmarks switch it.
 // The block layouts of package quant, by the short names the kernels use.
@@ -81,7 +83,9 @@ func goDotQ8_0(w []byte, a *acts, i int) float32 {
 			s0 += int32(int8(wq[k])) * int32(aq[k])
 			s1 += int32(int8(wq[k+1])) * int32(aq[k+1])
 		}
-		acc += float32(f16at(blk, 0)*a.d[i*a.nb+b]) * float32(s0+s1)
+		// The explicit conversion keeps Go from fusing the multiply-add (it may where FMA is
+		// assumed, GOAMD64=v3), which the packed kernels, and results, rely on.
+		acc += float32(float32(f16at(blk, 0)*a.d[i*a.nb+b]) * float32(s0+s1))
 	}
 	return acc
 }

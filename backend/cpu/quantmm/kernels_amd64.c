@@ -225,3 +225,84 @@ __attribute__((target(QA_TARGET))) void qa_q32(const float *x, int64_t nblk, int
         if (lane) lane[b] = -16 * s;
     }
 }
+
+// Packed Q8_0 (pack.go's layout) with AVX2: each step takes 4 quants of each of a group's 8
+// weight rows in one vector against 4 quants of an activation row broadcast to all eight lanes,
+// so vpmaddubsw + vpmaddwd leave row r's sum of 4 products in int32 lane r, and a block's 8
+// steps its exact integer dot product for all 8 rows; the weights are loaded (and their
+// absolute values taken, for vpmaddubsw's unsigned operand) once per block for up to 4
+// activation rows. The float arithmetic per output is goDotQ8_0's: scale = dw * da rounded,
+// times the integer sum rounded, added in block order.
+// No "fma": GCC would otherwise fuse the multiply and the add, which the Go path rounds apart.
+#define Q8P_TARGET "avx2,f16c"
+
+static inline __attribute__((always_inline, target(Q8P_TARGET))) void q8p_tile(const uint8_t *g, int nb,
+                                                                             const int8_t *aq, const float *ad,
+                                                                             int NA, float *res) {
+    __m256 acc[4];
+#pragma GCC unroll 4
+    for (int t = 0; t < NA; t++) acc[t] = _mm256_setzero_ps();
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *blk = g + (int64_t)b * 272;
+        __m256i isum[4];
+#pragma GCC unroll 4
+        for (int t = 0; t < NA; t++) isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            __m256i w[4], u[4];
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) {
+                w[k] = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * (4 * h + k)));
+                u[k] = _mm256_abs_epi8(w[k]);
+            }
+#pragma GCC unroll 4
+            for (int t = 0; t < NA; t++) {
+                const int8_t *a = aq + ((int64_t)t * nb + b) * 32 + 16 * h;
+#pragma GCC unroll 4
+                for (int k = 0; k < 4; k++) {
+                    int32_t a4;
+                    memcpy(&a4, a + 4 * k, 4);
+                    const __m256i p = _mm256_maddubs_epi16(u[k], _mm256_sign_epi8(_mm256_set1_epi32(a4), w[k]));
+                    isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p, ones));
+                }
+            }
+        }
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk));
+#pragma GCC unroll 4
+        for (int t = 0; t < NA; t++) {
+            const __m256 sc = _mm256_mul_ps(dw, _mm256_set1_ps(ad[(int64_t)t * nb + b]));
+            acc[t] = _mm256_add_ps(acc[t], _mm256_mul_ps(sc, _mm256_cvtepi32_ps(isum[t])));
+        }
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < NA; t++) _mm256_storeu_ps(res + 8 * t, acc[t]);
+}
+
+#define Q8P_TILE(NA)                                                                                              \
+    static __attribute__((noinline, target(Q8P_TARGET))) void q8p_tile_##NA(const uint8_t *g, int nb,            \
+                                                                            const int8_t *aq, const float *ad,   \
+                                                                            float *res) {                        \
+        q8p_tile(g, nb, aq, ad, NA, res);                                                                         \
+    }
+Q8P_TILE(1) Q8P_TILE(2) Q8P_TILE(3) Q8P_TILE(4)
+#undef Q8P_TILE
+
+// q8_0_packed_avx2: groups [g0, g1) of a packed Q8_0 matrix (p, nb blocks per row, rows real
+// rows) against n activation rows (aq: nb*32 quants per row, ad: nb scales), out[t*ldo + j].
+__attribute__((target(Q8P_TARGET))) void q8_0_packed_avx2(const uint8_t *p, int rows, int nb, int g0, int g1,
+                                                           const int8_t *aq, const float *ad, int n, float *out,
+                                                           int64_t ldo) {
+    typedef void (*tile_fn)(const uint8_t *, int, const int8_t *, const float *, float *);
+    static const tile_fn tiles[4] = {q8p_tile_1, q8p_tile_2, q8p_tile_3, q8p_tile_4};
+    float res[32];
+    for (int g = g0; g < g1; g++) {
+        const uint8_t *gp = p + (int64_t)g * nb * 272;
+        const int nr = rows - 8 * g < 8 ? rows - 8 * g : 8;
+        for (int i = 0; i < n; i += 4) {
+            const int na = n - i < 4 ? n - i : 4;
+            tiles[na - 1](gp, nb, aq + (int64_t)i * nb * 32, ad + (int64_t)i * nb, res);
+            for (int t = 0; t < na; t++) memcpy(out + (int64_t)(i + t) * ldo + 8 * g, res + 8 * t, (size_t)nr * 4);
+        }
+    }
+}

@@ -14,6 +14,7 @@ void q6_k_##isa(const uint8_t *w, int64_t rb, int rows, int nb, const int8_t *aq
 void q8_0_vnni512(const uint8_t *w, int64_t rb, int rows, int nb, const int8_t *aq, const float *ad, const int32_t *alane, int m, float *out, int64_t ldo);
 void qa_q4k(const float *x, int64_t nblk, int8_t *qs, float *d, int16_t *sums);
 void qa_q32(const float *x, int64_t nblk, int8_t *qs, float *d, int32_t *bias, int32_t *lane, int32_t off);
+void q8_0_packed_avx2(const uint8_t *p, int rows, int nb, int g0, int g1, const int8_t *aq, const float *ad, int n, float *out, int64_t ldo);
 DECL(avx2)
 DECL(avxvnni)
 DECL(vnni256)
@@ -60,8 +61,23 @@ func (k *cKernels) rows(t quant.Type, w []byte, rowBytes, rows, cols int, a *act
 
 func cSet(name string, k *cKernels) kernelSet { return kernelSet{name: name, rows: k.rows} }
 
+// packedAVX2 runs the AVX2 kernels of the packed layouts (pack.go).
+func packedAVX2(p *Packed, a *acts, i0, n, g0, g1 int, out []float32, ldo int) {
+	if g0 >= g1 || n == 0 {
+		return
+	}
+	C.q8_0_packed_avx2((*C.uint8_t)(unsafe.Pointer(&p.data[0])), C.int(p.rows), C.int(a.nb), C.int(g0), C.int(g1),
+		(*C.int8_t)(unsafe.Pointer(&a.qs[i0*a.nb*qk])), (*C.float)(unsafe.Pointer(&a.d[i0*a.nb])), C.int(n),
+		(*C.float)(unsafe.Pointer(&out[0])), C.int64_t(ldo))
+}
+
 func withQuantize(q func(quant.Type, []float32, *acts, int, int) bool, k kernelSet) kernelSet {
 	k.quantize = q
+	return k
+}
+
+func withPacked(p packedKernel, k kernelSet) kernelSet {
+	k.packed = p
 	return k
 }
 
@@ -91,7 +107,7 @@ func quantize512(t quant.Type, x []float32, a *acts, b0, b1 int) bool {
 }
 
 var (
-	avx2Kernels = cSet("avx2", &cKernels{
+	avx2Kernels = withPacked(packedAVX2, cSet("avx2", &cKernels{
 		q8_0: func(w *C.uint8_t, rb C.int64_t, rows, nb C.int, aq *C.int8_t, ad *C.float, ax *C.int32_t, epb C.int64_t, m C.int, out *C.float, ldo C.int64_t) {
 			C.q8_0_avx2(w, rb, rows, nb, aq, ad, ax, epb, m, out, ldo)
 		},
@@ -104,7 +120,7 @@ var (
 		q6_k: func(w *C.uint8_t, rb C.int64_t, rows, nb C.int, aq *C.int8_t, ad *C.float, ax *C.int16_t, epb C.int64_t, m C.int, out *C.float, ldo C.int64_t) {
 			C.q6_k_avx2(w, rb, rows, nb, aq, ad, ax, epb, m, out, ldo)
 		},
-	})
+	}))
 	avxvnniKernels = cSet("avxvnni", &cKernels{
 		q8_0: func(w *C.uint8_t, rb C.int64_t, rows, nb C.int, aq *C.int8_t, ad *C.float, ax *C.int32_t, epb C.int64_t, m C.int, out *C.float, ldo C.int64_t) {
 			C.q8_0_avxvnni(w, rb, rows, nb, aq, ad, ax, epb, m, out, ldo)

@@ -1,0 +1,175 @@
+package quantmm
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/llmserve/llmserve/internal/parallel"
+	"github.com/llmserve/llmserve/quant"
+)
+
+// packRows is the number of weight rows a packed group interleaves: one int32 lane of a 256-bit
+// vector per row, so a block's integer sums for all of them come out as one vector.
+const packRows = 8
+
+// Packed is a weight matrix repacked at load for the multi-row kernels: its rows are taken in
+// groups of packRows (the last group padded with zero rows), and a group's blocks are stored
+// side by side, so one pass over the group reads each weight byte once for every activation
+// row of a tile and its integer sums for all the group's rows land in one vector.
+//
+// Q8_0 group block (8 rows x 32 weights, 272 bytes): the 8 rows' F16 scales, then for k < 8
+// 32 bytes holding quants 4k..4k+3 of row 0, of row 1, ..., of row 7.
+//
+// Every output is computed as the portable unpacked path computes it (goRows): the block's exact
+// integer dot product, times the float32 product of the two scales, added to a float32 sum in
+// block order; so packed results equal that path's bit for bit, whatever the row or activation
+// count, thread count or kernel set.
+type Packed struct {
+	// t is the weight type, rows and cols the matrix's shape.
+	t          quant.Type
+	rows, cols int
+	// data holds the groups one after another, each nb group blocks.
+	data []byte
+}
+
+// Type is the packed matrix's weight type.
+func (p *Packed) Type() quant.Type { return p.t }
+
+// Rows is the number of weight rows.
+func (p *Packed) Rows() int { return p.rows }
+
+// Cols is the number of columns (weights per row).
+func (p *Packed) Cols() int { return p.cols }
+
+// Bytes is the storage the packed matrix takes.
+func (p *Packed) Bytes() int { return len(p.data) }
+
+// Packs reports whether this machine's kernels run a packed layout for weights of type t (when
+// not, Pack returns nil and MatMul on the plain rows is the path).
+func Packs(t quant.Type) bool {
+	return activeKernels.packed != nil && packable(t)
+}
+
+// packable lists the types that have a packed layout.
+func packable(t quant.Type) bool { return t == quant.Q8_0 }
+
+// Pack copies rows rows of cols weights of type t (w, in the GGUF row layout) into the packed
+// layout, or returns nil, nil when this machine's kernels have no packed kernel for t.
+func Pack(t quant.Type, w []byte, rows, cols int) (*Packed, error) {
+	if !Packs(t) {
+		return nil, nil
+	}
+	return pack(t, w, rows, cols)
+}
+
+func pack(t quant.Type, w []byte, rows, cols int) (*Packed, error) {
+	rb, err := t.RowBytes(cols)
+	if err != nil {
+		return nil, fmt.Errorf("quantmm.Pack: %w", err)
+	}
+	if !packable(t) {
+		return nil, fmt.Errorf("quantmm.Pack: no packed layout for %s", t)
+	}
+	if rows < 0 || len(w) < rows*rb {
+		return nil, fmt.Errorf("quantmm.Pack: %d bytes for %d rows of %s x %d", len(w), rows, t, cols)
+	}
+	groups := (rows + packRows - 1) / packRows
+	p := &Packed{t: t, rows: rows, cols: cols, data: make([]byte, groups*packRows*rb)}
+	nb := cols / t.BlockSize()
+	gb := packRows * t.BlockBytes() // bytes of one group block
+	for g := range groups {
+		for r := range min(packRows, rows-g*packRows) {
+			row := w[(g*packRows+r)*rb:][:rb]
+			for b := range nb {
+				src := row[34*b : 34*b+34]
+				dst := p.data[(g*nb+b)*gb:][:gb]
+				copy(dst[2*r:], src[:2])
+				for k := range 8 {
+					copy(dst[16+32*k+4*r:][:4], src[2+4*k:][:4])
+				}
+			}
+		}
+	}
+	return p, nil
+}
+
+// MatMul sets out[i*ldo+j] = dot(x[i*cols:(i+1)*cols], row j of p) for i < m and j < rows, as
+// package-level MatMul does on the unpacked rows (with the portable kernels' arithmetic, see
+// Packed), on up to threads goroutines.
+func (p *Packed) MatMul(x []float32, m int, out []float32, ldo int, threads int) {
+	switch {
+	case m < 0:
+		panic(fmt.Sprintf("quantmm.Packed.MatMul: negative row count %d", m))
+	case len(x) < m*p.cols:
+		panic(fmt.Sprintf("quantmm.Packed.MatMul: %d activations, need %d x %d", len(x), m, p.cols))
+	case m > 0 && p.rows > 0 && (ldo < p.rows || len(out) < (m-1)*ldo+p.rows):
+		panic(fmt.Sprintf("quantmm.Packed.MatMul: output of %d with stride %d cannot hold %d x %d", len(out), ldo, m, p.rows))
+	}
+	if p.rows == 0 || m == 0 {
+		return
+	}
+	a := getActs()
+	defer putActs(a)
+	a.quantize(p.t, x, m, p.cols, threads)
+	kern := activeKernels.packed
+	if kern == nil {
+		kern = goPacked
+	}
+	groups := (p.rows + packRows - 1) / packRows
+	run := func(g0, g1 int) {
+		// Long runs of activation rows go in slices that stay in cache while every group of
+		// this range meets them; a slice does not change any result.
+		for i := 0; i < m; i += packActRows {
+			n := min(packActRows, m-i)
+			kern(p, a, i, n, g0, g1, out[i*ldo:], ldo)
+		}
+	}
+	threads = max(1, min(threads, p.rows/minRowsPerThread))
+	if threads == 1 {
+		run(0, groups)
+		return
+	}
+	// As MatMul: more chunks than threads, each a whole number of 16-row cache lines of output.
+	parts := min(4*threads, (groups+1)/2)
+	per := ((groups+parts-1)/parts + 1) &^ 1
+	parts = (groups + per - 1) / per
+	parallel.For(parts, threads, func(_, c int) { run(c*per, min(groups, (c+1)*per)) })
+}
+
+// packActRows is the most activation rows one pass over a range of groups takes (64 KiB of
+// Q8_0 quants at 1024 columns: they stay in L2 while the weights stream past).
+const packActRows = 64
+
+// packedKernel computes groups [g0, g1) of p against activation rows [i0, i0+n) of a, writing
+// row i0+t's outputs at out[t*ldo + j] for the real rows j of those groups.
+type packedKernel func(p *Packed, a *acts, i0, n, g0, g1 int, out []float32, ldo int)
+
+// goPacked is the portable packed kernel: goDotQ8_0's arithmetic on the packed layout.
+func goPacked(p *Packed, a *acts, i0, n, g0, g1 int, out []float32, ldo int) {
+	nb := a.nb
+	const gb = packRows * 34
+	for g := g0; g < g1; g++ {
+		nr := min(packRows, p.rows-g*packRows)
+		for t := range n {
+			i := i0 + t
+			var acc [packRows]float32
+			for b := range nb {
+				blk := p.data[(g*nb+b)*gb:][:gb]
+				aq := a.qs[(i*nb+b)*qk:][:qk]
+				da := a.d[i*nb+b]
+				for r := range nr {
+					var s int32
+					for k := range 8 {
+						wq := blk[16+32*k+4*r:][:4]
+						av := aq[4*k:][:4]
+						s += int32(int8(wq[0]))*int32(av[0]) + int32(int8(wq[1]))*int32(av[1]) +
+							int32(int8(wq[2]))*int32(av[2]) + int32(int8(wq[3]))*int32(av[3])
+					}
+					sc := float32(quant.FromF16(binary.LittleEndian.Uint16(blk[2*r:])) * da)
+					acc[r] += float32(sc * float32(s))
+				}
+			}
+			copy(out[t*ldo+g*packRows:][:nr], acc[:nr])
+		}
+	}
+}
