@@ -306,3 +306,97 @@ __attribute__((target(Q8P_TARGET))) void q8_0_packed_avx2(const uint8_t *p, int 
         }
     }
 }
+
+// Packed Q4_K (pack.go's layout) with AVX2: as for Q8_0, each step takes 4 quants of each of a
+// group's 8 rows (one sub-block's nibbles) against 4 activation quants broadcast to all lanes.
+// vpmaddubsw's pairs (at most 2 * 15 * 127) of a sub-block's 8 steps add up in int16 (at most
+// 30480), and one vpmaddwd by the rows' sub-block scales, repeated in both halves of each lane,
+// leaves row r's scaled sub-block sum in int32 lane r; the mins meet the activations' sub-block
+// sums in vpmaddwd the same way. The float arithmetic per output is goDotQ4_K's.
+static inline __attribute__((always_inline, target(Q8P_TARGET))) void q4kp_tile(const uint8_t *g, int nb,
+                                                                              const int8_t *aq, const float *ad,
+                                                                              const int16_t *asums, int NA,
+                                                                              float *res) {
+    static const int slot_of_sub[8] = {0, 2, 1, 3, 4, 6, 5, 7};
+    __m256 acc[4];
+#pragma GCC unroll 4
+    for (int t = 0; t < NA; t++) acc[t] = _mm256_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *blk = g + (int64_t)b * 1184;
+        __m256i isum[4];
+#pragma GCC unroll 4
+        for (int t = 0; t < NA; t++) isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 2
+        for (int sub = 0; sub < 8; sub++) {
+            const uint8_t *q = blk + 160 + 256 * (sub >> 1);
+            const int slot = slot_of_sub[sub];
+            __m256i p[4];
+#pragma GCC unroll 4
+            for (int t = 0; t < NA; t++) p[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+            for (int k = 0; k < 8; k++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(q + 32 * k));
+                const __m256i w = (sub & 1) ? _mm256_and_si256(_mm256_srli_epi16(v, 4), m4) : _mm256_and_si256(v, m4);
+#pragma GCC unroll 4
+                for (int t = 0; t < NA; t++) {
+                    int32_t a4;
+                    memcpy(&a4, aq + ((int64_t)t * nb + b) * 256 + 32 * slot + 4 * k, 4);
+                    p[t] = _mm256_add_epi16(p[t], _mm256_maddubs_epi16(w, _mm256_set1_epi32(a4)));
+                }
+            }
+            __m256i sc = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 32 + 8 * sub)));
+            sc = _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16));
+#pragma GCC unroll 4
+            for (int t = 0; t < NA; t++) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p[t], sc));
+        }
+        const __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk));
+        const __m256 dmv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16)));
+        __m256i mn[4];
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) mn[j] = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(blk + 96 + 16 * j)));
+#pragma GCC unroll 4
+        for (int t = 0; t < NA; t++) {
+            const int64_t ab = (int64_t)t * nb + b;
+            __m256i msum = _mm256_setzero_si256();
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) {
+                int32_t s2;
+                memcpy(&s2, asums + ab * 8 + 2 * j, 4);
+                msum = _mm256_add_epi32(msum, _mm256_madd_epi16(mn[j], _mm256_set1_epi32(s2)));
+            }
+            const __m256 da = _mm256_set1_ps(ad[ab]);
+            const __m256 x = _mm256_mul_ps(_mm256_mul_ps(dv, da), _mm256_cvtepi32_ps(isum[t]));
+            const __m256 y = _mm256_mul_ps(_mm256_mul_ps(dmv, da), _mm256_cvtepi32_ps(msum));
+            acc[t] = _mm256_add_ps(acc[t], _mm256_sub_ps(x, y));
+        }
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < NA; t++) _mm256_storeu_ps(res + 8 * t, acc[t]);
+}
+
+#define Q4KP_TILE(NA)                                                                                             \
+    static __attribute__((noinline, target(Q8P_TARGET))) void q4kp_tile_##NA(                                     \
+        const uint8_t *g, int nb, const int8_t *aq, const float *ad, const int16_t *asums, float *res) {          \
+        q4kp_tile(g, nb, aq, ad, asums, NA, res);                                                                 \
+    }
+Q4KP_TILE(1) Q4KP_TILE(2) Q4KP_TILE(3) Q4KP_TILE(4)
+#undef Q4KP_TILE
+
+// q4_k_packed_avx2: as q8_0_packed_avx2 for packed Q4_K (asums: 8 sums per activation block).
+__attribute__((target(Q8P_TARGET))) void q4_k_packed_avx2(const uint8_t *p, int rows, int nb, int g0, int g1,
+                                                           const int8_t *aq, const float *ad, const int16_t *asums,
+                                                           int n, float *out, int64_t ldo) {
+    typedef void (*tile_fn)(const uint8_t *, int, const int8_t *, const float *, const int16_t *, float *);
+    static const tile_fn tiles[4] = {q4kp_tile_1, q4kp_tile_2, q4kp_tile_3, q4kp_tile_4};
+    float res[32];
+    for (int g = g0; g < g1; g++) {
+        const uint8_t *gp = p + (int64_t)g * nb * 1184;
+        const int nr = rows - 8 * g < 8 ? rows - 8 * g : 8;
+        for (int i = 0; i < n; i += 4) {
+            const int na = n - i < 4 ? n - i : 4;
+            tiles[na - 1](gp, nb, aq + (int64_t)i * nb * 256, ad + (int64_t)i * nb, asums + (int64_t)i * nb * 8, res);
+            for (int t = 0; t < na; t++) memcpy(out + (int64_t)(i + t) * ldo + 8 * g, res + 8 * t, (size_t)nr * 4);
+        }
+    }
+}

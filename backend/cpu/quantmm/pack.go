@@ -20,6 +20,12 @@ const packRows = 8
 // Q8_0 group block (8 rows x 32 weights, 272 bytes): the 8 rows' F16 scales, then for k < 8
 // 32 bytes holding quants 4k..4k+3 of row 0, of row 1, ..., of row 7.
 //
+// Q4_K group block (8 rows x 256 weights, 1184 bytes): the 8 rows' F16 d, then their F16 dmin;
+// the sub-block scales, 8 bytes per sub-block (one per row); the sub-block mins, 16 bytes per
+// pair of sub-blocks (row 0's two, row 1's two, ...); then for each 32-byte group of quants
+// (sub-blocks 2g and 2g+1 in its low and high nibbles) and k < 8, 32 bytes holding bytes
+// 4k..4k+3 of that group of row 0, of row 1, ..., of row 7.
+//
 // Every output is computed as the portable unpacked path computes it (goRows): the block's exact
 // integer dot product, times the float32 product of the two scales, added to a float32 sum in
 // block order; so packed results equal that path's bit for bit, whatever the row or activation
@@ -51,7 +57,25 @@ func Packs(t quant.Type) bool {
 }
 
 // packable lists the types that have a packed layout.
-func packable(t quant.Type) bool { return t == quant.Q8_0 }
+func packable(t quant.Type) bool { return t == quant.Q8_0 || t == quant.Q4_K }
+
+// packedBlockBytes is the size of one group block of type t (packRows rows of one block each).
+func packedBlockBytes(t quant.Type) int {
+	if t == quant.Q4_K {
+		return q4kpBytes
+	}
+	return packRows * t.BlockBytes()
+}
+
+// The Q4_K group block's parts (see Packed).
+const (
+	q4kpD     = 0
+	q4kpDMin  = 16
+	q4kpScale = 32
+	q4kpMin   = 96
+	q4kpQ     = 160
+	q4kpBytes = q4kpQ + packRows*128
+)
 
 // Pack copies rows rows of cols weights of type t (w, in the GGUF row layout) into the packed
 // layout, or returns nil, nil when this machine's kernels have no packed kernel for t.
@@ -74,18 +98,35 @@ func pack(t quant.Type, w []byte, rows, cols int) (*Packed, error) {
 		return nil, fmt.Errorf("quantmm.Pack: %d bytes for %d rows of %s x %d", len(w), rows, t, cols)
 	}
 	groups := (rows + packRows - 1) / packRows
-	p := &Packed{t: t, rows: rows, cols: cols, data: make([]byte, groups*packRows*rb)}
 	nb := cols / t.BlockSize()
-	gb := packRows * t.BlockBytes() // bytes of one group block
+	gb := packedBlockBytes(t)
+	p := &Packed{t: t, rows: rows, cols: cols, data: make([]byte, groups*nb*gb)}
+	bb := t.BlockBytes()
 	for g := range groups {
 		for r := range min(packRows, rows-g*packRows) {
 			row := w[(g*packRows+r)*rb:][:rb]
 			for b := range nb {
-				src := row[34*b : 34*b+34]
+				src := row[bb*b:][:bb]
 				dst := p.data[(g*nb+b)*gb:][:gb]
-				copy(dst[2*r:], src[:2])
-				for k := range 8 {
-					copy(dst[16+32*k+4*r:][:4], src[2+4*k:][:4])
+				switch t {
+				case quant.Q8_0:
+					copy(dst[2*r:], src[:2])
+					for k := range 8 {
+						copy(dst[16+32*k+4*r:][:4], src[2+4*k:][:4])
+					}
+				case quant.Q4_K:
+					copy(dst[q4kpD+2*r:][:2], src[q4kD:][:2])
+					copy(dst[q4kpDMin+2*r:][:2], src[q4kM:][:2])
+					for sub := range 8 {
+						sc, mn := quant.ScaleMinK4(sub, src[q4kS:q4kS+12])
+						dst[q4kpScale+8*sub+r] = sc
+						dst[q4kpMin+16*(sub/2)+2*r+sub%2] = mn
+					}
+					for g4 := range 4 {
+						for k := range 8 {
+							copy(dst[q4kpQ+256*g4+32*k+4*r:][:4], src[q4kQ+32*g4+4*k:][:4])
+						}
+					}
 				}
 			}
 		}
@@ -144,8 +185,13 @@ const packActRows = 64
 // row i0+t's outputs at out[t*ldo + j] for the real rows j of those groups.
 type packedKernel func(p *Packed, a *acts, i0, n, g0, g1 int, out []float32, ldo int)
 
-// goPacked is the portable packed kernel: goDotQ8_0's arithmetic on the packed layout.
+// goPacked is the portable packed kernel: goDotQ8_0's and goDotQ4_K's arithmetic on the
+// packed layouts.
 func goPacked(p *Packed, a *acts, i0, n, g0, g1 int, out []float32, ldo int) {
+	if p.t == quant.Q4_K {
+		goPackedQ4_K(p, a, i0, n, g0, g1, out, ldo)
+		return
+	}
 	nb := a.nb
 	const gb = packRows * 34
 	for g := g0; g < g1; g++ {
@@ -167,6 +213,40 @@ func goPacked(p *Packed, a *acts, i0, n, g0, g1 int, out []float32, ldo int) {
 					}
 					sc := float32(quant.FromF16(binary.LittleEndian.Uint16(blk[2*r:])) * da)
 					acc[r] += float32(sc * float32(s))
+				}
+			}
+			copy(out[t*ldo+g*packRows:][:nr], acc[:nr])
+		}
+	}
+}
+
+func goPackedQ4_K(p *Packed, a *acts, i0, n, g0, g1 int, out []float32, ldo int) {
+	nb := a.nb
+	for g := g0; g < g1; g++ {
+		nr := min(packRows, p.rows-g*packRows)
+		for t := range n {
+			i := i0 + t
+			var acc [packRows]float32
+			for b := range nb {
+				blk := p.data[(g*nb+b)*q4kpBytes:][:q4kpBytes]
+				aq := a.qs[(i*nb+b)*qkK:][:qkK]
+				sums := a.sums[(i*nb+b)*8:][:8]
+				da := a.d[i*nb+b]
+				for r := range nr {
+					var isum, msum int32
+					for slot, sub := range q4kOrder {
+						shift := uint(4 * (sub % 2))
+						var dot int32
+						for k := range 32 {
+							wq := blk[q4kpQ+256*(sub/2)+32*(k/4)+4*r+k%4]
+							dot += int32(wq>>shift&0xf) * int32(aq[32*slot+k])
+						}
+						isum += int32(blk[q4kpScale+8*sub+r]) * dot
+						msum += int32(blk[q4kpMin+16*(sub/2)+2*r+sub%2]) * int32(sums[sub])
+					}
+					d := quant.FromF16(binary.LittleEndian.Uint16(blk[q4kpD+2*r:]))
+					dm := quant.FromF16(binary.LittleEndian.Uint16(blk[q4kpDMin+2*r:]))
+					acc[r] += float32(float32(d*da)*float32(isum)) - float32(float32(dm*da)*float32(msum))
 				}
 			}
 			copy(out[t*ldo+g*packRows:][:nr], acc[:nr])

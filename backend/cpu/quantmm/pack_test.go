@@ -9,7 +9,7 @@ import (
 )
 
 // packedTypes are the types with a packed layout.
-var packedTypes = []quant.Type{quant.Q8_0}
+var packedTypes = []quant.Type{quant.Q8_0, quant.Q4_K}
 
 // TestPackedMatchesUnpacked: on every kernel set with a packed kernel, a packed matrix gives the
 // portable unpacked path's results bit for bit (real scales, so float rounding is exercised, and
@@ -28,16 +28,27 @@ func TestPackedMatchesUnpacked(t *testing.T) {
 	defer func() { activeKernels = saved }()
 	for _, typ := range packedTypes {
 		for _, s := range shapes {
+			if s.cols%typ.BlockSize() != 0 {
+				s.cols = (s.cols + 255) &^ 255
+			}
 			w, err := quant.Quantize(typ, randomWeights(rng, s.rows*s.cols), s.cols)
 			if err != nil {
 				t.Fatal(err)
 			}
-			// Random quant bytes in a few blocks, -128 (which the quantizer never writes) among them.
-			for b := 0; b+34 <= len(w); b += 34 * 5 {
-				for k := 2; k < 34; k++ {
+			// Random bytes in a few blocks: Q8_0 quants, -128 (which the quantizer never
+			// writes) among them; everything but Q4_K's d and dmin (all scale and min bits).
+			bb := typ.BlockBytes()
+			for b := 0; b+bb <= len(w); b += bb * 5 {
+				lo := 2
+				if typ == quant.Q4_K {
+					lo = 4
+				}
+				for k := lo; k < bb; k++ {
 					w[b+k] = byte(rng.Uint32())
 				}
-				w[b+2+rng.IntN(32)] = 0x80
+				if typ == quant.Q8_0 {
+					w[b+2+rng.IntN(32)] = 0x80
+				}
 			}
 			x := make([]float32, s.m*s.cols)
 			for i := range x {
@@ -82,30 +93,32 @@ func TestPackedMatchesUnpacked(t *testing.T) {
 func TestPackedRowsIndependent(t *testing.T) {
 	rng := rand.New(rand.NewPCG(13, 14))
 	const rows, cols, m = 45, 512, 21
-	w, err := quant.Quantize(quant.Q8_0, randomWeights(rng, rows*cols), cols)
-	if err != nil {
-		t.Fatal(err)
-	}
-	x := randomWeights(rng, m*cols)
 	saved := activeKernels
 	defer func() { activeKernels = saved }()
-	for _, k := range kernelSets() {
-		if k.packed == nil {
-			continue
-		}
-		activeKernels = k
-		p, err := Pack(quant.Q8_0, w, rows, cols)
+	for _, typ := range packedTypes {
+		w, err := quant.Quantize(typ, randomWeights(rng, rows*cols), cols)
 		if err != nil {
 			t.Fatal(err)
 		}
-		batch := make([]float32, m*rows)
-		p.MatMul(x, m, batch, rows, 2)
-		for i := range m {
-			one := make([]float32, rows)
-			p.MatMul(x[i*cols:(i+1)*cols], 1, one, rows, 1)
-			for j := range rows {
-				if math.Float32bits(one[j]) != math.Float32bits(batch[i*rows+j]) {
-					t.Fatalf("%s: row %d out %d alone %g, in batch %g", k.name, i, j, one[j], batch[i*rows+j])
+		x := randomWeights(rng, m*cols)
+		for _, k := range kernelSets() {
+			if k.packed == nil {
+				continue
+			}
+			activeKernels = k
+			p, err := Pack(typ, w, rows, cols)
+			if err != nil {
+				t.Fatal(err)
+			}
+			batch := make([]float32, m*rows)
+			p.MatMul(x, m, batch, rows, 2)
+			for i := range m {
+				one := make([]float32, rows)
+				p.MatMul(x[i*cols:(i+1)*cols], 1, one, rows, 1)
+				for j := range rows {
+					if math.Float32bits(one[j]) != math.Float32bits(batch[i*rows+j]) {
+						t.Fatalf("%s %s: row %d out %d alone %g, in batch %g", k.name, typ, i, j, one[j], batch[i*rows+j])
+					}
 				}
 			}
 		}
@@ -116,6 +129,9 @@ func TestPackedRowsIndependent(t *testing.T) {
 func TestPackErrors(t *testing.T) {
 	if _, err := pack(quant.Q8_0, make([]byte, 33), 1, 32); err == nil {
 		t.Error("Pack took 33 bytes for a 34-byte row")
+	}
+	if _, err := pack(quant.Q4_K, make([]byte, 144), 2, 256); err == nil {
+		t.Error("Pack took one q4_k row for two")
 	}
 	if _, err := pack(quant.Q4_0, make([]byte, 18), 1, 32); err == nil {
 		t.Error("Pack took q4_0, which has no packed layout")
