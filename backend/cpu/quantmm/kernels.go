@@ -159,7 +159,7 @@ func goDotQ6_K(w []byte, a *acts, i int) float32 {
 				isum += s * (dots[g] - 32*int32(sums[8*n+g]))
 			}
 		}
-		acc += float32(f16at(blk, q6kD)*a.d[i*a.nb+b]) * float32(isum)
+		acc += float32(float32(f16at(blk, q6kD)*a.d[i*a.nb+b]) * float32(isum)) // unfused, as in goDotQ8_0
 	}
 	return acc
 }

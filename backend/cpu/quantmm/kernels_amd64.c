@@ -400,3 +400,119 @@ __attribute__((target(Q8P_TARGET))) void q4_k_packed_avx2(const uint8_t *p, int 
         }
     }
 }
+
+// Packed Q6_K (pack.go's layout) with AVX2: each step rebuilds 4 six-bit quants of each of the
+// 8 rows for two 32-weight chunks (low nibbles from one vector, high bits from another) and
+// meets them with broadcast activations as for Q4_K; vpmaddubsw's pairs (at most 2 * 63 * 127)
+// add in int16 two steps at a time, then vpmaddwd applies the rows' int8 scales of those 16
+// weights. The -32 offset of the quants is taken off at the end of the block as 32 * the sum
+// of scale * activation sum per 16 weights. The float arithmetic per output is goDotQ6_K's.
+static inline __attribute__((always_inline, target(Q8P_TARGET))) __m256i q6kp_scales(const uint8_t *p) {
+    const __m256i s = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p));
+    return _mm256_or_si256(_mm256_and_si256(s, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(s, 16));
+}
+
+static inline __attribute__((always_inline, target(Q8P_TARGET))) void q6kp_tile(const uint8_t *g, int nb,
+                                                                              const int8_t *aq, const float *ad,
+                                                                              const int16_t *asums, int NA,
+                                                                              float *res) {
+    __m256 acc[4];
+#pragma GCC unroll 4
+    for (int t = 0; t < NA; t++) acc[t] = _mm256_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m3 = _mm256_set1_epi8(0x03);
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *blk = g + (int64_t)b * 1680;
+        __m256i isum[4];
+#pragma GCC unroll 4
+        for (int t = 0; t < NA; t++) isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+        for (int c2 = 0; c2 < 4; c2++) {
+            const uint8_t *lo = blk + 144 + 256 * c2, *hi = blk + 1168 + 256 * (c2 >> 1);
+            const int sh = 4 * (c2 & 1); // bit of chunk 2*c2's high bits in the high-bit bytes
+#pragma GCC unroll 2
+            for (int half = 0; half < 2; half++) {
+                const __m256i sc0 = q6kp_scales(blk + 16 + 8 * (4 * c2 + half));
+                const __m256i sc1 = q6kp_scales(blk + 16 + 8 * (4 * c2 + 2 + half));
+#pragma GCC unroll 2
+                for (int k2 = 0; k2 < 2; k2++) {
+                    __m256i p0[4], p1[4];
+#pragma GCC unroll 2
+                    for (int kk = 0; kk < 2; kk++) {
+                        const int k = 4 * half + 2 * k2 + kk;
+                        const __m256i L = _mm256_loadu_si256((const __m256i *)(lo + 32 * k));
+                        const __m256i H = _mm256_loadu_si256((const __m256i *)(hi + 32 * k));
+                        const __m256i w0 = _mm256_or_si256(_mm256_and_si256(L, m4),
+                                                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(H, sh), m3), 4));
+                        const __m256i w1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(L, 4), m4),
+                                                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(H, sh + 2), m3), 4));
+#pragma GCC unroll 4
+                        for (int t = 0; t < NA; t++) {
+                            const int8_t *a = aq + ((int64_t)t * nb + b) * 256 + 64 * c2 + 4 * k;
+                            int32_t a0, a1;
+                            memcpy(&a0, a, 4);
+                            memcpy(&a1, a + 32, 4);
+                            const __m256i m0 = _mm256_maddubs_epi16(w0, _mm256_set1_epi32(a0));
+                            const __m256i m1 = _mm256_maddubs_epi16(w1, _mm256_set1_epi32(a1));
+                            p0[t] = kk ? _mm256_add_epi16(p0[t], m0) : m0;
+                            p1[t] = kk ? _mm256_add_epi16(p1[t], m1) : m1;
+                        }
+                    }
+#pragma GCC unroll 4
+                    for (int t = 0; t < NA; t++)
+                        isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(p0[t], sc0), _mm256_madd_epi16(p1[t], sc1)));
+                }
+            }
+        }
+        // Scale pairs (s[2q], s[2q+1]) per row for the offset's correction.
+        __m256i sp[8];
+#pragma GCC unroll 8
+        for (int q = 0; q < 8; q++) {
+            const __m128i e = _mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)(blk + 16 + 16 * q)));
+            const __m128i o = _mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)(blk + 16 + 16 * q + 8)));
+            sp[q] = _mm256_set_m128i(_mm_unpackhi_epi16(e, o), _mm_unpacklo_epi16(e, o));
+        }
+        const __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk));
+#pragma GCC unroll 4
+        for (int t = 0; t < NA; t++) {
+            const int64_t ab = (int64_t)t * nb + b;
+            __m256i corr = _mm256_setzero_si256();
+#pragma GCC unroll 8
+            for (int q = 0; q < 8; q++) {
+                int32_t s2;
+                memcpy(&s2, asums + ab * 16 + 2 * q, 4);
+                corr = _mm256_add_epi32(corr, _mm256_madd_epi16(sp[q], _mm256_set1_epi32(s2)));
+            }
+            const __m256i is = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(corr, 5));
+            const __m256 x = _mm256_mul_ps(_mm256_mul_ps(dv, _mm256_set1_ps(ad[ab])), _mm256_cvtepi32_ps(is));
+            acc[t] = _mm256_add_ps(acc[t], x);
+        }
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < NA; t++) _mm256_storeu_ps(res + 8 * t, acc[t]);
+}
+
+#define Q6KP_TILE(NA)                                                                                             \
+    static __attribute__((noinline, target(Q8P_TARGET))) void q6kp_tile_##NA(                                     \
+        const uint8_t *g, int nb, const int8_t *aq, const float *ad, const int16_t *asums, float *res) {          \
+        q6kp_tile(g, nb, aq, ad, asums, NA, res);                                                                 \
+    }
+Q6KP_TILE(1) Q6KP_TILE(2) Q6KP_TILE(3) Q6KP_TILE(4)
+#undef Q6KP_TILE
+
+// q6_k_packed_avx2: as q4_k_packed_avx2 for packed Q6_K (asums: 16 sums per activation block).
+__attribute__((target(Q8P_TARGET))) void q6_k_packed_avx2(const uint8_t *p, int rows, int nb, int g0, int g1,
+                                                           const int8_t *aq, const float *ad, const int16_t *asums,
+                                                           int n, float *out, int64_t ldo) {
+    typedef void (*tile_fn)(const uint8_t *, int, const int8_t *, const float *, const int16_t *, float *);
+    static const tile_fn tiles[4] = {q6kp_tile_1, q6kp_tile_2, q6kp_tile_3, q6kp_tile_4};
+    float res[32];
+    for (int g = g0; g < g1; g++) {
+        const uint8_t *gp = p + (int64_t)g * nb * 1680;
+        const int nr = rows - 8 * g < 8 ? rows - 8 * g : 8;
+        for (int i = 0; i < n; i += 4) {
+            const int na = n - i < 4 ? n - i : 4;
+            tiles[na - 1](gp, nb, aq + (int64_t)i * nb * 256, ad + (int64_t)i * nb, asums + (int64_t)i * nb * 16, res);
+            for (int t = 0; t < na; t++) memcpy(out + (int64_t)(i + t) * ldo + 8 * g, res + 8 * t, (size_t)nr * 4);
+        }
+    }
+}

@@ -15,6 +15,7 @@ void q8_0_vnni512(const uint8_t *w, int64_t rb, int rows, int nb, const int8_t *
 void qa_q4k(const float *x, int64_t nblk, int8_t *qs, float *d, int16_t *sums);
 void qa_q32(const float *x, int64_t nblk, int8_t *qs, float *d, int32_t *bias, int32_t *lane, int32_t off);
 void q8_0_packed_avx2(const uint8_t *p, int rows, int nb, int g0, int g1, const int8_t *aq, const float *ad, int n, float *out, int64_t ldo);
+void q6_k_packed_avx2(const uint8_t *p, int rows, int nb, int g0, int g1, const int8_t *aq, const float *ad, const int16_t *asums, int n, float *out, int64_t ldo);
 void q4_k_packed_avx2(const uint8_t *p, int rows, int nb, int g0, int g1, const int8_t *aq, const float *ad, const int16_t *asums, int n, float *out, int64_t ldo);
 DECL(avx2)
 DECL(avxvnni)
@@ -75,6 +76,9 @@ func packedAVX2(p *Packed, a *acts, i0, n, g0, g1 int, out []float32, ldo int) {
 	case quant.Q4_K:
 		C.q4_k_packed_avx2(pp, rows, nb, cg0, cg1, (*C.int8_t)(unsafe.Pointer(&a.qs[i0*a.nb*qkK])), ad,
 			(*C.int16_t)(unsafe.Pointer(&a.sums[i0*a.nb*8])), C.int(n), op, C.int64_t(ldo))
+	case quant.Q6_K:
+		C.q6_k_packed_avx2(pp, rows, nb, cg0, cg1, (*C.int8_t)(unsafe.Pointer(&a.qs[i0*a.nb*qkK])), ad,
+			(*C.int16_t)(unsafe.Pointer(&a.sums[i0*a.nb*16])), C.int(n), op, C.int64_t(ldo))
 	default:
 		panic("quantmm: no packed AVX2 kernel for " + p.t.String())
 	}

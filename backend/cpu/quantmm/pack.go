@@ -26,6 +26,13 @@ const packRows = 8
 // (sub-blocks 2g and 2g+1 in its low and high nibbles) and k < 8, 32 bytes holding bytes
 // 4k..4k+3 of that group of row 0, of row 1, ..., of row 7.
 //
+// Q6_K group block (8 rows x 256 weights, 1680 bytes): the 8 rows' F16 d; the int8 scales, 8
+// bytes per 16 weights (one per row); then the 6-bit quants v[0..255] of each row taken apart:
+// for each pair of 32-weight chunks (2c, 2c+1) and k < 8, 32 bytes holding, for row 0, row 1,
+// ..., row 7, the 4 bytes v[64c+4k+i]&15 | (v[64c+32+4k+i]&15)<<4; then for each run of four
+// chunks (4h..4h+3) and k < 8, 32 bytes holding, per row, the 4 bytes whose bits 2j, 2j+1 are
+// v[32(4h+j)+4k+i]>>4.
+//
 // Every output is computed as the portable unpacked path computes it (goRows): the block's exact
 // integer dot product, times the float32 product of the two scales, added to a float32 sum in
 // block order; so packed results equal that path's bit for bit, whatever the row or activation
@@ -57,12 +64,15 @@ func Packs(t quant.Type) bool {
 }
 
 // packable lists the types that have a packed layout.
-func packable(t quant.Type) bool { return t == quant.Q8_0 || t == quant.Q4_K }
+func packable(t quant.Type) bool { return t == quant.Q8_0 || t == quant.Q4_K || t == quant.Q6_K }
 
 // packedBlockBytes is the size of one group block of type t (packRows rows of one block each).
 func packedBlockBytes(t quant.Type) int {
-	if t == quant.Q4_K {
+	switch t {
+	case quant.Q4_K:
 		return q4kpBytes
+	case quant.Q6_K:
+		return q6kpBytes
 	}
 	return packRows * t.BlockBytes()
 }
@@ -76,6 +86,28 @@ const (
 	q4kpQ     = 160
 	q4kpBytes = q4kpQ + packRows*128
 )
+
+// The Q6_K group block's parts (see Packed).
+const (
+	q6kpD     = 0
+	q6kpScale = 16
+	q6kpLow   = 144
+	q6kpHigh  = q6kpLow + packRows*128
+	q6kpBytes = q6kpHigh + packRows*64
+)
+
+// q6kValues unpacks one Q6_K block's 256 quants (0..63) in element order.
+func q6kValues(blk []byte, v *[qkK]uint8) {
+	for n := range 2 {
+		ql, qh := blk[q6kL+64*n:], blk[q6kH+32*n:]
+		for k := range 32 {
+			v[128*n+k] = ql[k]&0xf | (qh[k]&3)<<4
+			v[128*n+32+k] = ql[k+32]&0xf | (qh[k]>>2&3)<<4
+			v[128*n+64+k] = ql[k]>>4 | (qh[k]>>4&3)<<4
+			v[128*n+96+k] = ql[k+32]>>4 | (qh[k]>>6)<<4
+		}
+	}
+}
 
 // Pack copies rows rows of cols weights of type t (w, in the GGUF row layout) into the packed
 // layout, or returns nil, nil when this machine's kernels have no packed kernel for t.
@@ -125,6 +157,31 @@ func pack(t quant.Type, w []byte, rows, cols int) (*Packed, error) {
 					for g4 := range 4 {
 						for k := range 8 {
 							copy(dst[q4kpQ+256*g4+32*k+4*r:][:4], src[q4kQ+32*g4+4*k:][:4])
+						}
+					}
+				case quant.Q6_K:
+					copy(dst[q6kpD+2*r:][:2], src[q6kD:][:2])
+					for j := range 16 {
+						dst[q6kpScale+8*j+r] = src[q6kS+j]
+					}
+					var v [qkK]uint8
+					q6kValues(src, &v)
+					for c := range 4 {
+						for k := range 8 {
+							for i := range 4 {
+								dst[q6kpLow+256*c+32*k+4*r+i] = v[64*c+4*k+i]&15 | (v[64*c+32+4*k+i]&15)<<4
+							}
+						}
+					}
+					for h := range 2 {
+						for k := range 8 {
+							for i := range 4 {
+								var b byte
+								for j := range 4 {
+									b |= (v[32*(4*h+j)+4*k+i] >> 4) << (2 * j)
+								}
+								dst[q6kpHigh+256*h+32*k+4*r+i] = b
+							}
 						}
 					}
 				}
@@ -185,11 +242,15 @@ const packActRows = 64
 // row i0+t's outputs at out[t*ldo + j] for the real rows j of those groups.
 type packedKernel func(p *Packed, a *acts, i0, n, g0, g1 int, out []float32, ldo int)
 
-// goPacked is the portable packed kernel: goDotQ8_0's and goDotQ4_K's arithmetic on the
-// packed layouts.
+// goPacked is the portable packed kernel: goDotQ8_0's, goDotQ4_K's and goDotQ6_K's
+// arithmetic on the packed layouts.
 func goPacked(p *Packed, a *acts, i0, n, g0, g1 int, out []float32, ldo int) {
-	if p.t == quant.Q4_K {
+	switch p.t {
+	case quant.Q4_K:
 		goPackedQ4_K(p, a, i0, n, g0, g1, out, ldo)
+		return
+	case quant.Q6_K:
+		goPackedQ6_K(p, a, i0, n, g0, g1, out, ldo)
 		return
 	}
 	nb := a.nb
@@ -247,6 +308,38 @@ func goPackedQ4_K(p *Packed, a *acts, i0, n, g0, g1 int, out []float32, ldo int)
 					d := quant.FromF16(binary.LittleEndian.Uint16(blk[q4kpD+2*r:]))
 					dm := quant.FromF16(binary.LittleEndian.Uint16(blk[q4kpDMin+2*r:]))
 					acc[r] += float32(float32(d*da)*float32(isum)) - float32(float32(dm*da)*float32(msum))
+				}
+			}
+			copy(out[t*ldo+g*packRows:][:nr], acc[:nr])
+		}
+	}
+}
+
+func goPackedQ6_K(p *Packed, a *acts, i0, n, g0, g1 int, out []float32, ldo int) {
+	nb := a.nb
+	for g := g0; g < g1; g++ {
+		nr := min(packRows, p.rows-g*packRows)
+		for t := range n {
+			i := i0 + t
+			var acc [packRows]float32
+			for b := range nb {
+				blk := p.data[(g*nb+b)*q6kpBytes:][:q6kpBytes]
+				aq := a.qs[(i*nb+b)*qkK:][:qkK]
+				sums := a.sums[(i*nb+b)*16:][:16]
+				for r := range nr {
+					var isum int32
+					for j := range 16 { // 16 weights per scale
+						var dot int32
+						for e := 16 * j; e < 16*j+16; e++ {
+							c, k, i := e/32, e%32/4, e%4
+							lo := blk[q6kpLow+256*(c/2)+32*k+4*r+i] >> (4 * (c % 2)) & 15
+							hi := blk[q6kpHigh+256*(c/4)+32*k+4*r+i] >> (2 * (c % 4)) & 3
+							dot += int32(lo|hi<<4) * int32(aq[e])
+						}
+						isum += int32(int8(blk[q6kpScale+8*j+r])) * (dot - 32*int32(sums[j]))
+					}
+					d := quant.FromF16(binary.LittleEndian.Uint16(blk[q6kpD+2*r:]))
+					acc[r] += float32(float32(d*a.d[i*nb+b]) * float32(isum))
 				}
 			}
 			copy(out[t*ldo+g*packRows:][:nr], acc[:nr])

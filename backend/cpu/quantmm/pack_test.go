@@ -9,7 +9,7 @@ import (
 )
 
 // packedTypes are the types with a packed layout.
-var packedTypes = []quant.Type{quant.Q8_0, quant.Q4_K}
+var packedTypes = []quant.Type{quant.Q8_0, quant.Q4_K, quant.Q6_K}
 
 // TestPackedMatchesUnpacked: on every kernel set with a packed kernel, a packed matrix gives the
 // portable unpacked path's results bit for bit (real scales, so float rounding is exercised, and
@@ -36,14 +36,18 @@ func TestPackedMatchesUnpacked(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Random bytes in a few blocks: Q8_0 quants, -128 (which the quantizer never
-			// writes) among them; everything but Q4_K's d and dmin (all scale and min bits).
+			// writes) among them; everything but Q4_K's d and dmin and Q6_K's d (all scale, min
+			// and quant bits).
 			bb := typ.BlockBytes()
 			for b := 0; b+bb <= len(w); b += bb * 5 {
-				lo := 2
-				if typ == quant.Q4_K {
+				lo, hi := 2, bb
+				switch typ {
+				case quant.Q4_K:
 					lo = 4
+				case quant.Q6_K:
+					lo, hi = 0, q6kD
 				}
-				for k := lo; k < bb; k++ {
+				for k := lo; k < hi; k++ {
 					w[b+k] = byte(rng.Uint32())
 				}
 				if typ == quant.Q8_0 {
