@@ -90,7 +90,7 @@ func benchMatMul(b *testing.B, m, threads int) {
 							b.ReportMetric(float64(m)*float64(s.rows)*float64(s.cols)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GMAC/s")
 						}
 					})
-					if k.packed == nil || !packable(typ) {
+					if k.packed == nil || !packable(typ) { // every packed kernel, chosen or not
 						continue
 					}
 					// The same product on the weights packed at load (pack.go).

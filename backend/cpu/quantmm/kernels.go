@@ -21,13 +21,15 @@ type kernelSet struct {
 	// exactly as quantizeAct and setBlock do, and reports false, doing nothing, for a type it
 	// leaves to them (an empty range only asks).
 	quantize func(t quant.Type, x []float32, a *acts, b0, b1 int) bool
-	// packed, where not nil, is the kernel for Packed weights (see pack.go).
-	packed packedKernel
+	// packed, where not nil, is the kernel for Packed weights (see pack.go), and packTypes the
+	// types Pack packs for it: those where it measured faster than rows.
+	packed    packedKernel
+	packTypes []quant.Type
 }
 
 // goKernels is the portable path, and the reference the SIMD paths are tested against: each block's
 // integer dot product is exact, then scaled in float32.
-var goKernels = kernelSet{name: "go", rows: goRows, packed: goPacked}
+var goKernels = kernelSet{name: "go", rows: goRows, packed: goPacked, packTypes: []quant.Type{quant.Q8_0, quant.Q4_K, quant.Q6_K}}
 
 // activeKernels is the fastest kernel set this CPU runs; tests and benchmarks switch it.
 // The block layouts of package quant, by the short names the kernels use.

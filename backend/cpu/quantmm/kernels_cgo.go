@@ -89,8 +89,8 @@ func withQuantize(q func(quant.Type, []float32, *acts, int, int) bool, k kernelS
 	return k
 }
 
-func withPacked(p packedKernel, k kernelSet) kernelSet {
-	k.packed = p
+func withPacked(p packedKernel, k kernelSet, types ...quant.Type) kernelSet {
+	k.packed, k.packTypes = p, types
 	return k
 }
 
@@ -133,7 +133,10 @@ var (
 		q6_k: func(w *C.uint8_t, rb C.int64_t, rows, nb C.int, aq *C.int8_t, ad *C.float, ax *C.int16_t, epb C.int64_t, m C.int, out *C.float, ldo C.int64_t) {
 			C.q6_k_avx2(w, rb, rows, nb, aq, ad, ax, epb, m, out, ldo)
 		},
-	}))
+		// Not Q6_K: rebuilding its six-bit quants from the interleaved nibbles and high bits
+		// costs more than the rows save (BenchmarkMatMulDecode16/q6_k, CPU time: 3.2 ms packed,
+		// 2.7 ms by rows; at one row 0.49 vs 0.28 ms), so its packed kernel is only tested.
+	}), quant.Q8_0, quant.Q4_K)
 	avxvnniKernels = cSet("avxvnni", &cKernels{
 		q8_0: func(w *C.uint8_t, rb C.int64_t, rows, nb C.int, aq *C.int8_t, ad *C.float, ax *C.int32_t, epb C.int64_t, m C.int, out *C.float, ldo C.int64_t) {
 			C.q8_0_avxvnni(w, rb, rows, nb, aq, ad, ax, epb, m, out, ldo)

@@ -3,6 +3,7 @@ package quantmm
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 
 	"github.com/llmserve/llmserve/internal/parallel"
 	"github.com/llmserve/llmserve/quant"
@@ -60,7 +61,7 @@ func (p *Packed) Bytes() int { return len(p.data) }
 // Packs reports whether this machine's kernels run a packed layout for weights of type t (when
 // not, Pack returns nil and MatMul on the plain rows is the path).
 func Packs(t quant.Type) bool {
-	return activeKernels.packed != nil && packable(t)
+	return activeKernels.packed != nil && slices.Contains(activeKernels.packTypes, t)
 }
 
 // packable lists the types that have a packed layout.

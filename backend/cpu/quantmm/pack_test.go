@@ -3,6 +3,7 @@ package quantmm
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/llmserve/llmserve/quant"
@@ -67,9 +68,10 @@ func TestPackedMatchesUnpacked(t *testing.T) {
 					continue
 				}
 				activeKernels = k
-				p, err := Pack(typ, w, s.rows, s.cols)
-				if err != nil || p == nil {
-					t.Fatalf("%s: Pack(%s) = %v, %v", k.name, typ, p, err)
+				// pack, not Pack: every packed kernel is checked, chosen for its type or not.
+				p, err := pack(typ, w, s.rows, s.cols)
+				if err != nil {
+					t.Fatalf("%s: Pack(%s): %v", k.name, typ, err)
 				}
 				got := make([]float32, s.m*ldo)
 				for i := range got {
@@ -110,7 +112,7 @@ func TestPackedRowsIndependent(t *testing.T) {
 				continue
 			}
 			activeKernels = k
-			p, err := Pack(typ, w, rows, cols)
+			p, err := pack(typ, w, rows, cols)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -142,5 +144,29 @@ func TestPackErrors(t *testing.T) {
 	}
 	if _, err := pack(quant.Q8_0, make([]byte, 34), 1, 33); err == nil {
 		t.Error("Pack took 33 columns of q8_0")
+	}
+}
+
+// TestPacksFollowsKernels: Pack packs exactly the types the active kernel set lists, and
+// returns nil (the caller keeps the rows) for the others.
+func TestPacksFollowsKernels(t *testing.T) {
+	saved := activeKernels
+	defer func() { activeKernels = saved }()
+	for _, k := range kernelSets() {
+		activeKernels = k
+		for _, typ := range quantTypes {
+			cols := 256
+			w, err := quant.Quantize(typ, make([]float32, 3*cols), cols)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := Pack(typ, w, 3, cols)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := k.packed != nil && slices.Contains(k.packTypes, typ); (p != nil) != want || Packs(typ) != want {
+				t.Errorf("%s %s: Pack gave %v, Packs %v, want packed %v", k.name, typ, p != nil, Packs(typ), want)
+			}
+		}
 	}
 }
