@@ -516,3 +516,69 @@ __attribute__((target(Q8P_TARGET))) void q6_k_packed_avx2(const uint8_t *p, int 
         }
     }
 }
+
+// Activation quantization with AVX2, the same operations as the AVX-512 quantizer above (and
+// quantizeAct in Go): the same quants, scales and sums bit for bit.
+static inline __attribute__((always_inline, target(Q8P_TARGET))) float qa2_block(const float *x, int n, int8_t *q,
+                                                                               int32_t *s32) {
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    const __m256 big = _mm256_set1_ps(3.40282346638528859811704183484516925e+38F);
+    __m256 amax = _mm256_setzero_ps();
+    int bad = 0;
+    for (int i = 0; i < n; i += 8) {
+        const __m256 v = _mm256_and_ps(_mm256_loadu_ps(x + i), absmask);
+        bad |= _mm256_movemask_ps(_mm256_cmp_ps(v, big, _CMP_NLE_UQ));
+        amax = _mm256_max_ps(amax, v);
+    }
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    const float am = _mm_cvtss_f32(m4);
+    if (bad || am == 0) {
+        memset(q, 0, (size_t)n);
+        for (int k = 0; k < n / 32; k++) s32[k] = 0;
+        return bad ? __builtin_nanf("") : 0.0f;
+    }
+    const __m256 id = _mm256_set1_ps(127 / am);
+    const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int i = 0; i < n; i += 32) {
+        const __m256i q0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i), id));
+        const __m256i q1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i + 8), id));
+        const __m256i q2 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i + 16), id));
+        const __m256i q3 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i + 24), id));
+        const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q0, q1), _mm256_packs_epi32(q2, q3));
+        _mm256_storeu_si256((__m256i *)(q + i), _mm256_permutevar8x32_epi32(p, perm));
+        const __m256i s = _mm256_add_epi32(_mm256_add_epi32(q0, q1), _mm256_add_epi32(q2, q3));
+        __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+        h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
+        h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xb1));
+        s32[i / 32] = _mm_cvtsi128_si32(h);
+    }
+    return am / 127;
+}
+
+// qa_q4k_avx2 and qa_q32_avx2: qa_q4k and qa_q32 with AVX2.
+__attribute__((target(Q8P_TARGET))) void qa_q4k_avx2(const float *x, int64_t nblk, int8_t *qs, float *d,
+                                                      int16_t *sums) {
+    static const int slot_of_sub[8] = {0, 2, 1, 3, 4, 6, 5, 7};
+    int8_t q[256];
+    int32_t s32[8];
+    for (int64_t b = 0; b < nblk; b++) {
+        d[b] = qa2_block(x + b * 256, 256, q, s32);
+        for (int s = 0; s < 8; s++) {
+            memcpy(qs + b * 256 + 32 * slot_of_sub[s], q + 32 * s, 32);
+            sums[b * 8 + s] = (int16_t)s32[s];
+        }
+    }
+}
+
+__attribute__((target(Q8P_TARGET))) void qa_q32_avx2(const float *x, int64_t nblk, int8_t *qs, float *d,
+                                                      int32_t *bias, int32_t *lane, int32_t off) {
+    int32_t s;
+    for (int64_t b = 0; b < nblk; b++) {
+        d[b] = qa2_block(x + b * 32, 32, qs + b * 32, &s);
+        bias[b * 8] = -off * s;
+        for (int k = 1; k < 8; k++) bias[b * 8 + k] = 0;
+        if (lane) lane[b] = -16 * s;
+    }
+}
