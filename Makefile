@@ -12,7 +12,7 @@ build:
 	$(GO) build -o $(BIN)/ ./cmd/...
 
 # Serves models/pico at 127.0.0.1:30000; MODEL (or MODEL_PATH: a Hugging Face directory or a GGUF
-# file), HOST, PORT, TOKENIZER_WORKERS, DEVICE, DP_SIZE,
+# file), HOST, PORT, TOKENIZER_WORKERS, DEVICE (cpu, or cuda / cuda:K for GPU K), DP_SIZE,
 # SKIP_DETOKENIZATION and SKIP_TOKENIZER_INIT override the defaults, as do the variables every
 # flag reads (API_KEY, KV_CACHE_MB, CONTEXT_LENGTH, LOG_FORMAT, ...: see `bin/tokenizerd serve --help`
 # and `bin/schedulerd serve --help`). A configuration error stops it with exit status 78 and the

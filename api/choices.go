@@ -348,7 +348,7 @@ func (s *Server) serveChoices(w http.ResponseWriter, r *http.Request, cs *choice
 			cs.totals.update(ev.i, &all[ev.i])
 			if err := all[ev.i].Err; err != nil {
 				abortAll()
-				s.writeError(w, http.StatusInternalServerError, fmt.Errorf("choice %d failed after %d tokens: %w", ev.i, len(all[ev.i].IDs), err))
+				s.failOutput(w, err, fmt.Sprintf("choice %d failed after %d tokens", ev.i, len(all[ev.i].IDs)))
 				return
 			}
 		}

@@ -326,6 +326,9 @@ func (s *Server) runEmbeddings(ctx context.Context, p *embeddingParams, start ti
 		finished[i] = true
 		s.met.finished(&d, st, start)
 		if d.Err != nil {
+			if errors.As(d.Err, new(*BadRequestError)) { // the rank refused the input as the client's fault
+				return nil, 0, fmt.Errorf("input %d: %w", i, d.Err)
+			}
 			return nil, 0, fmt.Errorf("embedding of input %d failed: %w", i, d.Err)
 		}
 		if d.FinishReason != FinishStop {

@@ -123,7 +123,8 @@ func (s *Server) checkGrammarBy(by time.Time, kind GrammarKind, spec string) err
 // Engine is what the API needs from the worker behind it.
 type Engine interface {
 	// Submit dispatches req and returns its output mailbox. ErrOverloaded means the queue is
-	// full; a *BadRequestError means req was refused for a reason the client can fix.
+	// full; a *BadRequestError means req was refused for a reason the client can fix, and so
+	// does one as the Err of the stream's finishing Delta (a rank refused it).
 	Submit(ctx context.Context, req *Request) (*Stream, error)
 	// Abort stops the request whose Stream has RID rid (the engine's id for it, not the
 	// client's) and frees its resources; unknown rids are ignored.

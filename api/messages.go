@@ -602,12 +602,15 @@ func (f *messagesFormat) chunk(dst []byte, d *Delta, first bool) []byte {
 		return dst
 	}
 	if d.Err != nil || d.FinishReason == FinishError || d.FinishReason == FinishAbort {
-		msg := "generation ended early"
+		msg, typ := "generation ended early", "api_error"
 		if d.Err != nil {
 			msg = d.Err.Error()
+			if outputStatus(d.Err) == http.StatusBadRequest { // a rank refused the request
+				typ = "invalid_request_error"
+			}
 		}
 		return f.event(dst, "error", func(dst []byte) []byte {
-			dst = append(dst, `"error":{"type":"api_error","message":`...)
+			dst = append(dst, `"error":{"type":"`+typ+`","message":`...)
 			return append(appendJSONString(dst, clipMessage(msg)), '}')
 		})
 	}

@@ -69,7 +69,9 @@ func newServerMetrics(reg *metrics.Registry, model string) *serverMetrics {
 	m.disconnects = reg.NewCounter("llm_client_disconnects_total", "Requests aborted because the client went away.", ml)
 	m.promptTok = reg.NewCounter("vllm:prompt_tokens_total", "Prompt tokens of finished requests.", ml)
 	m.genTok = reg.NewCounter("vllm:generation_tokens_total", "Tokens generated for finished requests.", ml)
-	for _, r := range []string{FinishStop.String(), FinishLength.String(), FinishAbort.String(), FinishError.String(), "tool_calls"} {
+	// by the engine's finish reason, as vLLM labels it: a request that ends in tool calls
+	// stopped (its response says "tool_calls"; vLLM's engine, like this one, counts a stop)
+	for _, r := range []string{FinishStop.String(), FinishLength.String(), FinishAbort.String(), FinishError.String()} {
 		m.success[r] = reg.NewCounter("vllm:request_success_total", "Finished requests, by finish reason.",
 			append(metrics.Labels{{"finished_reason", r}}, ml...))
 	}

@@ -246,6 +246,27 @@ func (s *Server) fail(w http.ResponseWriter, err error) {
 	}
 }
 
+// failOutput answers a request whose output ended in err (a Delta's): the engine's refusal of
+// the request as the client's fault (a *BadRequestError: a rank judged it) is a 400 with the
+// reason alone; anything else is the engine's fault, a 500 saying how far the request got (what).
+func (s *Server) failOutput(w http.ResponseWriter, err error, what string) {
+	if status := outputStatus(err); status < 500 {
+		s.writeError(w, status, err)
+		return
+	}
+	s.writeError(w, http.StatusInternalServerError, fmt.Errorf("%s: %w", what, err))
+}
+
+// outputStatus is the status of a request whose output ended in err, as its answer or its
+// stream's error event names it: 400 for the engine's refusal of it as the client's fault, else
+// 500.
+func outputStatus(err error) int {
+	if errors.As(err, new(*BadRequestError)) {
+		return http.StatusBadRequest
+	}
+	return http.StatusInternalServerError
+}
+
 // notFoundError names something the request asked for that this server does not have (HTTP 404).
 type notFoundError struct{ msg string }
 
@@ -476,7 +497,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *Request, f o
 		_, _, n := st.Usage()
 		s.writeError(w, http.StatusServiceUnavailable, fmt.Errorf("request ended after %d tokens: %w", n, errShuttingDown))
 	case d.Err != nil:
-		s.writeError(w, http.StatusInternalServerError, fmt.Errorf("generation failed after %d tokens: %w", len(d.IDs), d.Err))
+		s.failOutput(w, d.Err, fmt.Sprintf("generation failed after %d tokens", len(d.IDs)))
 	default:
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(f.whole(nil, &d))

@@ -138,5 +138,8 @@ func appendFloat(dst []byte, f float32) []byte {
 func appendErrorEvent(dst []byte, err error) []byte {
 	dst = append(dst, `data: {"error":{"message":`...)
 	dst = appendJSONString(dst, clipMessage(err.Error()))
+	if outputStatus(err) == http.StatusBadRequest { // a rank refused the request
+		return append(dst, `,"type":"invalid_request_error","code":400}}`+"\n\n"...)
+	}
 	return append(dst, `,"type":"server_error","code":500}}`+"\n\n"...)
 }

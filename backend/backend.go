@@ -23,6 +23,10 @@ type Seq struct {
 	// row then holds len(Tokens) rows of VocabSize floats back to back, the last token's last.
 	// A backend that cannot compute them fails the Forward.
 	AllLogits bool
+	// Generated marks Tokens as generated ones: a decode's token, or a speculative decoding's
+	// last token and its drafts. A backend computes each such token as a one-token decode of
+	// the sequence would, so its row does not depend on how many tokens ride in the step.
+	Generated bool
 }
 
 // Batch is the work of one forward step: prefill chunks and decodes of any number of sequences.

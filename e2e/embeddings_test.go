@@ -305,3 +305,20 @@ func TestEmbeddingsSkipTokenizerInit(t *testing.T) {
 		t.Errorf("a text input without a tokenizer: %d %s", status, body)
 	}
 }
+
+// TestEmbeddingsWithoutHiddenStatesAre4xx: a rank whose backend returns no hidden states (the
+// replay runner, a benchmark backend with no model math) serves no embeddings: /v1/embeddings
+// is a 400 naming why, counted as one, and a plain generate still works. Before, the rank's
+// refusal came back as a failed request and the API answered 500, as for an engine fault.
+func TestEmbeddingsWithoutHiddenStatesAre4xx(t *testing.T) {
+	e := startEngine(t, engineOpts{workers: 1, schedArgs: []string{"--load-format", "replay", "--replay-step-time", "1ms"}})
+	for _, input := range []any{"some text", []int32{40, 41, 42}} {
+		status, body := e.post("/v1/embeddings", map[string]any{"input": input})
+		if status != 400 || !strings.Contains(string(body), "hidden states") {
+			t.Errorf("embeddings of %v on the replay backend: %d %s, want a 400 naming the hidden states", input, status, body)
+		}
+	}
+	if status, body := e.post("/generate", map[string]any{"text": "hello", "sampling_params": map[string]any{"max_new_tokens": 4}}); status != 200 {
+		t.Errorf("generate on the replay backend: %d %s", status, body)
+	}
+}

@@ -37,7 +37,7 @@ func directGenerate(t *testing.T, ids []int32, maxNew int) []int32 {
 		s[i] = fmt.Sprint(id)
 	}
 	out, err := exec.Command(filepath.Join(binDir, "schedulerd"), "generate", "--model-path", modelPath,
-		"--input-ids", strings.Join(s, ","), "--max-new-tokens", fmt.Sprint(maxNew), "--temperature", "0").Output()
+		"--input-ids", strings.Join(s, ","), "--max-new-tokens", fmt.Sprint(maxNew), "--temperature", "0", "--speculative", "off").Output()
 	if err != nil {
 		t.Fatalf("schedulerd generate: %v", err)
 	}

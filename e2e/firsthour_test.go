@@ -54,6 +54,10 @@ func TestConfigErrorStopsMakeRun(t *testing.T) {
 	}{
 		{"model path", []string{"MODEL_PATH=/nonexistent"}, []string{"/nonexistent"}},
 		{"device", []string{"DEVICE=npu:0"}, []string{`backend "npu" is not built into this binary`}},
+		// make run passes DEVICE through; without a GPU (or its kernels) the CUDA backend refuses
+		// with its reason, naming the device
+		{"cuda device", []string{"DEVICE=cuda"}, []string{"cuda:0 backend: "}},
+		{"second cuda device", []string{"DEVICE=cuda:1"}, []string{"cuda:1 backend: "}},
 		{"quantization", []string{"QUANTIZATION=q9_9"}, []string{"--quantization"}},
 		{"flag value", []string{"HEARTBEAT=often"}, []string{"HEARTBEAT"}},
 		{"context beyond the KV cache", []string{"KV_CACHE_MB=1"}, []string{"4096", "--kv-cache-mb"}},

@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -80,15 +82,11 @@ func pctl(ds []time.Duration, p float64) time.Duration {
 	return s[min(len(s)-1, int(p*float64(len(s))))]
 }
 
-// TestGrammarBombsAre400s: grammars that would take gigabytes to build (nested {m,n}) or
-// seconds per mask (30,000 `.+` alternatives) are 400s naming the limit they hit, through
-// guided_grammar and /generate's grammar, while plain requests on the same rank go on. Before,
-// the first kind grew a worker by gigabytes and the second compiled and then held every step
-// of its rank for seconds per token. Latencies are reported, not asserted (a shared machine).
-func TestGrammarBombsAre400s(t *testing.T) {
-	e := startEngine(t, engineOpts{})
-	unloaded := plainLatencies(t, e, 8)
-	rssBefore := workerRSS(t, e)
+// bombRound sends each bomb once via /generate's grammar and once via guided_grammar, each
+// made unique by a comment naming round (a refusal is cached like a grammar: a repeated bomb
+// would cost the worker nothing), checking each is a 400 naming its limit.
+func bombRound(t *testing.T, e *engine, round int) {
+	t.Helper()
 	bombs := []struct {
 		name, grammar, want string
 	}{
@@ -96,61 +94,114 @@ func TestGrammarBombsAre400s(t *testing.T) {
 		{"nested repetition, two rules", "root ::= x{1000}\nx ::= (\"ab\"{1000}){1000}\n", "node limit"},
 		{"30000 alternatives", manyAlternatives("", 30000), "alternatives active at once"},
 	}
-	var wg sync.WaitGroup
-	stop := make(chan struct{})
-	var loaded []time.Duration
-	var mu sync.Mutex
-	wg.Add(1)
-	go func() { // plain requests all along
-		defer wg.Done()
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			start := time.Now()
-			code, b := e.post("/generate", map[string]any{"text": fmt.Sprintf("hello %d", i),
-				"sampling_params": map[string]any{"max_new_tokens": 16, "temperature": 0, "ignore_eos": true}})
-			if code != http.StatusOK {
-				t.Errorf("plain request during the bombs: %d %s", code, b)
-				return
-			}
-			mu.Lock()
-			loaded = append(loaded, time.Since(start))
-			mu.Unlock()
-		}
-	}()
 	for _, bomb := range bombs {
 		for _, r := range []struct {
 			path, field string
-			body        map[string]any
+			body        func(g string) map[string]any
 		}{
-			{"/generate", "grammar", map[string]any{"text": "x", "sampling_params": map[string]any{"max_new_tokens": 4, "grammar": bomb.grammar}}},
-			{"/v1/chat/completions", "guided_grammar", map[string]any{"model": "pico", "max_tokens": 4,
-				"messages": []map[string]string{{"role": "user", "content": "x"}}, "guided_grammar": bomb.grammar}},
+			{"/generate", "grammar", func(g string) map[string]any {
+				return map[string]any{"text": "x", "sampling_params": map[string]any{"max_new_tokens": 4, "grammar": g}}
+			}},
+			{"/v1/chat/completions", "guided_grammar", func(g string) map[string]any {
+				return map[string]any{"model": "pico", "max_tokens": 4,
+					"messages": []map[string]string{{"role": "user", "content": "x"}}, "guided_grammar": g}
+			}},
 		} {
+			g := fmt.Sprintf("%s# round %d via %s\n", bomb.grammar, round, r.field)
 			start := time.Now()
-			code, b := e.post(r.path, r.body)
+			code, b := e.post(r.path, r.body(g))
 			if code != http.StatusBadRequest || !strings.Contains(string(b), bomb.want) {
 				t.Errorf("%s via %s: %d %.300s, want a 400 naming %q", bomb.name, r.field, code, b, bomb.want)
 			}
-			t.Logf("%s via %s: %d in %v", bomb.name, r.field, code, time.Since(start).Round(time.Millisecond))
+			if round == 0 {
+				t.Logf("%s via %s: %d in %v", bomb.name, r.field, code, time.Since(start).Round(time.Millisecond))
+			}
 		}
 	}
-	close(stop)
-	wg.Wait()
-	if len(loaded) == 0 {
-		t.Fatal("no plain request completed during the bombs")
+}
+
+// minCPUsForLatency is the fewest CPUs on which TestGrammarBombsAre400s asserts the latency of
+// other clients: with fewer, a bomb's parse takes a core the model forward of the others needs.
+const minCPUsForLatency = 4
+
+// TestGrammarBombsAre400s: grammars that would take gigabytes to build (nested {m,n}) or
+// seconds per mask (30,000 `.+` alternatives) are 400s naming the limit they hit, through
+// guided_grammar and /generate's grammar, refused before they are built: the worker's RSS grows
+// by less than 100 MB over rounds of them, and the p99 of plain requests sent all along stays
+// within 2x of their p99 unloaded (measured before and after, the lower taken; a shared machine
+// gets three tries; asserted on minCPUsForLatency CPUs or more, reported on fewer). Before, the
+// first kind grew a worker by gigabytes and the second compiled and then held every step of its
+// rank for seconds per token; later the second was refused only after its rules were built,
+// growing the worker by over 100 MB (and cached refusals kept each 700 KB text).
+func TestGrammarBombsAre400s(t *testing.T) {
+	e := startEngine(t, engineOpts{})
+	plainLatencies(t, e, 8)             // warm up
+	time.Sleep(1500 * time.Millisecond) // the RSS series are published once a second
+	rssBefore := workerRSS(t, e)
+	const n = 50 // plain requests per window
+	round := 0
+	var ok bool
+	for attempt := 1; attempt <= 3 && !ok; attempt++ {
+		before := plainLatencies(t, e, n)
+		var during []time.Duration
+		var wg sync.WaitGroup
+		var mu sync.Mutex // guards during
+		var failed atomic.Bool
+		wg.Add(1)
+		go func() { // plain requests all along
+			defer wg.Done()
+			for i := 0; i < n && !failed.Load(); i++ {
+				start := time.Now()
+				code, b := e.post("/generate", map[string]any{"text": fmt.Sprintf("hello %d", i),
+					"sampling_params": map[string]any{"max_new_tokens": 16, "temperature": 0, "ignore_eos": true}})
+				if code != http.StatusOK {
+					t.Errorf("plain request during the bombs: %d %s", code, b)
+					failed.Store(true)
+				}
+				mu.Lock()
+				during = append(during, time.Since(start))
+				mu.Unlock()
+			}
+		}()
+		rounds := 0
+		for {
+			bombRound(t, e, round)
+			round++
+			rounds++
+			mu.Lock()
+			done := len(during) >= n
+			mu.Unlock()
+			if done || failed.Load() {
+				break
+			}
+		}
+		wg.Wait()
+		if t.Failed() {
+			t.FailNow()
+		}
+		after := plainLatencies(t, e, n)
+		base := min(pctl(before, 0.99), pctl(after, 0.99))
+		ok = pctl(during, 0.99) <= 2*base
+		t.Logf("attempt %d: plain /generate of 16 tokens (%d per window): unloaded p50 %v p99 %v before, p50 %v p99 %v after; during %d rounds of bombs p50 %v p99 %v (%.1fx the lower unloaded p99)",
+			attempt, n, pctl(before, 0.5), pctl(before, 0.99), pctl(after, 0.5), pctl(after, 0.99), rounds,
+			pctl(during, 0.5), pctl(during, 0.99), float64(pctl(during, 0.99))/float64(base))
 	}
-	t.Logf("plain /generate of 16 tokens: unloaded p50 %v max %v; during the bombs (%d requests) p50 %v p99 %v",
-		pctl(unloaded, 0.5), pctl(unloaded, 1), len(loaded), pctl(loaded, 0.5), pctl(loaded, 0.99))
-	// Worker memory, reported (the issue's target is growth under 100 MB; the repetition bombs
-	// are refused before building, the 30,000-rule one only after its rules are built). The
-	// series are published once a second.
+	switch {
+	case ok:
+	case runtime.NumCPU() < minCPUsForLatency:
+		// every process of the engine, and this client, share these cores: the bombs' parse
+		// (a fair share of CPU, not a stall) slows the plain requests' model forward as much
+		t.Logf("plain requests' p99 over 2x their unloaded p99 in three attempts, on %d CPUs (asserted from %d)", runtime.NumCPU(), minCPUsForLatency)
+	default:
+		t.Errorf("plain requests' p99 during the bombs was over 2x their unloaded p99 in three attempts")
+	}
 	time.Sleep(1500 * time.Millisecond)
 	for series, after := range workerRSS(t, e) {
-		t.Logf("%s: RSS %.0f MiB -> %.0f MiB", series, rssBefore[series]/(1<<20), after/(1<<20))
+		grew := (after - rssBefore[series]) / (1 << 20)
+		t.Logf("%s: RSS %.0f MiB -> %.0f MiB over %d rounds of bombs", series, rssBefore[series]/(1<<20), after/(1<<20), round)
+		if after-rssBefore[series] >= 100e6 {
+			t.Errorf("%s grew by %.0f MiB during the bombs (at most 100 MB)", series, grew)
+		}
 	}
 }
 

@@ -146,7 +146,10 @@
 // the context of Compile ends (polled every few thousand nodes), and a
 // stopped compile is not cached; GBNF repetitions are sized from the parse
 // and refused before anything is built when they would expand past the
-// budget (nested {m,n} counts multiply). Mask cost is bounded too: a compile
+// budget (nested {m,n} counts multiply), and so are the alternatives a GBNF
+// grammar has active at once (30,000 `.+` rules under one alternation are
+// refused from their parse, over maxStateConfigs, before a node is built).
+// Mask cost is bounded too: a compile
 // explores the DFA from the start and refuses a state of more than
 // maxStateConfigs configurations (a mask closes them once per trie node it
 // steps), and computes the first masks within maxMaskOps units of work;

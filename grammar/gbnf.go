@@ -40,6 +40,13 @@ type gbnfExpr struct {
 	kids     []*gbnfExpr
 	min, max int
 	at       gbnfPos // where it starts, for errors
+	// the analysis before building (analyze): ref, gbnfRef's rule (its index in the parse);
+	// parent, the expression e is a kid of (nil for a rule's body); pending, the kids still to
+	// be found nullable before e is; null, whether e may match no text
+	ref     int32
+	pending int32
+	null    bool
+	parent  *gbnfExpr
 }
 
 // gbnfPos is a 1-based line and column (in bytes).
@@ -157,13 +164,21 @@ func (p *gbnfParser) consume(s string) bool {
 // sequences span lines.
 func (p *gbnfParser) alternatives(nested bool) (*gbnfExpr, error) {
 	at := p.at()
-	var alts []*gbnfExpr
+	var one *gbnfExpr    // the first alternative: most are the only one
+	var alts []*gbnfExpr // all of them, from the second on
 	for {
 		s, err := p.sequence(nested)
 		if err != nil {
 			return nil, err
 		}
-		alts = append(alts, s)
+		switch {
+		case one == nil:
+			one = s
+		case alts == nil:
+			alts = []*gbnfExpr{one, s}
+		default:
+			alts = append(alts, s)
+		}
 		// a top-level rule continues on a line that starts with "|"
 		save, line, bol := p.pos, p.line, p.bol
 		p.space(true)
@@ -177,8 +192,8 @@ func (p *gbnfParser) alternatives(nested bool) (*gbnfExpr, error) {
 		}
 		break
 	}
-	if len(alts) == 1 {
-		return alts[0], nil
+	if alts == nil {
+		return one, nil
 	}
 	return &gbnfExpr{kind: gbnfAlt, kids: alts, at: at}, nil
 }
@@ -186,7 +201,8 @@ func (p *gbnfParser) alternatives(nested bool) (*gbnfExpr, error) {
 // sequence reads items up to "|", ")" or (at top level) the end of the line.
 func (p *gbnfParser) sequence(nested bool) (*gbnfExpr, error) {
 	at := p.at()
-	var items []*gbnfExpr
+	var one *gbnfExpr     // the first item: many sequences have no other
+	var items []*gbnfExpr // all of them, from the second on
 	for {
 		p.space(nested)
 		if p.eof() {
@@ -203,10 +219,17 @@ func (p *gbnfParser) sequence(nested bool) (*gbnfExpr, error) {
 		if item, err = p.repetition(item); err != nil {
 			return nil, err
 		}
-		items = append(items, item)
+		switch {
+		case one == nil:
+			one = item
+		case items == nil:
+			items = []*gbnfExpr{one, item}
+		default:
+			items = append(items, item)
+		}
 	}
-	if len(items) == 1 {
-		return items[0], nil
+	if one != nil && items == nil {
+		return one, nil
 	}
 	return &gbnfExpr{kind: gbnfSeq, kids: items, at: at}, nil
 }
@@ -408,7 +431,11 @@ func (p *gbnfParser) braces(at gbnfPos) (int, int, error) {
 type gbnfCompiler struct {
 	b     *builder
 	rules map[string]int32 // GBNF rule name -> automaton rule
-	defs  map[string]*gbnfRule
+	// parsed is the grammar's rules in order (gbnfExpr.ref indexes it), and nullable says
+	// which may match no text (analyze fills both)
+	parsed   []gbnfRule
+	nullable []bool
+	root     int32 // root's index in parsed
 }
 
 // GBNF compiles a grammar in llama.cpp's GBNF syntax, starting at rule root.
@@ -441,24 +468,14 @@ func (c *Compiler) buildGBNF(b *builder, grammar string) (int32, error) {
 		return 0, err
 	}
 	defer func(outer int32) { b.rule = outer }(b.rule) // empty-language reasons stay the caller's
-	gc := &gbnfCompiler{b: b, rules: map[string]int32{}, defs: map[string]*gbnfRule{}}
-	for i := range rules {
-		r := &rules[i]
-		if prev := gc.defs[r.name]; prev != nil {
-			return 0, errf("gbnf: line %d column %d: rule %q is already defined at line %d", r.at.line, r.at.col, r.name, prev.at.line)
-		}
-		gc.defs[r.name] = r
-	}
-	if gc.defs["root"] == nil {
-		return 0, errf("gbnf: no rule named root")
-	}
-	if err := gc.checkRefs(rules); err != nil {
-		return 0, err
-	}
-	if err := gc.checkLeftRecursion(rules); err != nil {
+	gc := &gbnfCompiler{b: b, rules: map[string]int32{}}
+	if err := gc.analyze(rules); err != nil {
 		return 0, err
 	}
 	if err := gc.checkSize(rules, b.maxNodes-len(b.g.nodes)); err != nil {
+		return 0, err
+	}
+	if err := gc.checkWidth(); err != nil {
 		return 0, err
 	}
 	for _, r := range rules {
@@ -477,67 +494,107 @@ func (c *Compiler) buildGBNF(b *builder, grammar string) (int32, error) {
 	return gc.rules["root"], nil
 }
 
-// checkRefs refuses references to rules that are not defined.
-func (gc *gbnfCompiler) checkRefs(rules []gbnfRule) error {
-	var walk func(e *gbnfExpr) error
-	walk = func(e *gbnfExpr) error {
-		if e.kind == gbnfRef && gc.defs[e.name] == nil {
-			return errf("gbnf: line %d column %d: undefined rule %q", e.at.line, e.at.col, e.name)
+// analyze refuses a rule defined twice, a grammar without root, references to rules that are not
+// defined and left recursion, resolving each
+// reference to its rule and finding what may match no text on the way. Every pass is linear in
+// the grammar (a fixpoint that re-walked every rule until nothing changed took seconds for a
+// chain of ten thousand rules).
+func (gc *gbnfCompiler) analyze(rules []gbnfRule) error {
+	gc.parsed = rules
+	index := make(map[string]int32, len(rules))
+	for i := range rules {
+		r := &rules[i]
+		if prev, ok := index[r.name]; ok {
+			return errf("gbnf: line %d column %d: rule %q is already defined at line %d", r.at.line, r.at.col, r.name, rules[prev].at.line)
 		}
-		for _, k := range e.kids {
-			if err := walk(k); err != nil {
-				return err
+		index[r.name] = int32(i)
+	}
+	root, ok := index["root"]
+	if !ok {
+		return errf("gbnf: no rule named root")
+	}
+	gc.root = root
+	refsTo := make([][]*gbnfExpr, len(rules)) // the references to each rule
+	var queue []*gbnfExpr                     // expressions found nullable, their parents not yet told
+	nowNull := func(e *gbnfExpr) {
+		if !e.null {
+			e.null = true
+			queue = append(queue, e)
+		}
+	}
+	var undefined *gbnfExpr
+	var walk func(e, parent *gbnfExpr)
+	walk = func(e, parent *gbnfExpr) {
+		e.parent, e.null = parent, false
+		switch e.kind {
+		case gbnfLiteral:
+			if e.text == "" {
+				nowNull(e)
+			}
+		case gbnfRef:
+			i, ok := index[e.name]
+			if !ok {
+				if undefined == nil {
+					undefined = e
+				}
+				return
+			}
+			e.ref = i
+			refsTo[i] = append(refsTo[i], e)
+		case gbnfSeq:
+			e.pending = int32(len(e.kids)) // all of them
+			if len(e.kids) == 0 {
+				nowNull(e)
+			}
+		case gbnfAlt:
+			e.pending = 1 // any of them
+		case gbnfRepeat:
+			e.pending = 1
+			if e.min == 0 {
+				nowNull(e)
 			}
 		}
-		return nil
-	}
-	for _, r := range rules {
-		if err := walk(r.body); err != nil {
-			return err
+		for _, k := range e.kids {
+			walk(k, e)
 		}
 	}
-	return nil
+	for i := range rules {
+		walk(rules[i].body, nil)
+	}
+	if e := undefined; e != nil {
+		return errf("gbnf: line %d column %d: undefined rule %q", e.at.line, e.at.col, e.name)
+	}
+	// propagate nullability up the expressions and through the references (each expression
+	// is queued at most once)
+	gc.nullable = make([]bool, len(rules))
+	bodyOf := make(map[*gbnfExpr]int32, len(rules))
+	for i := range rules {
+		bodyOf[rules[i].body] = int32(i)
+	}
+	for len(queue) > 0 {
+		e := queue[len(queue)-1]
+		queue = queue[:len(queue)-1]
+		if p := e.parent; p != nil {
+			if p.pending--; p.pending == 0 {
+				nowNull(p)
+			}
+			continue
+		}
+		if i := bodyOf[e]; !gc.nullable[i] { // a rule's body: its references are nullable too
+			gc.nullable[i] = true
+			for _, ref := range refsTo[i] {
+				nowNull(ref)
+			}
+		}
+	}
+	return gc.checkLeftRecursion()
 }
 
 // checkLeftRecursion refuses a rule that can reach itself before any byte.
-func (gc *gbnfCompiler) checkLeftRecursion(rules []gbnfRule) error {
-	nullable := map[string]bool{}
-	var null func(e *gbnfExpr) bool
-	null = func(e *gbnfExpr) bool {
-		switch e.kind {
-		case gbnfLiteral:
-			return e.text == ""
-		case gbnfClass:
-			return false
-		case gbnfRef:
-			return nullable[e.name]
-		case gbnfSeq:
-			for _, k := range e.kids {
-				if !null(k) {
-					return false
-				}
-			}
-			return true
-		case gbnfAlt:
-			for _, k := range e.kids {
-				if null(k) {
-					return true
-				}
-			}
-			return false
-		}
-		return e.min == 0 || null(e.kids[0])
-	}
-	for changed := true; changed; {
-		changed = false
-		for _, r := range rules {
-			if !nullable[r.name] && null(r.body) {
-				nullable[r.name], changed = true, true
-			}
-		}
-	}
-	// first[r]: the rules r may call before reading a byte
-	first := map[string][]*gbnfExpr{}
+func (gc *gbnfCompiler) checkLeftRecursion() error {
+	rules := gc.parsed
+	// first[r]: the references rule r may follow before reading a byte
+	first := make([][]*gbnfExpr, len(rules))
 	var starts func(e *gbnfExpr, out *[]*gbnfExpr)
 	starts = func(e *gbnfExpr, out *[]*gbnfExpr) {
 		switch e.kind {
@@ -546,7 +603,7 @@ func (gc *gbnfCompiler) checkLeftRecursion(rules []gbnfRule) error {
 		case gbnfSeq:
 			for _, k := range e.kids {
 				starts(k, out)
-				if !null(k) {
+				if !k.null {
 					return
 				}
 			}
@@ -556,31 +613,29 @@ func (gc *gbnfCompiler) checkLeftRecursion(rules []gbnfRule) error {
 			}
 		}
 	}
-	for _, r := range rules {
-		var out []*gbnfExpr
-		starts(r.body, &out)
-		first[r.name] = out
+	for i := range rules {
+		starts(rules[i].body, &first[i])
 	}
-	state := map[string]int{} // 1 on the path, 2 done
-	var visit func(name string) error
-	visit = func(name string) error {
-		state[name] = 1
-		for _, ref := range first[name] {
-			switch state[ref.name] {
+	state := make([]uint8, len(rules)) // 1 on the path, 2 done
+	var visit func(r int32) error
+	visit = func(r int32) error {
+		state[r] = 1
+		for _, ref := range first[r] {
+			switch state[ref.ref] {
 			case 1:
 				return errf("gbnf: line %d column %d: left recursion: rule %q can reach itself before any text", ref.at.line, ref.at.col, ref.name)
 			case 0:
-				if err := visit(ref.name); err != nil {
+				if err := visit(ref.ref); err != nil {
 					return err
 				}
 			}
 		}
-		state[name] = 2
+		state[r] = 2
 		return nil
 	}
-	for _, r := range rules {
-		if state[r.name] == 0 {
-			if err := visit(r.name); err != nil {
+	for i := range rules {
+		if state[i] == 0 {
+			if err := visit(int32(i)); err != nil {
 				return err
 			}
 		}
@@ -656,6 +711,150 @@ func (gc *gbnfCompiler) checkSize(rules []gbnfRule, budget int) error {
 			worst.at.line, worst.at.col, approx(worstN), approx(total), budget)
 	}
 	return errf("gbnf: grammar expands to %s automaton nodes, over the %d node limit", approx(total), budget)
+}
+
+// copiesOf is how many copies of its operand build makes for repetition e: min, then max-min
+// optional ones or one loop.
+func copiesOf(e *gbnfExpr) int64 {
+	if e.max < 0 {
+		return int64(e.min) + 1
+	}
+	return int64(e.max)
+}
+
+// checkWidth refuses, before anything is built, a grammar with a point where more than
+// maxStateConfigs alternatives are active at once: 30,000 `.+` rules under one alternation
+// compile to a DFA state of 30,000 configurations, each closed once per trie node a mask visits,
+// and would be refused by checkMaskCost anyway, but only after their automaton (and the closure)
+// took a hundred megabytes. The count is that of the automaton build makes: each char class or
+// literal at the start of a branch is one configuration, rules reached before any text add
+// theirs (left recursion is already refused, so this ends), and every copy of a repetition that
+// may be skipped adds its own. It is a lower bound of the DFA state reached there (what follows
+// that point in its callers may add configurations), so a grammar it refuses has a state too
+// wide to mask, whether or not checkMaskCost's probe of the first states would have met it. (The
+// DFA cuts calls nested deeper than maxStackDepth: a grammar whose width needs that many nested
+// rules before any text is refused here all the same.)
+func (gc *gbnfCompiler) checkWidth() error {
+	worst, n := gc.widest()
+	if n <= maxStateConfigs {
+		return nil
+	}
+	count := fmt.Sprint(n)
+	if n >= sizeCap {
+		count = "over 10^12"
+	}
+	return errf("gbnf: line %d column %d: grammar has %s alternatives active at once here (at most %d): a token mask would cost seconds at every step",
+		worst.at.line, worst.at.col, count, maxStateConfigs)
+}
+
+// widest returns the point of the rules reachable from root where the most configurations
+// are active at once, and how many (see checkWidth).
+func (gc *gbnfCompiler) widest() (*gbnfExpr, int64) {
+	add := func(a, b int64) int64 { return min(a+b, sizeCap) }
+	mul := func(a, k int64) int64 {
+		if k == 0 || a == 0 {
+			return 0
+		}
+		if a > sizeCap/k {
+			return sizeCap
+		}
+		return a * k
+	}
+	firsts := map[*gbnfExpr]int64{}
+	// first is how many configurations entering e opens. It follows references only where
+	// no text has been read yet, which ends: left recursion is refused.
+	var first func(e *gbnfExpr) int64
+	first = func(e *gbnfExpr) int64 {
+		switch e.kind { // leaves are not memoized
+		case gbnfLiteral:
+			return int64(min(len(e.text), 1))
+		case gbnfClass:
+			return int64(min(len(e.ranges), 1))
+		case gbnfRef:
+			return first(gc.parsed[e.ref].body)
+		}
+		if n, ok := firsts[e]; ok {
+			return n
+		}
+		var n int64
+		switch e.kind {
+		case gbnfSeq:
+			for _, k := range e.kids {
+				n = add(n, first(k))
+				if !k.null {
+					break
+				}
+			}
+		case gbnfAlt:
+			for _, k := range e.kids {
+				n = add(n, first(k))
+			}
+		case gbnfRepeat:
+			n = first(e.kids[0])
+			if e.null { // every copy may be skipped: all open at once
+				n = mul(n, copiesOf(e))
+			}
+		}
+		firsts[e] = n
+		return n
+	}
+	var worst *gbnfExpr
+	var worstN int64
+	note := func(e *gbnfExpr, n int64) {
+		if n > worstN {
+			worst, worstN = e, n
+		}
+	}
+	// widths notes the width of each point inside e where text may resume (each suffix of a
+	// sequence, each alternation, the optional tail of a repetition), not following references
+	var widths func(e *gbnfExpr)
+	widths = func(e *gbnfExpr) {
+		switch e.kind {
+		case gbnfSeq:
+			var w int64
+			for i := len(e.kids) - 1; i >= 0; i-- {
+				k := e.kids[i]
+				if k.null {
+					w = add(first(k), w)
+				} else {
+					w = first(k)
+				}
+				note(k, w)
+			}
+		case gbnfAlt:
+			note(e, first(e))
+		case gbnfRepeat:
+			optional := int64(1) // e*, e+: the loop
+			if e.max >= 0 {
+				optional = int64(e.max - e.min)
+			}
+			note(e, max(first(e), mul(first(e.kids[0]), optional)))
+		}
+		for _, k := range e.kids {
+			widths(k)
+		}
+	}
+	// the rules reachable from root, each walked once (the ones not reachable match nothing)
+	seen := make([]bool, len(gc.parsed))
+	seen[gc.root] = true
+	todo := []int32{gc.root}
+	var refs func(e *gbnfExpr)
+	refs = func(e *gbnfExpr) {
+		if e.kind == gbnfRef && !seen[e.ref] {
+			seen[e.ref] = true
+			todo = append(todo, e.ref)
+		}
+		for _, k := range e.kids {
+			refs(k)
+		}
+	}
+	for len(todo) > 0 {
+		r := todo[len(todo)-1]
+		todo = todo[:len(todo)-1]
+		widths(gc.parsed[r].body)
+		refs(gc.parsed[r].body)
+	}
+	return worst, worstN
 }
 
 // build emits the automaton of e. Once the builder is over its budget (or its compile was

@@ -3,6 +3,7 @@ package grammar
 import (
 	"container/list"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"slices"
@@ -109,6 +110,7 @@ func NewCompiler(v Vocab, eos []int32, opts Options) *Compiler {
 // a request for a key being compiled waits for that compile. A build that
 // ctx stopped is not cached: a waiter whose own ctx is live builds it anew.
 func (c *Compiler) cached(ctx context.Context, key string, build func(ctx context.Context) (*Grammar, error)) (*Grammar, error) {
+	key = cacheKey(key)
 	for {
 		c.mu.Lock()
 		if el, ok := c.cache[key]; ok {
@@ -150,6 +152,23 @@ func (c *Compiler) cached(ctx context.Context, key string, build func(ctx contex
 		close(f.done)
 		return g, err
 	}
+}
+
+// maxKeyBytes is the longest cache key kept as it is; a longer one is kept as its SHA-256.
+const maxKeyBytes = 256
+
+// cacheKey is the key the cache keeps for key: key itself, or when it is long, a digest of it
+// (marked by a byte no kind prefix starts with). The cache holds refusals too, which count for
+// no bytes of grammar: kept whole, the keys of 256 refused 700 KB grammars held 180 MB.
+func cacheKey(key string) string {
+	if len(key) <= maxKeyBytes {
+		return key
+	}
+	h := sha256.New()
+	for i := 0; i < len(key); i += 32 << 10 { // in pieces: no copy of the whole text
+		h.Write([]byte(key[i:min(len(key), i+32<<10)]))
+	}
+	return "#" + string(h.Sum(nil))
 }
 
 // evict drops the least recently used grammars while the cache holds more

@@ -580,7 +580,7 @@ const (
 
 func sizeTokenItem(it *TokenItem) int {
 	return sizeStr(it.RID) + 4 + sizeI32s(it.NewIDs) + sizeF32s(it.Logprobs) + 3*4 + 2 + 4 +
-		sizeStr(it.MatchedStop) + sizeStr(it.Error) + sizeStrs(it.StopStrings) +
+		sizeStr(it.MatchedStop) + sizeStr(it.Error) + 1 + sizeStrs(it.StopStrings) +
 		sizeI32s(it.TopLogprobIDs) + sizeF32s(it.TopLogprobs) +
 		sizeF32s(it.PromptLogprobs) + sizeI32s(it.PromptTopLogprobIDs) + sizeF32s(it.PromptTopLogprobs) +
 		sizeStr(it.RequestID) + sizeF32s(it.Embedding) + itemTimesLen(it)
@@ -595,7 +595,7 @@ func itemTimesLen(it *TokenItem) int {
 }
 
 // minTokenItemLen is the encoded size of an empty TokenItem; it bounds item counts.
-const minTokenItemLen = 4 + 4 + 4 + 4 + 3*4 + 2 + 4 + 4 + 4 + 4 + 4 + 4 + 4 + 4 + 4 + 4 + 4
+const minTokenItemLen = 4 + 4 + 4 + 4 + 3*4 + 2 + 4 + 4 + 4 + 1 + 4 + 4 + 4 + 4 + 4 + 4 + 4 + 4
 
 func appendTokenItem(dst []byte, it *TokenItem) []byte {
 	dst = appendStr(dst, it.RID)
@@ -610,6 +610,7 @@ func appendTokenItem(dst []byte, it *TokenItem) []byte {
 	dst = appendI32(dst, it.MatchedStopToken)
 	dst = appendStr(dst, it.MatchedStop)
 	dst = appendStr(dst, it.Error)
+	dst = append(dst, byte(it.ErrorKind))
 	dst = appendStrs(dst, it.StopStrings)
 	dst = appendI32s(dst, it.TopLogprobIDs)
 	dst = appendF32s(dst, it.TopLogprobs)
@@ -654,6 +655,10 @@ func (r *reader) tokenItem(it *TokenItem) {
 	it.MatchedStopToken = int32(binary.LittleEndian.Uint32(b[14:]))
 	it.MatchedStop = r.str(it.MatchedStop, "item.matched_stop")
 	it.Error = r.str(it.Error, "item.error")
+	it.ErrorKind = ErrorKind(r.u8("item.error_kind"))
+	if r.err == nil && it.ErrorKind > maxErrorKind {
+		r.bad(fmt.Errorf("%w: unknown error kind %d", ErrMalformed, it.ErrorKind))
+	}
 	it.StopStrings = r.strs(it.StopStrings, "item.stop_strings")
 	it.TopLogprobIDs = r.i32s(it.TopLogprobIDs, "item.top_logprob_ids")
 	it.TopLogprobs = r.f32s(it.TopLogprobs, "item.top_logprobs")

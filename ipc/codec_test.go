@@ -57,6 +57,9 @@ func sampleItem(i int) TokenItem {
 	}
 	if i%11 == 0 {
 		it.Finished, it.FinishReason, it.Error = true, FinishError, "kv cache exhausted"
+		if i%22 == 0 {
+			it.Error, it.ErrorKind = "prompt token 1 is 99999, outside the vocabulary [0, 8192)", ErrorInvalid
+		}
 	}
 	if i%7 == 0 && i%11 != 0 {
 		it.Embedding = []float32{0.5, float32(-i), 3}
@@ -191,6 +194,7 @@ func TestDecodeRejects(t *testing.T) {
 	badFlags := Encode(&TokenBatch{Items: []TokenItem{{}}})
 	badFlags[len(badFlags)-4-4-4-4-2] = 0x80 // the item flag byte
 	badGrammar := Encode(&GenerateRequest{Grammar: Grammar{Kind: maxGrammarKind + 1}})
+	badErrorKind := Encode(&TokenBatch{Items: []TokenItem{{Finished: true, FinishReason: FinishError, Error: "x", ErrorKind: maxErrorKind + 1}}})
 
 	cases := map[string][]byte{
 		"empty":           nil,
@@ -204,6 +208,7 @@ func TestDecodeRejects(t *testing.T) {
 		"finish reason":   badReason,
 		"item flags":      badFlags,
 		"grammar kind":    badGrammar,
+		"error kind":      badErrorKind,
 		"wrong type used": Encode(&Abort{RID: "x"}),
 	}
 	for name, frame := range cases {
@@ -363,13 +368,13 @@ func TestWireGolden(t *testing.T) {
 		m    Message
 		want string
 	}{
-		{&Abort{RID: "r1", Owner: 2, OwnerEpoch: 5, Reason: "x"}, "0c02" + "02000000" + "7231" + "02000000" + "0500000000000000" + "01000000" + "78"},
+		{&Abort{RID: "r1", Owner: 2, OwnerEpoch: 5, Reason: "x"}, "0d02" + "02000000" + "7231" + "02000000" + "0500000000000000" + "01000000" + "78"},
 		{&GenerateRequest{RID: "g", Owner: 1, OwnerEpoch: 3, InputIDs: []int32{7},
 			Sampling: Sampling{Temperature: 1, TopP: 0.5, MinP: 0, RepetitionPenalty: 2, FrequencyPenalty: -1, PresencePenalty: 0,
 				TopK: 3, Seed: 9, HasSeed: true},
 			MaxNewTokens: 4, MinNewTokens: 1, StopTokenIDs: []int32{2}, StopStrings: []string{"s"}, Stream: true, NoText: true,
 			StreamInterval: 5, Grammar: Grammar{Kind: GrammarRegex, Spec: "a"}, RoutedRank: -1, ArrivalUnixNano: 6, RequestID: "q", Priority: -2, Pooling: PoolingLast},
-			"0c01" + "01000000" + "67" + "01000000" + "0300000000000000" + "01000000" + "07000000" +
+			"0d01" + "01000000" + "67" + "01000000" + "0300000000000000" + "01000000" + "07000000" +
 				"0000803f" + "0000003f" + "00000000" + "00000040" + "000080bf" + "00000000" + "03000000" + "0900000000000000" + "01" + "00000000" + "00000000" +
 				"04000000" + "01000000" + "01000000" + "02000000" + "01000000" + "01000000" + "73" +
 				"0c" + "05000000" + "03" + "01000000" + "61" + "ffffffff" + "0600000000000000" + "00000000" + "01000000" + "71" + "feffffff" + "01"},
@@ -378,7 +383,7 @@ func TestWireGolden(t *testing.T) {
 			Go: GoStats{Goroutines: 5, GOMAXPROCS: 2, HeapAllocBytes: 1, HeapInuseBytes: 3, SysBytes: 4, HeapGoalBytes: 6, GCCycles: 7, GCPauseSeconds: 0.5, GoVersion: "go"}},
 			Items: []TokenItem{{RID: "a", NewIDs: []int32{-1}, Finished: true, FinishReason: FinishLength, MatchedStopToken: -1,
 				SkipSpecialTokens: true, StopStrings: []string{"z"}, RequestID: "q", QueueNanos: 1, PrefillNanos: 2, DecodeNanos: 3, Preemptions: 4, Embedding: []float32{1}}}},
-			"0c03" + "01000000" + "0200000000000000" +
+			"0d03" + "01000000" + "0200000000000000" +
 				"0300000000000000" + "0000000000000000" + "0000000000000000" + "0000000000000000" + "1000000000000000" + "0000000000000000" +
 				"0700000000000000" + "0800000000000000" + "0900000000000000" +
 				"01000000" + "0400000000000000" + "00000000" +
@@ -387,7 +392,7 @@ func TestWireGolden(t *testing.T) {
 				"0400000000000000" + "0600000000000000" + "0700000000000000" + "000000000000e03f" + "02000000" + "676f" + // sys, goal, gc cycles, pause 0.5 s, "go"
 				"01000000" + // one item
 				"01000000" + "61" + "00000000" + "01000000" + "ffffffff" + "00000000" +
-				"00000000" + "00000000" + "00000000" + "05" + "02" + "ffffffff" + "00000000" + "00000000" +
+				"00000000" + "00000000" + "00000000" + "05" + "02" + "ffffffff" + "00000000" + "00000000" + "00" + // no error, kind internal
 				"01000000" + "01000000" + "7a" + "00000000" + "00000000" + "00000000" + "00000000" + "00000000" + "01000000" + "71" + "01000000" + "0000803f" +
 				"0100000000000000" + "0200000000000000" + "0300000000000000" + "04000000"},
 	}

@@ -4,7 +4,7 @@ import "fmt"
 
 // WireVersion is the first byte of every frame. Bump it on any incompatible layout change;
 // decoders refuse frames of any other version.
-const WireVersion byte = 12
+const WireVersion byte = 13
 
 // MsgType is the second byte of every frame.
 type MsgType uint8
@@ -109,6 +109,28 @@ func (r FinishReason) String() string {
 		return "error"
 	}
 	return fmt.Sprintf("FinishReason(%d)", uint8(r))
+}
+
+// ErrorKind says whose fault a failed request is (TokenItem.Error), and so what its client is
+// answered: the one place this is decided is where the request is refused.
+type ErrorKind uint8
+
+// Error kinds.
+const (
+	ErrorInternal ErrorKind = 0 // the engine's fault (a forward failed, output was lost): HTTP 500
+	ErrorInvalid  ErrorKind = 1 // the request's own: the engine will not serve it as sent (HTTP 400)
+)
+
+const maxErrorKind = ErrorInvalid
+
+func (k ErrorKind) String() string {
+	switch k {
+	case ErrorInternal:
+		return "internal"
+	case ErrorInvalid:
+		return "invalid"
+	}
+	return fmt.Sprintf("ErrorKind(%d)", uint8(k))
 }
 
 // Pooling makes a GenerateRequest an embedding request and says how its prompt's final hidden
@@ -280,6 +302,8 @@ type TokenItem struct {
 	MatchedStopToken int32 // the stop token id that finished the request; -1 = none
 	MatchedStop      string
 	Error            string
+	// ErrorKind says whose fault Error is (ErrorInternal without one).
+	ErrorKind ErrorKind
 
 	// Detokenization settings, for detokd, which never sees the GenerateRequest. The flags ride
 	// on every item; StopStrings need only be sent with a request's first item, since detokd

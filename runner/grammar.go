@@ -73,8 +73,10 @@ func (gs *Grammars) start(ctx context.Context, wg *sync.WaitGroup, s grammar.Spe
 // after Ready reports true, which publishes m and err; it never calls two methods at once, so
 // maskErr (written by FillMask, read by Err and Accept) needs no lock.
 type constraint struct {
-	ready        atomic.Bool
-	m            *grammar.Matcher
+	ready atomic.Bool
+	m     *grammar.Matcher
+	// encode tokenizes the bytes the grammar forces (jump-forward drafts); nil drafts none.
+	encode       func(text string) []int32
 	err          error         // the compile's
 	maskDeadline time.Duration // bounds each FillMask (0: none)
 	maskErr      error         // the last FillMask's: it missed its deadline
@@ -118,6 +120,49 @@ func (c *constraint) Accept(tok int32) error {
 		return fmt.Errorf("token %d is not allowed by the grammar here", tok)
 	}
 	return nil
+}
+
+// forcedDraftBytes bounds the forced bytes tokenized for one draft: ample for the longest
+// draft (scheduler.MaxDraftLimit tokens) without tokenizing a 4 KiB literal every step.
+const forcedDraftBytes = 1024
+
+// ForcedTokens appends the tokens that spell the bytes the grammar admits as the only
+// continuation (the tokenizer's encoding of them), cut at max tokens and at the first token the
+// matcher refuses (an encoding may merge past a byte the grammar requires elsewhere).
+func (c *constraint) ForcedTokens(dst []int32, max int) []int32 {
+	if c.m == nil || c.encode == nil || c.Err() != nil || max <= 0 {
+		return dst
+	}
+	fb := c.m.ForcedBytes()
+	if len(fb) == 0 {
+		return dst
+	}
+	toks := c.encode(string(fb[:min(len(fb), forcedDraftBytes)]))
+	n := 0
+	for _, tok := range toks {
+		if n == max || !c.m.Accept(tok) {
+			break
+		}
+		n++
+	}
+	c.m.Rollback(n)
+	return append(dst, toks[:n]...)
+}
+
+// Admits counts the leading tokens of toks the grammar accepts in turn, and undoes them.
+func (c *constraint) Admits(toks []int32) int {
+	if c.m == nil || c.Err() != nil {
+		return 0
+	}
+	n := 0
+	for _, tok := range toks {
+		if !c.m.Accept(tok) {
+			break
+		}
+		n++
+	}
+	c.m.Rollback(n)
+	return n
 }
 
 func (c *constraint) CanTerminate() bool { return c.m != nil && c.m.CanEnd() }

@@ -226,8 +226,9 @@ loop:
 		addedTokens += len(gr.InputIDs)
 		if err := r.add(ctx, gr, m.at); err != nil {
 			r.log.Warn("request refused", "request_id", gr.RequestID, "rid", gr.RID, "worker", gr.Owner, "err", err)
+			reason, kind := scheduler.Refusal(err)
 			failed = append(failed, scheduler.Item{RID: gr.RID, Owner: int(gr.Owner), PromptTokens: len(gr.InputIDs),
-				Finished: true, FinishReason: scheduler.FinishError, MatchedStopToken: -1, Err: err.Error()})
+				Finished: true, FinishReason: scheduler.FinishError, MatchedStopToken: -1, Err: reason, ErrKind: kind})
 		}
 	}
 	if added > 0 {
@@ -278,7 +279,7 @@ func (r *Runner) add(ctx context.Context, m *ipc.GenerateRequest, received time.
 	req := &in.sched
 	if len(in.out.stops) > 0 {
 		if r.cfg.Tokenizer == nil {
-			return errors.New("stop strings need a tokenizer (the engine runs with --skip-tokenizer-init)")
+			return &scheduler.RequestError{Kind: scheduler.ErrorInvalid, Err: errors.New("stop strings need a tokenizer (the engine runs with --skip-tokenizer-init)")}
 		}
 		st := detok.NewStream(r.cfg.Tokenizer.NewDecoder(in.out.skipSpecial), in.out.stops)
 		req.StopCheck = func(ids []int32) (string, bool) {
@@ -288,9 +289,12 @@ func (r *Runner) add(ctx context.Context, m *ipc.GenerateRequest, received time.
 	}
 	if in.grammar.Kind != grammar.KindNone {
 		if r.cfg.Grammars == nil {
-			return errors.New("structured output needs a tokenizer (the engine runs with --skip-tokenizer-init)")
+			return &scheduler.RequestError{Kind: scheduler.ErrorInvalid, Err: errors.New("structured output needs a tokenizer (the engine runs with --skip-tokenizer-init)")}
 		}
 		c := r.cfg.Grammars.start(ctx, &r.wg, in.grammar)
+		if tok := r.cfg.Tokenizer; tok != nil {
+			c.encode = func(text string) []int32 { return tok.Encode(text, false) }
+		}
 		req.Constraint, req.Ready = c, c.Ready
 	}
 	if err := r.sched.Add(req); err != nil {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"reflect"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -396,5 +397,30 @@ func TestRunWaitsForItsGoroutines(t *testing.T) {
 		}
 	default:
 		t.Fatal("Run returned while its receive goroutine still ran (the inbox is open)")
+	}
+}
+
+// TestRefusalsCarryTheirKind: a request the rank refuses comes back as one failed item whose
+// ErrorKind says whose fault it is, with the scheduler's reason (not the engine's rid, which
+// the client never saw); a device fault after admission stays the engine's.
+func TestRefusalsCarryTheirKind(t *testing.T) {
+	g := startRunner(t, &faultyBackend{Backend: newReplay(t, 0), failAt: 1}, true, nil)
+	for _, c := range []struct {
+		req  ipc.GenerateRequest
+		want string
+		kind ipc.ErrorKind
+	}{
+		{ipc.GenerateRequest{RID: "rid-vocab", InputIDs: []int32{400, vocab}, MaxNewTokens: 4}, "outside the vocabulary", ipc.ErrorInvalid},
+		{ipc.GenerateRequest{RID: "rid-stops", InputIDs: prompt, MaxNewTokens: 4, StopStrings: []string{"x"}}, "--skip-tokenizer-init", ipc.ErrorInvalid},
+		{ipc.GenerateRequest{RID: "rid-fault", InputIDs: prompt, MaxNewTokens: 4}, "injected device fault", ipc.ErrorInternal},
+	} {
+		c.req.RoutedRank, c.req.Sampling = -1, ipc.Sampling{TopP: 1, RepetitionPenalty: 1}
+		g.submit(&c.req)
+		items := g.items(c.req.RID, nil)
+		last := items[len(items)-1]
+		if last.FinishReason != ipc.FinishError || last.ErrorKind != c.kind || !strings.Contains(last.Error, c.want) ||
+			(c.kind == ipc.ErrorInvalid && strings.Contains(last.Error, c.req.RID)) {
+			t.Errorf("%s: finish %v, %v error %q; want a %v error naming %q alone", c.req.RID, last.FinishReason, last.ErrorKind, last.Error, c.kind, c.want)
+		}
 	}
 }

@@ -119,7 +119,7 @@ func itemToWire(it *scheduler.Item, ids []int32, logprobs []float32, top topLogp
 		PromptLogprobs: it.PromptLogprobs, PromptTopLogprobIDs: it.PromptTopLogprobIDs, PromptTopLogprobs: it.PromptTopLogprobs,
 		PromptTokens: int32(it.PromptTokens), CachedTokens: int32(it.CachedTokens), CompletionTokens: int32(it.CompletionTokens),
 		Finished: it.Finished, FinishReason: finishReasonToWire(it.FinishReason),
-		MatchedStopToken: it.MatchedStopToken, MatchedStop: it.MatchedStop, Error: it.Err,
+		MatchedStopToken: it.MatchedStopToken, MatchedStop: it.MatchedStop, Error: it.Err, ErrorKind: errorKindToWire(it.ErrKind),
 		NoText: out.noText, SkipSpecialTokens: out.skipSpecial,
 		QueueNanos: int64(it.QueueTime), PrefillNanos: int64(it.PrefillTime), DecodeNanos: int64(it.DecodeTime),
 		Preemptions: int32(it.Preemptions), Embedding: it.Embedding,
@@ -148,6 +148,13 @@ func finishReasonToWire(r scheduler.FinishReason) ipc.FinishReason {
 		return ipc.FinishError
 	}
 	return ipc.FinishNone
+}
+
+func errorKindToWire(k scheduler.ErrorKind) ipc.ErrorKind {
+	if k == scheduler.ErrorInvalid {
+		return ipc.ErrorInvalid
+	}
+	return ipc.ErrorInternal
 }
 
 // loadToWire fills dst with the rank's report: the scheduler's last load plus the requests read

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -195,7 +196,7 @@ func TestItemCrossesToTheWire(t *testing.T) {
 	var it scheduler.Item
 	var f filler
 	f.fill(t, "Item", reflect.ValueOf(&it).Elem())
-	it.FinishReason = 3
+	it.FinishReason, it.ErrKind = 3, scheduler.ErrorInvalid
 	out := outputSettings{noText: true, skipSpecial: true, stops: []string{"x"}, requestID: "req-1"}
 	w := itemToWire(&it, it.NewIDs, it.Logprobs, topLogprobs{it.TopLogprobIDs, it.TopLogprobs}, &out, true)
 	checks := map[string][2]any{
@@ -207,7 +208,7 @@ func TestItemCrossesToTheWire(t *testing.T) {
 		"CachedTokens": {int(w.CachedTokens), it.CachedTokens}, "CompletionTokens": {int(w.CompletionTokens), it.CompletionTokens},
 		"Finished": {w.Finished, it.Finished}, "FinishReason": {w.FinishReason.String(), it.FinishReason.String()},
 		"MatchedStopToken": {w.MatchedStopToken, it.MatchedStopToken}, "MatchedStop": {w.MatchedStop, it.MatchedStop},
-		"Err": {w.Error, it.Err}, "QueueTime": {w.QueueNanos, int64(it.QueueTime)},
+		"Err": {w.Error, it.Err}, "ErrKind": {w.ErrorKind, ipc.ErrorInvalid}, "QueueTime": {w.QueueNanos, int64(it.QueueTime)},
 		"PrefillTime": {w.PrefillNanos, int64(it.PrefillTime)}, "DecodeTime": {w.DecodeNanos, int64(it.DecodeTime)},
 		"Preemptions": {int(w.Preemptions), it.Preemptions}, "Embedding": {w.Embedding, it.Embedding},
 	}
@@ -281,7 +282,7 @@ func TestItemCrossesEveryHop(t *testing.T) {
 	// The request's first item (its count is its ids): detokd fails a mid-stream item of a
 	// request it holds no state for.
 	it.CompletionTokens = len(it.NewIDs)
-	it.FinishReason = scheduler.FinishError
+	it.FinishReason, it.ErrKind = scheduler.FinishError, scheduler.ErrorInvalid
 	wire, d := cross(it)
 	// A stop token is reported only when no stop string matched and the request stopped.
 	stopped := it
@@ -310,6 +311,7 @@ func TestItemCrossesEveryHop(t *testing.T) {
 		"MatchedStopToken":    {got: ds.MatchedStop, want: it.MatchedStopToken},
 		"MatchedStop":         {got: d.MatchedStop, want: it.MatchedStop},
 		"Err":                 {got: fmt.Sprint(d.Err), want: it.Err},
+		"ErrKind":             {got: errors.As(d.Err, new(*api.BadRequestError)), want: true}, // the client's fault: a 400
 		"QueueTime":           {got: d.QueueTime, want: it.QueueTime},
 		"PrefillTime":         {got: d.PrefillTime, want: it.PrefillTime},
 		"DecodeTime":          {got: d.DecodeTime, want: it.DecodeTime},
@@ -339,7 +341,7 @@ func TestItemCrossesEveryHop(t *testing.T) {
 		"RID": "RID", "Owner": "-routing: detokd's choice of worker socket", "NewIDs": "IDs",
 		"Logprobs": "Logprobs", "PromptTokens": "PromptTokens", "CachedTokens": "CachedTokens",
 		"CompletionTokens": "CompletionTokens", "Finished": "Finished", "FinishReason": "FinishReason",
-		"MatchedStopToken": "MatchedStop", "MatchedStop": "MatchedStop", "Error": "Err",
+		"MatchedStopToken": "MatchedStop", "MatchedStop": "MatchedStop", "Error": "Err", "ErrorKind": "Err",
 		"NoText":              "-detokenization setting: read by detokd (or the worker's own detokenizer)",
 		"SkipSpecialTokens":   "-detokenization setting: read by detokd (or the worker's own detokenizer)",
 		"StopStrings":         "-detokenization setting: detokd keeps them per request",

@@ -39,22 +39,27 @@ func (p Pooling) String() string {
 	return fmt.Sprintf("Pooling(%d)", uint8(p))
 }
 
+// ErrNoHiddenStates refuses an embedding request on a rank whose backend returns no hidden
+// states (the replay runner): the client's request for what this engine does not serve (Add
+// returns it in an invalid *RequestError).
+var ErrNoHiddenStates = errors.New("this rank's backend cannot return hidden states, so it serves no embeddings")
+
 // validateEmbed checks what an embedding request may not carry, and that the backend can pool.
 func (s *Scheduler) validateEmbed(req *Request) error {
 	if req.Pooling > PoolingCLS {
-		return fmt.Errorf("unknown pooling %v", req.Pooling)
+		return invalid(fmt.Errorf("unknown pooling %v", req.Pooling))
 	}
 	if s.hidden == nil {
-		return errors.New("this rank's backend cannot return hidden states, so it serves no embeddings")
+		return invalid(ErrNoHiddenStates)
 	}
 	if req.MaxNewTokens != 0 || req.Constraint != nil || req.Logprobs || req.TopLogprobs > 0 || req.PromptLogprobs {
-		return errors.New("an embedding request generates nothing: no max_new_tokens, constraint or logprobs")
+		return invalid(errors.New("an embedding request generates nothing: no max_new_tokens, constraint or logprobs"))
 	}
 	if len(req.InputIDs) > s.cfg.MaxModelLen {
-		return fmt.Errorf("prompt (%d tokens) exceeds the context length %d", len(req.InputIDs), s.cfg.MaxModelLen)
+		return invalid(fmt.Errorf("prompt (%d tokens) exceeds the context length %d", len(req.InputIDs), s.cfg.MaxModelLen))
 	}
 	if need := s.blocksFor(len(req.InputIDs)); need > s.pool.numBlocks() {
-		return fmt.Errorf("prompt (%d tokens) needs %d KV blocks, more than the cache's %d", len(req.InputIDs), need, s.pool.numBlocks())
+		return invalid(fmt.Errorf("prompt (%d tokens) needs %d KV blocks, more than the cache's %d", len(req.InputIDs), need, s.pool.numBlocks()))
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -135,13 +136,17 @@ func TestEmbeddingRefused(t *testing.T) {
 		"context":    {Request{RID: "a", InputIDs: make([]int32, 65), Pooling: PoolingLast}, "context length"},
 		"pooling":    {Request{RID: "a", InputIDs: []int32{1}, Pooling: 9}, "unknown pooling"},
 	} {
-		if err := s.Add(&c.req); err == nil || !strings.Contains(err.Error(), c.want) {
+		err := s.Add(&c.req)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want an error with %q", name, err, c.want)
+		} else if _, kind := Refusal(err); kind != ErrorInvalid {
+			t.Errorf("%s: %v is %v, want the request's fault", name, err, kind)
 		}
 	}
 	plain := newScheduler(t, &checkBatches{Backend: b, t: t}, Config{MaxRunning: 2, MaxPrefillTokens: 8, MaxModelLen: 64})
-	if err := plain.Add(&Request{RID: "a", InputIDs: []int32{1}, Pooling: PoolingLast}); err == nil || !strings.Contains(err.Error(), "hidden states") {
-		t.Errorf("a backend without hidden states: %v", err)
+	err = plain.Add(&Request{RID: "a", InputIDs: []int32{1}, Pooling: PoolingLast})
+	if _, kind := Refusal(err); !errors.Is(err, ErrNoHiddenStates) || kind != ErrorInvalid {
+		t.Errorf("a backend without hidden states: %v (%v), want ErrNoHiddenStates as the request's fault", err, kind)
 	}
 }
 

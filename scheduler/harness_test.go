@@ -50,6 +50,8 @@ func mustAdd(t testing.TB, s *Scheduler, req *Request) {
 type result struct {
 	ids      []int32
 	logprobs []float32
+	topIDs   []int32
+	topLps   []float32
 	last     Item
 	items    int
 }
@@ -113,6 +115,13 @@ func run(t testing.TB, s *Scheduler, results map[string]*result, maxSteps int) {
 
 func collect(t testing.TB, out Output, results map[string]*result) {
 	t.Helper()
+	collectN(t, out, results, 1)
+}
+
+// collectN is collect for steps that may emit up to maxIDs ids per request (speculative
+// decoding); it also keeps the top logprobs.
+func collectN(t testing.TB, out Output, results map[string]*result, maxIDs int) {
+	t.Helper()
 	seen := map[string]bool{}
 	for _, it := range out.Items {
 		if seen[it.RID] {
@@ -127,7 +136,7 @@ func collect(t testing.TB, out Output, results map[string]*result) {
 		if r.last.Finished {
 			t.Fatalf("%s: item after its finish: %+v", it.RID, it)
 		}
-		if len(it.NewIDs) > 1 {
+		if len(it.NewIDs) > maxIDs {
 			t.Fatalf("%s: %d ids in one step", it.RID, len(it.NewIDs))
 		}
 		if len(it.NewIDs) == 0 && !it.Finished {
@@ -135,6 +144,8 @@ func collect(t testing.TB, out Output, results map[string]*result) {
 		}
 		r.ids = append(r.ids, it.NewIDs...)
 		r.logprobs = append(r.logprobs, it.Logprobs...)
+		r.topIDs = append(r.topIDs, it.TopLogprobIDs...)
+		r.topLps = append(r.topLps, it.TopLogprobs...)
 		if it.CompletionTokens != len(r.ids) {
 			t.Fatalf("%s: CompletionTokens %d after %d ids", it.RID, it.CompletionTokens, len(r.ids))
 		}

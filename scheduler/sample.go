@@ -42,7 +42,7 @@ const (
 func (s *Scheduler) sampleAll(rows [][]float32) {
 	jobs := s.picks[:0]
 	for k, st := range s.inBatch {
-		if s.batch.Seqs[k].Logits {
+		if s.batch.Seqs[k].Logits && len(st.verify) == 0 { // speculative chunks: verifyDrafts
 			jobs = append(jobs, pickJob{st, rows[k], k})
 		}
 	}

@@ -38,10 +38,15 @@ func (s *Scheduler) schedule() {
 		st := s.running[i]
 		left := len(st.tokens) - st.computed
 		n := 1
+		st.verify, st.ngramDrafted = st.verify[:0], 0
 		if left > 1 {
 			if n = min(left, s.chunkFor(st), budget); n == 0 {
 				continue
 			}
+		} else if s.cfg.Speculative == SpeculativeNgram {
+			k := s.draft(st, budget, decodes)
+			budget -= k
+			n += k
 		}
 		granted, fits := 0, false
 		for {
@@ -56,6 +61,7 @@ func (s *Scheduler) schedule() {
 			}
 		}
 		if !fits {
+			st.verify = st.verify[:0]
 			break // st was the newest; everything before it is scheduled
 		}
 		if left > 1 {
@@ -102,6 +108,7 @@ func (s *Scheduler) preempt(st *liveRequest) {
 	s.running = slices.DeleteFunc(s.running, func(x *liveRequest) bool { return x == st })
 	s.release(st)
 	st.running = false
+	st.verify = st.verify[:0]
 	if s.cfg.Policy == PolicyPriority {
 		s.waiting = insertOrdered(s.waiting, st)
 	} else {
@@ -191,6 +198,7 @@ func (s *Scheduler) admit(budget, promised int) {
 			s.running = append(s.running, st)
 		}
 		budget -= n
+		st.verify = st.verify[:0]
 		s.put(st, n)
 	}
 }
@@ -221,12 +229,22 @@ func (s *Scheduler) matchPrefix(st *liveRequest) {
 // put adds st's next n tokens to the batch.
 func (s *Scheduler) put(st *liveRequest, n int) {
 	end := st.computed + n
+	if len(st.verify) > 0 {
+		// A speculative chunk: the last token and its drafts, every row sampled (spec.go).
+		s.batch.Seqs = append(s.batch.Seqs, backend.Seq{
+			Tokens: st.verify, Pos: st.computed, BlockTable: st.blocks[:s.blocksFor(end)],
+			Logits: true, AllLogits: true, Generated: true,
+		})
+		s.inBatch = append(s.inBatch, st)
+		return
+	}
 	s.batch.Seqs = append(s.batch.Seqs, backend.Seq{
 		Tokens:     st.tokens[st.computed:end],
 		Pos:        st.computed,
 		BlockTable: st.blocks[:s.blocksFor(end)],
 		Logits:     end == len(st.tokens) && st.req.Pooling == PoolingNone, // an embedding samples nothing
 		AllLogits:  st.wantsPromptLogits(),
+		Generated:  st.computed >= st.promptLen, // a decode: its tokens were sampled here
 	})
 	s.inBatch = append(s.inBatch, st)
 }

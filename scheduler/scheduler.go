@@ -41,6 +41,13 @@ type Config struct {
 	// KVHashSeed seeds the events' block hashes as PYTHONHASHSEED seeds vLLM's
 	// (DefaultKVHashSeed when empty); ranks whose blocks an indexer compares must share it.
 	KVHashSeed string
+	// Speculative is SpeculativeNgram to verify drafts from prompt lookup and grammar
+	// jump-forward in each decode's forward pass; SpeculativeOff ("" too) decodes one token per
+	// step. It needs a backend that returns every position's logits (backend.Seq.AllLogits).
+	Speculative string
+	// MaxDraft bounds one request's draft per step, in [1, MaxDraftLimit]; 0 means
+	// DefaultMaxDraft.
+	MaxDraft int
 }
 
 // Scheduling policies (Config.Policy).
@@ -87,6 +94,16 @@ type liveRequest struct {
 	// embed is an embedding request's pooled vector as it accumulates (HiddenSize floats), and
 	// hiddenRows its scratch for a chunk's hidden states.
 	embed, hiddenRows []float32
+	// verify is this step's speculative chunk, [last token, drafts...], when it has drafts;
+	// ngramDrafted says how many of them came from prompt lookup, forced whether they came
+	// from the grammar (jump-forward); ctl sizes the prompt-lookup drafts, fctl the grammar's. vTopIDs and vTopLps hold the top logprobs of the
+	// tokens a verification emits, valid until the next Step.
+	verify       []int32
+	ngramDrafted int
+	forced       bool
+	ctl, fctl    draftCtl
+	vTopIDs      []int32
+	vTopLps      []float32
 }
 
 func (s *liveRequest) generated() int { return len(s.tokens) - s.promptLen }
@@ -129,6 +146,8 @@ type Scheduler struct {
 	wg       sync.WaitGroup
 
 	stats Stats
+	// cost is the measured step time by tokens, which sizes the drafts (Config.Speculative).
+	cost stepCost
 	// seq numbers the requests in the order of Add.
 	seq uint64
 	// now is the clock of the request times (time.Now; tests may replace it).
@@ -146,6 +165,17 @@ func New(b backend.Backend, cfg Config) (*Scheduler, error) {
 	if cfg.MaxRunning <= 0 || cfg.MaxPrefillTokens <= 0 || cfg.ChunkSize < 0 || cfg.MaxModelLen <= 0 {
 		return nil, fmt.Errorf("scheduler rank %d: MaxRunning, MaxPrefillTokens and MaxModelLen must be > 0 and ChunkSize >= 0, got %d, %d, %d, %d",
 			cfg.Rank, cfg.MaxRunning, cfg.MaxPrefillTokens, cfg.MaxModelLen, cfg.ChunkSize)
+	}
+	switch cfg.Speculative {
+	case "", SpeculativeOff, SpeculativeNgram:
+	default:
+		return nil, fmt.Errorf("scheduler rank %d: unknown speculative mode %q (ngram or off)", cfg.Rank, cfg.Speculative)
+	}
+	if cfg.MaxDraft == 0 {
+		cfg.MaxDraft = DefaultMaxDraft
+	}
+	if cfg.MaxDraft < 1 || cfg.MaxDraft > MaxDraftLimit {
+		return nil, fmt.Errorf("scheduler rank %d: MaxDraft %d outside [1, %d]", cfg.Rank, cfg.MaxDraft, MaxDraftLimit)
 	}
 	vocab, bs, nb := b.VocabSize(), b.BlockSize(), b.NumBlocks()
 	if vocab <= 0 || bs <= 0 || nb <= 0 || nb > math.MaxInt32 {
@@ -221,6 +251,8 @@ func (s *Scheduler) Add(req *Request) error {
 	return nil
 }
 
+// validate refuses a request the scheduler cannot run. The request's own faults are marked
+// invalid (a 400 for its client); a missing or duplicate id is the engine's (ids are its own).
 func (s *Scheduler) validate(req *Request) error {
 	if req == nil {
 		return errors.New("nil request")
@@ -232,35 +264,35 @@ func (s *Scheduler) validate(req *Request) error {
 		return errors.New("a request with this id is already running")
 	}
 	if len(req.InputIDs) == 0 {
-		return errors.New("empty prompt")
+		return invalid(errors.New("empty prompt"))
 	}
 	for i, id := range req.InputIDs {
 		if id < 0 || int(id) >= s.vocab {
-			return fmt.Errorf("prompt token %d is %d, outside the vocabulary [0, %d)", i, id, s.vocab)
+			return invalid(fmt.Errorf("prompt token %d is %d, outside the vocabulary [0, %d)", i, id, s.vocab))
 		}
 	}
 	if req.Pooling != PoolingNone {
 		return s.validateEmbed(req)
 	}
 	if req.MaxNewTokens < 0 || req.MinNewTokens < 0 {
-		return fmt.Errorf("max_new_tokens (%d) and min_new_tokens (%d) must be >= 0", req.MaxNewTokens, req.MinNewTokens)
+		return invalid(fmt.Errorf("max_new_tokens (%d) and min_new_tokens (%d) must be >= 0", req.MaxNewTokens, req.MinNewTokens))
 	}
 	if req.MinNewTokens > req.MaxNewTokens {
-		return fmt.Errorf("min_new_tokens (%d) exceeds max_new_tokens (%d)", req.MinNewTokens, req.MaxNewTokens)
+		return invalid(fmt.Errorf("min_new_tokens (%d) exceeds max_new_tokens (%d)", req.MinNewTokens, req.MaxNewTokens))
 	}
 	if total := len(req.InputIDs) + req.MaxNewTokens; total > s.cfg.MaxModelLen {
-		return fmt.Errorf("prompt (%d tokens) + max_new_tokens (%d) = %d exceeds the context length %d",
-			len(req.InputIDs), req.MaxNewTokens, total, s.cfg.MaxModelLen)
+		return invalid(fmt.Errorf("prompt (%d tokens) + max_new_tokens (%d) = %d exceeds the context length %d",
+			len(req.InputIDs), req.MaxNewTokens, total, s.cfg.MaxModelLen))
 	}
 	// The last generated token's KV is never computed, so the request needs blocks for
 	// prompt + max_new_tokens - 1 positions; a request that alone exceeds the pool could never
 	// finish, and one that fits is always able to (it preempts everything newer).
 	if need := s.blocksFor(len(req.InputIDs) + req.MaxNewTokens - 1); need > s.pool.numBlocks() {
-		return fmt.Errorf("prompt (%d tokens) + max_new_tokens (%d) needs %d KV blocks, more than the cache's %d",
-			len(req.InputIDs), req.MaxNewTokens, need, s.pool.numBlocks())
+		return invalid(fmt.Errorf("prompt (%d tokens) + max_new_tokens (%d) needs %d KV blocks, more than the cache's %d",
+			len(req.InputIDs), req.MaxNewTokens, need, s.pool.numBlocks()))
 	}
 	if err := req.Sampling.Validate(); err != nil {
-		return fmt.Errorf("sampling: %w", err)
+		return invalid(fmt.Errorf("sampling: %w", err))
 	}
 	return nil
 }
@@ -351,6 +383,18 @@ func (s *Scheduler) Stats() Stats { return s.stats }
 // call FailAll.
 func (s *Scheduler) Step(ctx context.Context) (Output, error) {
 	s.schedule()
+	// A step of generated tokens only (decodes, drafts) is timed for the step-cost model.
+	timed := s.cfg.Speculative == SpeculativeNgram && len(s.batch.Seqs) > 0
+	tokens := 0
+	for i := range s.batch.Seqs {
+		sq := &s.batch.Seqs[i]
+		timed = timed && sq.Generated
+		tokens += len(sq.Tokens)
+	}
+	var start time.Time
+	if timed {
+		start = time.Now()
+	}
 	var rows [][]float32
 	var picks []backend.Pick
 	if len(s.batch.Seqs) > 0 {
@@ -386,14 +430,20 @@ func (s *Scheduler) Step(ctx context.Context) (Output, error) {
 	}
 	items := append(s.items[:0], s.pending...)
 	s.pending = s.pending[:0]
-	// One token per batch entry at most: sized up front, these never move, so the items can
-	// point into them.
-	if cap(s.ids) < len(s.inBatch) {
-		s.ids, s.lps = make([]int32, 0, len(s.inBatch)), make([]float32, 0, len(s.inBatch))
+	// One token per batch entry at most, or one per row of a speculative chunk: sized up front,
+	// these never move, so the items can point into them.
+	most := len(s.inBatch)
+	for k, st := range s.inBatch {
+		if len(st.verify) > 0 {
+			most += len(s.batch.Seqs[k].Tokens) - 1
+		}
+	}
+	if cap(s.ids) < most {
+		s.ids, s.lps = make([]int32, 0, most), make([]float32, 0, most)
 	}
 	ids, lps := s.ids[:0], s.lps[:0]
 	for k, st := range s.inBatch {
-		if sq := &s.batch.Seqs[k]; sq.AllLogits {
+		if sq := &s.batch.Seqs[k]; sq.AllLogits && len(st.verify) == 0 {
 			if k >= len(rows) || len(rows[k]) != len(sq.Tokens)*s.vocab {
 				return Output{Load: s.Load()}, fmt.Errorf("scheduler rank %d: backend returned %d logits for a chunk of %d tokens", s.cfg.Rank, len(rows[k]), len(sq.Tokens))
 			}
@@ -406,7 +456,7 @@ func (s *Scheduler) Step(ctx context.Context) (Output, error) {
 	}
 	if s.dev != nil {
 		for k, st := range s.inBatch {
-			if s.batch.Seqs[k].Logits {
+			if s.batch.Seqs[k].Logits && len(st.verify) == 0 {
 				s.takePick(st, &picks[k])
 			}
 		}
@@ -417,6 +467,25 @@ func (s *Scheduler) Step(ctx context.Context) (Output, error) {
 	for k, st := range s.inBatch {
 		n := len(s.batch.Seqs[k].Tokens)
 		s.stats.BatchTokens += n
+		if len(st.verify) > 0 {
+			if k >= len(rows) || len(rows[k]) != n*s.vocab {
+				return Output{Load: s.Load()}, fmt.Errorf("scheduler rank %d: backend returned %d logits for a speculative chunk of %d tokens", s.cfg.Rank, len(rows[k]), n)
+			}
+			var it Item
+			var done bool
+			var valid int
+			it, done, valid, ids, lps = s.verifyDrafts(st, k, rows[k], ids, lps)
+			if done {
+				s.finish(st)
+				finished = true
+			} else {
+				st.computed += valid
+				s.registerFull(st)
+				s.trimDraftBlocks(st)
+			}
+			items = append(items, it)
+			continue
+		}
 		st.computed += n
 		s.registerFull(st)
 		if st.req.Pooling != PoolingNone {
@@ -453,6 +522,9 @@ func (s *Scheduler) Step(ctx context.Context) (Output, error) {
 	if finished {
 		s.running = slices.DeleteFunc(s.running, func(x *liveRequest) bool { return x.done })
 	}
+	if timed {
+		s.cost.add(tokens, time.Since(start).Seconds())
+	}
 	s.items, s.ids, s.lps = items, ids, lps
 	return Output{Items: items, Load: s.Load(), KVEvents: s.pool.takeEvents()}, nil
 }
@@ -464,7 +536,8 @@ func (s *Scheduler) forwardSample(ctx context.Context) ([]backend.Pick, [][]floa
 	specs := s.specs[:0]
 	for k, st := range s.inBatch {
 		specs = append(specs, backend.SampleSpec{})
-		if s.batch.Seqs[k].Logits {
+		// A speculative chunk's rows are sampled on the host, one after another (spec.go).
+		if s.batch.Seqs[k].Logits && len(st.verify) == 0 {
 			s.fillSpec(st, &specs[k])
 		}
 	}

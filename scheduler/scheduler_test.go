@@ -338,26 +338,34 @@ func TestAddValidation(t *testing.T) {
 	mustAdd(t, s, ok())
 	badSampling := ok()
 	badSampling.RID, badSampling.Sampling.TopP = "b", 0
+	// The engine's own ids are its fault; the rest is the request's, and its reason is what the
+	// client reads, without the engine's id Add wraps around it for the rank's log.
 	cases := []struct {
 		req  *Request
 		want string
+		kind ErrorKind
 	}{
-		{nil, "nil request"},
-		{ok(), "already running"},
-		{&Request{RID: "", InputIDs: []int32{1}, MaxNewTokens: 1, Sampling: greedy()}, "empty request id"},
-		{&Request{RID: "b", MaxNewTokens: 1, Sampling: greedy()}, "empty prompt"},
-		{&Request{RID: "b", InputIDs: []int32{1, vocab}, MaxNewTokens: 1, Sampling: greedy()}, "outside the vocabulary"},
-		{&Request{RID: "b", InputIDs: []int32{-1}, MaxNewTokens: 1, Sampling: greedy()}, "outside the vocabulary"},
-		{&Request{RID: "b", InputIDs: []int32{1}, MaxNewTokens: -1, Sampling: greedy()}, ">= 0"},
-		{&Request{RID: "b", InputIDs: []int32{1}, MaxNewTokens: 2, MinNewTokens: 3, Sampling: greedy()}, "exceeds max_new_tokens"},
-		{&Request{RID: "b", InputIDs: make([]int32, 60), MaxNewTokens: 5, Sampling: greedy()}, "context length"},
-		{&Request{RID: "b", InputIDs: make([]int32, 30), MaxNewTokens: 5, Sampling: greedy()}, "KV blocks"},
-		{badSampling, "top_p"},
+		{nil, "nil request", ErrorInternal},
+		{ok(), "already running", ErrorInternal},
+		{&Request{RID: "", InputIDs: []int32{1}, MaxNewTokens: 1, Sampling: greedy()}, "empty request id", ErrorInternal},
+		{&Request{RID: "b", MaxNewTokens: 1, Sampling: greedy()}, "empty prompt", ErrorInvalid},
+		{&Request{RID: "b", InputIDs: []int32{1, vocab}, MaxNewTokens: 1, Sampling: greedy()}, "outside the vocabulary", ErrorInvalid},
+		{&Request{RID: "b", InputIDs: []int32{-1}, MaxNewTokens: 1, Sampling: greedy()}, "outside the vocabulary", ErrorInvalid},
+		{&Request{RID: "b", InputIDs: []int32{1}, MaxNewTokens: -1, Sampling: greedy()}, ">= 0", ErrorInvalid},
+		{&Request{RID: "b", InputIDs: []int32{1}, MaxNewTokens: 2, MinNewTokens: 3, Sampling: greedy()}, "exceeds max_new_tokens", ErrorInvalid},
+		{&Request{RID: "b", InputIDs: make([]int32, 60), MaxNewTokens: 5, Sampling: greedy()}, "context length", ErrorInvalid},
+		{&Request{RID: "b", InputIDs: make([]int32, 30), MaxNewTokens: 5, Sampling: greedy()}, "KV blocks", ErrorInvalid},
+		{badSampling, "top_p", ErrorInvalid},
 	}
 	for i, c := range cases {
 		err := s.Add(c.req)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("case %d: err %v, want it to mention %q", i, err, c.want)
+			continue
+		}
+		reason, kind := Refusal(err)
+		if kind != c.kind || !strings.Contains(reason, c.want) || (kind == ErrorInvalid && strings.Contains(reason, `"b"`)) {
+			t.Errorf("case %d: Refusal(%v) = %q, %v; want kind %v and the reason alone", i, err, reason, kind, c.kind)
 		}
 	}
 	// 32 positions fit the 8 blocks of 4 exactly (the last token's KV is never stored).

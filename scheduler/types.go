@@ -52,6 +52,18 @@ type Constraint interface {
 	IsTerminated() bool
 }
 
+// DraftConstraint is an optional capability of a Constraint that speculative decoding uses:
+// jump-forward drafts where the grammar admits exactly one continuation, and drafts cut where
+// the grammar refuses them. Both leave the constraint's state as they found it.
+type DraftConstraint interface {
+	Constraint
+	// ForcedTokens appends to dst at most max tokens that spell the bytes the constraint admits
+	// as the only continuation from here; it appends nothing when there is a choice.
+	ForcedTokens(dst []int32, max int) []int32
+	// Admits reports how many leading tokens of toks the constraint accepts one after another.
+	Admits(toks []int32) int
+}
+
 // Request is one generation request as the scheduler sees it (the binary converts wire
 // messages into it). The scheduler keeps the pointer; the caller must not change the request
 // after Add.
@@ -135,6 +147,8 @@ type Item struct {
 	MatchedStop string
 	// Err says what went wrong when FinishReason is FinishError.
 	Err string
+	// ErrKind says whose fault Err is (see Refusal).
+	ErrKind ErrorKind
 	// QueueTime, PrefillTime and DecodeTime are set on a finished item: the time from reaching
 	// the rank to first being scheduled, from then to the first token, and from the first token
 	// to the finish (vLLM's request_queue/prefill/decode_time). A phase never reached is zero.
@@ -224,4 +238,8 @@ type Stats struct {
 	// PrefixHitTokens counts prompt positions supplied by prefix matches (re-admissions of
 	// preempted requests included).
 	PrefixHitTokens int
+	// DraftTokens counts the speculative draft tokens verified, and AcceptedTokens those of
+	// them the target model's picks matched (vLLM's spec_decode_num_draft_tokens_total and
+	// num_accepted_tokens_total).
+	DraftTokens, AcceptedTokens int
 }

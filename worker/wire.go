@@ -152,10 +152,19 @@ func DeltaFromWire(it *ipc.TokenItem, text string) api.Delta {
 			d.MatchedStop = it.MatchedStopToken
 		}
 		if it.FinishReason == ipc.FinishError {
-			d.Err = errors.New(it.Error)
+			d.Err = errorFromWire(it.ErrorKind, it.Error)
 		}
 	}
 	return d
+}
+
+// errorFromWire is a failed item's error as the API takes it: the request's own fault is a
+// *api.BadRequestError (a 400 with the rank's reason), anything else the engine's.
+func errorFromWire(k ipc.ErrorKind, msg string) error {
+	if k == ipc.ErrorInvalid {
+		return &api.BadRequestError{Msg: msg}
+	}
+	return errors.New(msg)
 }
 
 func finishReasonFromWire(r ipc.FinishReason) api.FinishReason {

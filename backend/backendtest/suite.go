@@ -40,6 +40,10 @@ type Target struct {
 	// SharesHostSampler is set when a DeviceSampler uses backend.HostSample (or the same
 	// arithmetic): its seeded draws must then equal the host's exactly, not only its greedy picks.
 	SharesHostSampler bool
+	// Invariant is set for a backend that claims its rows depend on nothing but the sequence:
+	// a Generated Seq's rows equal its one-token decodes', and a prompt's rows do not depend on
+	// how it is cut into chunks. Those checks are then bit for bit, else within Consistency.
+	Invariant bool
 	// Slow marks a configuration that computes slowly (portable kernels): with -short, its
 	// batch-invariance check runs two batch sizes instead of four.
 	Slow bool
@@ -53,6 +57,7 @@ func Run(t *testing.T, tg Target) {
 	t.Run("Reference", func(t *testing.T) { testReference(t, tg) })
 	t.Run("DeviceSampler", func(t *testing.T) { testDeviceSampler(t, tg) })
 	t.Run("BatchInvariance", func(t *testing.T) { testBatchInvariance(t, tg) })
+	t.Run("Generated", func(t *testing.T) { testGenerated(t, tg) })
 	t.Run("HiddenStates", func(t *testing.T) { testHiddenStates(t, tg) })
 }
 
@@ -374,6 +379,78 @@ func testBatchInvariance(t *testing.T, tg Target) {
 					compare(t, fmt.Sprintf("batch of %d, step %d", size, i), s.Rows[i], alone.Rows[i], 0)
 				}
 			}
+		})
+	}
+}
+
+// invariantTol is the tolerance of the checks a backend that claims Invariant passes bit for bit.
+func invariantTol(tg Target) float64 {
+	if tg.Invariant || !tg.Computes {
+		return 0
+	}
+	return tg.Consistency
+}
+
+// testGenerated: a Generated Seq of k tokens (a speculative step: the last sampled token and its
+// drafts) gives at every token the row k successive one-token decodes give, and writes the same
+// KV (the decode after it agrees too); for k on both sides of the CPU's streaming and attention
+// thresholds, beside another sequence's prefill.
+func testGenerated(t *testing.T, tg Target) {
+	m := Pico(t)
+	const bs = 4
+	vocab := m.Config.VocabSize
+	prompt := tokens(11, vocab, 7)
+	ctx := context.Background()
+	tol := invariantTol(tg)
+	for _, k := range []int{2, 9, 40} {
+		t.Run(fmt.Sprint("k", k), func(t *testing.T) {
+			b := open(t, tg, m, 64, bs)
+			gen := tokens(k+1, vocab, uint64(30+k))
+			n := len(prompt) + k + 1
+			tables := [2][]int32{}
+			for i := range (n + bs - 1) / bs {
+				tables[0] = append(tables[0], int32(i))
+				tables[1] = append(tables[1], int32(32+i))
+			}
+			// Both copies prefill the prompt the same way.
+			for _, table := range tables {
+				if _, err := b.Forward(ctx, &backend.Batch{Seqs: []backend.Seq{{Tokens: prompt, BlockTable: table}}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// One decodes gen[:k] a token at a time, then gen[k].
+			var want [][]float32
+			for i := range k + 1 {
+				rows, err := b.Forward(ctx, &backend.Batch{Seqs: []backend.Seq{{Tokens: gen[i : i+1], Pos: len(prompt) + i, BlockTable: tables[0], Logits: true, Generated: true}}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				want = append(want, slices.Clone(rows[0]))
+			}
+			// The other runs gen[:k] as one Generated Seq beside a prefill, then gen[k] alone.
+			other := tokens(37, vocab, 8)
+			seq := backend.Seq{Tokens: gen[:k], Pos: len(prompt), BlockTable: tables[1], Logits: true, AllLogits: tg.AllLogits, Generated: true}
+			rows, err := b.Forward(ctx, &backend.Batch{Seqs: []backend.Seq{
+				{Tokens: other, BlockTable: []int32{50, 51, 52, 53, 54, 55, 56, 57, 58, 59}, Logits: true}, seq}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := rows[1]
+			for i := range k {
+				if !tg.AllLogits && i < k-1 {
+					continue
+				}
+				row := got
+				if tg.AllLogits {
+					row = got[i*vocab : (i+1)*vocab]
+				}
+				compare(t, fmt.Sprintf("token %d of %d", i, k), row, want[i], tol)
+			}
+			rows, err = b.Forward(ctx, &backend.Batch{Seqs: []backend.Seq{{Tokens: gen[k:], Pos: len(prompt) + k, BlockTable: tables[1], Logits: true, Generated: true}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			compare(t, "the decode after them", rows[0], want[k], tol)
 		})
 	}
 }

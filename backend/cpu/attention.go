@@ -26,7 +26,7 @@ func (b *Backend) attention(l int, spans []seqSpan) {
 	nkv := b.cfg.NumKVHeads
 	var long, direct []int
 	for si, sp := range spans {
-		if sp.n < b.attnGEMMMin {
+		if sp.seq.Generated || sp.n < b.attnGEMMMin { // a Generated token attends as its decode would
 			direct = append(direct, si)
 		} else {
 			long = append(long, si)

@@ -26,6 +26,7 @@ func TestConformance(t *testing.T) {
 				},
 				Computes:    true,
 				AllLogits:   true,
+				Invariant:   true,
 				Consistency: 2e-3, // the pico's bf16 KV cache: see kv16Tol
 				Slow:        kernels == "go",
 			})

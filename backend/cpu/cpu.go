@@ -373,7 +373,8 @@ func (b *Backend) Forward(ctx context.Context, batch *backend.Batch) ([][]float3
 		}
 	}
 
-	b.groups = b.rowGroups(b.groups, len(spans), func(i int) int { return spans[i].n })
+	b.groups = b.rowGroups(b.groups, len(spans), func(i int) int { return spans[i].n },
+		func(i int) bool { return streams(spans[i].seq, spans[i].n) })
 	for l := range b.m.Layers {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("cpu forward: %w", err)
@@ -481,12 +482,14 @@ func (b *Backend) finish(spans []seqSpan) [][]float32 {
 			j++
 		}
 	}
-	b.headGroups = b.rowGroups(b.headGroups, len(want), func(j int) int {
+	headRows := func(j int) int {
 		if spans[want[j]].seq.AllLogits {
 			return spans[want[j]].n
 		}
 		return 1
-	})
+	}
+	b.headGroups = b.rowGroups(b.headGroups, len(want), headRows,
+		func(j int) bool { return streams(spans[want[j]].seq, headRows(j)) })
 	b.project(b.m.LMHead, b.headGroups, b.sel, h, b.logits, vocab, false)
 	j = 0
 	for _, i := range want {

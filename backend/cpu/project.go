@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/llmserve/llmserve/backend"
 	"github.com/llmserve/llmserve/backend/cpu/linear"
 	"github.com/llmserve/llmserve/model"
 	"github.com/llmserve/llmserve/quant"
@@ -35,25 +36,27 @@ func checkWeights(m *model.Model) error {
 	return nil
 }
 
-// rowGroup is a run of activation rows that go through one product: the rows of short chunks
-// (decodes, small prefill chunks) together, on the streaming path, where every row's result is
-// independent of the others; a long chunk (prefill) alone, on the path its own length picks.
-// Either way a sequence's rows are computed exactly as they would be in a batch of their own.
+// rowGroup is a run of activation rows that go through one product: the rows of decodes
+// (Generated chunks) and short prefill chunks together, on the streaming path, where every
+// row's result is independent of the others; a long chunk (prefill) alone, on the path its own
+// length picks. Either way a sequence's rows are computed exactly as they would be in a batch
+// of their own, and a Generated token's row as a one-token decode computes it.
 type rowGroup struct {
 	start, n int
 	rowwise  bool
 }
 
 // rowGroups appends to dst the groups of consecutive chunks of lengths n(0), n(1), ...
-// (count chunks). With BF16Activations, whose results depend on the batch anyway, or
-// BatchDependent, all rows are one product on the fastest path.
-func (b *Backend) rowGroups(dst []rowGroup, count int, n func(i int) int) []rowGroup {
+// (count chunks), where chunk i goes row by row when rowwise(i). With BF16Activations, whose
+// results depend on the batch anyway, or BatchDependent, all rows are one product on the
+// fastest path.
+func (b *Backend) rowGroups(dst []rowGroup, count int, n func(i int) int, rowwise func(i int) bool) []rowGroup {
 	dst = dst[:0]
 	fast := b.mul.BF16Activations || b.batchDependent
 	start := 0
 	for i := range count {
 		ni := n(i)
-		short := ni <= linear.StreamMaxRows || fast
+		short := fast || rowwise(i)
 		if last := len(dst) - 1; short && last >= 0 && dst[last].rowwise {
 			dst[last].n += ni
 		} else {
@@ -67,6 +70,12 @@ func (b *Backend) rowGroups(dst []rowGroup, count int, n func(i int) int) []rowG
 		}
 	}
 	return dst
+}
+
+// streams reports whether a chunk of n tokens goes row by row through the streaming kernels:
+// every Generated chunk (as its one-token decodes would), and a prompt chunk that is short.
+func streams(s *backend.Seq, n int) bool {
+	return s.Generated || n <= linear.StreamMaxRows
 }
 
 // project computes out[i·ldo+j] = Σ_p x[i·ldx+p]·w[j][p] for the rows of groups (added to out

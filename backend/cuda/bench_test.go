@@ -13,6 +13,7 @@ import (
 	"github.com/llmserve/llmserve/backend"
 	"github.com/llmserve/llmserve/backend/cuda/internal/dev"
 	"github.com/llmserve/llmserve/model"
+	"github.com/llmserve/llmserve/quant"
 )
 
 // benchShapes are the decode benchmark's model shapes (config.json of the public checkpoints).
@@ -109,9 +110,9 @@ func BenchmarkCopyBandwidth(b *testing.B) {
 }
 
 // BenchmarkDecode times decode steps of B sequences at context benchCtx on model shapes whose
-// weights and KV pool are made on the GPU, with and without graphs; the roofline is the weights
-// (all but the input embedding) plus every sequence's KV read once per step, over the copy rate
-// measured in the same run.
+// weights and KV pool are made on the GPU, with and without graphs, and with Q8_0 and Q4_K weights
+// (graphs, batch 1 and 64); the roofline is the weights (all but the input embedding) plus every
+// sequence's KV read once per step, over the copy rate measured in the same run.
 func BenchmarkDecode(b *testing.B) {
 	if _, err := openDriver(0); err != nil {
 		b.Skipf("no CUDA device: %v", err)
@@ -120,13 +121,19 @@ func BenchmarkDecode(b *testing.B) {
 		for _, graphs := range []bool{true, false} {
 			for _, batch := range []int{1, 64, 256} {
 				name := fmt.Sprintf("%s/B=%d/graphs=%v", s.name, batch, graphs)
-				b.Run(name, func(b *testing.B) { benchDecode(b, name, s.cfg, batch, graphs) })
+				b.Run(name, func(b *testing.B) { benchDecode(b, name, s.cfg, quant.BF16, batch, graphs) })
+			}
+		}
+		for _, qt := range []quant.Type{quant.Q8_0, quant.Q4_K} {
+			for _, batch := range []int{1, 64} {
+				name := fmt.Sprintf("%s-%s/B=%d/graphs=true", s.name, qt, batch)
+				b.Run(name, func(b *testing.B) { benchDecode(b, name, s.cfg, qt, batch, true) })
 			}
 		}
 	}
 }
 
-func benchDecode(b *testing.B, name string, cfg model.Config, batch int, graphs bool) {
+func benchDecode(b *testing.B, name string, cfg model.Config, qt quant.Type, batch int, graphs bool) {
 	d, err := openDriver(0)
 	if err != nil {
 		b.Skip(err)
@@ -134,7 +141,7 @@ func benchDecode(b *testing.B, name string, cfg model.Config, batch int, graphs 
 	blocksPer := (benchCtx + 1 + 15) / 16
 	opts := backend.Options{NumBlocks: batch * blocksPer}
 	be, err := newBackendWith(d, cfg, opts, Tuning{NoGraphs: !graphs, MaxPositions: 2 * benchCtx},
-		func(allocs *[]dev.Ptr) (*weights, error) { return fillWeights(d, cfg, allocs) })
+		func(allocs *[]dev.Ptr) (*weights, error) { return fillWeights(d, cfg, qt, allocs) })
 	if err != nil {
 		_ = d.Close()
 		b.Fatal(err)
@@ -185,9 +192,14 @@ func benchDecode(b *testing.B, name string, cfg model.Config, batch int, graphs 
 	b.StopTimer()
 	slices.Sort(times)
 	med := times[len(times)/2]
-	weightBytes := float64(be.w.bytes) - float64(cfg.VocabSize*cfg.HiddenSize*2)
+	embedBytes, err := qt.RowBytes(cfg.HiddenSize)
+	if err != nil {
+		b.Fatal(err)
+	}
+	embedBytes *= cfg.VocabSize
+	weightBytes := float64(be.w.bytes) - float64(embedBytes)
 	if cfg.TieWordEmbeddings {
-		weightBytes += float64(cfg.VocabSize * cfg.HiddenSize * 2) // the tied matrix is read as the LM head
+		weightBytes += float64(embedBytes) // the tied matrix is read as the LM head
 	}
 	kvBytes := float64(batch) * float64(benchCtx+1) * float64(2*cfg.NumLayers*cfg.NumKVHeads*cfg.HeadDim*2)
 	r := benchRecord{Name: name, MsPerStep: med, TokPerSec: float64(batch) / (med / 1e3), BytesPerStep: weightBytes + kvBytes}
@@ -199,4 +211,102 @@ func benchDecode(b *testing.B, name string, cfg model.Config, batch int, graphs 
 	b.ReportMetric(r.TokPerSec, "tok/s")
 	b.ReportMetric(r.RooflineShare, "roofline")
 	writeBench(r)
+}
+
+// gemvShapes are the decode GEMMs' benchmark shapes {N, K}: Qwen3-0.6B's fused gate|up and down
+// projections, Llama-3.1-8B's, and the 8B LM head.
+var gemvShapes = []struct {
+	name string
+	n, k int
+}{
+	{"0.6b-gate_up", 6144, 1024}, {"0.6b-down", 1024, 3072},
+	{"8b-gate_up", 28672, 4096}, {"8b-down", 4096, 14336}, {"8b-lm_head", 128256, 4096},
+}
+
+// BenchmarkDecodeGemm times a launch (the median over 20 runs of 10) of each decode GEMM (bf16, Q8_0, Q4_K weights) at 1, 4
+// and 16 rows and compares it with streaming its weights at the copy rate measured in the same
+// run (roofline share 1 = the weights read at copy bandwidth). Weights are random bytes made on
+// the device (the kernels' time does not depend on their values).
+func BenchmarkDecodeGemm(b *testing.B) {
+	d, err := openDriver(0)
+	if err != nil {
+		b.Skipf("no CUDA device: %v", err)
+	}
+	defer d.Close()
+	types := []struct {
+		name string
+		kern dev.Kernel
+		qt   quant.Type
+	}{{"bf16", dev.KGemv, quant.BF16}, {"q8_0", dev.KGemvQ8_0, quant.Q8_0}, {"q4_k", dev.KGemvQ4_K, quant.Q4_K}}
+	for _, s := range gemvShapes {
+		for _, ty := range types {
+			rb, err := ty.qt.RowBytes(s.k)
+			if err != nil {
+				b.Fatal(err)
+			}
+			bytes := rb * s.n
+			w, err := d.Alloc(int64(bytes))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := d.Launch(dev.KFillBF16, dev.D1((bytes/2+1023)/1024), dev.D1(256), 0, dev.Pack(&dev.FillArgs{Out: w, N: uint64(bytes / 2), Seed: 5, Scale: 0.01})); err != nil {
+				b.Fatal(err)
+			}
+			for _, m := range []int{1, 4, 16} {
+				name := fmt.Sprintf("%s/%s/M=%d", s.name, ty.name, m)
+				b.Run(name, func(b *testing.B) {
+					x, err := d.Alloc(int64(4 * m * s.k))
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer d.Free(x)
+					out, err := d.Alloc(int64(4 * m * s.n))
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer d.Free(out)
+					if err := d.Launch(dev.KFillBF16, dev.D1((2*m*s.k+1023)/1024), dev.D1(256), 0, dev.Pack(&dev.FillArgs{Out: x, N: uint64(2 * m * s.k), Seed: 6, Scale: 1})); err != nil {
+						b.Fatal(err)
+					}
+					args := dev.Pack(&dev.GemvArgs{Out: out, X: x, W: w, M: int32(m), N: int32(s.n), K: int32(s.k), Ldx: int32(s.k), Ldo: int32(s.n)})
+					launch := func() error {
+						return d.Launch(ty.kern, dev.GemvGrid(m, s.n), dev.D1(32*dev.GemvWarps), 0, args)
+					}
+					for range 3 {
+						if err := launch(); err != nil {
+							b.Fatal(err)
+						}
+					}
+					var times []float64
+					b.ResetTimer()
+					for range max(b.N, 20) {
+						ms, err := d.Elapsed(func() error { // 10 back to back: launch gaps amortised
+							for range 10 {
+								if err := launch(); err != nil {
+									return err
+								}
+							}
+							return nil
+						})
+						if err != nil {
+							b.Fatal(err)
+						}
+						times = append(times, float64(ms)/10)
+					}
+					b.StopTimer()
+					slices.Sort(times)
+					med := times[len(times)/2]
+					r := benchRecord{Name: "gemv/" + name, MsPerStep: med, BytesPerStep: float64(bytes)}
+					if rate, err := copyRate(); err == nil {
+						r.CopyRate = rate
+						r.RooflineShare = (r.BytesPerStep / rate) / (med / 1e3)
+					}
+					b.ReportMetric(med*1e3, "us")
+					b.ReportMetric(r.RooflineShare, "roofline")
+					writeBench(r)
+				})
+			}
+			_ = d.Free(w)
+		}
+	}
 }

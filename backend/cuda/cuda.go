@@ -10,9 +10,11 @@ import (
 	"unsafe"
 
 	"github.com/llmserve/llmserve/backend"
+	"github.com/llmserve/llmserve/backend/cuda/internal/cu"
 	"github.com/llmserve/llmserve/backend/cuda/internal/dev"
 	"github.com/llmserve/llmserve/backend/cuda/internal/emu"
 	"github.com/llmserve/llmserve/model"
+	"github.com/llmserve/llmserve/quant"
 )
 
 // DefaultBlockSize is the number of positions per KV block when Options.BlockSize is 0 (the CPU
@@ -133,6 +135,10 @@ func open(m *model.Model, opts backend.Options) (*Backend, error) {
 		d = emu.New(mem)
 	} else {
 		if d, err = openDriver(opts.Device); err != nil {
+			if cu.Load() != nil {
+				// the loader's text alone does not say what to do instead
+				return nil, fmt.Errorf("%w (no NVIDIA driver here: --device cpu runs on the CPU, %s=1 on the emulated device)", err, EmulateEnv)
+			}
 			return nil, err
 		}
 	}
@@ -379,25 +385,69 @@ func flag(b bool) int32 {
 	return 0
 }
 
-// gemm enqueues out (+)= x · wᵀ.
-func (b *Backend) gemm(out, x dev.Ptr, w matrix, m, n, k, ldx, ldo int, acc bool) error {
+// gemm enqueues out (+)= x · wᵀ over m rows, the first nd of them decode rows: those run the
+// decode GEMM of w's type (one weight read shared by up to dev.GemvRows rows, many CTAs over
+// n), the rest the tiled GEMM, so each row's arithmetic depends only on its kind, never on the
+// batch. f32 weights (and shapes the decode kernels cannot take) run every row tiled.
+func (b *Backend) gemm(out, x dev.Ptr, w matrix, m, n, k, ldx, ldo int, acc bool, nd int) error {
+	if nd > 0 {
+		if kern, ok := gemvKernel(w, k, ldx); ok {
+			a := dev.GemvArgs{Out: out, X: x, W: w.p, M: int32(nd), N: int32(n), K: int32(k), Ldx: int32(ldx), Ldo: int32(ldo), Accumulate: flag(acc)}
+			if err := launch(b.d, kern, dev.GemvGrid(nd, n), dev.D1(32*dev.GemvWarps), &a); err != nil {
+				return err
+			}
+			x += dev.Ptr(4 * nd * ldx)
+			out += dev.Ptr(4 * nd * ldo)
+			m -= nd
+		}
+	}
+	if m == 0 {
+		return nil
+	}
+	grid := dev.Dim3{uint32((n + 63) / 64), uint32((m + 63) / 64), 1}
+	if w.q != 0 {
+		a := dev.GemmQArgs{Out: out, X: x, W: w.p, M: int32(m), N: int32(n), K: int32(k), Ldx: int32(ldx), Ldo: int32(ldo),
+			Accumulate: flag(acc), QType: int32(w.q)}
+		return launch(b.d, dev.KGemmQ, grid, dev.D1(256), &a)
+	}
 	a := dev.GemmArgs{Out: out, X: x, W: w.p, M: int32(m), N: int32(n), K: int32(k), Ldx: int32(ldx), Ldo: int32(ldo),
 		Accumulate: flag(acc), WF32: flag(w.f32)}
-	return launch(b.d, dev.KGemm, dev.Dim3{uint32((n + 63) / 64), uint32((m + 63) / 64), 1}, dev.D1(256), &a)
+	return launch(b.d, dev.KGemm, grid, dev.D1(256), &a)
+}
+
+// gemvKernel is the decode GEMM for w with k inputs read at stride ldx, if one takes it.
+func gemvKernel(w matrix, k, ldx int) (dev.Kernel, bool) {
+	if ldx%4 != 0 {
+		return 0, false // 16-byte activation loads
+	}
+	switch {
+	case w.q == quant.Q8_0:
+		return dev.KGemvQ8_0, true
+	case w.q == quant.Q4_K:
+		return dev.KGemvQ4_K, true
+	case w.f32:
+		return 0, false
+	default:
+		return dev.KGemv, k%8 == 0
+	}
 }
 
 // enqueue issues every launch of the forward pass of p, with parts split-KV partitions per
 // decode row (a graph's capacity, or the step's need), ending with the logits rows.
 func (b *Backend) enqueue(p *plan, parts int) error {
 	cfg, s, d := b.cfg, &b.buf, b.d
-	rows := p.rows
+	rows, nd := p.rows, p.decodeLead
 	h, qDim, inter, hd := cfg.HiddenSize, cfg.QDim(), cfg.IntermediateSize, cfg.HeadDim
 	nh, nkv := cfg.NumHeads, cfg.NumKVHeads
 	qkvDim := qDim + 2*cfg.KVDim()
 	eps := float32(cfg.RMSNormEps)
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	blk := dev.D1(256)
-	if err := launch(d, dev.KEmbed, dev.D1(rows), blk, &dev.EmbedArgs{Out: s.x, Table: b.w.embed.p, IDs: s.ids, Rows: int32(rows), H: int32(h), TableF32: flag(b.w.embed.f32)}); err != nil {
+	if b.w.embed.q != 0 {
+		if err := launch(d, dev.KEmbedQ, dev.D1(rows), blk, &dev.EmbedQArgs{Out: s.x, Table: b.w.embed.p, IDs: s.ids, Rows: int32(rows), H: int32(h), QType: int32(b.w.embed.q)}); err != nil {
+			return err
+		}
+	} else if err := launch(d, dev.KEmbed, dev.D1(rows), blk, &dev.EmbedArgs{Out: s.x, Table: b.w.embed.p, IDs: s.ids, Rows: int32(rows), H: int32(h), TableF32: flag(b.w.embed.f32)}); err != nil {
 		return err
 	}
 	for l := range cfg.NumLayers {
@@ -406,7 +456,7 @@ func (b *Backend) enqueue(p *plan, parts int) error {
 			func() error {
 				return launch(d, dev.KRMSNorm, dev.D1(rows), blk, &dev.RMSNormArgs{Out: s.xn, X: s.x, W: w.inNorm, Rows: int32(rows), H: int32(h), Eps: eps})
 			},
-			func() error { return b.gemm(s.qkv, s.xn, w.qkv, rows, qkvDim, h, h, qkvDim, false) },
+			func() error { return b.gemm(s.qkv, s.xn, w.qkv, rows, qkvDim, h, h, qkvDim, false, nd) },
 			func() error {
 				return launch(d, dev.KQKVPost, dev.Dim3{uint32(rows), uint32(nh + 2*nkv), 1}, dev.D1(128), &dev.QKVPostArgs{
 					QKV: s.qkv, Bias: w.qkvBias, QNorm: w.qNorm, KNorm: w.kNorm, RopeCos: b.ropeCos, RopeSin: b.ropeSin,
@@ -440,7 +490,7 @@ func (b *Backend) enqueue(p *plan, parts int) error {
 					Pos: s.pos, Tiles: s.tiles, NumTiles: int32(nt), NumHeads: int32(nh), NumKVHeads: int32(nkv),
 					HeadDim: int32(hd), BlockSize: int32(b.bs), MaxBlocks: int32(b.stride), KVF32: flag(b.kvF32), Scale: scale})
 			},
-			func() error { return b.gemm(s.x, s.attn, w.o, rows, h, qDim, qDim, h, true) },
+			func() error { return b.gemm(s.x, s.attn, w.o, rows, h, qDim, qDim, h, true, nd) },
 			func() error {
 				if w.oBias == 0 {
 					return nil
@@ -450,11 +500,11 @@ func (b *Backend) enqueue(p *plan, parts int) error {
 			func() error {
 				return launch(d, dev.KRMSNorm, dev.D1(rows), blk, &dev.RMSNormArgs{Out: s.xn, X: s.x, W: w.postNorm, Rows: int32(rows), H: int32(h), Eps: eps})
 			},
-			func() error { return b.gemm(s.gu, s.xn, w.gateUp, rows, 2*inter, h, h, 2*inter, false) },
+			func() error { return b.gemm(s.gu, s.xn, w.gateUp, rows, 2*inter, h, h, 2*inter, false, nd) },
 			func() error {
 				return launch(d, dev.KSwiGLU, dev.D1(rows), blk, &dev.SwiGLUArgs{GU: s.gu, Rows: int32(rows), Inter: int32(inter)})
 			},
-			func() error { return b.gemm(s.x, s.gu, w.down, rows, h, inter, 2*inter, h, true) },
+			func() error { return b.gemm(s.x, s.gu, w.down, rows, h, inter, 2*inter, h, true, nd) },
 		}
 		for _, f := range steps {
 			if err := f(); err != nil {
@@ -469,7 +519,7 @@ func (b *Backend) enqueue(p *plan, parts int) error {
 	if err := launch(d, dev.KRMSNorm, dev.D1(nl), blk, &dev.RMSNormArgs{Out: s.sel, X: s.x, W: b.w.norm, RowIdx: s.logitRows, Rows: int32(nl), H: int32(h), Eps: eps}); err != nil {
 		return err
 	}
-	return b.gemm(s.logits, s.sel, b.w.lmHead, nl, cfg.VocabSize, h, h, cfg.VocabSize, false)
+	return b.gemm(s.logits, s.sel, b.w.lmHead, nl, cfg.VocabSize, h, h, cfg.VocabSize, false, p.logitDecodeLead)
 }
 
 // run plans b and runs its forward pass on the device, leaving the logits rows in buf.logits.

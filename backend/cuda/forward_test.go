@@ -7,12 +7,14 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/llmserve/llmserve/backend"
 	"github.com/llmserve/llmserve/backend/backendtest"
 	"github.com/llmserve/llmserve/backend/cpu"
+	"github.com/llmserve/llmserve/backend/cuda/internal/cu"
 	"github.com/llmserve/llmserve/model"
 )
 
@@ -430,14 +432,27 @@ func TestRegistryAndErrors(t *testing.T) {
 	_ = e.Close()
 }
 
-// Without a GPU the real device fails with the loader's own error; on a GPU machine without a
-// built fatbin it names the MANIFEST.
+// Without a GPU the real device fails with the loader's own error, the device named (by
+// backend.Open) and what to run instead; on a GPU machine without a built fatbin it names the MANIFEST.
 func TestRealDeviceRefusal(t *testing.T) {
 	m, _ := loadFixture(t, "qwen3")
 	t.Setenv(FatbinEnv, "")
-	_, err := backend.Open("cuda", m, backend.Options{NumBlocks: 8})
-	if err == nil {
-		t.Skip("a GPU and a built fatbin are present")
+	for _, name := range []string{"cuda", "cuda:1"} {
+		_, err := backend.Open(name, m, backend.Options{NumBlocks: 8})
+		if err == nil {
+			t.Skip("a GPU and a built fatbin are present")
+		}
+		t.Logf("%s refused: %v", name, err)
+		want := []string{name + " backend: "}
+		if cu.Load() != nil {
+			want = append(want, "load driver", "no NVIDIA driver here: --device cpu runs on the CPU, "+EmulateEnv+"=1 on the emulated device")
+		} else if name == "cuda" {
+			want = append(want, "not built yet")
+		}
+		for _, w := range want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: error %q lacks %q", name, err, w)
+			}
+		}
 	}
-	t.Logf("cuda backend refused: %v", err)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/llmserve/llmserve/backend/cuda/internal/dev"
 	"github.com/llmserve/llmserve/backend/cuda/internal/emu"
+	"github.com/llmserve/llmserve/quant"
 )
 
 // gpuOrSkip opens GPU 0 with the kernels, or skips with the reason (the loader's error without
@@ -239,6 +240,70 @@ func kernelGemm(t *testing.T, g dev.Device) {
 	}
 }
 
+// quantized is a random [n][k] matrix quantized to qt by quant's reference quantizer, on the
+// device.
+func (k *kctx) quantized(qt quant.Type, n, kk int) dev.Ptr {
+	w := make([]float32, n*kk)
+	for i := range w {
+		w[i] = float32(k.rng.NormFloat64()) / float32(math.Sqrt(float64(kk)))
+	}
+	q, err := quant.Quantize(qt, w, kk)
+	if err != nil {
+		k.t.Fatal(err)
+	}
+	return k.alloc(q)
+}
+
+func TestKernelDecodeGemm(t *testing.T) { kernelDecodeGemm(t, gpuOrSkip(t)) }
+
+// kernelDecodeGemm: gemv_bf16, gemv_q8_0 and gemv_q4_k at decode shapes (1 to 33 rows, 3 row groups at most, a padded
+// activation stride), plain and accumulating; gemm_q and embed_q for both block types. The
+// kernels round nothing the references do not (bf16 products of bf16-rounded activations are
+// exact in f32; weights are dequantized with unfused multiplies), so only the GPU's fused
+// multiply-adds differ: float32 tolerances, and the gathers exact.
+func kernelDecodeGemm(t *testing.T, g dev.Device) {
+	shapes := [][3]int{{1, 1024, 1024}, {4, 6144, 1024}, {16, 1024, 3072}, {33, 1536, 4096}, {1, 151936, 1024}}
+	if small() {
+		shapes = [][3]int{{1, 70, 256}, {17, 9, 512}}
+	}
+	for _, s := range shapes {
+		t.Run(fmt.Sprintf("M%d_N%d_K%d", s[0], s[1], s[2]), func(t *testing.T) {
+			compareKernel(t, g, func(k *kctx) {
+				m, n, kk := s[0], s[1], s[2]
+				ldx := kk + 4
+				x, _ := k.f32(m*ldx, 1)
+				grid, blk := dev.GemvGrid(m, n), dev.D1(32*dev.GemvWarps)
+				w := k.bf16(n*kk, 1/float32(math.Sqrt(float64(kk))))
+				out := k.out("gemv_bf16", m*n, false, tolF32)
+				k.launch(dev.KGemv, grid, blk, dev.Pack(&dev.GemvArgs{Out: out, X: x, W: w, M: int32(m), N: int32(n), K: int32(kk), Ldx: int32(ldx), Ldo: int32(n)}))
+				acc, _ := k.f32(m*n, 1)
+				k.launch(dev.KGemv, grid, blk, dev.Pack(&dev.GemvArgs{Out: acc, X: x, W: w, M: int32(m), N: int32(n), K: int32(kk), Ldx: int32(ldx), Ldo: int32(n), Accumulate: 1}))
+				k.inout("gemv_bf16 accumulate", acc, m*n, tolF32)
+				for _, q := range []struct {
+					qt   quant.Type
+					kern dev.Kernel
+				}{{quant.Q8_0, dev.KGemvQ8_0}, {quant.Q4_K, dev.KGemvQ4_K}} {
+					if n > 8192 {
+						break // the vocabulary-sized shape is bf16's: quantizing 155M weights on the host takes tens of seconds
+					}
+					wq := k.quantized(q.qt, n, kk)
+					o := k.out("gemv_"+q.qt.String(), m*n, false, tolF32)
+					k.launch(q.kern, grid, blk, dev.Pack(&dev.GemvArgs{Out: o, X: x, W: wq, M: int32(m), N: int32(n), K: int32(kk), Ldx: int32(ldx), Ldo: int32(n)}))
+					o2 := k.out("gemm_q "+q.qt.String(), m*n, false, tolF32)
+					k.launch(dev.KGemmQ, dev.Dim3{uint32((n + 63) / 64), uint32((m + 63) / 64), 1}, dev.D1(256),
+						dev.Pack(&dev.GemmQArgs{Out: o2, X: x, W: wq, M: int32(m), N: int32(n), K: int32(kk), Ldx: int32(ldx), Ldo: int32(n), QType: int32(q.qt)}))
+					ids := make([]int32, m)
+					for i := range ids {
+						ids[i] = int32(k.rng.IntN(n))
+					}
+					e := k.out("embed_q "+q.qt.String(), m*kk, false, 0)
+					k.launch(dev.KEmbedQ, dev.D1(m), dev.D1(256), dev.Pack(&dev.EmbedQArgs{Out: e, Table: wq, IDs: k.i32(ids), Rows: int32(m), H: int32(kk), QType: int32(q.qt)}))
+				}
+			})
+		})
+	}
+}
+
 // attnShape is a model's attention shape.
 type attnShape struct{ nh, nkv, hd int }
 
@@ -415,6 +480,7 @@ func TestScenariosOnEmulator(t *testing.T) {
 	e := emu.New(1 << 30)
 	kernelElementwise(t, e)
 	kernelGemm(t, e)
+	kernelDecodeGemm(t, e)
 	kernelAttention(t, e)
 	kernelSampling(t, e)
 }

@@ -27,12 +27,53 @@ type plan struct {
 	decodeRows []int32
 	maxParts   int
 	tiles      []int32
-	// logitRows lists the rows whose logits are computed, in batch order; seqLogits[i] is the
-	// first index into logitRows of Seq i and seqLogitN[i] how many (0 for none).
+	// logitRows lists the rows whose logits are computed (decode rows' first, then the others,
+	// each in batch order); seqLogits[i] is the first index into logitRows of Seq i and
+	// seqLogitN[i] how many (0 for none).
 	logitRows            []int32
 	seqLogits, seqLogitN []int
 	// maxCtx is the longest context (position + 1) of any row.
 	maxCtx int
+	// decodeLead is the number of leading rows that are decode rows (rows [0, decodeLead) are
+	// the decodeRows), logitDecodeLead the number of leading logitRows that are.
+	decodeLead, logitDecodeLead int
+}
+
+// decodeSeq reports a sequence whose rows are computed as one-token decodes (attn_decode and
+// the decode GEMMs): a decode, or a Generated Seq of several tokens (a speculative step: the
+// last sampled token and its drafts), whose rows must equal the decodes'.
+func decodeSeq(s *backend.Seq) bool { return len(s.Tokens) == 1 || s.Generated }
+
+// addSeq lays out Seq i's rows after the rows placed so far.
+func (p *plan) addSeq(i int, s *backend.Seq) {
+	first := len(p.ids)
+	for j, t := range s.Tokens {
+		p.ids = append(p.ids, t)
+		p.pos = append(p.pos, int32(s.Pos+j))
+		p.rowSeq = append(p.rowSeq, int32(i))
+	}
+	end := s.Pos + len(s.Tokens)
+	if decodeSeq(s) {
+		for j := range s.Tokens {
+			p.decodeRows = append(p.decodeRows, int32(first+j))
+		}
+		p.maxParts = max(p.maxParts, (end+dev.PartitionTokens-1)/dev.PartitionTokens)
+	} else {
+		for t := 0; t < len(s.Tokens); t += tileRows {
+			p.tiles = append(p.tiles, int32(first+t), int32(min(tileRows, len(s.Tokens)-t)))
+		}
+	}
+	switch {
+	case s.AllLogits:
+		p.seqLogits[i], p.seqLogitN[i] = len(p.logitRows), len(s.Tokens)
+		for j := range s.Tokens {
+			p.logitRows = append(p.logitRows, int32(first+j))
+		}
+	case s.Logits:
+		p.seqLogits[i], p.seqLogitN[i] = len(p.logitRows), 1
+		p.logitRows = append(p.logitRows, int32(first+len(s.Tokens)-1))
+	}
+	p.maxCtx = max(p.maxCtx, end)
 }
 
 // planBatch validates b against a pool of numBlocks blocks of bs positions (the dummy block is
@@ -73,31 +114,21 @@ func planBatch(b *backend.Batch, vocab, bs, numBlocks, stride, pad int) (*plan, 
 			row[j] = blk
 		}
 		p.tables = append(p.tables, row...)
-		first := len(p.ids)
-		for j, t := range s.Tokens {
-			p.ids = append(p.ids, t)
-			p.pos = append(p.pos, int32(s.Pos+j))
-			p.rowSeq = append(p.rowSeq, int32(i))
-		}
-		if len(s.Tokens) == 1 {
-			p.decodeRows = append(p.decodeRows, int32(first))
-			p.maxParts = max(p.maxParts, (end+dev.PartitionTokens-1)/dev.PartitionTokens)
-		} else {
-			for t := 0; t < len(s.Tokens); t += tileRows {
-				p.tiles = append(p.tiles, int32(first+t), int32(min(tileRows, len(s.Tokens)-t)))
+	}
+	// Decode rows come first, then the prefill chunks' rows, each group in batch order: the
+	// projections run the decode GEMMs over the leading rows and the tiled GEMMs over the rest,
+	// so a decode row's arithmetic never depends on what else is in the step.
+	for pass := range 2 {
+		for i := range b.Seqs {
+			s := &b.Seqs[i]
+			if decodeSeq(s) != (pass == 0) {
+				continue
 			}
+			p.addSeq(i, s)
 		}
-		switch {
-		case s.AllLogits:
-			p.seqLogits[i], p.seqLogitN[i] = len(p.logitRows), len(s.Tokens)
-			for j := range s.Tokens {
-				p.logitRows = append(p.logitRows, int32(first+j))
-			}
-		case s.Logits:
-			p.seqLogits[i], p.seqLogitN[i] = len(p.logitRows), 1
-			p.logitRows = append(p.logitRows, int32(first+len(s.Tokens)-1))
+		if pass == 0 {
+			p.decodeLead, p.logitDecodeLead = len(p.ids), len(p.logitRows)
 		}
-		p.maxCtx = max(p.maxCtx, end)
 	}
 	p.real, p.seqs = len(p.ids), len(b.Seqs)
 	if pad > p.real {
@@ -117,6 +148,7 @@ func planBatch(b *backend.Batch, vocab, bs, numBlocks, stride, pad int) (*plan, 
 		}
 		p.seqs++
 		p.maxParts = max(p.maxParts, 1)
+		p.decodeLead, p.logitDecodeLead = len(p.ids), len(p.logitRows)
 	}
 	p.rows = len(p.ids)
 	return p, nil

@@ -11,11 +11,17 @@ import (
 	"github.com/llmserve/llmserve/quant"
 )
 
-// matrix is a projection on the device, [out][in]: bf16, or f32 (f32 set) for checkpoints
-// stored in any other type (widened exactly; block-quantized types dequantized).
+// matrix is a projection on the device, [out][in]: bf16; Q8_0 or Q4_K blocks as llama.cpp
+// lays them out (q set); or f32 (f32 set) for checkpoints stored in any other type (widened
+// exactly; other block quantizations, and matrices mixing types, dequantized).
 type matrix struct {
-	p   dev.Ptr
+	// p is the device copy of the rows.
+	p dev.Ptr
+	// f32 marks rows widened to float32.
 	f32 bool
+	// q is the block quantization the rows are stored in (quant.Q8_0 or quant.Q4_K), 0 for
+	// float rows.
+	q quant.Type
 }
 
 // layerWeights are one decoder layer's device tensors: projections as matrix, norms and biases
@@ -63,13 +69,28 @@ func (u *uploader) f32(x []float32) (dev.Ptr, error) {
 	return u.put(f32Bytes(x))
 }
 
-// matrix uploads a matrix in its stored precision: BF16 as stored; any other type (F32, F16,
-// block-quantized) widened to f32 exactly, for the f32-weight GEMM (quantized kernels are later
-// work).
+// matrix uploads a matrix in its stored precision: BF16, Q8_0 and Q4_K as stored; any other
+// type (F32, F16, Q4_0, Q6_K, or a mix of types) widened to f32 exactly, for the f32-weight GEMM.
 func (u *uploader) matrix(m model.Matrix) (matrix, error) {
 	bf16 := true
 	for _, blk := range m.Blocks() {
 		bf16 = bf16 && blk.Type == quant.BF16
+	}
+	// Q8_0 and Q4_K have kernels of their own (gemv_q8_0, gemv_q4_k, gemm_q, embed_q): their
+	// blocks go up as stored.
+	if t := m.Blocks()[0].Type; t == quant.Q8_0 || t == quant.Q4_K {
+		same := true
+		for _, blk := range m.Blocks() {
+			same = same && blk.Type == t
+		}
+		if same {
+			out := make([]byte, 0, m.Bytes())
+			for _, blk := range m.Blocks() {
+				out = append(out, blk.Data...)
+			}
+			p, err := u.put(out)
+			return matrix{p: p, q: t}, err
+		}
 	}
 	if bf16 {
 		out := make([]byte, 0, 2*m.Rows*m.Cols)
@@ -192,12 +213,22 @@ func ropeTables(cfg model.Config, n int) (cos, sin []float32) {
 
 // fillWeights makes random weights of shape cfg on the device (fill_bf16, uniform with variance
 // about 1/fan_in; norms one), for benchmarks of shapes no checkpoint is at hand for: nothing of
-// their size crosses from the host. Biases and q/k norms follow cfg.
-func fillWeights(d dev.Device, cfg model.Config, allocs *[]dev.Ptr) (*weights, error) {
+// their size crosses from the host. Biases and q/k norms follow cfg. With qt Q8_0 or Q4_K the
+// matrices are that type's blocks filled with random bf16 bit patterns of magnitude below 0.01:
+// every f16 scale they hold is then finite (below 2), and the kernels' time does not depend on
+// the values.
+func fillWeights(d dev.Device, cfg model.Config, qt quant.Type, allocs *[]dev.Ptr) (*weights, error) {
 	u := &uploader{d: d, allocs: allocs}
 	seed := uint32(1)
 	mat := func(rows, cols int) (matrix, error) {
-		n := rows * cols
+		rb := 2 * cols
+		if qt == quant.Q8_0 || qt == quant.Q4_K {
+			var err error
+			if rb, err = qt.RowBytes(cols); err != nil {
+				return matrix{}, err
+			}
+		}
+		n := rows * rb / 2 // bf16 elements to fill
 		p, err := d.Alloc(int64(2 * n))
 		if err != nil {
 			return matrix{}, err
@@ -206,8 +237,12 @@ func fillWeights(d dev.Device, cfg model.Config, allocs *[]dev.Ptr) (*weights, e
 		u.bytes += int64(2 * n)
 		seed++
 		scale := float32(math.Sqrt(3 / float64(cols)))
+		m := matrix{p: p}
+		if qt == quant.Q8_0 || qt == quant.Q4_K {
+			scale, m.q = 0.01, qt
+		}
 		a := dev.FillArgs{Out: p, N: uint64(n), Seed: seed, Scale: scale}
-		return matrix{p: p}, d.Launch(dev.KFillBF16, dev.D1((n+1023)/1024), dev.D1(256), 0, dev.Pack(&a))
+		return m, d.Launch(dev.KFillBF16, dev.D1((n+1023)/1024), dev.D1(256), 0, dev.Pack(&a))
 	}
 	ones := func(n int) (dev.Ptr, error) {
 		x := make([]float32, n)

@@ -7,10 +7,12 @@ import (
 	"github.com/llmserve/llmserve/cmd/internal/runflags"
 	"os"
 	"slices"
+	"time"
 
 	"github.com/llmserve/llmserve/backend"
 	"github.com/llmserve/llmserve/model"
 	"github.com/llmserve/llmserve/sampling"
+	"github.com/llmserve/llmserve/scheduler"
 	"github.com/urfave/cli/v3"
 )
 
@@ -39,6 +41,8 @@ type generateConfig struct {
 	Quantization string
 	// CPU holds the CPU backend's own flags (as schedulerd serve's).
 	CPU cpuFlags
+	// Spec holds the speculative decoding flags (as schedulerd serve's).
+	Spec specFlags
 }
 
 func (c *generateConfig) flags() []cli.Flag {
@@ -58,11 +62,12 @@ func (c *generateConfig) flags() []cli.Flag {
 		&cli.BoolFlag{Name: "print-logits", Destination: &c.PrintLogits, Usage: "also print the logits at the last prompt position"},
 		kvCacheDTypeFlag(&c.KVCacheDType),
 		quantizationFlag(&c.Quantization),
-	}, c.CPU.flags()...)
+	}, append(c.CPU.flags(), c.Spec.flags()...)...)
 }
 
 // generateCommand runs the model on the device directly (no sockets, no scheduler): one prefill
-// of the ids, then decode steps through the paged KV cache, printing one JSON object.
+// of the ids, then decode steps through the paged KV cache, printing one JSON object. With
+// --speculative ngram the decode runs through the scheduler, which verifies the drafts.
 func generateCommand() *cli.Command {
 	var cfg generateConfig
 	return &cli.Command{
@@ -85,6 +90,9 @@ func generateCommand() *cli.Command {
 			if cfg.MaxNewTokens < 0 {
 				return fmt.Errorf("--max-new-tokens must be >= 0")
 			}
+			if err := cfg.Spec.check(); err != nil {
+				return err
+			}
 			p := sampling.DefaultParams()
 			p.Temperature, p.TopP, p.TopK = float32(cfg.Temperature), float32(cfg.TopP), cfg.TopK
 			p.Seed = cfg.Seed
@@ -92,7 +100,7 @@ func generateCommand() *cli.Command {
 				return err
 			}
 			res, err := generate(ctx, cfg.ModelPath, cfg.Device, cfg.Quantization, ids, cfg.MaxNewTokens, p, cfg.IgnoreEOS, cfg.PrintLogits,
-				opts)
+				opts, cfg.Spec)
 			if err != nil {
 				return err
 			}
@@ -104,9 +112,16 @@ func generateCommand() *cli.Command {
 type generateResult struct {
 	OutputIDs  []int32   `json:"output_ids"`
 	LastLogits []float32 `json:"last_logits,omitempty"`
+	// Seconds is the generation's wall time, prefill included, load excluded.
+	Seconds float64 `json:"seconds"`
+	// Steps, DraftTokens and AcceptedTokens are the scheduler's counts under --speculative
+	// ngram: forward passes, draft tokens verified, drafts accepted.
+	Steps          int `json:"steps,omitempty"`
+	DraftTokens    int `json:"draft_tokens,omitempty"`
+	AcceptedTokens int `json:"accepted_tokens,omitempty"`
 }
 
-func generate(ctx context.Context, path, device, quantization string, prompt []int32, maxNew int, p sampling.Params, ignoreEOS, printLogits bool, opts backend.Options) (*generateResult, error) {
+func generate(ctx context.Context, path, device, quantization string, prompt []int32, maxNew int, p sampling.Params, ignoreEOS, printLogits bool, opts backend.Options, spec specFlags) (*generateResult, error) {
 	kind, _, err := backend.ParseDevice(device)
 	if err != nil {
 		return nil, err
@@ -141,7 +156,15 @@ func generate(ctx context.Context, path, device, quantization string, prompt []i
 	if err != nil {
 		return nil, err
 	}
+	start := time.Now()
 	res := &generateResult{OutputIDs: []int32{}}
+	if spec.Speculative == scheduler.SpeculativeNgram && !printLogits {
+		if err := generateScheduled(ctx, b, prompt, maxNew, p, ignoreEOS, eos, total, spec, res); err != nil {
+			return nil, err
+		}
+		res.Seconds = time.Since(start).Seconds()
+		return res, nil
+	}
 	rows, err := b.Forward(ctx, &backend.Batch{Seqs: []backend.Seq{{Tokens: prompt, Pos: 0, BlockTable: table, Logits: true}}})
 	if err != nil {
 		return nil, err
@@ -164,5 +187,37 @@ func generate(ctx context.Context, path, device, quantization string, prompt []i
 		}
 		pos++
 	}
+	res.Seconds = time.Since(start).Seconds()
 	return res, nil
+}
+
+// generateScheduled runs the request through the scheduler (one request, one prefill chunk),
+// which drafts and verifies as spec says.
+func generateScheduled(ctx context.Context, b backend.Backend, prompt []int32, maxNew int, p sampling.Params, ignoreEOS bool, eos []int32, total int, spec specFlags, res *generateResult) error {
+	if maxNew == 0 {
+		return nil
+	}
+	s, err := scheduler.New(b, scheduler.Config{MaxRunning: 1, MaxPrefillTokens: max(len(prompt), 2048), EOS: eos, MaxModelLen: total,
+		Speculative: spec.Speculative, MaxDraft: spec.MaxDraft})
+	if err != nil {
+		return err
+	}
+	if err := s.Add(&scheduler.Request{RID: "generate", InputIDs: prompt, MaxNewTokens: maxNew, IgnoreEOS: ignoreEOS, Sampling: p}); err != nil {
+		return err
+	}
+	for s.HasWork() {
+		out, err := s.Step(ctx)
+		if err != nil {
+			return err
+		}
+		for _, it := range out.Items {
+			res.OutputIDs = append(res.OutputIDs, it.NewIDs...)
+			if it.FinishReason == scheduler.FinishError {
+				return fmt.Errorf("generate: %s", it.Err)
+			}
+		}
+	}
+	st := s.Stats()
+	res.Steps, res.DraftTokens, res.AcceptedTokens = st.Steps, st.DraftTokens, st.AcceptedTokens
+	return nil
 }

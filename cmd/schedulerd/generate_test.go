@@ -13,6 +13,7 @@ import (
 
 	"github.com/llmserve/llmserve/model"
 	"github.com/llmserve/llmserve/sampling"
+	"github.com/llmserve/llmserve/scheduler"
 	"github.com/llmserve/llmserve/tokenizer"
 )
 
@@ -38,7 +39,7 @@ func TestGenerateMatchesTransformers(t *testing.T) {
 		for i, p := range fx.Prompts {
 			greedy := sampling.DefaultParams()
 			greedy.Temperature = 0
-			res, err := generate(context.Background(), dir, "cpu", "", p.InputIDs, len(p.GreedyNewIDs), greedy, true, true, backend.Options{KVCacheDType: backend.KVAuto})
+			res, err := generate(context.Background(), dir, "cpu", "", p.InputIDs, len(p.GreedyNewIDs), greedy, true, true, backend.Options{KVCacheDType: backend.KVAuto}, noSpec)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -64,12 +65,51 @@ func TestGenerateMatchesTransformers(t *testing.T) {
 func TestGeneratePico(t *testing.T) {
 	greedy := sampling.DefaultParams()
 	greedy.Temperature = 0
-	res, err := generate(context.Background(), "../../models/pico", "cpu", "", []int32{328, 287, 576, 265, 1349, 2768, 618, 330}, 16, greedy, true, false, backend.Options{KVCacheDType: backend.KVAuto})
+	res, err := generate(context.Background(), "../../models/pico", "cpu", "", []int32{328, 287, 576, 265, 1349, 2768, 618, 330}, 16, greedy, true, false, backend.Options{KVCacheDType: backend.KVAuto}, noSpec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(res.OutputIDs) != 16 || res.LastLogits != nil {
 		t.Fatalf("pico: %+v", res)
+	}
+}
+
+// noSpec is --speculative off.
+var noSpec = specFlags{Speculative: scheduler.SpeculativeOff, MaxDraft: scheduler.DefaultMaxDraft}
+
+// --speculative ngram gives generate's output (greedy and seeded) with fewer forward passes
+// where the output repeats; bad values of the flags are refused naming them.
+func TestGenerateSpeculative(t *testing.T) {
+	greedy := sampling.DefaultParams()
+	greedy.Temperature = 0
+	seed := uint64(3)
+	sampled := sampling.DefaultParams()
+	sampled.Temperature, sampled.Seed = 0.7, &seed
+	prompt := []int32{328, 287, 576, 265, 1349, 2768, 618, 330, 328, 287, 576, 265}
+	for _, p := range []sampling.Params{greedy, sampled} {
+		want, err := generate(context.Background(), "../../models/pico", "cpu", "", prompt, 48, p, true, false, backend.Options{KVCacheDType: backend.KVAuto}, noSpec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := generate(context.Background(), "../../models/pico", "cpu", "", prompt, 48, p, true, false, backend.Options{KVCacheDType: backend.KVAuto},
+			specFlags{Speculative: scheduler.SpeculativeNgram, MaxDraft: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got.OutputIDs, want.OutputIDs) {
+			t.Errorf("temperature %v: with speculation %v, without %v", p.Temperature, got.OutputIDs, want.OutputIDs)
+		}
+		if got.DraftTokens == 0 {
+			t.Errorf("temperature %v: no drafts: %+v", p.Temperature, got)
+		}
+		t.Logf("temperature %v: %d steps for %d tokens, %d drafted, %d accepted", p.Temperature, got.Steps, len(got.OutputIDs), got.DraftTokens, got.AcceptedTokens)
+	}
+	for _, bad := range [][]string{{"--speculative", "eagle"}, {"--speculative-max-draft", "0"}, {"--speculative-max-draft", "65"}} {
+		cmd := generateCommand()
+		err := cmd.Run(context.Background(), append([]string{"generate", "--model-path", "../../testdata/models/qwen3", "--input-ids", "1,2,3"}, bad...))
+		if err == nil || !strings.Contains(err.Error(), bad[0]) {
+			t.Errorf("%v: %v", bad, err)
+		}
 	}
 }
 
@@ -95,11 +135,11 @@ func TestGenerateKVCacheDType(t *testing.T) {
 	greedy := sampling.DefaultParams()
 	greedy.Temperature = 0
 	ids := []int32{5, 7, 9, 11}
-	f32, err := generate(context.Background(), "../../testdata/models/qwen3", "cpu", "", ids, 1, greedy, true, true, backend.Options{KVCacheDType: backend.KVF32})
+	f32, err := generate(context.Background(), "../../testdata/models/qwen3", "cpu", "", ids, 1, greedy, true, true, backend.Options{KVCacheDType: backend.KVF32}, noSpec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f16, err := generate(context.Background(), "../../testdata/models/qwen3", "cpu", "", ids, 1, greedy, true, true, backend.Options{KVCacheDType: backend.KVF16})
+	f16, err := generate(context.Background(), "../../testdata/models/qwen3", "cpu", "", ids, 1, greedy, true, true, backend.Options{KVCacheDType: backend.KVF16}, noSpec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,12 +174,12 @@ func TestGenerateGGUF(t *testing.T) {
 	greedy := sampling.DefaultParams()
 	greedy.Temperature = 0
 	prompt := []int32{328, 287, 576, 265, 1349, 2768, 618, 330}
-	want, err := generate(context.Background(), "../../models/pico", "cpu", "", prompt, 8, greedy, true, true, backend.Options{KVCacheDType: backend.KVAuto})
+	want, err := generate(context.Background(), "../../models/pico", "cpu", "", prompt, 8, greedy, true, true, backend.Options{KVCacheDType: backend.KVAuto}, noSpec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, q := range []string{"", "f32"} {
-		got, err := generate(context.Background(), path, "cpu", q, prompt, 8, greedy, true, true, backend.Options{KVCacheDType: backend.KVAuto})
+		got, err := generate(context.Background(), path, "cpu", q, prompt, 8, greedy, true, true, backend.Options{KVCacheDType: backend.KVAuto}, noSpec)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -157,7 +197,7 @@ func TestGenerateGGUF(t *testing.T) {
 			t.Errorf("GGUF (quantization %q): last logits differ by up to %g (max |logit| %g)", q, maxDiff, maxAbs)
 		}
 	}
-	if _, err := generate(context.Background(), path, "cpu", "q3_k", prompt, 1, greedy, true, false, backend.Options{KVCacheDType: backend.KVAuto}); err == nil ||
+	if _, err := generate(context.Background(), path, "cpu", "q3_k", prompt, 1, greedy, true, false, backend.Options{KVCacheDType: backend.KVAuto}, noSpec); err == nil ||
 		!strings.Contains(err.Error(), "q3_k") {
 		t.Errorf("--quantization q3_k: %v", err)
 	}

@@ -49,6 +49,8 @@ type rankConfig struct {
 	Quantization string
 	// CPU holds the CPU backend's own flags.
 	CPU cpuFlags
+	// Spec holds the speculative decoding flags.
+	Spec specFlags
 	// ContextLength overrides the model's max_position_embeddings when > 0.
 	ContextLength int
 	// LoadFormat is auto (the model's weights) or replay (benchmark only).
@@ -98,7 +100,7 @@ func (c *rankConfig) flags() []cli.Flag {
 			Usage: "topic frame of the KV events (llm-d's indexer reads kv@POD@MODEL)"},
 		&cli.StringFlag{Name: "kv-events-hash-seed", Destination: &c.KVEventsHashSeed, Sources: cli.EnvVars("PYTHONHASHSEED"),
 			Usage: "seed of the events' block hashes, as PYTHONHASHSEED seeds vLLM's (default: vLLM's, \"" + scheduler.DefaultKVHashSeed + "\")"},
-	), c.CPU.flags()...)
+	), append(c.CPU.flags(), c.Spec.flags()...)...)
 }
 
 // serveCommand runs one data-parallel rank: its scheduler loop on its device, between the
@@ -132,6 +134,16 @@ func serveRank(ctx context.Context, cfg *rankConfig) error {
 	log := base.With("rank", rank)
 	if err := cfg.Check(); err != nil {
 		return runflags.AsConfig(err)
+	}
+	if err := cfg.Spec.check(); err != nil {
+		return runflags.AsConfig(err)
+	}
+	if cfg.LoadFormat == "replay" && cfg.Spec.Speculative != scheduler.SpeculativeOff {
+		// The replay runner returns no logits rows to verify drafts with.
+		if cfg.Spec.set {
+			return runflags.Configf("--speculative %s needs the model's logits; --load-format replay has none (use --speculative off)", cfg.Spec.Speculative)
+		}
+		cfg.Spec.Speculative = scheduler.SpeculativeOff
 	}
 	if rank < 0 || rank >= cfg.DPSize {
 		return runflags.Configf("--dp-rank %d out of range for --dp-size %d", rank, cfg.DPSize)
@@ -180,6 +192,7 @@ func serveRank(ctx context.Context, cfg *rankConfig) error {
 		MaxRunning: cfg.MaxRunningRequests, MaxPrefillTokens: cfg.MaxPrefillTokens,
 		ChunkSize: cfg.ChunkedPrefillSize, EOS: eos, MaxModelLen: maxLen, Rank: rank, Policy: cfg.SchedulingPolicy,
 		KVEvents: cfg.KVEventsEndpoint != "", KVHashSeed: cfg.KVEventsHashSeed,
+		Speculative: cfg.Spec.Speculative, MaxDraft: cfg.Spec.MaxDraft,
 	})
 	if err != nil {
 		return runflags.AsConfig(err) // the batch and prefill limits

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # One prepared run on a GPU machine (H100/H200, CUDA 13, PyTorch; no Go, no network): builds the
-# kernel fatbin, checks every kernel against its Go reference, runs the CUDA backend end to end
-# (fixtures, batch invariance, transformers on a random Qwen3-0.6B-shaped checkpoint made here)
-# and benchmarks it. Each stage is time-boxed (6 minutes in all), its log tee'd to
-# $OUT/log.txt; the summary table comes last and in $OUT/summary.md, results in
+# kernel fatbin, checks every kernel against its Go reference (the decode GEMMs and the Q8_0 / Q4_K
+# kernels included), runs the CUDA backend end to end (fixtures, batch invariance, Q8_0 / Q4_K pico
+# against the CPU backend, transformers on a random Qwen3-0.6B-shaped checkpoint made here) and
+# benchmarks it (decode steps, and each decode GEMM against the copy-rate roofline). Each stage is
+# time-boxed (the limits add up to 7.3 minutes), its log tee'd to $OUT/log.txt; the summary
+# tables (stages, decode GEMMs, decode steps) come last and in $OUT/summary.md, results in
 # $OUT/results.json. Commit $OUT/kernels.fatbin and $OUT/MANIFEST into backend/cuda/kernels/
 # once the kernel stage passes.
 #
@@ -69,11 +71,11 @@ fi
 export LLMSERVE_CUDA_FATBIN=$OUT/kernels.fatbin
 export LLMSERVE_CUDA_GPU_ONLY=1 # the emulated halves of the end-to-end tests ran in CI
 if want kernels; then
-  stage kernels 75 "
+  stage kernels 85 "
     cd backend/cuda && ('$BIN/cu.test' -test.v -test.run . 2>&1 | tail -8) &&
-    '$BIN/cuda.test' -test.v -test.run 'TestKernel(Elementwise|Gemm|Attention|Sampling)' &&
+    '$BIN/cuda.test' -test.v -test.run 'TestKernel(Elementwise|Gemm|DecodeGemm|Attention|Sampling)' &&
     if command -v compute-sanitizer >/dev/null; then
-      LLMSERVE_CUDA_SMALL=1 timeout 40 compute-sanitizer --tool memcheck --error-exitcode 3 '$BIN/cuda.test' -test.run 'TestKernel(Elementwise|Gemm|Attention|Sampling)' 2>&1 | tail -15;
+      LLMSERVE_CUDA_SMALL=1 timeout 40 compute-sanitizer --tool memcheck --error-exitcode 3 '$BIN/cuda.test' -test.run 'TestKernel(Elementwise|Gemm|DecodeGemm|Attention|Sampling)' 2>&1 | tail -15;
     else echo 'no compute-sanitizer: memcheck skipped'; fi
   "
 fi
@@ -81,14 +83,14 @@ fi
 if want e2e; then
   stage e2e 100 "
     cd backend/cuda &&
-    '$BIN/cuda.test' -test.v -test.run 'TestForward|TestBatchInvariance|TestAllLogits|TestDeviceSampling|TestLongContext' &&
+    '$BIN/cuda.test' -test.v -test.run 'TestForward|TestBatchInvariance|TestAllLogits|TestDeviceSampling|TestLongContext|TestQuantized' &&
     python3 '$ROOT/scripts/gpu/hf_ref.py' --out '$HFREF' &&
     LLMSERVE_HF_REF='$HFREF' '$BIN/cuda.test' -test.v -test.run 'TestHFRandom'
   "
 fi
 
 if want bench; then
-  stage bench 120 "
+  stage bench 135 "
     python3 '$ROOT/scripts/gpu/hf_ref.py' --gemm-rate | tee '$OUT/gemm_rate.txt' &&
     cd backend/cuda &&
     LLMSERVE_BENCH_JSON='$OUT/bench.json' '$BIN/cuda.test' -test.run '^\$' -test.bench 'BenchmarkCopyBandwidth|BenchmarkDecode' -test.benchtime 20x
@@ -103,6 +105,22 @@ fi
 python3 - "$OUT" <<'PY' || true
 import json, os, sys
 out = sys.argv[1]
+# the decode GEMMs against the roofline, appended to the summary
+bench = os.path.join(out, "bench.json")
+if os.path.exists(bench):
+    recs = [json.loads(l) for l in open(bench) if l.strip()]
+    rows = [r for r in recs if r["name"].startswith("gemv/")]
+    if rows:
+        with open(os.path.join(out, "summary.md"), "a") as f:
+            f.write("\n| decode GEMM | us | weights MB | roofline share |\n|---|---|---|---|\n")
+            for r in rows:
+                f.write("| %s | %.1f | %.1f | %.2f |\n" % (r["name"][5:], r["ms_per_step"] * 1e3, r["bytes_per_step"] / 1e6, r.get("roofline_share", 0)))
+    steps = [r for r in recs if not r["name"].startswith("gemv/") and r["name"] != "copy"]
+    if steps:
+        with open(os.path.join(out, "summary.md"), "a") as f:
+            f.write("\n| decode step | ms | tok/s | roofline share |\n|---|---|---|---|\n")
+            for r in steps:
+                f.write("| %s | %.3f | %.0f | %.2f |\n" % (r["name"], r["ms_per_step"], r["tok_per_s"], r.get("roofline_share", 0)))
 res = {"summary": open(os.path.join(out, "summary.md")).read()}
 for name in ("bench.json", "gemm_rate.txt", "MANIFEST"):
     p = os.path.join(out, name)

@@ -98,3 +98,23 @@ KERN float block_max(float v, float* red) {
   for (u32 i = 1; i < nw; i++) m = fmaxf_(m, red[i]);
   return m;
 }
+
+// 16-byte vectors for streaming loads (no CUDA headers: uint4/float4 are not declared).
+struct __attribute__((aligned(16))) u32x4 { u32 x, y, z, w; };
+struct __attribute__((aligned(16))) f32x4 { float x, y, z, w; };
+// ldg_nc4 reads 16 bytes of read-only global memory (weights) through the non-coherent path.
+KERN u32x4 ldg_nc4(const void* p) {
+  u32x4 r;
+  asm("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+  return r;
+}
+// h2f widens an IEEE half (the scales of llama.cpp's blocks) exactly.
+KERN float h2f(u32 h) {
+  unsigned short s = (unsigned short)h;
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(s));
+  return f;
+}
+// mul_rn and sub_rn are never fused into an FMA, so dequantized weights equal quant.Dequantize's.
+KERN float mul_rn(float a, float b) { float r; asm("mul.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b)); return r; }
+KERN float sub_rn(float a, float b) { float r; asm("sub.rn.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b)); return r; }

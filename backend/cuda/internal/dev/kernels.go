@@ -19,6 +19,11 @@ const (
 	KSamplePrep
 	KSamplePick
 	KFillBF16
+	KGemv
+	KGemvQ8_0
+	KGemvQ4_K
+	KGemmQ
+	KEmbedQ
 	NumKernels
 )
 
@@ -44,6 +49,11 @@ var Kernels = [NumKernels]KernelInfo{
 	KSamplePrep:  {"sample_prep", "sample.cu", reflect.TypeFor[SamplePrepArgs]()},
 	KSamplePick:  {"sample_pick", "sample.cu", reflect.TypeFor[SamplePickArgs]()},
 	KFillBF16:    {"fill_bf16", "elementwise.cu", reflect.TypeFor[FillArgs]()},
+	KGemv:        {"gemv_bf16", "gemv.cu", reflect.TypeFor[GemvArgs]()},
+	KGemvQ8_0:    {"gemv_q8_0", "quant.cu", reflect.TypeFor[GemvArgs]()},
+	KGemvQ4_K:    {"gemv_q4_k", "quant.cu", reflect.TypeFor[GemvArgs]()},
+	KGemmQ:       {"gemm_q", "quant.cu", reflect.TypeFor[GemmQArgs]()},
+	KEmbedQ:      {"embed_q", "quant.cu", reflect.TypeFor[EmbedQArgs]()},
 }
 
 func (k Kernel) String() string {
@@ -195,4 +205,46 @@ type FillArgs struct {
 	N     uint64
 	Seed  uint32
 	Scale float32
+}
+
+// GemvRows and GemvWarps are the decode GEMMs' geometry: a CTA of GemvWarps warps computes
+// GemvWarps output columns for up to GemvRows rows, each weight row read once for them.
+const (
+	GemvRows  = 16
+	GemvWarps = 8
+)
+
+// GemvGrid is the grid of a decode GEMM of m rows and n columns (block 32·GemvWarps): row
+// groups along x, so that the groups sharing a column block run side by side and a weight row
+// read for one is in L2 for the next.
+func GemvGrid(m, n int) Dim3 {
+	return Dim3{uint32((m + GemvRows - 1) / GemvRows), uint32((n + GemvWarps - 1) / GemvWarps), 1}
+}
+
+// GemvArgs: the decode rows' product Out[r][n] (+)= Σ_k X[r·Ldx+k] · W[n][k], r < M, f32
+// accumulation per lane then a butterfly over the warp (see the kernels' comments for the exact
+// order, which never depends on M). gemv_bf16: bf16 W, X rounded to bf16 as it is read, K % 8
+// == 0; gemv_q8_0 / gemv_q4_k: W rows in llama.cpp's Q8_0 / Q4_K blocks, X unrounded, K a
+// multiple of 32 / 256. Ldx % 4 == 0 (16-byte activation loads). Grid GemvGrid(M, N), block
+// 32·GemvWarps.
+type GemvArgs struct {
+	Out, X, W         uint64
+	M, N, K, Ldx, Ldo int32
+	Accumulate        int32
+}
+
+// GemmQArgs: GemmArgs' tiled product for the prefill rows with W rows in the block quantization
+// QType (quant.Q8_0 = 8 or quant.Q4_K = 12, GGML's numbering), each weight dequantized exactly as
+// quant.Dequantize does, X unrounded. Grid (ceil(N/64), ceil(M/64)), block 256.
+type GemmQArgs struct {
+	Out, X, W         uint64
+	M, N, K, Ldx, Ldo int32
+	Accumulate, QType int32
+}
+
+// EmbedQArgs: Out[r][:H] = the dequantized row IDs[r] of a Q8_0 / Q4_K table (QType as
+// GemmQArgs). Grid (Rows), block 256.
+type EmbedQArgs struct {
+	Out, Table, IDs uint64
+	Rows, H, QType  int32
 }

@@ -24,6 +24,14 @@ func (m *mem) raw(p dev.Ptr, n, size int) []byte {
 	return b
 }
 
+// bytes is n bytes at p (quantized weights: no alignment beyond a byte).
+func (m *mem) bytes(p dev.Ptr, n int) []byte {
+	if n == 0 {
+		return nil
+	}
+	return m.raw(p, n, 1)
+}
+
 func (m *mem) f32(p dev.Ptr, n int) []float32 {
 	if n == 0 {
 		return nil

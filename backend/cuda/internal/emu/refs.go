@@ -24,6 +24,11 @@ var refs = [dev.NumKernels]ref{
 	dev.KSamplePrep:  wrap(samplePrep),
 	dev.KSamplePick:  wrap(samplePick),
 	dev.KFillBF16:    wrap(fillBF16),
+	dev.KGemv:        wrap(gemvBF16),
+	dev.KGemvQ8_0:    wrap(gemvQ8_0),
+	dev.KGemvQ4_K:    wrap(gemvQ4_K),
+	dev.KGemmQ:       wrap(gemmQ),
+	dev.KEmbedQ:      wrap(embedQ),
 }
 
 // wrap decodes the packed arguments for a typed reference.

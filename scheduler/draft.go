@@ -1,0 +1,174 @@
+package scheduler
+
+import "slices"
+
+// Speculative decoding without a draft model (Config.Speculative): a decoding request's next
+// tokens are guessed from its own prompt and output (prompt lookup, ngramDraft) or, under a
+// grammar that admits exactly one continuation, from that continuation (DraftConstraint), and
+// verified in the request's next forward pass (spec.go). draftCtl sizes each request's guesses.
+
+// Speculative decoding modes (Config.Speculative).
+const (
+	// SpeculativeOff decodes one token per step.
+	SpeculativeOff = "off"
+	// SpeculativeNgram drafts by prompt lookup (and grammar jump-forward) and verifies the drafts
+	// in one forward pass.
+	SpeculativeNgram = "ngram"
+)
+
+// DefaultMaxDraft is the longest draft of one request in one step (--speculative-max-draft).
+const DefaultMaxDraft = 8
+
+// MaxDraftLimit bounds Config.MaxDraft: a verify chunk keeps all its logits rows on the host.
+const MaxDraftLimit = 64
+
+// Prompt lookup matches the last ngramMax tokens first, then shorter suffixes down to ngramMin.
+const (
+	ngramMax = 3
+	ngramMin = 1
+)
+
+// ngramDraft appends to dst at most k tokens: those that followed the latest earlier occurrence
+// in toks of toks' last n tokens, for the largest n in [minN, maxN] that has one. It appends
+// nothing when no suffix recurs.
+func ngramDraft(dst, toks []int32, k, maxN, minN int) []int32 {
+	if k <= 0 {
+		return dst
+	}
+	for n := min(maxN, len(toks)-1); n >= max(minN, 1); n-- {
+		suffix := toks[len(toks)-n:]
+		// The occurrence must end before the suffix starts to have a successor that is not part
+		// of the suffix itself; the latest one is the likeliest to continue alike.
+		for start := len(toks) - n - 1; start >= 0; start-- {
+			if toks[start] == suffix[0] && slices.Equal(toks[start:start+n], suffix) {
+				follow := toks[start+n : min(start+n+k, len(toks))]
+				return append(dst, follow...)
+			}
+		}
+	}
+	return dst
+}
+
+// draftCtl sizes one request's drafts by what they are worth: it estimates the chance that
+// a draft token is accepted (given the ones before it were) from the request's recent
+// verifications, and picks the length that maximizes the expected tokens per unit of step time
+// (bestDraft) under the step cost the scheduler measures. When no length pays, drafting pauses
+// for a cooling period that doubles each time and is followed by a one-token probe, so a
+// workload without repeats pays one cheap probe every few hundred steps at most.
+type draftCtl struct {
+	acc, rej float64 // decayed counts of accepted draft tokens and of rejected drafts
+	cool     int     // steps left without drafting
+	backoff  int     // the next cooling period
+	probe    bool    // the cooling period ended: the next draft is a one-token probe
+}
+
+// Cooling periods when drafts do not pay: the first, and the longest.
+const (
+	draftCoolMin = 16
+	draftCoolMax = 512
+	// draftDecay weighs the verifications before the last one: recent ones count most.
+	draftDecay = 0.8
+	// draftGain is how much more a draft must be expected to yield per unit of step time than
+	// a plain decode, so noise in the estimates does not make drafting a loss.
+	draftGain = 1.03
+)
+
+// alpha is the estimated chance that a draft token is accepted (a prior of one accepted and
+// one rejected: 0.5 before any verification).
+func (c *draftCtl) alpha() float64 { return (c.acc + 1) / (c.acc + c.rej + 2) }
+
+// length is how many tokens the next draft may hold (0 while cooling); maxK bounds it and rho
+// is the step cost of one more token relative to the step without it (see stepCost).
+func (c *draftCtl) length(maxK int, rho float64) int {
+	if maxK <= 0 {
+		return 0
+	}
+	if c.cool > 0 {
+		c.cool--
+		return 0
+	}
+	if c.probe {
+		c.probe = false
+		return 1
+	}
+	k := bestDraft(c.alpha(), rho, maxK)
+	if k == 0 {
+		if c.backoff == 0 {
+			c.backoff = draftCoolMin
+		}
+		c.cool, c.probe = c.backoff, true
+		c.backoff = min(2*c.backoff, draftCoolMax)
+	}
+	return k
+}
+
+// update records that accepted of drafted tokens were accepted.
+func (c *draftCtl) update(drafted, accepted int) {
+	if drafted <= 0 {
+		return
+	}
+	c.acc = c.acc*draftDecay + float64(accepted)
+	c.rej *= draftDecay
+	if accepted < drafted {
+		c.rej++
+	}
+	if accepted > 0 {
+		c.backoff = 0
+	}
+}
+
+// bestDraft is the draft length k in [0, maxK] that maximizes the expected tokens one step
+// emits, 1 + alpha + ... + alpha^k, per unit of its cost, 1 + rho·k (a plain decode: 1 per 1);
+// 0 unless some k beats a plain decode by draftGain.
+func bestDraft(alpha, rho float64, maxK int) int {
+	best, bestRatio := 0, draftGain
+	e, p := 1.0, 1.0
+	for k := 1; k <= maxK; k++ {
+		p *= alpha
+		e += p
+		if r := e / (1 + rho*float64(k)); r > bestRatio {
+			best, bestRatio = k, r
+		}
+	}
+	return best
+}
+
+// stepCost models a decode step's time as a + b·tokens, fitted by decayed least squares over
+// recent steps that ran only generated tokens (decodes and drafts), so draft lengths follow what
+// an extra token costs on this device and model: next to nothing where the weights' reads
+// dominate (large models on CPUs, GPUs), nearly a whole step where the arithmetic does.
+type stepCost struct {
+	s, sx, sy, sxx, sxy float64
+}
+
+// stepCostDecay weighs older steps: the fit follows about the last hundred.
+const stepCostDecay = 0.99
+
+// stepCostPrior is rho before the fit has steps of different sizes to go by.
+const stepCostPrior = 0.25
+
+// add records a step of n tokens that took sec seconds.
+func (c *stepCost) add(n int, sec float64) {
+	x := float64(n)
+	c.s = c.s*stepCostDecay + 1
+	c.sx = c.sx*stepCostDecay + x
+	c.sy = c.sy*stepCostDecay + sec
+	c.sxx = c.sxx*stepCostDecay + x*x
+	c.sxy = c.sxy*stepCostDecay + x*sec
+}
+
+// rho is the cost of one more token in a step of n tokens relative to that step's cost, in
+// [0, 1].
+func (c *stepCost) rho(n int) float64 {
+	den := c.s*c.sxx - c.sx*c.sx
+	if c.s < 2 || den <= 1e-9*c.s*c.sxx {
+		return stepCostPrior // every step so far had the same size
+	}
+	b := (c.s*c.sxy - c.sx*c.sy) / den
+	a := (c.sy - b*c.sx) / c.s
+	b, a = max(b, 0), max(a, 0)
+	if a+b*float64(n) <= 0 {
+		return stepCostPrior
+	}
+	return min(1, b/(a+b*float64(n)))
+}
