@@ -1,7 +1,9 @@
 // Package quantmm multiplies float32 activations by weights in llama.cpp's block quantizations
 // (and the float types) on the CPU: the activations are quantized to 8-bit blocks as llama.cpp
 // does and each block's dot product runs in integers, with C kernels per instruction set (cgo,
-// chosen from the CPU's features at run time) and a portable Go path. The formats themselves
+// chosen from the CPU's features at run time) and a portable Go path. Weights can also be
+// repacked once at load (Pack) into groups of rows whose blocks lie side by side, for
+// multi-row kernels that give the portable path's results bit for bit. The formats themselves
 // (types, block layouts, reference quantizers) are package quant's.
 package quantmm
 
