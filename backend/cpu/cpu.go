@@ -54,6 +54,11 @@ type Tuning struct {
 	// through them too, at about 0.75x the prefill speed. Ignored with BatchDependent or
 	// BF16Activations.
 	Deterministic bool
+	// NoPrepack keeps the quantized weights only in their file layout: without it the layers'
+	// and the LM head's Q8_0 weights get a copy packed for the multi-row integer kernels where
+	// this machine runs them (linear.Multiplier.Prepack), as much memory again as those weights,
+	// for faster batched decode and prefill with the same results bit for bit.
+	NoPrepack bool
 	// Kernels names the kernel set of the weight products (linear.KernelSets: "avx512bf16",
 	// "avx512", "avx2", "go"); "" picks the fastest this machine runs. With "go" attention
 	// runs without SIMD as well, so the whole forward is portable Go (tests compare the sets).
@@ -139,7 +144,7 @@ var _ backend.Backend = (*Backend)(nil)
 // LogAttrs are the backend's settings for the start-up log (log/slog key-value pairs).
 func (b *Backend) LogAttrs() []any {
 	return []any{"kv_dtype", b.kv.typ, "threads", b.threads, "gemm", gemm.Impl(), "blas_core", gemm.Core(),
-		"kernels", linear.Kernels(), "bf16_activations", b.mul.BF16Activations,
+		"kernels", linear.Kernels(), "packed_weight_bytes", b.mul.PackedBytes(), "bf16_activations", b.mul.BF16Activations,
 		"batch_invariant", !b.batchDependent && !b.mul.BF16Activations, "deterministic", b.deterministic}
 }
 
@@ -211,6 +216,13 @@ func New(m *model.Model, opts backend.Options) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cpu backend: %w", err)
 	}
+	mul := linear.Multiplier{Threads: max(1, tune.Threads), BF16Activations: tune.BF16Activations}
+	if !tune.NoPrepack {
+		// Before the KV pool is sized, which counts the memory then available.
+		if err := prepack(&mul, m); err != nil {
+			return nil, fmt.Errorf("cpu backend: %w", err)
+		}
+	}
 	perBlock := cfg.NumKVHeads * bs * cfg.HeadDim // elements per block per layer for K (and for V)
 	bytesPerBlock := int64(2*cfg.NumLayers*perBlock) * int64(kvType.ElemBytes())
 	plan, err := opts.KVBlocks(bytesPerBlock, availableRAM)
@@ -231,7 +243,7 @@ func New(m *model.Model, opts backend.Options) (*Backend, error) {
 		kv:             newKVCache(kvType, cfg.NumLayers, numBlocks*perBlock),
 		rope:           newRopeTable(cfg),
 		workers:        make([]attnScratch, threads),
-		mul:            linear.Multiplier{Threads: threads, BF16Activations: tune.BF16Activations},
+		mul:            mul,
 		batchDependent: tune.BatchDependent,
 		deterministic:  tune.Deterministic && !tune.BatchDependent && !tune.BF16Activations,
 		kvPlan:         plan,
@@ -239,6 +251,7 @@ func New(m *model.Model, opts backend.Options) (*Backend, error) {
 	if b.deterministic {
 		b.attnGEMMMin = 1 // every prompt chunk on one path, whatever its length
 	}
+	b.mul.Threads = threads
 	if err := b.mul.UseKernels(tune.Kernels); err != nil {
 		return nil, fmt.Errorf("cpu backend: %w", err)
 	}
@@ -247,6 +260,21 @@ func New(m *model.Model, opts backend.Options) (*Backend, error) {
 	}
 	b.prefault()
 	return b, nil
+}
+
+// prepack has mul repack the matrices of m's layers and its LM head for the multi-row kernels.
+func prepack(mul *linear.Multiplier, m *model.Model) error {
+	for i, l := range m.Layers {
+		for _, w := range []model.Matrix{l.QKV, l.O, l.GateUp, l.Down} {
+			if err := mul.Prepack(w); err != nil {
+				return fmt.Errorf("layer %d: %w", i, err)
+			}
+		}
+	}
+	if err := mul.Prepack(m.LMHead); err != nil {
+		return fmt.Errorf("lm_head: %w", err)
+	}
+	return nil
 }
 
 // prefault touches every page of the KV cache so the memory is committed now: a forward step

@@ -108,6 +108,58 @@ type Multiplier struct {
 	packed, sum []float32
 	// set is the kernel set in use (sets[0] unless a test picks another).
 	set *kernelSet
+	// packs holds the quantized matrices Prepack repacked, by their data's first byte.
+	packs map[*byte]*quantmm.Packed
+}
+
+// Prepack repacks w's quantized blocks for the multi-row integer kernels where this machine runs
+// them (quantmm.Packed): MatMul then reads the packed copy, which reads each weight block once
+// for several activation rows, with results equal bit for bit at every row count (so a row's
+// result still depends only on that row). The copy takes as much memory again as those blocks;
+// w's own data is not read after (file-backed pages of a mapped GGUF can then be dropped).
+// Call it before the Multiplier is used, not concurrently with it.
+func (mu *Multiplier) Prepack(w model.Matrix) error {
+	for _, blk := range w.Blocks() {
+		if !blk.Type.Quantized() || blk.Rows == 0 || len(blk.Data) == 0 || !quantmm.Packs(blk.Type) {
+			continue
+		}
+		if mu.packOf(blk) != nil {
+			continue
+		}
+		p, err := quantmm.Pack(blk.Type, blk.Data, blk.Rows, blk.Cols)
+		if err != nil {
+			return fmt.Errorf("prepack %s %dx%d: %w", blk.Type, blk.Rows, blk.Cols, err)
+		}
+		if p == nil {
+			continue
+		}
+		if mu.packs == nil {
+			mu.packs = make(map[*byte]*quantmm.Packed)
+		}
+		mu.packs[&blk.Data[0]] = p
+	}
+	return nil
+}
+
+// PackedBytes is the memory the matrices Prepack repacked take.
+func (mu *Multiplier) PackedBytes() int {
+	n := 0
+	for _, p := range mu.packs {
+		n += p.Bytes()
+	}
+	return n
+}
+
+// packOf returns the packed copy of w, or nil.
+func (mu *Multiplier) packOf(w model.Matrix) *quantmm.Packed {
+	if len(mu.packs) == 0 || len(w.Data) == 0 {
+		return nil
+	}
+	p := mu.packs[&w.Data[0]]
+	if p == nil || p.Type() != w.Type || p.Rows() != w.Rows || p.Cols() != w.Cols {
+		return nil
+	}
+	return p
 }
 
 // Supported reports whether MatMul can multiply matrices of w's type, or why not.
@@ -238,12 +290,16 @@ func (mu *Multiplier) quantized(w model.Matrix, m int, x []float32, ldx int, out
 		}
 		xs = mu.packed
 	}
+	mul := func(out []float32, ldo int) { quantmm.MatMul(w.Type, w.Data, n, k, xs, m, out, ldo, threads) }
+	if p := mu.packOf(w); p != nil {
+		mul = func(out []float32, ldo int) { p.MatMul(xs, m, out, ldo, threads) }
+	}
 	if !accumulate {
-		quantmm.MatMul(w.Type, w.Data, n, k, xs, m, out, ldo, threads)
+		mul(out, ldo)
 		return
 	}
 	mu.sum = growFloats(mu.sum, m*n)
-	quantmm.MatMul(w.Type, w.Data, n, k, xs, m, mu.sum, n, threads)
+	mul(mu.sum, n)
 	for i := range m {
 		o := out[i*ldo : i*ldo+n]
 		for j, v := range mu.sum[i*n : (i+1)*n] {

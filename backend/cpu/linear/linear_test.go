@@ -3,6 +3,7 @@ package linear
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/llmserve/llmserve/backend/cpu/quantmm"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -157,7 +158,8 @@ func TestMatMulRejects(t *testing.T) {
 
 // TestMatMulQuantized runs a Q8_0 matrix through MatMul with strided activations, both with and
 // without accumulation, against the dequantized weights: quant's integer kernels quantize the
-// activations to 8 bits per block, so the bound is that rounding (1% of the magnitude).
+// activations to 8 bits per block, so the bound is that rounding (1% of the magnitude). It runs
+// on the file layout and, where this machine has packed kernels, on the weights Prepack packed.
 func TestMatMulQuantized(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	const m, n, k = 3, 20, 64
@@ -185,12 +187,23 @@ func TestMatMulQuantized(t *testing.T) {
 	for i := range x {
 		x[i] = float32(2*rng.Float64() - 1)
 	}
-	for _, acc := range []bool{false, true} {
+	packed := &Multiplier{Threads: 2}
+	if err := packed.Prepack(w); err != nil {
+		t.Fatal(err)
+	}
+	if quantmm.Packs(w.Type) != (packed.PackedBytes() > 0) {
+		t.Fatalf("Prepack packed %d bytes, quantmm.Packs says %v", packed.PackedBytes(), quantmm.Packs(w.Type))
+	}
+	for _, c := range []struct {
+		mu  *Multiplier
+		acc bool
+	}{{&Multiplier{Threads: 2}, false}, {&Multiplier{Threads: 2}, true}, {packed, false}, {packed, true}} {
+		acc := c.acc
 		out := make([]float32, m*ldo)
 		for i := range out {
 			out[i] = 1
 		}
-		(&Multiplier{Threads: 2}).MatMul(w, m, x, ldx, out, ldo, acc)
+		c.mu.MatMul(w, m, x, ldx, out, ldo, acc)
 		for i := range m {
 			for j := range n {
 				var want, mag float64
@@ -207,6 +220,50 @@ func TestMatMulQuantized(t *testing.T) {
 			}
 			if out[i*ldo+n] != 1 {
 				t.Fatalf("wrote past column %d", n)
+			}
+		}
+	}
+}
+
+// TestPrepackedRowsInvariant: with the weights packed, each activation row's results are the
+// same bit for bit multiplied alone, in a batch (strided), through MatMul or MatMulRows, and
+// accumulated onto zeros.
+func TestPrepackedRowsInvariant(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	const m, n, k = 37, 45, 256
+	vals := make([]float32, n*k)
+	for i := range vals {
+		vals[i] = float32(rng.NormFloat64())
+	}
+	data, err := quant.Quantize(quant.Q8_0, vals, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := model.NewMatrix(quant.Q8_0, n, k, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu := &Multiplier{Threads: 2}
+	if err := mu.Prepack(w); err != nil {
+		t.Fatal(err)
+	}
+	ldx := k + 3
+	x := make([]float32, m*ldx)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	batch, rows, acc := make([]float32, m*n), make([]float32, m*n), make([]float32, m*n)
+	mu.MatMul(w, m, x, ldx, batch, n, false)
+	mu.MatMulRows(w, m, x, ldx, rows, n, false)
+	mu.MatMul(w, m, x, ldx, acc, n, true)
+	for i := range m {
+		one := make([]float32, n)
+		mu.MatMul(w, 1, x[i*ldx:], ldx, one, n, false)
+		for j := range n {
+			for _, got := range []float32{batch[i*n+j], rows[i*n+j], acc[i*n+j]} {
+				if math.Float32bits(got) != math.Float32bits(one[j]) {
+					t.Fatalf("row %d out %d: alone %g, in a batch %g", i, j, one[j], got)
+				}
 			}
 		}
 	}

@@ -1,7 +1,9 @@
 // Package quantmm multiplies float32 activations by weights in llama.cpp's block quantizations
 // (and the float types) on the CPU: the activations are quantized to 8-bit blocks as llama.cpp
 // does and each block's dot product runs in integers, with C kernels per instruction set (cgo,
-// chosen from the CPU's features at run time) and a portable Go path. The formats themselves
+// chosen from the CPU's features at run time) and a portable Go path. Weights can also be
+// repacked once at load (Pack) into groups of rows whose blocks lie side by side, for
+// multi-row kernels that give the portable path's results bit for bit. The formats themselves
 // (types, block layouts, reference quantizers) are package quant's.
 package quantmm
 
@@ -21,11 +23,15 @@ type kernelSet struct {
 	// exactly as quantizeAct and setBlock do, and reports false, doing nothing, for a type it
 	// leaves to them (an empty range only asks).
 	quantize func(t quant.Type, x []float32, a *acts, b0, b1 int) bool
+	// packed, where not nil, is the kernel for Packed weights (see pack.go), and packTypes the
+	// types Pack packs for it: those where it measured faster than rows.
+	packed    packedKernel
+	packTypes []quant.Type
 }
 
 // goKernels is the portable path, and the reference the SIMD paths are tested against: each block's
 // integer dot product is exact, then scaled in float32.
-var goKernels = kernelSet{name: "go", rows: goRows}
+var goKernels = kernelSet{name: "go", rows: goRows, packed: goPacked, packTypes: []quant.Type{quant.Q8_0, quant.Q4_K, quant.Q6_K}}
 
 // activeKernels is the fastest kernel set this CPU runs; tests and benchmarks switch it.
 // The block layouts of package quant, by the short names the kernels use.
@@ -81,7 +87,9 @@ func goDotQ8_0(w []byte, a *acts, i int) float32 {
 			s0 += int32(int8(wq[k])) * int32(aq[k])
 			s1 += int32(int8(wq[k+1])) * int32(aq[k+1])
 		}
-		acc += float32(f16at(blk, 0)*a.d[i*a.nb+b]) * float32(s0+s1)
+		// The explicit conversion keeps Go from fusing the multiply-add (it may where FMA is
+		// assumed, GOAMD64=v3), which the packed kernels, and results, rely on.
+		acc += float32(float32(f16at(blk, 0)*a.d[i*a.nb+b]) * float32(s0+s1))
 	}
 	return acc
 }
@@ -155,7 +163,7 @@ func goDotQ6_K(w []byte, a *acts, i int) float32 {
 				isum += s * (dots[g] - 32*int32(sums[8*n+g]))
 			}
 		}
-		acc += float32(f16at(blk, q6kD)*a.d[i*a.nb+b]) * float32(isum)
+		acc += float32(float32(f16at(blk, q6kD)*a.d[i*a.nb+b]) * float32(isum)) // unfused, as in goDotQ8_0
 	}
 	return acc
 }

@@ -225,3 +225,360 @@ __attribute__((target(QA_TARGET))) void qa_q32(const float *x, int64_t nblk, int
         if (lane) lane[b] = -16 * s;
     }
 }
+
+// Packed Q8_0 (pack.go's layout) with AVX2: each step takes 4 quants of each of a group's 8
+// weight rows in one vector against 4 quants of an activation row broadcast to all eight lanes,
+// so vpmaddubsw + vpmaddwd leave row r's sum of 4 products in int32 lane r, and a block's 8
+// steps its exact integer dot product for all 8 rows; the weights are loaded (and their
+// absolute values taken, for vpmaddubsw's unsigned operand) once per block for up to 4
+// activation rows. The float arithmetic per output is goDotQ8_0's: scale = dw * da rounded,
+// times the integer sum rounded, added in block order.
+// No "fma": GCC would otherwise fuse the multiply and the add, which the Go path rounds apart.
+#define Q8P_TARGET "avx2,f16c"
+
+static inline __attribute__((always_inline, target(Q8P_TARGET))) void q8p_tile(const uint8_t *g, int nb,
+                                                                             const int8_t *aq, const float *ad,
+                                                                             int NA, float *res) {
+    __m256 acc[4];
+#pragma GCC unroll 4
+    for (int t = 0; t < NA; t++) acc[t] = _mm256_setzero_ps();
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *blk = g + (int64_t)b * 272;
+        __m256i isum[4];
+#pragma GCC unroll 4
+        for (int t = 0; t < NA; t++) isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            __m256i w[4], u[4];
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) {
+                w[k] = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * (4 * h + k)));
+                u[k] = _mm256_abs_epi8(w[k]);
+            }
+#pragma GCC unroll 4
+            for (int t = 0; t < NA; t++) {
+                const int8_t *a = aq + ((int64_t)t * nb + b) * 32 + 16 * h;
+#pragma GCC unroll 4
+                for (int k = 0; k < 4; k++) {
+                    int32_t a4;
+                    memcpy(&a4, a + 4 * k, 4);
+                    const __m256i p = _mm256_maddubs_epi16(u[k], _mm256_sign_epi8(_mm256_set1_epi32(a4), w[k]));
+                    isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p, ones));
+                }
+            }
+        }
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk));
+#pragma GCC unroll 4
+        for (int t = 0; t < NA; t++) {
+            const __m256 sc = _mm256_mul_ps(dw, _mm256_set1_ps(ad[(int64_t)t * nb + b]));
+            acc[t] = _mm256_add_ps(acc[t], _mm256_mul_ps(sc, _mm256_cvtepi32_ps(isum[t])));
+        }
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < NA; t++) _mm256_storeu_ps(res + 8 * t, acc[t]);
+}
+
+#define Q8P_TILE(NA)                                                                                              \
+    static __attribute__((noinline, target(Q8P_TARGET))) void q8p_tile_##NA(const uint8_t *g, int nb,            \
+                                                                            const int8_t *aq, const float *ad,   \
+                                                                            float *res) {                        \
+        q8p_tile(g, nb, aq, ad, NA, res);                                                                         \
+    }
+Q8P_TILE(1) Q8P_TILE(2) Q8P_TILE(3) Q8P_TILE(4)
+#undef Q8P_TILE
+
+// q8_0_packed_avx2: groups [g0, g1) of a packed Q8_0 matrix (p, nb blocks per row, rows real
+// rows) against n activation rows (aq: nb*32 quants per row, ad: nb scales), out[t*ldo + j].
+__attribute__((target(Q8P_TARGET))) void q8_0_packed_avx2(const uint8_t *p, int rows, int nb, int g0, int g1,
+                                                           const int8_t *aq, const float *ad, int n, float *out,
+                                                           int64_t ldo) {
+    typedef void (*tile_fn)(const uint8_t *, int, const int8_t *, const float *, float *);
+    static const tile_fn tiles[4] = {q8p_tile_1, q8p_tile_2, q8p_tile_3, q8p_tile_4};
+    float res[32];
+    for (int g = g0; g < g1; g++) {
+        const uint8_t *gp = p + (int64_t)g * nb * 272;
+        const int nr = rows - 8 * g < 8 ? rows - 8 * g : 8;
+        for (int i = 0; i < n; i += 4) {
+            const int na = n - i < 4 ? n - i : 4;
+            tiles[na - 1](gp, nb, aq + (int64_t)i * nb * 32, ad + (int64_t)i * nb, res);
+            for (int t = 0; t < na; t++) memcpy(out + (int64_t)(i + t) * ldo + 8 * g, res + 8 * t, (size_t)nr * 4);
+        }
+    }
+}
+
+// Packed Q4_K (pack.go's layout) with AVX2: as for Q8_0, each step takes 4 quants of each of a
+// group's 8 rows (one sub-block's nibbles) against 4 activation quants broadcast to all lanes.
+// vpmaddubsw's pairs (at most 2 * 15 * 127) of a sub-block's 8 steps add up in int16 (at most
+// 30480), and one vpmaddwd by the rows' sub-block scales, repeated in both halves of each lane,
+// leaves row r's scaled sub-block sum in int32 lane r; the mins meet the activations' sub-block
+// sums in vpmaddwd the same way. The float arithmetic per output is goDotQ4_K's.
+static inline __attribute__((always_inline, target(Q8P_TARGET))) void q4kp_tile(const uint8_t *g, int nb,
+                                                                              const int8_t *aq, const float *ad,
+                                                                              const int16_t *asums, int NA,
+                                                                              float *res) {
+    static const int slot_of_sub[8] = {0, 2, 1, 3, 4, 6, 5, 7};
+    __m256 acc[4];
+#pragma GCC unroll 4
+    for (int t = 0; t < NA; t++) acc[t] = _mm256_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *blk = g + (int64_t)b * 1184;
+        __m256i isum[4];
+#pragma GCC unroll 4
+        for (int t = 0; t < NA; t++) isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 2
+        for (int sub = 0; sub < 8; sub++) {
+            const uint8_t *q = blk + 160 + 256 * (sub >> 1);
+            const int slot = slot_of_sub[sub];
+            __m256i p[4];
+#pragma GCC unroll 4
+            for (int t = 0; t < NA; t++) p[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+            for (int k = 0; k < 8; k++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(q + 32 * k));
+                const __m256i w = (sub & 1) ? _mm256_and_si256(_mm256_srli_epi16(v, 4), m4) : _mm256_and_si256(v, m4);
+#pragma GCC unroll 4
+                for (int t = 0; t < NA; t++) {
+                    int32_t a4;
+                    memcpy(&a4, aq + ((int64_t)t * nb + b) * 256 + 32 * slot + 4 * k, 4);
+                    p[t] = _mm256_add_epi16(p[t], _mm256_maddubs_epi16(w, _mm256_set1_epi32(a4)));
+                }
+            }
+            __m256i sc = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 32 + 8 * sub)));
+            sc = _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16));
+#pragma GCC unroll 4
+            for (int t = 0; t < NA; t++) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p[t], sc));
+        }
+        const __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk));
+        const __m256 dmv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16)));
+        __m256i mn[4];
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) mn[j] = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(blk + 96 + 16 * j)));
+#pragma GCC unroll 4
+        for (int t = 0; t < NA; t++) {
+            const int64_t ab = (int64_t)t * nb + b;
+            __m256i msum = _mm256_setzero_si256();
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) {
+                int32_t s2;
+                memcpy(&s2, asums + ab * 8 + 2 * j, 4);
+                msum = _mm256_add_epi32(msum, _mm256_madd_epi16(mn[j], _mm256_set1_epi32(s2)));
+            }
+            const __m256 da = _mm256_set1_ps(ad[ab]);
+            const __m256 x = _mm256_mul_ps(_mm256_mul_ps(dv, da), _mm256_cvtepi32_ps(isum[t]));
+            const __m256 y = _mm256_mul_ps(_mm256_mul_ps(dmv, da), _mm256_cvtepi32_ps(msum));
+            acc[t] = _mm256_add_ps(acc[t], _mm256_sub_ps(x, y));
+        }
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < NA; t++) _mm256_storeu_ps(res + 8 * t, acc[t]);
+}
+
+#define Q4KP_TILE(NA)                                                                                             \
+    static __attribute__((noinline, target(Q8P_TARGET))) void q4kp_tile_##NA(                                     \
+        const uint8_t *g, int nb, const int8_t *aq, const float *ad, const int16_t *asums, float *res) {          \
+        q4kp_tile(g, nb, aq, ad, asums, NA, res);                                                                 \
+    }
+Q4KP_TILE(1) Q4KP_TILE(2) Q4KP_TILE(3) Q4KP_TILE(4)
+#undef Q4KP_TILE
+
+// q4_k_packed_avx2: as q8_0_packed_avx2 for packed Q4_K (asums: 8 sums per activation block).
+__attribute__((target(Q8P_TARGET))) void q4_k_packed_avx2(const uint8_t *p, int rows, int nb, int g0, int g1,
+                                                           const int8_t *aq, const float *ad, const int16_t *asums,
+                                                           int n, float *out, int64_t ldo) {
+    typedef void (*tile_fn)(const uint8_t *, int, const int8_t *, const float *, const int16_t *, float *);
+    static const tile_fn tiles[4] = {q4kp_tile_1, q4kp_tile_2, q4kp_tile_3, q4kp_tile_4};
+    float res[32];
+    for (int g = g0; g < g1; g++) {
+        const uint8_t *gp = p + (int64_t)g * nb * 1184;
+        const int nr = rows - 8 * g < 8 ? rows - 8 * g : 8;
+        for (int i = 0; i < n; i += 4) {
+            const int na = n - i < 4 ? n - i : 4;
+            tiles[na - 1](gp, nb, aq + (int64_t)i * nb * 256, ad + (int64_t)i * nb, asums + (int64_t)i * nb * 8, res);
+            for (int t = 0; t < na; t++) memcpy(out + (int64_t)(i + t) * ldo + 8 * g, res + 8 * t, (size_t)nr * 4);
+        }
+    }
+}
+
+// Packed Q6_K (pack.go's layout) with AVX2: each step rebuilds 4 six-bit quants of each of the
+// 8 rows for two 32-weight chunks (low nibbles from one vector, high bits from another) and
+// meets them with broadcast activations as for Q4_K; vpmaddubsw's pairs (at most 2 * 63 * 127)
+// add in int16 two steps at a time, then vpmaddwd applies the rows' int8 scales of those 16
+// weights. The -32 offset of the quants is taken off at the end of the block as 32 * the sum
+// of scale * activation sum per 16 weights. The float arithmetic per output is goDotQ6_K's.
+static inline __attribute__((always_inline, target(Q8P_TARGET))) __m256i q6kp_scales(const uint8_t *p) {
+    const __m256i s = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p));
+    return _mm256_or_si256(_mm256_and_si256(s, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(s, 16));
+}
+
+static inline __attribute__((always_inline, target(Q8P_TARGET))) void q6kp_tile(const uint8_t *g, int nb,
+                                                                              const int8_t *aq, const float *ad,
+                                                                              const int16_t *asums, int NA,
+                                                                              float *res) {
+    __m256 acc[4];
+#pragma GCC unroll 4
+    for (int t = 0; t < NA; t++) acc[t] = _mm256_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m3 = _mm256_set1_epi8(0x03);
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *blk = g + (int64_t)b * 1680;
+        __m256i isum[4];
+#pragma GCC unroll 4
+        for (int t = 0; t < NA; t++) isum[t] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+        for (int c2 = 0; c2 < 4; c2++) {
+            const uint8_t *lo = blk + 144 + 256 * c2, *hi = blk + 1168 + 256 * (c2 >> 1);
+            const int sh = 4 * (c2 & 1); // bit of chunk 2*c2's high bits in the high-bit bytes
+#pragma GCC unroll 2
+            for (int half = 0; half < 2; half++) {
+                const __m256i sc0 = q6kp_scales(blk + 16 + 8 * (4 * c2 + half));
+                const __m256i sc1 = q6kp_scales(blk + 16 + 8 * (4 * c2 + 2 + half));
+#pragma GCC unroll 2
+                for (int k2 = 0; k2 < 2; k2++) {
+                    __m256i p0[4], p1[4];
+#pragma GCC unroll 2
+                    for (int kk = 0; kk < 2; kk++) {
+                        const int k = 4 * half + 2 * k2 + kk;
+                        const __m256i L = _mm256_loadu_si256((const __m256i *)(lo + 32 * k));
+                        const __m256i H = _mm256_loadu_si256((const __m256i *)(hi + 32 * k));
+                        const __m256i w0 = _mm256_or_si256(_mm256_and_si256(L, m4),
+                                                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(H, sh), m3), 4));
+                        const __m256i w1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(L, 4), m4),
+                                                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(H, sh + 2), m3), 4));
+#pragma GCC unroll 4
+                        for (int t = 0; t < NA; t++) {
+                            const int8_t *a = aq + ((int64_t)t * nb + b) * 256 + 64 * c2 + 4 * k;
+                            int32_t a0, a1;
+                            memcpy(&a0, a, 4);
+                            memcpy(&a1, a + 32, 4);
+                            const __m256i m0 = _mm256_maddubs_epi16(w0, _mm256_set1_epi32(a0));
+                            const __m256i m1 = _mm256_maddubs_epi16(w1, _mm256_set1_epi32(a1));
+                            p0[t] = kk ? _mm256_add_epi16(p0[t], m0) : m0;
+                            p1[t] = kk ? _mm256_add_epi16(p1[t], m1) : m1;
+                        }
+                    }
+#pragma GCC unroll 4
+                    for (int t = 0; t < NA; t++)
+                        isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(p0[t], sc0), _mm256_madd_epi16(p1[t], sc1)));
+                }
+            }
+        }
+        // Scale pairs (s[2q], s[2q+1]) per row for the offset's correction.
+        __m256i sp[8];
+#pragma GCC unroll 8
+        for (int q = 0; q < 8; q++) {
+            const __m128i e = _mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)(blk + 16 + 16 * q)));
+            const __m128i o = _mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)(blk + 16 + 16 * q + 8)));
+            sp[q] = _mm256_set_m128i(_mm_unpackhi_epi16(e, o), _mm_unpacklo_epi16(e, o));
+        }
+        const __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk));
+#pragma GCC unroll 4
+        for (int t = 0; t < NA; t++) {
+            const int64_t ab = (int64_t)t * nb + b;
+            __m256i corr = _mm256_setzero_si256();
+#pragma GCC unroll 8
+            for (int q = 0; q < 8; q++) {
+                int32_t s2;
+                memcpy(&s2, asums + ab * 16 + 2 * q, 4);
+                corr = _mm256_add_epi32(corr, _mm256_madd_epi16(sp[q], _mm256_set1_epi32(s2)));
+            }
+            const __m256i is = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(corr, 5));
+            const __m256 x = _mm256_mul_ps(_mm256_mul_ps(dv, _mm256_set1_ps(ad[ab])), _mm256_cvtepi32_ps(is));
+            acc[t] = _mm256_add_ps(acc[t], x);
+        }
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < NA; t++) _mm256_storeu_ps(res + 8 * t, acc[t]);
+}
+
+#define Q6KP_TILE(NA)                                                                                             \
+    static __attribute__((noinline, target(Q8P_TARGET))) void q6kp_tile_##NA(                                     \
+        const uint8_t *g, int nb, const int8_t *aq, const float *ad, const int16_t *asums, float *res) {          \
+        q6kp_tile(g, nb, aq, ad, asums, NA, res);                                                                 \
+    }
+Q6KP_TILE(1) Q6KP_TILE(2) Q6KP_TILE(3) Q6KP_TILE(4)
+#undef Q6KP_TILE
+
+// q6_k_packed_avx2: as q4_k_packed_avx2 for packed Q6_K (asums: 16 sums per activation block).
+__attribute__((target(Q8P_TARGET))) void q6_k_packed_avx2(const uint8_t *p, int rows, int nb, int g0, int g1,
+                                                           const int8_t *aq, const float *ad, const int16_t *asums,
+                                                           int n, float *out, int64_t ldo) {
+    typedef void (*tile_fn)(const uint8_t *, int, const int8_t *, const float *, const int16_t *, float *);
+    static const tile_fn tiles[4] = {q6kp_tile_1, q6kp_tile_2, q6kp_tile_3, q6kp_tile_4};
+    float res[32];
+    for (int g = g0; g < g1; g++) {
+        const uint8_t *gp = p + (int64_t)g * nb * 1680;
+        const int nr = rows - 8 * g < 8 ? rows - 8 * g : 8;
+        for (int i = 0; i < n; i += 4) {
+            const int na = n - i < 4 ? n - i : 4;
+            tiles[na - 1](gp, nb, aq + (int64_t)i * nb * 256, ad + (int64_t)i * nb, asums + (int64_t)i * nb * 16, res);
+            for (int t = 0; t < na; t++) memcpy(out + (int64_t)(i + t) * ldo + 8 * g, res + 8 * t, (size_t)nr * 4);
+        }
+    }
+}
+
+// Activation quantization with AVX2, the same operations as the AVX-512 quantizer above (and
+// quantizeAct in Go): the same quants, scales and sums bit for bit.
+static inline __attribute__((always_inline, target(Q8P_TARGET))) float qa2_block(const float *x, int n, int8_t *q,
+                                                                               int32_t *s32) {
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    const __m256 big = _mm256_set1_ps(3.40282346638528859811704183484516925e+38F);
+    __m256 amax = _mm256_setzero_ps();
+    int bad = 0;
+    for (int i = 0; i < n; i += 8) {
+        const __m256 v = _mm256_and_ps(_mm256_loadu_ps(x + i), absmask);
+        bad |= _mm256_movemask_ps(_mm256_cmp_ps(v, big, _CMP_NLE_UQ));
+        amax = _mm256_max_ps(amax, v);
+    }
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    const float am = _mm_cvtss_f32(m4);
+    if (bad || am == 0) {
+        memset(q, 0, (size_t)n);
+        for (int k = 0; k < n / 32; k++) s32[k] = 0;
+        return bad ? __builtin_nanf("") : 0.0f;
+    }
+    const __m256 id = _mm256_set1_ps(127 / am);
+    const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int i = 0; i < n; i += 32) {
+        const __m256i q0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i), id));
+        const __m256i q1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i + 8), id));
+        const __m256i q2 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i + 16), id));
+        const __m256i q3 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i + 24), id));
+        const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q0, q1), _mm256_packs_epi32(q2, q3));
+        _mm256_storeu_si256((__m256i *)(q + i), _mm256_permutevar8x32_epi32(p, perm));
+        const __m256i s = _mm256_add_epi32(_mm256_add_epi32(q0, q1), _mm256_add_epi32(q2, q3));
+        __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+        h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
+        h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xb1));
+        s32[i / 32] = _mm_cvtsi128_si32(h);
+    }
+    return am / 127;
+}
+
+// qa_q4k_avx2 and qa_q32_avx2: qa_q4k and qa_q32 with AVX2.
+__attribute__((target(Q8P_TARGET))) void qa_q4k_avx2(const float *x, int64_t nblk, int8_t *qs, float *d,
+                                                      int16_t *sums) {
+    static const int slot_of_sub[8] = {0, 2, 1, 3, 4, 6, 5, 7};
+    int8_t q[256];
+    int32_t s32[8];
+    for (int64_t b = 0; b < nblk; b++) {
+        d[b] = qa2_block(x + b * 256, 256, q, s32);
+        for (int s = 0; s < 8; s++) {
+            memcpy(qs + b * 256 + 32 * slot_of_sub[s], q + 32 * s, 32);
+            sums[b * 8 + s] = (int16_t)s32[s];
+        }
+    }
+}
+
+__attribute__((target(Q8P_TARGET))) void qa_q32_avx2(const float *x, int64_t nblk, int8_t *qs, float *d,
+                                                      int32_t *bias, int32_t *lane, int32_t off) {
+    int32_t s;
+    for (int64_t b = 0; b < nblk; b++) {
+        d[b] = qa2_block(x + b * 32, 32, qs + b * 32, &s);
+        bias[b * 8] = -off * s;
+        for (int k = 1; k < 8; k++) bias[b * 8 + k] = 0;
+        if (lane) lane[b] = -16 * s;
+    }
+}

@@ -13,7 +13,12 @@ void q4_k_##isa(const uint8_t *w, int64_t rb, int rows, int nb, const int8_t *aq
 void q6_k_##isa(const uint8_t *w, int64_t rb, int rows, int nb, const int8_t *aq, const float *ad, const int16_t *ax, int64_t epb, int m, float *out, int64_t ldo);
 void q8_0_vnni512(const uint8_t *w, int64_t rb, int rows, int nb, const int8_t *aq, const float *ad, const int32_t *alane, int m, float *out, int64_t ldo);
 void qa_q4k(const float *x, int64_t nblk, int8_t *qs, float *d, int16_t *sums);
+void qa_q4k_avx2(const float *x, int64_t nblk, int8_t *qs, float *d, int16_t *sums);
+void qa_q32_avx2(const float *x, int64_t nblk, int8_t *qs, float *d, int32_t *bias, int32_t *lane, int32_t off);
 void qa_q32(const float *x, int64_t nblk, int8_t *qs, float *d, int32_t *bias, int32_t *lane, int32_t off);
+void q8_0_packed_avx2(const uint8_t *p, int rows, int nb, int g0, int g1, const int8_t *aq, const float *ad, int n, float *out, int64_t ldo);
+void q6_k_packed_avx2(const uint8_t *p, int rows, int nb, int g0, int g1, const int8_t *aq, const float *ad, const int16_t *asums, int n, float *out, int64_t ldo);
+void q4_k_packed_avx2(const uint8_t *p, int rows, int nb, int g0, int g1, const int8_t *aq, const float *ad, const int16_t *asums, int n, float *out, int64_t ldo);
 DECL(avx2)
 DECL(avxvnni)
 DECL(vnni256)
@@ -60,13 +65,48 @@ func (k *cKernels) rows(t quant.Type, w []byte, rowBytes, rows, cols int, a *act
 
 func cSet(name string, k *cKernels) kernelSet { return kernelSet{name: name, rows: k.rows} }
 
+// packedAVX2 runs the AVX2 kernels of the packed layouts (pack.go).
+func packedAVX2(p *Packed, a *acts, i0, n, g0, g1 int, out []float32, ldo int) {
+	if g0 >= g1 || n == 0 {
+		return
+	}
+	pp, rows, nb, cg0, cg1 := (*C.uint8_t)(unsafe.Pointer(&p.data[0])), C.int(p.rows), C.int(a.nb), C.int(g0), C.int(g1)
+	ad, op := (*C.float)(unsafe.Pointer(&a.d[i0*a.nb])), (*C.float)(unsafe.Pointer(&out[0]))
+	switch p.t {
+	case quant.Q8_0:
+		C.q8_0_packed_avx2(pp, rows, nb, cg0, cg1, (*C.int8_t)(unsafe.Pointer(&a.qs[i0*a.nb*qk])), ad, C.int(n), op, C.int64_t(ldo))
+	case quant.Q4_K:
+		C.q4_k_packed_avx2(pp, rows, nb, cg0, cg1, (*C.int8_t)(unsafe.Pointer(&a.qs[i0*a.nb*qkK])), ad,
+			(*C.int16_t)(unsafe.Pointer(&a.sums[i0*a.nb*8])), C.int(n), op, C.int64_t(ldo))
+	case quant.Q6_K:
+		C.q6_k_packed_avx2(pp, rows, nb, cg0, cg1, (*C.int8_t)(unsafe.Pointer(&a.qs[i0*a.nb*qkK])), ad,
+			(*C.int16_t)(unsafe.Pointer(&a.sums[i0*a.nb*16])), C.int(n), op, C.int64_t(ldo))
+	default:
+		panic("quantmm: no packed AVX2 kernel for " + p.t.String())
+	}
+}
+
 func withQuantize(q func(quant.Type, []float32, *acts, int, int) bool, k kernelSet) kernelSet {
 	k.quantize = q
 	return k
 }
 
+func withPacked(p packedKernel, k kernelSet, types ...quant.Type) kernelSet {
+	k.packed, k.packTypes = p, types
+	return k
+}
+
 // quantize512 is the AVX-512 activation quantizer for the types whose layout it knows.
 func quantize512(t quant.Type, x []float32, a *acts, b0, b1 int) bool {
+	return quantizeC(t, x, a, b0, b1, true)
+}
+
+// quantizeAVX2 is quantize512 with AVX2.
+func quantizeAVX2(t quant.Type, x []float32, a *acts, b0, b1 int) bool {
+	return quantizeC(t, x, a, b0, b1, false)
+}
+
+func quantizeC(t quant.Type, x []float32, a *acts, b0, b1 int, avx512 bool) bool {
 	if t != quant.Q4_K && t != quant.Q8_0 && t != quant.Q4_0 {
 		return false
 	}
@@ -76,22 +116,32 @@ func quantize512(t quant.Type, x []float32, a *acts, b0, b1 int) bool {
 	n := C.int64_t(b1 - b0)
 	switch t {
 	case quant.Q4_K:
-		C.qa_q4k((*C.float)(unsafe.Pointer(&x[b0*qkK])), n, (*C.int8_t)(unsafe.Pointer(&a.qs[b0*qkK])),
-			(*C.float)(unsafe.Pointer(&a.d[b0])), (*C.int16_t)(unsafe.Pointer(&a.sums[b0*8])))
+		xp, qp := (*C.float)(unsafe.Pointer(&x[b0*qkK])), (*C.int8_t)(unsafe.Pointer(&a.qs[b0*qkK]))
+		dp, sp := (*C.float)(unsafe.Pointer(&a.d[b0])), (*C.int16_t)(unsafe.Pointer(&a.sums[b0*8]))
+		if avx512 {
+			C.qa_q4k(xp, n, qp, dp, sp)
+		} else {
+			C.qa_q4k_avx2(xp, n, qp, dp, sp)
+		}
 	case quant.Q8_0, quant.Q4_0:
 		var lane *C.int32_t
 		off := C.int32_t(8)
 		if t == quant.Q8_0 {
 			lane, off = (*C.int32_t)(unsafe.Pointer(&a.lane[b0])), 128
 		}
-		C.qa_q32((*C.float)(unsafe.Pointer(&x[b0*qk])), n, (*C.int8_t)(unsafe.Pointer(&a.qs[b0*qk])),
-			(*C.float)(unsafe.Pointer(&a.d[b0])), (*C.int32_t)(unsafe.Pointer(&a.bias[b0*8])), lane, off)
+		xp, qp := (*C.float)(unsafe.Pointer(&x[b0*qk])), (*C.int8_t)(unsafe.Pointer(&a.qs[b0*qk]))
+		dp, bp := (*C.float)(unsafe.Pointer(&a.d[b0])), (*C.int32_t)(unsafe.Pointer(&a.bias[b0*8]))
+		if avx512 {
+			C.qa_q32(xp, n, qp, dp, bp, lane, off)
+		} else {
+			C.qa_q32_avx2(xp, n, qp, dp, bp, lane, off)
+		}
 	}
 	return true
 }
 
 var (
-	avx2Kernels = cSet("avx2", &cKernels{
+	avx2Kernels = withPacked(packedAVX2, withQuantize(quantizeAVX2, cSet("avx2", &cKernels{
 		q8_0: func(w *C.uint8_t, rb C.int64_t, rows, nb C.int, aq *C.int8_t, ad *C.float, ax *C.int32_t, epb C.int64_t, m C.int, out *C.float, ldo C.int64_t) {
 			C.q8_0_avx2(w, rb, rows, nb, aq, ad, ax, epb, m, out, ldo)
 		},
@@ -104,8 +154,11 @@ var (
 		q6_k: func(w *C.uint8_t, rb C.int64_t, rows, nb C.int, aq *C.int8_t, ad *C.float, ax *C.int16_t, epb C.int64_t, m C.int, out *C.float, ldo C.int64_t) {
 			C.q6_k_avx2(w, rb, rows, nb, aq, ad, ax, epb, m, out, ldo)
 		},
-	})
-	avxvnniKernels = cSet("avxvnni", &cKernels{
+		// Not Q6_K: rebuilding its six-bit quants from the interleaved nibbles and high bits
+		// costs more than the rows save (BenchmarkMatMulDecode16/q6_k, CPU time: 3.2 ms packed,
+		// 2.7 ms by rows; at one row 0.49 vs 0.28 ms), so its packed kernel is only tested.
+	})), quant.Q8_0, quant.Q4_K)
+	avxvnniKernels = withQuantize(quantizeAVX2, cSet("avxvnni", &cKernels{
 		q8_0: func(w *C.uint8_t, rb C.int64_t, rows, nb C.int, aq *C.int8_t, ad *C.float, ax *C.int32_t, epb C.int64_t, m C.int, out *C.float, ldo C.int64_t) {
 			C.q8_0_avxvnni(w, rb, rows, nb, aq, ad, ax, epb, m, out, ldo)
 		},
@@ -118,7 +171,7 @@ var (
 		q6_k: func(w *C.uint8_t, rb C.int64_t, rows, nb C.int, aq *C.int8_t, ad *C.float, ax *C.int16_t, epb C.int64_t, m C.int, out *C.float, ldo C.int64_t) {
 			C.q6_k_avxvnni(w, rb, rows, nb, aq, ad, ax, epb, m, out, ldo)
 		},
-	})
+	}))
 	avx512Kernels = withQuantize(quantize512, cSet("avx512vnni", &cKernels{
 		q8_0: func(w *C.uint8_t, rb C.int64_t, rows, nb C.int, aq *C.int8_t, ad *C.float, ax *C.int32_t, epb C.int64_t, m C.int, out *C.float, ldo C.int64_t) {
 			C.q8_0_vnni256(w, rb, rows, nb, aq, ad, ax, epb, m, out, ldo)
