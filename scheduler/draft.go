@@ -30,7 +30,10 @@ const (
 
 // ngramDraft appends to dst at most k tokens: those that followed the latest earlier occurrence
 // in toks of toks' last n tokens, for the largest n in [minN, maxN] that has one. It appends
-// nothing when no suffix recurs.
+// nothing when no suffix recurs. Where the occurrence's successors reach the end of toks, the
+// draft goes on copying its own tokens: toks repeats with the occurrence's period, and a run
+// that repeats (a list, a table, a loop of a small model) is guessed as far as k allows instead
+// of one period at a time.
 func ngramDraft(dst, toks []int32, k, maxN, minN int) []int32 {
 	if k <= 0 {
 		return dst
@@ -41,8 +44,15 @@ func ngramDraft(dst, toks []int32, k, maxN, minN int) []int32 {
 		// of the suffix itself; the latest one is the likeliest to continue alike.
 		for start := len(toks) - n - 1; start >= 0; start-- {
 			if toks[start] == suffix[0] && slices.Equal(toks[start:start+n], suffix) {
-				follow := toks[start+n : min(start+n+k, len(toks))]
-				return append(dst, follow...)
+				base := len(dst)
+				for i := range k {
+					if p := start + n + i; p < len(toks) {
+						dst = append(dst, toks[p])
+					} else {
+						dst = append(dst, dst[base+p-len(toks)])
+					}
+				}
+				return dst
 			}
 		}
 	}
