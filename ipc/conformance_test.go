@@ -103,7 +103,7 @@ func mustSend(t *testing.T, s Sender, b []byte) {
 
 func mustRecv(t *testing.T, r Receiver) []byte {
 	t.Helper()
-	b, err := r.Recv(5 * time.Second)
+	b, err := r.Recv(20 * time.Second)
 	if err != nil {
 		t.Fatalf("recv: %v", err)
 	}

@@ -54,7 +54,7 @@ func TestCurveTransport(t *testing.T) {
 	}
 	defer pull.Close()
 	ep := pull.Endpoint()
-	if err := Probe(ep, k, 5*time.Second); err != nil {
+	if err := Probe(ep, k, 20*time.Second); err != nil {
 		t.Fatalf("probe with the engine's keys: %v", err)
 	}
 	push, err := tr.Push(ep, false, WithCurve(k))
@@ -65,7 +65,7 @@ func TestCurveTransport(t *testing.T) {
 	if err := push.Send([]byte("hello")); err != nil {
 		t.Fatal(err)
 	}
-	if b, err := pull.Recv(5 * time.Second); err != nil || string(b) != "hello" {
+	if b, err := pull.Recv(20 * time.Second); err != nil || string(b) != "hello" {
 		t.Fatalf("recv = %q, %v", b, err)
 	}
 
@@ -107,7 +107,7 @@ func TestCurveTransport(t *testing.T) {
 	if err := mon.Connect("inproc://curve-test-mon"); err != nil {
 		t.Fatal(err)
 	}
-	_ = mon.SetRcvtimeo(5 * time.Second)
+	_ = mon.SetRcvtimeo(20 * time.Second)
 	if err := sock.Connect(ep); err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestPlainSocketsBesideCurve(t *testing.T) {
 	if err := push.Send([]byte("plain")); err != nil {
 		t.Fatal(err)
 	}
-	if b, err := pull.Recv(5 * time.Second); err != nil || string(b) != "plain" {
+	if b, err := pull.Recv(20 * time.Second); err != nil || string(b) != "plain" {
 		t.Fatalf("plain socket beside a CURVE server: %q, %v", b, err)
 	}
 }

@@ -37,7 +37,7 @@ func Example() {
 		panic(err)
 	}
 
-	frame, err := in.Recv(5 * time.Second)
+	frame, err := in.Recv(20 * time.Second)
 	if err != nil {
 		panic(err)
 	}
