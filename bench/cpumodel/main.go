@@ -29,10 +29,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 	"unsafe"
 
+	"github.com/llmserve/llmserve/bench/internal/perfhost"
 	"github.com/llmserve/llmserve/gguf"
 	"github.com/llmserve/llmserve/model"
 	"github.com/llmserve/llmserve/quant"
@@ -196,73 +196,24 @@ func prepareGGUFs(o options) (map[string]string, error) {
 // lock it waits, up to -quiet-wait, for the machine's cores to be -quiet-idle idle, since other
 // work on a shared machine (builds, tests) slows llama.cpp's spinning threads far more than ours.
 func locked(o options, env []string, name string, args ...string) ([]byte, error) {
-	lf, err := os.OpenFile(o.lock, os.O_RDONLY|os.O_CREATE, 0o666)
+	unlock, err := perfhost.Lock(o.lock)
 	if err != nil {
 		return nil, err
 	}
-	defer lf.Close()
-	if err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX); err != nil {
-		return nil, fmt.Errorf("flock %s: %w", o.lock, err)
-	}
-	defer syscall.Flock(int(lf.Fd()), syscall.LOCK_UN)
-	lastIdle = waitQuiet(o)
+	defer unlock()
+	lastIdle = perfhost.WaitQuiet(o.quietIdle, o.quietWait)
 	cmd := exec.Command(name, args...)
 	cmd.Env = append(os.Environ(), env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("%s %s: %v\n%s", name, strings.Join(args, " "), err, tail(errb.String(), 2000))
+		return nil, fmt.Errorf("%s %s: %v\n%s", name, strings.Join(args, " "), err, perfhost.Tail(errb.String(), 2000))
 	}
 	return out.Bytes(), nil
 }
 
 // lastIdle is the idle share of the cores measured just before the latest locked run.
 var lastIdle float64
-
-// waitQuiet waits until the cores are at least o.quietIdle idle over a 2 s window, or
-// o.quietWait has passed, and returns the last idle share seen.
-func waitQuiet(o options) float64 {
-	deadline := time.Now().Add(o.quietWait)
-	for {
-		idle := idleShare(2 * time.Second)
-		if idle >= o.quietIdle || time.Now().After(deadline) {
-			return idle
-		}
-	}
-}
-
-// idleShare is the fraction of all cores' time spent idle over d (from /proc/stat).
-func idleShare(d time.Duration) float64 {
-	read := func() (idle, total uint64) {
-		data, err := os.ReadFile("/proc/stat")
-		if err != nil {
-			return 0, 0
-		}
-		fs := strings.Fields(strings.SplitN(string(data), "\n", 2)[0])
-		for i, f := range fs[1:] {
-			v, _ := strconv.ParseUint(f, 10, 64)
-			total += v
-			if i == 3 || i == 4 { // idle, iowait
-				idle += v
-			}
-		}
-		return idle, total
-	}
-	i0, t0 := read()
-	time.Sleep(d)
-	i1, t1 := read()
-	if t1 <= t0 {
-		return 0
-	}
-	return float64(i1-i0) / float64(t1-t0)
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return "..." + s[len(s)-n:]
-	}
-	return s
-}
 
 // run is one timed measurement.
 type run struct {
@@ -291,7 +242,7 @@ func timeOurs(o options, path, what string) (float64, error) {
 		return 0, err
 	}
 	var r workerResult
-	if err := json.Unmarshal(lastLine(out), &r); err != nil {
+	if err := json.Unmarshal(perfhost.LastLine(out), &r); err != nil {
 		return 0, fmt.Errorf("our worker printed %q: %w", out, err)
 	}
 	return r.TokS, nil
@@ -317,15 +268,10 @@ func timeLlama(o options, path, what string) (float64, error) {
 			TokS float64 `json:"tok_s"`
 		} `json:"results"`
 	}
-	if err := json.Unmarshal(lastLine(out), &r); err != nil || len(r.Results) != 1 {
+	if err := json.Unmarshal(perfhost.LastLine(out), &r); err != nil || len(r.Results) != 1 {
 		return 0, fmt.Errorf("bench.mjs printed %q: %v", out, err)
 	}
 	return r.Results[0].TokS, nil
-}
-
-func lastLine(b []byte) []byte {
-	lines := bytes.Split(bytes.TrimSpace(b), []byte("\n"))
-	return lines[len(lines)-1]
 }
 
 // membw measures the read bandwidth with the run's thread count (GB/s, best of its reps).
@@ -337,7 +283,7 @@ func membw(o options) (float64, error) {
 	var r struct {
 		Best float64 `json:"best_gb_s"`
 	}
-	if err := json.Unmarshal(lastLine(out), &r); err != nil {
+	if err := json.Unmarshal(perfhost.LastLine(out), &r); err != nil {
 		return 0, fmt.Errorf("membw printed %q: %w", out, err)
 	}
 	return r.Best, nil
@@ -354,8 +300,8 @@ func runBench(o options, files map[string]string) error {
 	}
 	for _, typ := range o.types {
 		if out, err := exec.Command(exe, "-worker", files[typ], "-what", "check").CombinedOutput(); err != nil {
-			unsupported[typ] = fmt.Errorf("%s", lastLine(out))
-			log.Printf("llmserve cannot run %s: %s", typ, lastLine(out))
+			unsupported[typ] = fmt.Errorf("%s", perfhost.LastLine(out))
+			log.Printf("llmserve cannot run %s: %s", typ, perfhost.LastLine(out))
 		}
 	}
 	total := len(o.whats) * (1 + o.rounds*(2*len(o.types)-len(unsupported)))

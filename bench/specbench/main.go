@@ -45,6 +45,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/llmserve/llmserve/bench/internal/perfhost"
 	"github.com/llmserve/llmserve/model"
 	"github.com/llmserve/llmserve/quant"
 	"github.com/llmserve/llmserve/tokenizer"
@@ -273,7 +274,7 @@ func run(o options) error {
 							log.Printf("%s%.1f tok/s, %d tokens (idle before: %.2f)", msg, res.tokS, len(res.ids), e.lastIdle)
 						}
 						if r == 1 && res.err == nil {
-							log.Printf("%s %s %s output: %q", m[0], w, eng, tail(prep[m[0]].tok.Decode(res.ids, false), 400))
+							log.Printf("%s %s %s output: %q", m[0], w, eng, perfhost.Tail(prep[m[0]].tok.Decode(res.ids, false), 400))
 						}
 					}
 				}
@@ -310,55 +311,18 @@ type runner struct {
 // since other work on a shared machine slows either engine's threads.
 func (e *runner) locked(f func() error) error {
 	if e.held {
-		e.lastIdle = idleShare(2 * time.Second)
+		e.lastIdle = perfhost.IdleShare(2 * time.Second)
 		return f()
 	}
-	lf, err := os.OpenFile(e.o.lock, os.O_RDONLY|os.O_CREATE, 0o666)
+	unlock, err := perfhost.Lock(e.o.lock)
 	if err != nil {
 		return err
 	}
-	defer lf.Close()
-	if err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX); err != nil {
-		return fmt.Errorf("flock %s: %w", e.o.lock, err)
-	}
-	defer syscall.Flock(int(lf.Fd()), syscall.LOCK_UN)
-	deadline := time.Now().Add(e.o.quietWait)
-	for {
-		e.lastIdle = idleShare(2 * time.Second)
-		if e.lastIdle >= e.o.quietIdle || time.Now().After(deadline) {
-			break
-		}
-	}
+	defer unlock()
+	e.lastIdle = perfhost.WaitQuiet(e.o.quietIdle, e.o.quietWait)
 	return f()
 }
 
-// idleShare is the fraction of all cores' time spent idle over d (from /proc/stat).
-func idleShare(d time.Duration) float64 {
-	read := func() (idle, total uint64) {
-		data, err := os.ReadFile("/proc/stat")
-		if err != nil {
-			return 0, 0
-		}
-		fs := strings.Fields(strings.SplitN(string(data), "\n", 2)[0])
-		for i, f := range fs[1:] {
-			v, _ := strconv.ParseUint(f, 10, 64)
-			total += v
-			if i == 3 || i == 4 { // idle, iowait
-				idle += v
-			}
-		}
-		return idle, total
-	}
-	i0, t0 := read()
-	time.Sleep(d)
-	i1, t1 := read()
-	if t1 <= t0 {
-		return 0
-	}
-	return float64(i1-i0) / float64(t1-t0)
-}
-
-// llama runs llama.cpp's plain greedy decode once in a fresh process.
 func (e *runner) llama(gguf string, ids []int32, n int) result {
 	pj, _ := json.Marshal(map[string]any{"ids": ids, "new_tokens": n})
 	pp := filepath.Join(e.tmp, "prompt.json")
@@ -373,28 +337,16 @@ func (e *runner) llama(gguf string, ids []int32, n int) result {
 		return cmd.Run()
 	})
 	if err != nil {
-		return result{err: fmt.Errorf("llama.mjs: %v: %s", err, tail(errb.String(), 1500))}
+		return result{err: fmt.Errorf("llama.mjs: %v: %s", err, perfhost.Tail(errb.String(), 1500))}
 	}
 	var r struct {
 		IDs  []int32 `json:"ids"`
 		TokS float64 `json:"tok_s"`
 	}
-	if err := json.Unmarshal(lastLine(out.Bytes()), &r); err != nil {
-		return result{err: fmt.Errorf("llama.mjs printed %q: %w", tail(out.String(), 500), err)}
+	if err := json.Unmarshal(perfhost.LastLine(out.Bytes()), &r); err != nil {
+		return result{err: fmt.Errorf("llama.mjs printed %q: %w", perfhost.Tail(out.String(), 500), err)}
 	}
 	return result{ids: r.IDs, tokS: r.TokS}
-}
-
-func lastLine(b []byte) []byte {
-	lines := bytes.Split(bytes.TrimSpace(b), []byte("\n"))
-	return lines[len(lines)-1]
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return "..." + s[len(s)-n:]
-	}
-	return s
 }
 
 // ours starts the engine (mode off or ngram) on a free port, sends one untimed warm-up request
@@ -571,7 +523,7 @@ func (eng *engine) failed(err error) error {
 	var b strings.Builder
 	for _, name := range []string{"schedulerd", "detokd", "tokenizerd"} {
 		data, _ := os.ReadFile(filepath.Join(eng.logs, name+".log"))
-		fmt.Fprintf(&b, "\n---- %s ----\n%s", name, tail(string(data), 1200))
+		fmt.Fprintf(&b, "\n---- %s ----\n%s", name, perfhost.Tail(string(data), 1200))
 	}
 	return fmt.Errorf("%w%s", err, b.String())
 }
