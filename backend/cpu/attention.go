@@ -43,9 +43,12 @@ func (b *Backend) attention(l int, spans []seqSpan) {
 	})
 }
 
-// attendDirect handles a short chunk (typically one decode token) with dot products straight
-// over the cache blocks, a block's rows at a time. Each block is read (and widened, from a 16-bit
-// cache) once for all the query heads that share its KV head.
+// attendDirect handles a short chunk (decode tokens, a verify pass's drafted tokens) with dot
+// products straight over the cache blocks, a block's rows at a time. Each block is read (and
+// widened, from a 16-bit cache) once for all the chunk's tokens and all the query heads that
+// share its KV head: a verify pass of k tokens reads the context's keys and values once, not k
+// times. Every score and output is formed exactly as in a chunk of its token alone (the same dot
+// products, the same order of blocks), so a Generated token attends as its decode would.
 func (b *Backend) attendDirect(l int, sp seqSpan, kh int, s *attnScratch) {
 	cfg := b.cfg
 	hd, bs, nkv := cfg.HeadDim, b.blockSize, cfg.NumKVHeads
@@ -55,39 +58,48 @@ func (b *Backend) attendDirect(l int, sp seqSpan, kh int, s *attnScratch) {
 	table := sp.seq.BlockTable
 	simd := b.simd && hd%8 == 0
 	maxCtx := sp.seq.Pos + sp.n
-	s.scores = grow(s.scores, group*maxCtx)
+	s.scores = grow(s.scores, sp.n*group*maxCtx)
 	s.block = grow(s.block, bs*hd)
-	for i := range sp.n {
-		r := sp.start + i
-		ctxLen := sp.seq.Pos + i + 1
-		// Head g of the group keeps its scores at [g·maxCtx, g·maxCtx+ctxLen).
-		scores := func(g int) []float32 { return s.scores[g*maxCtx : g*maxCtx+ctxLen] }
-		query := func(g int) []float32 {
-			qh := kh*group + g
-			return b.qkv[r*qkvDim+qh*hd : r*qkvDim+(qh+1)*hd]
-		}
-		output := func(g int) []float32 {
-			qh := kh*group + g
-			return b.attn[r*qDim+qh*hd : r*qDim+(qh+1)*hd]
-		}
-		for j0 := 0; j0 < ctxLen; j0 += bs {
-			cnt := min(bs, ctxLen-j0)
-			off := (int(table[j0/bs])*nkv + kh) * bs * hd
-			keys := b.kv.keys(l, off, cnt*hd, s.block)
+	// Token i, head g of the group keeps its scores at [(i·group+g)·maxCtx, ... + ctxLen(i)).
+	ctxLen := func(i int) int { return sp.seq.Pos + i + 1 }
+	scores := func(i, g int) []float32 {
+		o := (i*group + g) * maxCtx
+		return s.scores[o : o+ctxLen(i)]
+	}
+	query := func(i, g int) []float32 {
+		r, qh := sp.start+i, kh*group+g
+		return b.qkv[r*qkvDim+qh*hd : r*qkvDim+(qh+1)*hd]
+	}
+	output := func(i, g int) []float32 {
+		r, qh := sp.start+i, kh*group+g
+		return b.attn[r*qDim+qh*hd : r*qDim+(qh+1)*hd]
+	}
+	for j0 := 0; j0 < maxCtx; j0 += bs {
+		cnt := min(bs, maxCtx-j0)
+		off := (int(table[j0/bs])*nkv + kh) * bs * hd
+		keys := b.kv.keys(l, off, cnt*hd, s.block)
+		// Tokens before the block's end see only part of it; those before its start none.
+		for i := max(0, j0-sp.seq.Pos); i < sp.n; i++ {
+			c := min(cnt, ctxLen(i)-j0)
 			for g := range group {
-				dotRows(query(g), keys, hd, scores(g)[j0:j0+cnt], simd)
+				dotRows(query(i, g), keys, hd, scores(i, g)[j0:j0+c], simd)
 			}
 		}
+	}
+	for i := range sp.n {
 		for g := range group {
-			softmaxScaled(scores(g), scale)
-			clear(output(g))
+			softmaxScaled(scores(i, g), scale)
+			clear(output(i, g))
 		}
-		for j0 := 0; j0 < ctxLen; j0 += bs {
-			cnt := min(bs, ctxLen-j0)
-			off := (int(table[j0/bs])*nkv + kh) * bs * hd
-			values := b.kv.values(l, off, cnt*hd, s.block)
+	}
+	for j0 := 0; j0 < maxCtx; j0 += bs {
+		cnt := min(bs, maxCtx-j0)
+		off := (int(table[j0/bs])*nkv + kh) * bs * hd
+		values := b.kv.values(l, off, cnt*hd, s.block)
+		for i := max(0, j0-sp.seq.Pos); i < sp.n; i++ {
+			c := min(cnt, ctxLen(i)-j0)
 			for g := range group {
-				axpyRows(scores(g)[j0:j0+cnt], values, hd, output(g), simd)
+				axpyRows(scores(i, g)[j0:j0+c], values, hd, output(i, g), simd)
 			}
 		}
 	}

@@ -2,6 +2,8 @@ package linear
 
 import (
 	"fmt"
+	"math"
+	"time"
 
 	"github.com/llmserve/llmserve/model"
 	"math/rand/v2"
@@ -113,6 +115,44 @@ func BenchmarkMultiKernels(b *testing.B) {
 					mk.f(&w.Data[0], rb, 4, &x[0], 4*k, k, &out[0])
 				}
 				report(b)
+			})
+		}
+	}
+}
+
+// BenchmarkStreamRows times the streaming path for BF16 weights (Qwen3-0.6B-shaped projections,
+// 4 layers' worth) at the row counts of a speculative verify pass, reporting the fastest pass over
+// the set (ms; on a shared box less disturbed than the mean), so the marginal cost of one more
+// activation row reads off against m1.
+func BenchmarkStreamRows(b *testing.B) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	const layers = 4
+	type pair struct{ n, k int }
+	var list []matrixCase
+	for range layers {
+		for _, s := range []pair{{6144, 1024}, {1024, 3072}, {2048, 1024}, {1024, 2048}} {
+			w, _ := randomMatrix(rng, quant.BF16, s.n, s.k)
+			list = append(list, matrixCase{w: w})
+		}
+	}
+	for _, set := range sets {
+		for _, m := range []int{1, 2, 3, 4, 5, 6, 8, 9} {
+			b.Run(fmt.Sprintf("%s/m%d", set.name, m), func(b *testing.B) {
+				x := make([]float32, m*6144)
+				out := make([]float32, m*6144)
+				for i := range x {
+					x[i] = rng.Float32()
+				}
+				mu := &Multiplier{Threads: runtime.GOMAXPROCS(0), set: set}
+				best := time.Duration(math.MaxInt64)
+				for b.Loop() {
+					t := time.Now()
+					for _, c := range list {
+						mu.MatMulRows(c.w, m, x, c.w.Cols, out, c.w.Rows, false)
+					}
+					best = min(best, time.Since(t))
+				}
+				b.ReportMetric(best.Seconds()*1e3, "min-ms/pass")
 			})
 		}
 	}
