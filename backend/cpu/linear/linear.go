@@ -488,7 +488,8 @@ func (mu *Multiplier) stream(set *kernelSet, ti int, w model.Matrix, m int, x []
 				// Several activation rows per widened weight vector, each output summed as
 				// dot4x1 sums it; the remaining rows go through dot4x1 below.
 				for _, mk := range multi {
-					for ; i+mk.m <= m; i += mk.m {
+					// Four rows left go as two and two (not three and one through dot4x1).
+					for ; i+mk.m <= m && !(mk.m == 3 && m-i == 4 && len(multi) > 1); i += mk.m {
 						mk.f(wp, rb, 4, &xk[i*ldk], 4*ldk, kv, &om[0])
 						for ii := range mk.m {
 							for r := range 4 {
