@@ -149,6 +149,8 @@ func (c *Coalescer) merge(w, k int, it *ipc.TextItem) {
 		dst.Finished, dst.FinishReason, dst.Error, dst.ErrorKind = it.Finished, it.FinishReason, it.Error, it.ErrorKind
 		dst.MatchedStop, dst.MatchedStopToken = it.MatchedStop, it.MatchedStopToken
 		dst.QueueNanos, dst.PrefillNanos, dst.DecodeNanos, dst.Preemptions = it.QueueNanos, it.PrefillNanos, it.DecodeNanos, it.Preemptions
+		dst.SpecDrafts, dst.SpecDraftTokens = it.SpecDrafts, it.SpecDraftTokens
+		dst.SpecAccepted = append(dst.SpecAccepted[:0], it.SpecAccepted...)
 		dst.Embedding = append(dst.Embedding[:0], it.Embedding...)
 	}
 }
