@@ -1,7 +1,10 @@
 package scheduler
 
 import (
+	"path/filepath"
 	"testing"
+
+	"github.com/llmserve/llmserve/model"
 )
 
 // TestSpecCountsOnFinishItems serves a mix of requests with speculation on pico (batches mix
@@ -12,7 +15,10 @@ import (
 // length, that every generated token is either an accepted draft or the one token of an item
 // (one item per step that emitted: the first token, a correction or the bonus).
 func TestSpecCountsOnFinishItems(t *testing.T) {
-	m := specModels(t)[0].m
+	m, err := model.Load(filepath.Join("..", "models", "pico"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg := Config{MaxRunning: 16, MaxPrefillTokens: 1024, EOS: m.Generation.EOSTokenIDs, MaxModelLen: 512, Speculative: SpeculativeNgram}
 	for _, v := range []struct {
 		name           string
