@@ -59,23 +59,31 @@ type device struct {
 var (
 	gpuProbe     sync.Once
 	gpuAvailable bool
+	// gpuErr is why GPU 0 did not open.
+	gpuErr error
 )
 
 // forDevices runs fn on the emulator, and on GPU 0 where one opens with the kernels.
 func forDevices(t *testing.T, fn func(t *testing.T, dv device)) {
 	gpuProbe.Do(func() {
-		if d, err := openDriver(0); err == nil {
+		d, err := openDriver(0)
+		if err == nil {
 			gpuAvailable = true
 			_ = d.Close()
 		}
+		gpuErr = err
 	})
 	// check.sh sets LLMSERVE_CUDA_GPU_ONLY: CI has run the emulated half already, and GPU time
 	// is scarce
-	if os.Getenv("LLMSERVE_CUDA_GPU_ONLY") != "1" {
+	gpuOnly := os.Getenv("LLMSERVE_CUDA_GPU_ONLY") == "1"
+	if !gpuOnly {
 		t.Run("emu", func(t *testing.T) { fn(t, device{name: "emu"}) })
 	}
-	if gpuAvailable {
+	switch {
+	case gpuAvailable:
 		t.Run("gpu", func(t *testing.T) { fn(t, device{name: "gpu", gpu: true}) })
+	case requireGPU || gpuOnly:
+		noGPU(t, gpuErr) // nothing ran: a skip (or, required, a failure), never a silent pass
 	}
 }
 

@@ -23,7 +23,7 @@ func TestHFRandom(t *testing.T) {
 		t.Skip("LLMSERVE_HF_REF is not set (scripts/gpu/check.sh sets it after hf_ref.py)")
 	}
 	if _, err := openDriver(0); err != nil {
-		t.Skipf("no CUDA device: %v", err)
+		noGPU(t, err)
 	}
 	m, err := model.Load(dir)
 	if err != nil {
