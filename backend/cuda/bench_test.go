@@ -104,9 +104,7 @@ func writeBench(r benchRecord) {
 }
 
 func BenchmarkCopyBandwidth(b *testing.B) {
-	if _, err := openDriver(0); err != nil {
-		noGPU(b, err)
-	}
+	probeGPU(b)
 	for range b.N {
 		rate, err := copyRate()
 		if err != nil {
@@ -122,9 +120,7 @@ func BenchmarkCopyBandwidth(b *testing.B) {
 // (graphs, batch 1 and 64); the roofline is the weights (all but the input embedding) plus every
 // sequence's KV read once per step, over the copy rate measured in the same run.
 func BenchmarkDecode(b *testing.B) {
-	if _, err := openDriver(0); err != nil {
-		noGPU(b, err)
-	}
+	probeGPU(b)
 	for _, s := range benchShapes {
 		for _, graphs := range []bool{true, false} {
 			if !graphs && !s.variants {

@@ -34,6 +34,18 @@ func noGPU(t testing.TB, err error) {
 	t.Skipf("no CUDA device: %v", err)
 }
 
+// probeGPU skips or fails t (see noGPU) unless GPU 0 opens with the kernels; the device it
+// opened is closed again (a context left open holds its memory for the process's life).
+func probeGPU(t testing.TB) {
+	t.Helper()
+	d, err := openDriver(0)
+	if err != nil {
+		noGPU(t, err)
+		return
+	}
+	_ = d.Close()
+}
+
 // gpuOrSkip opens GPU 0 with the kernels, or skips with the reason (see noGPU).
 func gpuOrSkip(t testing.TB) *driverDevice {
 	t.Helper()

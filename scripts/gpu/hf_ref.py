@@ -53,6 +53,8 @@ def checkpoint(out, seed, layers):
     print(f"hf_ref: torch {torch.__version__} (cuda {torch.version.cuda}), transformers {transformers.__version__}", flush=True)
     t0 = time.time()
 
+    # it runs beside the kernel tests, whose Go references need the host's cores
+    torch.set_num_threads(4)
     torch.manual_seed(seed)
     cfg = Qwen3Config(
         vocab_size=151936, hidden_size=1024, intermediate_size=3072, num_hidden_layers=layers,

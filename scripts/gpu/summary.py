@@ -71,7 +71,7 @@ def main():
     res["bench"] = recs
     copy = [r for r in recs if r.get("name") == "copy"]
     if copy:
-        lines += ["", f"copy bandwidth (cuMemcpyDtoD, 1 GiB x 4, read + write): {copy[-1]['copy_bytes_per_s'] / 1e12:.2f} TB/s"]
+        lines += ["", f"copy bandwidth (device to device, 1 GiB x 4, read + write counted): {copy[-1]['copy_bytes_per_s'] / 1e12:.2f} TB/s"]
     steps = [r for r in recs if r.get("name") != "copy" and not r.get("name", "").startswith("gemv/")]
     if steps:
         lines += ["", "| decode step (ctx 1024) | ms | tok/s | roofline share | target |", "|---|---|---|---|---|"]
@@ -92,7 +92,13 @@ def main():
                 for name, c in s["checks"].items():
                     lines.append(f"| {name} | {'ok' if c['ok'] else 'FAIL'}: {c['detail'][:160]} |")
             elif "summary" in s:
-                lines += ["", f"load generator: {json.dumps(s)[:600]}"]
+                g = s["summary"]
+                drain = g.get("drain") or {}
+                lines += ["", f"load generator: {g.get('concurrency')} concurrent streams, {g.get('completed')} of "
+                              f"{g.get('requests')} requests completed, {g.get('failed')} failed, {g.get('violations')} accounting "
+                              f"violations, {g.get('output_tokens')} tokens at {g.get('output_tok_per_s', 0):.0f} tok/s, "
+                              f"TTFT p50 {(g.get('ttft') or {}).get('p50_ms', 0):.0f} ms, ITL p50 {(g.get('itl') or {}).get('p50_ms', 0):.1f} ms, "
+                              f"drained {drain.get('drained')}"]
     man = os.path.join(out, "MANIFEST")
     if os.path.exists(man):
         res["MANIFEST"] = open(man).read()
