@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2317 # the stage functions run by name, through timeout bash -c
 # One prepared run on a GPU machine (H100/H200, CUDA 13, PyTorch + transformers; no Go, no
 # network) for issue 28: builds the kernel fatbin, checks every kernel against its Go reference,
 # runs the CUDA backend end to end (fixtures, conformance and batch invariance, quantized pico,
@@ -27,7 +28,7 @@
 # load), so the script, binaries and summary can be checked anywhere. With a GPU, a GPU test
 # that cannot open the device fails instead of skipping (LLMSERVE_CUDA_REQUIRE_GPU=1).
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 ROOT=$PWD
 OUT=${OUT:-$ROOT/.dev/gpu-out}
 mkdir -p "$OUT"
@@ -112,7 +113,7 @@ par() {
     rm -f "$OUT/$name.$i.out"
     i=$((i + 1))
   done
-  return $rc
+  return "$rc"
 }
 
 # ---- unpack the binaries make gpu-bins built (no Go here)
@@ -196,7 +197,7 @@ st_kernels() {
   grep -hoE '[^:]+: relative error [0-9.e+-]+ \(tolerance [0-9.e+-]+\)' "$OUT/kernels.log" 2>/dev/null |
     awk '{ t = $NF; gsub(/[()]/, "", t); e = $(NF - 2); if (t > 0 && e / t >= worst) { worst = e / t; line = $0 } }
       END { if (line != "") printf "nearest its tolerance: %s\n", line }' >"$OUT/kernels.note"
-  return $rc
+  return "$rc"
 }
 
 st_e2e() {
@@ -219,7 +220,7 @@ st_e2e() {
     echo "hf_ref.py failed or did not run (exit $(cat "$OUT/hf_ref.rc" 2>/dev/null || echo none)): TestHFRandom not run"
     [ "$HAVE_GPU" = 1 ] && rc=1
   fi
-  return $rc
+  return "$rc"
 }
 
 st_bench() {
@@ -235,7 +236,7 @@ st_bench() {
   # steps first (the issue's targets), the decode GEMMs after
   LLMSERVE_BENCH_JSON=$OUT/bench.json "$BIN/cuda.test" -test.v -test.run '^$' -test.bench '^(BenchmarkCopyBandwidth|BenchmarkDecode)$' -test.benchtime 1x || rc=1
   LLMSERVE_BENCH_JSON=$OUT/bench.json "$BIN/cuda.test" -test.v -test.run '^$' -test.bench '^BenchmarkDecodeGemm$' -test.benchtime 1x || rc=1
-  return $rc
+  return "$rc"
 }
 
 st_serve() {
@@ -250,17 +251,17 @@ st_serve() {
   chmod 700 "$run"
   # `make run DEVICE=cuda` without its build step (no Go here): scripts/run.sh over the carried
   # binaries, in a process group of its own so that it is stopped as a whole
-  env "${emu[@]}" LLMSERVE_BIN="$BIN" DEVICE=cuda PORT=$port LLMSERVE_RUN_DIR="$run" KV_CACHE_MB=4096 \
-    MAX_RUNNING_REQUESTS=$c TOKENIZER_WORKERS=2 setsid scripts/run.sh >"$OUT/serve-engine.log" 2>&1 &
+  env "${emu[@]}" LLMSERVE_BIN="$BIN" DEVICE=cuda PORT="$port" LLMSERVE_RUN_DIR="$run" KV_CACHE_MB=4096 \
+    MAX_RUNNING_REQUESTS="$c" TOKENIZER_WORKERS=2 setsid scripts/run.sh >"$OUT/serve-engine.log" 2>&1 &
   local pid=$!
   echo "open files: soft $(ulimit -Sn), hard $(ulimit -Hn) (Go raises the soft limit to the hard one)"
   python3 scripts/gpu/serve_check.py --url "http://127.0.0.1:$port" --bin "$BIN" --wait 40 >>"$OUT/serve.json" || rc=1
   # the load only where the engine came up
   if python3 -c 'import json, sys; sys.exit(0 if json.loads(open(sys.argv[1]).read().splitlines()[-1])["checks"]["healthy"]["ok"] else 1)' "$OUT/serve.json" 2>/dev/null; then
-    "$BIN/loadgen" -url "http://127.0.0.1:$port" -concurrency $c -requests $reqs -duration $dur -input-len 16 \
-      -output-len $olen -check-drained -drain-timeout 15s -request-timeout 60s -progress 0 -json >"$OUT/loadgen.out" || rc=1
+    "$BIN/loadgen" -url "http://127.0.0.1:$port" -concurrency "$c" -requests "$reqs" -duration "$dur" -input-len 16 \
+      -output-len "$olen" -check-drained -drain-timeout 15s -request-timeout 60s -progress 0 -json >"$OUT/loadgen.out" || rc=1
     cat "$OUT/loadgen.out"
-    tail -n 1 "$OUT/loadgen.out" | grep '^{' | python3 -c 'import json,sys; print(json.dumps({"loadgen": {"concurrency": '$c', "output_len": '$olen'}, "summary": json.load(sys.stdin)}))' >>"$OUT/serve.json" || true
+    tail -n 1 "$OUT/loadgen.out" | grep '^{' | python3 -c 'import json, sys; print(json.dumps({"summary": json.load(sys.stdin)}))' >>"$OUT/serve.json" || true
   fi
   echo "loadgen at $c concurrent streams, $reqs requests of $olen tokens: exit $rc" >"$OUT/serve.note"
   kill -TERM -- "-$pid" 2>/dev/null
@@ -269,7 +270,7 @@ st_serve() {
   echo "=== engine log (last 40 lines)"
   tail -n 40 "$OUT/serve-engine.log"
   rm -rf "$run"
-  return $rc
+  return "$rc"
 }
 
 st_memcheck() {
@@ -288,12 +289,12 @@ st_memcheck() {
   compute-sanitizer --tool memcheck --error-exitcode 3 --print-limit 20 "$BIN/cuda.test" -test.v \
     -test.run '^TestForwardMatchesReference$' >"$OUT/memcheck.1.out" 2>&1 &
   local f=$!
-  wait $k || rc=1
-  wait $f || rc=1
+  wait "$k" || rc=1
+  wait "$f" || rc=1
   grep -vE 'relative error' "$OUT/memcheck.0.out"
   tail -n 40 "$OUT/memcheck.1.out"
   rm -f "$OUT"/memcheck.*.out
-  return $rc
+  return "$rc"
 }
 export -f st_env st_build st_kernels st_e2e st_bench st_serve st_memcheck
 
