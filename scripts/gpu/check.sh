@@ -78,6 +78,9 @@ stage() {
   skip=$(grep -cE -- '--- SKIP' "$OUT/$name.log")
   notes=""
   [ "$((pass + fail + skip))" -gt 0 ] && notes="tests: $pass pass, $fail fail, $skip skip"
+  if [ "$fail" -gt 0 ]; then
+    notes="$notes (first failures: $(grep -oE -- '--- FAIL: [^ ]+' "$OUT/$name.log" | cut -d' ' -f3 | head -4 | tr '\n' ' '))"
+  fi
   [ "$HAVE_GPU" = 1 ] || notes="${notes:+$notes }(no GPU: dry run)"
   if [ -s "$OUT/$name.note" ]; then notes="$notes; $(tr '\n' ' ' <"$OUT/$name.note")"; fi
   printf '%s\t%s\t%s\t%s\n' "$name" "$status" "$dt" "$notes" >>"$OUT/stages.tsv"
