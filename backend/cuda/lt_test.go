@@ -13,9 +13,15 @@ import (
 	"github.com/llmserve/llmserve/backend/cuda/internal/emu"
 )
 
+// counts are the emulator's launch counters at one point.
+type counts struct {
+	Launches [dev.NumKernels]int
+	Matmuls  int
+}
+
 // ltSteps runs a two-sequence prefill, then two decode steps with both sequences, and returns
 // every logits row with the emulator's launch counts after each phase.
-func ltSteps(t *testing.T, b *Backend) (rows [][]float32, prefill, decode emu.Device) {
+func ltSteps(t *testing.T, b *Backend) (rows [][]float32, prefill, decode counts) {
 	t.Helper()
 	e := b.d.(*emu.Device)
 	ctx := context.Background()
