@@ -511,6 +511,8 @@ func TestScenariosOnEmulator(t *testing.T) {
 	kernelElementwise(t, e)
 	kernelGemm(t, e)
 	kernelDecodeGemm(t, e)
+	kernelLtReference(t, e)
+	kernelLtShape(t, e, 40, 72, 64)
 	kernelAttention(t, e)
 	kernelSampling(t, e)
 }

@@ -193,7 +193,7 @@ st_kernels() {
   par kernels '^TestKernelElementwise$' '^TestKernelGemm$' '^TestKernelSampling$' \
     '^TestKernelDecodeGemm$/^M1_N1024_K1024$' '^TestKernelDecodeGemm$/^M4_N6144_K1024$' \
     '^TestKernelDecodeGemm$/^M16_N1024_K3072$' '^TestKernelDecodeGemm$/^M33_N1536_K4096$' \
-    '^TestKernelDecodeGemm$/^M1_N151936_K1024$' \
+    '^TestKernelDecodeGemm$/^M1_N151936_K1024$' '^TestKernelLtGemm$' \
     '^TestKernelAttention$/^qwen3-0.6b$' '^TestKernelAttention$/^llama-8b$' '^TestKernelAttention$/^qwen2-7b$'
   local rc=$?
   # the output nearest its tolerance, for the summary
