@@ -357,3 +357,84 @@ func TestBenchShapesDecode(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkLtGemm times cuBLASLt (its plan's algorithm, the bf16 cast of the activations
+// included) against the built-in decode GEMM at the decode shapes and 16, 64 and 256 rows: the
+// data for Tuning.LtDecodeRows (from how many decode rows the library wins). Median of 20 runs of
+// 5 launches each.
+func BenchmarkLtGemm(b *testing.B) {
+	d, err := openDriver(0)
+	if err != nil {
+		noGPU(b, err)
+	}
+	defer d.Close()
+	if _, err := d.MatmulLib(); err != nil {
+		if requireGPU {
+			b.Fatalf("no cuBLASLt, and %s=1: %v", RequireGPUEnv, err)
+		}
+		b.Skipf("no cuBLASLt: %v", err)
+	}
+	const maxRows = 256
+	for _, s := range gemvShapes {
+		alloc := func(n int) dev.Ptr {
+			p, err := d.Alloc(int64(n))
+			if err != nil {
+				b.Fatal(err)
+			}
+			return p
+		}
+		w, x, xb, out := alloc(2*s.n*s.k), alloc(4*maxRows*s.k), alloc(2*maxRows*s.k), alloc(4*maxRows*s.n)
+		for _, f := range []dev.FillArgs{{Out: w, N: uint64(s.n * s.k), Seed: 5, Scale: 0.01}, {Out: x, N: uint64(2 * maxRows * s.k), Seed: 6, Scale: 1}} {
+			if err := d.Launch(dev.KFillBF16, dev.D1(int(f.N+1023)/1024), dev.D1(256), 0, dev.Pack(&f)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for _, m := range []int{16, 64, maxRows} {
+			gemv := dev.Pack(&dev.GemvArgs{Out: out, X: x, W: w, M: int32(m), N: int32(s.n), K: int32(s.k), Ldx: int32(s.k), Ldo: int32(s.n)})
+			cast := dev.Pack(&dev.CastArgs{Out: xb, X: x, Rows: int32(m), K: int32(s.k), Ldx: int32(s.k)})
+			for _, path := range []struct {
+				name string
+				run  func() error
+			}{
+				{"gemv", func() error { return d.Launch(dev.KGemv, dev.GemvGrid(m, s.n), dev.D1(32*dev.GemvWarps), 0, gemv) }},
+				{"cublaslt", func() error {
+					if err := d.Launch(dev.KCastBF16, dev.D1(m), dev.D1(256), 0, cast); err != nil {
+						return err
+					}
+					return d.Matmul(dev.MatmulArgs{Out: out, X: xb, W: w, M: m, N: s.n, K: s.k, Ldx: s.k, Ldo: s.n})
+				}},
+			} {
+				name := fmt.Sprintf("%s/%s/M=%d", s.name, path.name, m)
+				b.Run(name, func(b *testing.B) {
+					for range 3 {
+						if err := path.run(); err != nil {
+							b.Fatal(err)
+						}
+					}
+					var times []float64
+					for range max(b.N, 20) {
+						ms, err := d.Elapsed(func() error {
+							for range 5 {
+								if err := path.run(); err != nil {
+									return err
+								}
+							}
+							return nil
+						})
+						if err != nil {
+							b.Fatal(err)
+						}
+						times = append(times, float64(ms)/5)
+					}
+					slices.Sort(times)
+					med := times[len(times)/2]
+					b.ReportMetric(med*1e3, "us")
+					writeBench(benchRecord{Name: "ltgemm/" + name, MsPerStep: med, BytesPerStep: float64(2 * s.n * s.k)})
+				})
+			}
+		}
+		for _, p := range []dev.Ptr{w, x, xb, out} {
+			_ = d.Free(p)
+		}
+	}
+}

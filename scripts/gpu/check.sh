@@ -238,7 +238,7 @@ st_bench() {
   # -test.benchtime 1x: each benchmark body runs once and times >= 20 steps itself; the decode
   # steps first (the targets), the decode GEMMs after
   LLMSERVE_BENCH_JSON=$OUT/bench.json "$BIN/cuda.test" -test.v -test.run '^$' -test.bench '^(BenchmarkCopyBandwidth|BenchmarkDecode)$' -test.benchtime 1x || rc=1
-  LLMSERVE_BENCH_JSON=$OUT/bench.json "$BIN/cuda.test" -test.v -test.run '^$' -test.bench '^BenchmarkDecodeGemm$' -test.benchtime 1x || rc=1
+  LLMSERVE_BENCH_JSON=$OUT/bench.json "$BIN/cuda.test" -test.v -test.run '^$' -test.bench '^(BenchmarkDecodeGemm|BenchmarkLtGemm)$' -test.benchtime 1x || rc=1
   return "$rc"
 }
 
