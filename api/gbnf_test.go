@@ -1,9 +1,11 @@
 package api
 
 import (
+	"errors"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/llmserve/llmserve/grammar"
 )
@@ -86,4 +88,46 @@ func TestGBNFFields(t *testing.T) {
 	if resp.StatusCode != 400 || !strings.Contains(body, "grammar") {
 		t.Errorf("grammar on /v1/completions: status %d %s, want a 400 naming it", resp.StatusCode, body)
 	}
+}
+
+// slowCheckEngine spends cost on each grammar check, as a large grammar's parse does, and
+// refuses the grammars that say "bad".
+type slowCheckEngine struct {
+	*gbnfEngine
+	cost time.Duration
+}
+
+func (e *slowCheckEngine) CheckGrammar(kind GrammarKind, spec string) error {
+	time.Sleep(e.cost)
+	if strings.Contains(spec, "bad") {
+		return errors.New("grammar: too costly")
+	}
+	return nil
+}
+
+// TestRefusedGrammarAnswerWaits: the 400 refusing a grammar is answered refusalPauseFactor
+// times what the request took later, so a client sending costly bombs back to back waits most
+// of the time instead of keeping a core busy; an accepted grammar is not held. Before, the
+// refusal came at once, and a loop of 700 KB bombs took a core from the model's forward.
+func TestRefusedGrammarAnswerWaits(t *testing.T) {
+	g, _ := newGBNFServer(t)
+	e := &slowCheckEngine{gbnfEngine: g, cost: 40 * time.Millisecond}
+	ts := serveEngine(t, e, true)
+	body := func(g string) string {
+		return `{"text":"hi","sampling_params":{"max_new_tokens":1,"grammar":` + mustJSON(g) + `}}`
+	}
+	start := time.Now()
+	resp, out := post(t, ts, "/generate", body(`root ::= "bad"`))
+	refused := time.Since(start)
+	if resp.StatusCode != 400 || !strings.Contains(out, "too costly") {
+		t.Fatalf("refused grammar: %d %s", resp.StatusCode, out)
+	}
+	if want := 4 * e.cost; refused < want { // the check, then 3x what it took
+		t.Errorf("refused grammar answered after %v, want at least %v (its %v check, then 3x that)", refused, want, e.cost)
+	}
+	start = time.Now()
+	if resp, out := post(t, ts, "/generate", body(`root ::= "good"`)); resp.StatusCode != 200 {
+		t.Fatalf("accepted grammar: %d %s", resp.StatusCode, out)
+	}
+	t.Logf("refused after %v, accepted after %v (checks of %v each)", refused, time.Since(start), e.cost)
 }

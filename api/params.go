@@ -262,7 +262,7 @@ func (s *Server) fillGrammar(req *Request, rf *responseFormat, regex, schema, gb
 		return err
 	}
 	if err := s.checkGrammarBy(req.compileDeadline(), req.GrammarKind, req.GrammarSpec); err != nil {
-		return badRequest("response_format", "invalid constraint: "+err.Error())
+		return refuseGrammar("response_format", "invalid constraint: "+err.Error())
 	}
 	return nil
 }

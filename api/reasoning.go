@@ -146,7 +146,7 @@ func (s *Server) composeOutputGrammar(req *Request, tr *toolRequest, thinking bo
 	}
 	req.GrammarKind, req.GrammarSpec = GrammarCompose, spec.Text
 	if err := s.checkGrammarBy(req.compileDeadline(), req.GrammarKind, req.GrammarSpec); err != nil {
-		return badRequest("tools", "invalid constraint: "+err.Error())
+		return refuseGrammar("tools", "invalid constraint: "+err.Error())
 	}
 	return nil
 }

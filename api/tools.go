@@ -172,7 +172,7 @@ func (s *Server) parseTools(raw json.RawMessage, choiceRaw json.RawMessage, para
 				err = s.checkGrammarBy(tr.compileBy, kind, spec)
 			}
 			if err != nil {
-				return nil, badRequest(param+".function.parameters", fmt.Sprintf("function %q: unsupported parameters schema: %v", name, err))
+				return nil, refuseGrammar(param+".function.parameters", fmt.Sprintf("function %q: unsupported parameters schema: %v", name, err))
 			}
 			tr.tools = append(tr.tools, tl)
 		}
