@@ -2,6 +2,7 @@ package api
 
 import (
 	"errors"
+	"fmt"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -130,4 +131,28 @@ func TestRefusedGrammarAnswerWaits(t *testing.T) {
 		t.Fatalf("accepted grammar: %d %s", resp.StatusCode, out)
 	}
 	t.Logf("refused after %v, accepted after %v (checks of %v each)", refused, time.Since(start), e.cost)
+}
+
+// busyCheckEngine has no compile slot for any grammar.
+type busyCheckEngine struct{ *gbnfEngine }
+
+func (e *busyCheckEngine) CheckGrammar(GrammarKind, string) error {
+	return fmt.Errorf("no grammar compile slot free: %w", ErrOverloaded)
+}
+
+// TestGrammarCheckOverloadedIs503: a grammar check that found no compile slot in time is the
+// engine's overload, a 503 with Retry-After, not a refusal of the client's grammar (a 400).
+func TestGrammarCheckOverloadedIs503(t *testing.T) {
+	g, _ := newGBNFServer(t)
+	ts := serveEngine(t, &busyCheckEngine{g}, true)
+	for _, c := range []struct{ path, body string }{
+		{"/generate", `{"text":"hi","sampling_params":{"max_new_tokens":1,"grammar":"root ::= \"a\""}}`},
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":1,"response_format":{"type":"json_object"}}`},
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":1,"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}]}`},
+	} {
+		resp, out := post(t, ts, c.path, c.body)
+		if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" || !strings.Contains(out, "compile slot") {
+			t.Errorf("%s %s: %d %s, want a 503 naming the compile slot", c.path, c.body, resp.StatusCode, out)
+		}
+	}
 }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -146,6 +147,9 @@ func (s *Server) composeOutputGrammar(req *Request, tr *toolRequest, thinking bo
 	}
 	req.GrammarKind, req.GrammarSpec = GrammarCompose, spec.Text
 	if err := s.checkGrammarBy(req.compileDeadline(), req.GrammarKind, req.GrammarSpec); err != nil {
+		if errors.Is(err, ErrOverloaded) { // no compile slot in time: the engine's state, a 503
+			return err
+		}
 		return refuseGrammar("tools", "invalid constraint: "+err.Error())
 	}
 	return nil

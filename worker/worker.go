@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"time"
 
@@ -120,6 +121,11 @@ type Worker struct {
 	rankGo  []reportedGo
 	detokGo reportedGo
 
+	// compileSlots holds one token per grammar check compiling: at most half the CPUs (at least
+	// one) compile at once, so clients sending costly grammars together cannot take every core
+	// from the model's forward and the other requests' tokenization.
+	compileSlots chan struct{}
+
 	framePool sync.Pool      // encode buffers of Submit's request frames
 	closed    chan struct{}  // closed by Close
 	wg        sync.WaitGroup // the receive loop
@@ -177,7 +183,8 @@ func New(cfg Config) (*Worker, error) {
 		return nil, err
 	}
 	w := &Worker{cfg: cfg, disp: disp, log: cfg.Log, start: time.Now(),
-		reqs: map[string]*entry{}, closed: make(chan struct{}), epoch: rand.Uint64()}
+		reqs: map[string]*entry{}, closed: make(chan struct{}), epoch: rand.Uint64(),
+		compileSlots: make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2))}
 	w.framePool.New = func() any { b := make([]byte, 0, 4096); return &b }
 	if cfg.Topology == nil {
 		cfg.Topology = ipc.LocalTopology(cfg.RunDir)
@@ -240,7 +247,9 @@ func (w *Worker) CheckGrammar(kind api.GrammarKind, text string) error {
 }
 
 // CheckGrammarBy implements api.GrammarDeadlineChecker: the compile ends by the request's
-// deadline (zero: none) and within GrammarTimeout, its work stopped when it returns.
+// deadline (zero: none) and within GrammarTimeout, its work stopped when it returns. It waits
+// for a compile slot (compileSlots) until then; a request that gets none is overloaded (503),
+// not refused.
 func (w *Worker) CheckGrammarBy(by time.Time, kind api.GrammarKind, text string) error {
 	spec, err := GrammarSpec(kind, text)
 	if err != nil || w.cfg.Grammars == nil || spec.Kind == grammar.KindNone {
@@ -252,6 +261,12 @@ func (w *Worker) CheckGrammarBy(by time.Time, kind api.GrammarKind, text string)
 		var cancelBy context.CancelFunc
 		ctx, cancelBy = context.WithDeadline(ctx, by)
 		defer cancelBy()
+	}
+	select {
+	case w.compileSlots <- struct{}{}:
+		defer func() { <-w.compileSlots }()
+	case <-ctx.Done():
+		return fmt.Errorf("no grammar compile slot free within the request's grammar compile budget (%v): %w", context.Cause(ctx), api.ErrOverloaded)
 	}
 	_, err = w.cfg.Grammars.CompileWait(ctx, spec)
 	if err != nil && ctx.Err() != nil {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -13,9 +14,11 @@ import (
 	"time"
 
 	"github.com/llmserve/llmserve/api"
+	"github.com/llmserve/llmserve/grammar"
 	"github.com/llmserve/llmserve/ipc"
 	"github.com/llmserve/llmserve/metrics"
 	"github.com/llmserve/llmserve/shard"
+	"github.com/llmserve/llmserve/tokenizer"
 )
 
 // rankSide is the test standing in for rank 0 and detokd: it reads what the worker dispatches
@@ -463,5 +466,41 @@ func TestGoRuntimeReported(t *testing.T) {
 	}
 	if _, ok := w.GoRuntime(-1); ok {
 		t.Error("detokd's stats outlive the rank timeout")
+	}
+}
+
+// TestGrammarChecksShareCompileSlots: at most half the CPUs (at least one) of a worker compile
+// grammars at once; a check that gets no slot by its request's deadline is the engine's overload
+// (api.ErrOverloaded, a 503 naming the wait), not a refusal of the grammar, and a free slot lets
+// the same check compile. Before, every concurrent request compiled at once: clients sending
+// costly grammars together took every core from the model's forward.
+func TestGrammarChecksShareCompileSlots(t *testing.T) {
+	w, _ := newWorkerRig(t, time.Second)
+	tok, err := tokenizer.Load("../models/pico")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.cfg.Grammars = grammar.NewCompiler(tok, nil, grammar.Options{})
+	if want := max(1, runtime.GOMAXPROCS(0)/2); cap(w.compileSlots) != want {
+		t.Fatalf("%d compile slots, want %d", cap(w.compileSlots), want)
+	}
+	for range cap(w.compileSlots) { // every slot taken by compiles under way
+		w.compileSlots <- struct{}{}
+	}
+	const g = `root ::= "a" [0-9]+`
+	start := time.Now()
+	err = w.CheckGrammarBy(time.Now().Add(50*time.Millisecond), api.GrammarGBNF, g)
+	if !errors.Is(err, api.ErrOverloaded) || !strings.Contains(err.Error(), "no grammar compile slot") {
+		t.Fatalf("check with every slot taken: %v, want api.ErrOverloaded naming the slot", err)
+	}
+	if took := time.Since(start); took < 50*time.Millisecond || took > 5*time.Second {
+		t.Errorf("check with every slot taken gave up after %v, want at its 50 ms deadline", took)
+	}
+	<-w.compileSlots
+	if err := w.CheckGrammarBy(time.Now().Add(time.Minute), api.GrammarGBNF, g); err != nil {
+		t.Fatalf("check with a slot free: %v", err)
+	}
+	if len(w.compileSlots) != cap(w.compileSlots)-1 {
+		t.Errorf("%d slots taken after the check, want its slot given back", len(w.compileSlots))
 	}
 }
