@@ -91,6 +91,7 @@ func (c *Coalescer) addItem(w int, it *ipc.TextItem) {
 	dst := &out.Items[len(out.Items)-1]
 	ids, lps, topIDs, topLps := dst.NewIDs[:0], dst.Logprobs[:0], dst.TopLogprobIDs[:0], dst.TopLogprobs[:0]
 	pl, ptIDs, ptLps, emb, stops := dst.PromptLogprobs[:0], dst.PromptTopLogprobIDs[:0], dst.PromptTopLogprobs[:0], dst.Embedding[:0], dst.StopStrings[:0]
+	spec := dst.SpecAccepted[:0]
 	*dst = *it
 	dst.NewIDs = append(ids, it.NewIDs...)
 	dst.Logprobs = append(lps, it.Logprobs...)
@@ -101,6 +102,7 @@ func (c *Coalescer) addItem(w int, it *ipc.TextItem) {
 	dst.PromptTopLogprobs = append(ptLps, it.PromptTopLogprobs...)
 	dst.Embedding = append(emb, it.Embedding...)
 	dst.StopStrings = append(stops, it.StopStrings...)
+	dst.SpecAccepted = append(spec, it.SpecAccepted...)
 	for len(c.text[w]) < len(out.Items) {
 		c.text[w] = append(c.text[w], nil)
 	}
@@ -149,6 +151,8 @@ func (c *Coalescer) merge(w, k int, it *ipc.TextItem) {
 		dst.Finished, dst.FinishReason, dst.Error, dst.ErrorKind = it.Finished, it.FinishReason, it.Error, it.ErrorKind
 		dst.MatchedStop, dst.MatchedStopToken = it.MatchedStop, it.MatchedStopToken
 		dst.QueueNanos, dst.PrefillNanos, dst.DecodeNanos, dst.Preemptions = it.QueueNanos, it.PrefillNanos, it.DecodeNanos, it.Preemptions
+		dst.SpecDrafts, dst.SpecDraftTokens = it.SpecDrafts, it.SpecDraftTokens
+		dst.SpecAccepted = append(dst.SpecAccepted[:0], it.SpecAccepted...)
 		dst.Embedding = append(dst.Embedding[:0], it.Embedding...)
 	}
 }
