@@ -99,7 +99,7 @@ tree() {
 	for k in $(cat /proc/"$1"/task/*/children 2>/dev/null); do tree "$k"; done
 }
 ticks=0
-byproc="" # "name":seconds per process (a worker is named tokenizerd/N by its index in the tree)
+byproc="" # "name":{cpu_s, syscr, syscw} per process (a worker is named tokenizerd/N by its index in the tree)
 hz=$(getconf CLK_TCK)
 for p in "${pids[@]}"; do
 	n=0
@@ -108,7 +108,10 @@ for p in "${pids[@]}"; do
 		name=$(cat "/proc/$q/comm" 2>/dev/null || echo gone)
 		if [ "$n" -gt 0 ]; then name="$name/$n"; fi
 		n=$((n + 1))
-		byproc="$byproc${byproc:+,}$(awk -v n="$name" -v t="$t" -v hz="$hz" 'BEGIN {printf "\"%s\":%.2f", n, t / hz}')"
+		# read and write system calls beside the CPU seconds (a write per SSE chunk, a read per
+		# ZMQ wake-up or request).
+		sysc=$(awk '/^syscr/ {r = $2} /^syscw/ {w = $2} END {printf "%d,%d", r, w}' "/proc/$q/io" 2>/dev/null || echo 0,0)
+		byproc="$byproc${byproc:+,}$(awk -v n="$name" -v t="$t" -v hz="$hz" -v sc="$sysc" 'BEGIN {split(sc, c, ","); printf "\"%s\":{\"cpu_s\":%.2f,\"syscr\":%d,\"syscw\":%d}", n, t / hz, c[1], c[2]}')"
 		ticks=$((ticks + t))
 	done
 done
