@@ -1,10 +1,12 @@
 package api
 
 import (
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/llmserve/llmserve/metrics"
+	"github.com/llmserve/llmserve/scheduler"
 )
 
 // serverMetrics are the API's request metrics. The families a vLLM dashboard queries keep vLLM's
@@ -31,6 +33,12 @@ type serverMetrics struct {
 	// here they arrive with the finish, which keeps the sum exact across workers and rank
 	// restarts).
 	preemptions *metrics.Counter
+	// specDrafts, specDraftTokens and specAccepted count finished requests' speculative
+	// verifications, the draft tokens they verified and those accepted; specAcceptedPos the
+	// accepted ones by draft position (vLLM's spec_decode_* counters; here they arrive with the
+	// finish, as preemptions do). Every position a rank may verify has its series up front.
+	specDrafts, specDraftTokens, specAccepted *metrics.Counter
+	specAcceptedPos                           []*metrics.Counter
 	// coalesced counts outputs merged into a larger SSE chunk because the client's stream
 	// had not taken the previous one yet.
 	coalesced *metrics.Counter
@@ -88,6 +96,14 @@ func newServerMetrics(reg *metrics.Registry, model string) *serverMetrics {
 	m.prefixQueries = reg.NewCounter("vllm:prefix_cache_queries_total", "Prompt tokens of finished requests, looked up in the ranks' prefix caches.", ml)
 	m.prefixHits = reg.NewCounter("vllm:prefix_cache_hits_total", "Prompt tokens of finished requests that the ranks' prefix caches supplied.", ml)
 	m.preemptions = reg.NewCounter("vllm:num_preemptions_total", "Times the ranks evicted a request from the batch to free KV blocks (counted at its finish).", ml)
+	m.specDrafts = reg.NewCounter("vllm:spec_decode_num_drafts_total", "Speculative verifications: one per request and step with draft tokens (counted at its finish).", ml)
+	m.specDraftTokens = reg.NewCounter("vllm:spec_decode_num_draft_tokens_total", "Draft tokens verified (counted at the request's finish).", ml)
+	m.specAccepted = reg.NewCounter("vllm:spec_decode_num_accepted_tokens_total", "Draft tokens accepted (counted at the request's finish).", ml)
+	for j := range scheduler.MaxDraftLimit {
+		m.specAcceptedPos = append(m.specAcceptedPos, reg.NewCounter("vllm:spec_decode_num_accepted_tokens_per_pos_total",
+			"Draft tokens accepted, by position in their draft (0 first; counted at the request's finish).",
+			append(slices.Clone(ml), [2]string{"position", strconv.Itoa(j)})))
+	}
 	m.coalesced = reg.NewCounter("llm_stream_chunks_coalesced_total", "Outputs merged into a larger streamed chunk because the client had not taken the previous one.", ml)
 	m.preprocess = lat("llm_request_preprocess_seconds", "Arrival to dispatch: body decode, chat template, tokenization and grammar check.")
 	m.grammarCheck = lat("llm_grammar_check_seconds", "A worker's compile of a request's constraint (a cache hit takes microseconds).")
@@ -114,6 +130,14 @@ func (m *serverMetrics) finished(d *Delta, st *Stream, start time.Time) {
 	m.prefixQueries.Add(float64(d.PromptTokens))
 	m.prefixHits.Add(float64(d.CachedTokens))
 	m.preemptions.Add(float64(d.Preemptions))
+	m.specDrafts.Add(float64(d.SpecDrafts))
+	m.specDraftTokens.Add(float64(d.SpecDraftTokens))
+	for j, n := range d.SpecAccepted {
+		m.specAccepted.Add(float64(n))
+		if j < len(m.specAcceptedPos) {
+			m.specAcceptedPos[j].Add(float64(n))
+		}
+	}
 	m.genTok.Add(float64(d.CompletionTokens))
 	m.promptLen.Observe(float64(d.PromptTokens))
 	m.genLen.Observe(float64(d.CompletionTokens))

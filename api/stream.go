@@ -57,6 +57,11 @@ type Delta struct {
 	QueueTime, PrefillTime, DecodeTime time.Duration
 	// Preemptions is how many times the rank evicted the finished request to free KV blocks.
 	Preemptions int
+	// SpecDrafts, SpecDraftTokens and SpecAccepted are the finished request's speculative
+	// verifications, the draft tokens they verified, and the drafts accepted at each draft
+	// position (vLLM's spec_decode_* counters, counted at the finish).
+	SpecDrafts, SpecDraftTokens int
+	SpecAccepted                []int
 	// Embedding is an embedding request's pooled final hidden state (not normalized), on its
 	// finishing delta.
 	Embedding []float32
@@ -104,6 +109,8 @@ func (d *Delta) mergeMeta(later *Delta) {
 	if later.Finished {
 		d.QueueTime, d.PrefillTime, d.DecodeTime = later.QueueTime, later.PrefillTime, later.DecodeTime
 		d.Preemptions = later.Preemptions
+		d.SpecDrafts, d.SpecDraftTokens = later.SpecDrafts, later.SpecDraftTokens
+		d.SpecAccepted = slices.Clone(later.SpecAccepted) // copied, as the prompt logprobs
 	}
 }
 

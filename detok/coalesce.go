@@ -74,6 +74,7 @@ func (c *Coalescer) addItem(it *ipc.TokenItem) {
 	dst := &c.items[len(c.items)-1]
 	ids, lps, topIDs, topLps := dst.NewIDs[:0], dst.Logprobs[:0], dst.TopLogprobIDs[:0], dst.TopLogprobs[:0]
 	pl, ptIDs, ptLps, emb, stops := dst.PromptLogprobs[:0], dst.PromptTopLogprobIDs[:0], dst.PromptTopLogprobs[:0], dst.Embedding[:0], dst.StopStrings[:0]
+	spec := dst.SpecAccepted[:0]
 	*dst = *it
 	dst.NewIDs = append(ids, it.NewIDs...)
 	dst.Logprobs = append(lps, it.Logprobs...)
@@ -84,6 +85,7 @@ func (c *Coalescer) addItem(it *ipc.TokenItem) {
 	dst.PromptTopLogprobs = append(ptLps, it.PromptTopLogprobs...)
 	dst.Embedding = append(emb, it.Embedding...)
 	dst.StopStrings = append(stops, it.StopStrings...)
+	dst.SpecAccepted = append(spec, it.SpecAccepted...)
 }
 
 // mergeItem appends the later item it onto dst, an earlier item of the same request.
@@ -121,6 +123,8 @@ func mergeItem(dst, it *ipc.TokenItem) {
 		dst.Finished, dst.FinishReason, dst.Error, dst.ErrorKind = it.Finished, it.FinishReason, it.Error, it.ErrorKind
 		dst.MatchedStop, dst.MatchedStopToken = it.MatchedStop, it.MatchedStopToken
 		dst.QueueNanos, dst.PrefillNanos, dst.DecodeNanos, dst.Preemptions = it.QueueNanos, it.PrefillNanos, it.DecodeNanos, it.Preemptions
+		dst.SpecDrafts, dst.SpecDraftTokens = it.SpecDrafts, it.SpecDraftTokens
+		dst.SpecAccepted = append(dst.SpecAccepted[:0], it.SpecAccepted...)
 		dst.Embedding = append(dst.Embedding[:0], it.Embedding...)
 	}
 }

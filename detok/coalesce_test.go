@@ -22,6 +22,8 @@ type received struct {
 	matched              string
 	requestID            string
 	queueNanos           int64
+	specDrafts           int32
+	specAccepted         []int32
 }
 
 func (r *received) add(it *ipc.TextItem) {
@@ -41,6 +43,7 @@ func (r *received) add(it *ipc.TextItem) {
 	}
 	if it.Finished {
 		r.finished, r.reason, r.matched, r.queueNanos = true, it.FinishReason, it.MatchedStop, it.QueueNanos
+		r.specDrafts, r.specAccepted = it.SpecDrafts, slices.Clone(it.SpecAccepted)
 	}
 }
 
@@ -95,6 +98,7 @@ func TestCoalescerEqualsSteps(t *testing.T) {
 			scratchIDs := make([]int32, 3)
 			scratchLps := make([]float32, 4)
 			received := make([]uint64, 2)
+			scratchSpec := make([]int32, 2)
 			for s := 0; s < steps; s++ {
 				scratchIDs[0], scratchIDs[1], scratchIDs[2] = ids[s], ids[s], ids[(s+1)%len(ids)]
 				scratchLps[0], scratchLps[1], scratchLps[2], scratchLps[3] = -float32(s), -1, -2, -3
@@ -109,6 +113,8 @@ func TestCoalescerEqualsSteps(t *testing.T) {
 				}
 				if s == steps-1 {
 					a.Finished, a.FinishReason, a.QueueNanos = true, ipc.FinishLength, 42
+					scratchSpec[0], scratchSpec[1] = 5, 3
+					a.SpecDrafts, a.SpecDraftTokens, a.SpecAccepted = 6, 20, scratchSpec
 					b.Finished, b.FinishReason, b.MatchedStop = true, ipc.FinishStop, " test"
 				}
 				co.Add(&ipc.TokenBatch{Rank: 3, Seq: uint64(s + 1), Load: ipc.Load{Running: int64(s), Received: received}, Items: []ipc.TokenItem{a, b, c}})
@@ -119,6 +125,7 @@ func TestCoalescerEqualsSteps(t *testing.T) {
 					scratchLps[i] = 99
 				}
 				received[0], received[1] = 1e9, 1e9
+				scratchSpec[0], scratchSpec[1] = -1, -1
 				if (s+1)%round == 0 || s == steps-1 {
 					flush()
 				}
@@ -137,8 +144,9 @@ func TestCoalescerEqualsSteps(t *testing.T) {
 			if !slices.Equal(a.promptLps, []float32{-1}) || a.prompt != 9 || a.requestID != "req-a" {
 				t.Errorf("a's first-item fields: prompt logprobs %v, prompt tokens %d, request id %q", a.promptLps, a.prompt, a.requestID)
 			}
-			if a.completion != steps || !a.finished || a.reason != ipc.FinishLength || a.queueNanos != 42 {
-				t.Errorf("a's finish: completion %d finished %v reason %v queue %d", a.completion, a.finished, a.reason, a.queueNanos)
+			if a.completion != steps || !a.finished || a.reason != ipc.FinishLength || a.queueNanos != 42 ||
+				a.specDrafts != 6 || !slices.Equal(a.specAccepted, []int32{5, 3}) {
+				t.Errorf("a's finish: completion %d finished %v reason %v queue %d speculation %d %v", a.completion, a.finished, a.reason, a.queueNanos, a.specDrafts, a.specAccepted)
 			}
 			if c.completion != steps || c.finished {
 				t.Errorf("c: completion %d finished %v", c.completion, c.finished)

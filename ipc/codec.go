@@ -492,7 +492,7 @@ func sizeLoad(l *Load) int {
 }
 
 // loadFixedLen is the encoded size of a Load's fixed-width fields.
-const loadFixedLen = 9 * 8
+const loadFixedLen = 13 * 8
 
 // goStatsFixedLen is the encoded size of a GoStats' fixed-width fields.
 const goStatsFixedLen = 8 * 8
@@ -535,6 +535,10 @@ func appendLoad(dst []byte, l *Load) []byte {
 	dst = appendI64(dst, l.WaitingTokens)
 	dst = appendU64(dst, l.Preemptions)
 	dst = appendU64(dst, l.PrefixHitTokens)
+	dst = appendU64(dst, l.Steps)
+	dst = appendU64(dst, l.SpecDrafts)
+	dst = appendU64(dst, l.SpecDraftTokens)
+	dst = appendU64(dst, l.SpecAccepted)
 	dst = appendI64(dst, l.WaitingOtherPriority)
 	dst = appendU64s(dst, l.Received)
 	dst = appendU64s(dst, l.ReceivedTokens)
@@ -555,6 +559,10 @@ func (r *reader) load(l *Load) {
 	l.WaitingTokens = r.i64("load.waiting_tokens")
 	l.Preemptions = r.u64("load.preemptions")
 	l.PrefixHitTokens = r.u64("load.prefix_hit_tokens")
+	l.Steps = r.u64("load.steps")
+	l.SpecDrafts = r.u64("load.spec_drafts")
+	l.SpecDraftTokens = r.u64("load.spec_draft_tokens")
+	l.SpecAccepted = r.u64("load.spec_accepted")
 	l.WaitingOtherPriority = r.i64("load.waiting_other_priority")
 	l.Received = r.u64s(l.Received, "load.received")
 	l.ReceivedTokens = r.u64s(l.ReceivedTokens, "load.received_tokens")
@@ -586,10 +594,11 @@ func sizeTokenItem(it *TokenItem) int {
 		sizeStr(it.RequestID) + sizeF32s(it.Embedding) + itemTimesLen(it)
 }
 
-// itemTimesLen is the size of an item's times: only a finished item carries them.
+// itemTimesLen is the size of an item's times and speculation counts: only a finished item
+// carries them.
 func itemTimesLen(it *TokenItem) int {
 	if it.Finished {
-		return 3*8 + 4
+		return 3*8 + 4 + 2*4 + sizeI32s(it.SpecAccepted)
 	}
 	return 0
 }
@@ -624,6 +633,9 @@ func appendTokenItem(dst []byte, it *TokenItem) []byte {
 		dst = appendI64(dst, it.PrefillNanos)
 		dst = appendI64(dst, it.DecodeNanos)
 		dst = appendI32(dst, it.Preemptions)
+		dst = appendI32(dst, it.SpecDrafts)
+		dst = appendI32(dst, it.SpecDraftTokens)
+		dst = appendI32s(dst, it.SpecAccepted)
 	}
 	return dst
 }
@@ -674,11 +686,33 @@ func (r *reader) tokenItem(it *TokenItem) {
 	it.RequestID = r.str(it.RequestID, "item.request_id")
 	it.Embedding = r.f32s(it.Embedding, "item.embedding")
 	it.QueueNanos, it.PrefillNanos, it.DecodeNanos, it.Preemptions = 0, 0, 0, 0
+	it.SpecDrafts, it.SpecDraftTokens, it.SpecAccepted = 0, 0, it.SpecAccepted[:0]
 	if it.Finished {
 		it.QueueNanos = r.i64("item.queue_time")
 		it.PrefillNanos = r.i64("item.prefill_time")
 		it.DecodeNanos = r.i64("item.decode_time")
 		it.Preemptions = r.i32("item.preemptions")
+		r.specCounts(it)
+	}
+}
+
+// specCounts reads a finished item's speculation counts. They feed counters on /metrics, so a
+// negative count (which would make a counter go down) or more positions than any draft has is
+// malformed.
+func (r *reader) specCounts(it *TokenItem) {
+	it.SpecDrafts = r.i32("item.spec_drafts")
+	it.SpecDraftTokens = r.i32("item.spec_draft_tokens")
+	it.SpecAccepted = r.i32s(it.SpecAccepted, "item.spec_accepted")
+	if r.err != nil {
+		return
+	}
+	if len(it.SpecAccepted) > MaxSpecPositions {
+		r.bad(fmt.Errorf("%w: item.spec_accepted has %d positions, at most %d", ErrMalformed, len(it.SpecAccepted), MaxSpecPositions))
+		return
+	}
+	if it.SpecDrafts < 0 || it.SpecDraftTokens < 0 || slices.ContainsFunc(it.SpecAccepted, func(n int32) bool { return n < 0 }) {
+		r.bad(fmt.Errorf("%w: negative speculation count (%d drafts, %d draft tokens, accepted %v)", ErrMalformed,
+			it.SpecDrafts, it.SpecDraftTokens, it.SpecAccepted))
 	}
 }
 

@@ -27,7 +27,7 @@ func sampleRequest() *GenerateRequest {
 
 func sampleLoad(workers int) Load {
 	l := Load{Running: 12, Waiting: 3, KVTokensUsed: 40960, KVTokensCapacity: 1 << 20, WaitingTokens: 777,
-		Preemptions: 5, PrefixHitTokens: 4096, WaitingByPriority: []PriorityCount{{-3, 1}, {0, 2}}, WaitingOtherPriority: 4,
+		Preemptions: 5, PrefixHitTokens: 4096, Steps: 91011, SpecDrafts: 300, SpecDraftTokens: 1200, SpecAccepted: 700, WaitingByPriority: []PriorityCount{{-3, 1}, {0, 2}}, WaitingOtherPriority: 4,
 		Go: sampleGoStats()}
 	for w := range workers {
 		l.Received = append(l.Received, uint64(1000+w))
@@ -66,6 +66,9 @@ func sampleItem(i int) TokenItem {
 	}
 	if it.Finished {
 		it.QueueNanos, it.PrefillNanos, it.DecodeNanos, it.Preemptions = int64(i)*1000, 2_000_000, int64(i)<<32, int32(i%3)
+		if i%2 == 0 {
+			it.SpecDrafts, it.SpecDraftTokens, it.SpecAccepted = int32(i), int32(4*i), []int32{int32(i), int32(i / 2), 1}
+		}
 	}
 	if i%5 == 1 {
 		it.RequestID = fmt.Sprintf("req-%d", i)
@@ -196,20 +199,28 @@ func TestDecodeRejects(t *testing.T) {
 	badGrammar := Encode(&GenerateRequest{Grammar: Grammar{Kind: maxGrammarKind + 1}})
 	badErrorKind := Encode(&TokenBatch{Items: []TokenItem{{Finished: true, FinishReason: FinishError, Error: "x", ErrorKind: maxErrorKind + 1}}})
 
+	finished := func(it TokenItem) []byte {
+		it.Finished, it.FinishReason = true, FinishLength
+		return Encode(&TokenBatch{Items: []TokenItem{it}})
+	}
 	cases := map[string][]byte{
-		"empty":           nil,
-		"one byte":        {WireVersion},
-		"bad version":     withByte(0, WireVersion+1),
-		"unknown type":    withByte(1, 200),
-		"zero type":       withByte(1, 0),
-		"truncated":       good[:len(good)-1],
-		"trailing":        append(bytes.Clone(good), 0),
-		"lying count":     lying,
-		"finish reason":   badReason,
-		"item flags":      badFlags,
-		"grammar kind":    badGrammar,
-		"error kind":      badErrorKind,
-		"wrong type used": Encode(&Abort{RID: "x"}),
+		"negative drafts":       finished(TokenItem{SpecDrafts: -1}),
+		"negative draft tokens": finished(TokenItem{SpecDraftTokens: math.MinInt32}),
+		"negative accepted":     finished(TokenItem{SpecDrafts: 2, SpecAccepted: []int32{2, -1}}),
+		"too many positions":    finished(TokenItem{SpecAccepted: make([]int32, MaxSpecPositions+1)}),
+		"empty":                 nil,
+		"one byte":              {WireVersion},
+		"bad version":           withByte(0, WireVersion+1),
+		"unknown type":          withByte(1, 200),
+		"zero type":             withByte(1, 0),
+		"truncated":             good[:len(good)-1],
+		"trailing":              append(bytes.Clone(good), 0),
+		"lying count":           lying,
+		"finish reason":         badReason,
+		"item flags":            badFlags,
+		"grammar kind":          badGrammar,
+		"error kind":            badErrorKind,
+		"wrong type used":       Encode(&Abort{RID: "x"}),
 	}
 	for name, frame := range cases {
 		var b TokenBatch
@@ -220,6 +231,11 @@ func TestDecodeRejects(t *testing.T) {
 		if !errors.Is(err, ErrMalformed) {
 			t.Errorf("%s: err = %v, want ErrMalformed", name, err)
 		}
+	}
+	// The speculation cases fail for their counts alone: the same items in range decode.
+	var ok TokenBatch
+	if err := ok.Decode(finished(TokenItem{SpecDrafts: 2, SpecDraftTokens: 9, SpecAccepted: make([]int32, MaxSpecPositions)})); err != nil {
+		t.Errorf("speculation counts in range: %v", err)
 	}
 	if _, err := Decode([]byte{WireVersion, 99}); !errors.Is(err, ErrMalformed) {
 		t.Errorf("Decode of unknown type: %v", err)
@@ -368,24 +384,27 @@ func TestWireGolden(t *testing.T) {
 		m    Message
 		want string
 	}{
-		{&Abort{RID: "r1", Owner: 2, OwnerEpoch: 5, Reason: "x"}, "0d02" + "02000000" + "7231" + "02000000" + "0500000000000000" + "01000000" + "78"},
+		{&Abort{RID: "r1", Owner: 2, OwnerEpoch: 5, Reason: "x"}, "0e02" + "02000000" + "7231" + "02000000" + "0500000000000000" + "01000000" + "78"},
 		{&GenerateRequest{RID: "g", Owner: 1, OwnerEpoch: 3, InputIDs: []int32{7},
 			Sampling: Sampling{Temperature: 1, TopP: 0.5, MinP: 0, RepetitionPenalty: 2, FrequencyPenalty: -1, PresencePenalty: 0,
 				TopK: 3, Seed: 9, HasSeed: true},
 			MaxNewTokens: 4, MinNewTokens: 1, StopTokenIDs: []int32{2}, StopStrings: []string{"s"}, Stream: true, NoText: true,
 			StreamInterval: 5, Grammar: Grammar{Kind: GrammarRegex, Spec: "a"}, RoutedRank: -1, ArrivalUnixNano: 6, RequestID: "q", Priority: -2, Pooling: PoolingLast},
-			"0d01" + "01000000" + "67" + "01000000" + "0300000000000000" + "01000000" + "07000000" +
+			"0e01" + "01000000" + "67" + "01000000" + "0300000000000000" + "01000000" + "07000000" +
 				"0000803f" + "0000003f" + "00000000" + "00000040" + "000080bf" + "00000000" + "03000000" + "0900000000000000" + "01" + "00000000" + "00000000" +
 				"04000000" + "01000000" + "01000000" + "02000000" + "01000000" + "01000000" + "73" +
 				"0c" + "05000000" + "03" + "01000000" + "61" + "ffffffff" + "0600000000000000" + "00000000" + "01000000" + "71" + "feffffff" + "01"},
 		{&TokenBatch{Rank: 1, Seq: 2, Load: Load{Running: 3, KVBlockSize: 16, Received: []uint64{4}, Preemptions: 7, PrefixHitTokens: 8,
-			WaitingByPriority: []PriorityCount{{Priority: -1, Count: 2}}, WaitingOtherPriority: 9,
+			Steps: 10, SpecDrafts: 11, SpecDraftTokens: 12, SpecAccepted: 13, WaitingByPriority: []PriorityCount{{Priority: -1, Count: 2}}, WaitingOtherPriority: 9,
 			Go: GoStats{Goroutines: 5, GOMAXPROCS: 2, HeapAllocBytes: 1, HeapInuseBytes: 3, SysBytes: 4, HeapGoalBytes: 6, GCCycles: 7, GCPauseSeconds: 0.5, GoVersion: "go"}},
 			Items: []TokenItem{{RID: "a", NewIDs: []int32{-1}, Finished: true, FinishReason: FinishLength, MatchedStopToken: -1,
-				SkipSpecialTokens: true, StopStrings: []string{"z"}, RequestID: "q", QueueNanos: 1, PrefillNanos: 2, DecodeNanos: 3, Preemptions: 4, Embedding: []float32{1}}}},
-			"0d03" + "01000000" + "0200000000000000" +
+				SkipSpecialTokens: true, StopStrings: []string{"z"}, RequestID: "q", QueueNanos: 1, PrefillNanos: 2, DecodeNanos: 3, Preemptions: 4, Embedding: []float32{1},
+				SpecDrafts: 5, SpecDraftTokens: 6, SpecAccepted: []int32{3, 1}}}},
+			"0e03" + "01000000" + "0200000000000000" +
 				"0300000000000000" + "0000000000000000" + "0000000000000000" + "0000000000000000" + "1000000000000000" + "0000000000000000" +
-				"0700000000000000" + "0800000000000000" + "0900000000000000" +
+				"0700000000000000" + "0800000000000000" + // preemptions, prefix hit tokens
+				"0a00000000000000" + "0b00000000000000" + "0c00000000000000" + "0d00000000000000" + // steps, drafts, draft tokens, accepted
+				"0900000000000000" +
 				"01000000" + "0400000000000000" + "00000000" +
 				"01000000" + "ffffffff" + "0200000000000000" + // waiting by priority: -1 x2
 				"0500000000000000" + "0200000000000000" + "0100000000000000" + "0300000000000000" + // go: goroutines, gomaxprocs, heap alloc, inuse
@@ -394,7 +413,8 @@ func TestWireGolden(t *testing.T) {
 				"01000000" + "61" + "00000000" + "01000000" + "ffffffff" + "00000000" +
 				"00000000" + "00000000" + "00000000" + "05" + "02" + "ffffffff" + "00000000" + "00000000" + "00" + // no error, kind internal
 				"01000000" + "01000000" + "7a" + "00000000" + "00000000" + "00000000" + "00000000" + "00000000" + "01000000" + "71" + "01000000" + "0000803f" +
-				"0100000000000000" + "0200000000000000" + "0300000000000000" + "04000000"},
+				"0100000000000000" + "0200000000000000" + "0300000000000000" + "04000000" +
+				"05000000" + "06000000" + "02000000" + "03000000" + "01000000"}, // speculation: 5 drafts, 6 tokens, accepted [3 1]
 	}
 	for _, c := range cases {
 		if got := fmt.Sprintf("%x", Encode(c.m)); got != c.want {

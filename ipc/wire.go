@@ -4,7 +4,7 @@ import "fmt"
 
 // WireVersion is the first byte of every frame. Bump it on any incompatible layout change;
 // decoders refuse frames of any other version.
-const WireVersion byte = 13
+const WireVersion byte = 14
 
 // MsgType is the second byte of every frame.
 type MsgType uint8
@@ -248,6 +248,11 @@ type Load struct {
 	// (scheduler.Stats), shown on /metrics.
 	Preemptions     uint64
 	PrefixHitTokens uint64
+	// Steps counts the rank's forward steps; SpecDrafts, SpecDraftTokens and SpecAccepted its
+	// speculative verifications, the draft tokens they verified and those accepted (cumulative
+	// scheduler.Stats, shown per rank on /metrics: tokens per forward pass is what speculation
+	// buys).
+	Steps, SpecDrafts, SpecDraftTokens, SpecAccepted uint64
 	// WaitingByPriority counts the scheduler's waiting requests per priority value, lowest
 	// first, at most MaxPriorityCounts values; WaitingOtherPriority counts those of every
 	// value after them (per-priority queue gauges on /metrics).
@@ -278,6 +283,10 @@ type GoStats struct {
 
 // MaxGoVersionLen bounds GoStats.GoVersion (a decoder refuses longer).
 const MaxGoVersionLen = 64
+
+// MaxSpecPositions bounds TokenItem.SpecAccepted (a decoder refuses more): the longest draft
+// a rank may verify (scheduler.MaxDraftLimit).
+const MaxSpecPositions = 64
 
 // MaxPriorityCounts bounds Load.WaitingByPriority (a decoder refuses more).
 const MaxPriorityCounts = 8
@@ -332,6 +341,11 @@ type TokenItem struct {
 	QueueNanos, PrefillNanos, DecodeNanos int64
 	// Preemptions is how many times the rank evicted the finished request to free KV blocks.
 	Preemptions int32
+	// SpecDrafts, SpecDraftTokens and SpecAccepted are the finished request's speculative
+	// verifications (steps with drafts), the draft tokens they verified and the drafts accepted
+	// at each draft position (at most MaxSpecPositions); finishing item only, like the times.
+	SpecDrafts, SpecDraftTokens int32
+	SpecAccepted                []int32
 	// Embedding is an embedding request's pooled final hidden state (not normalized), on its
 	// finishing item; else empty.
 	Embedding []float32

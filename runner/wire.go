@@ -123,6 +123,14 @@ func itemToWire(it *scheduler.Item, ids []int32, logprobs []float32, top topLogp
 		NoText: out.noText, SkipSpecialTokens: out.skipSpecial,
 		QueueNanos: int64(it.QueueTime), PrefillNanos: int64(it.PrefillTime), DecodeNanos: int64(it.DecodeTime),
 		Preemptions: int32(it.Preemptions), Embedding: it.Embedding,
+		SpecDrafts: int32(it.SpecDrafts), SpecDraftTokens: int32(it.SpecDraftTokens),
+	}
+	if it.Finished && len(it.SpecAccepted) > 0 {
+		// At most scheduler.MaxDraftLimit positions, which ipc.MaxSpecPositions admits.
+		ti.SpecAccepted = make([]int32, min(len(it.SpecAccepted), ipc.MaxSpecPositions))
+		for j := range ti.SpecAccepted {
+			ti.SpecAccepted[j] = int32(it.SpecAccepted[j])
+		}
 	}
 	if first {
 		ti.StopStrings, ti.RequestID = out.stops, out.requestID
@@ -167,6 +175,8 @@ func loadToWire(dst *ipc.Load, sl *scheduler.Load, queued, queuedTokens int, rec
 		WaitingTokens: int64(sl.WaitingTokens + queuedTokens),
 		Received:      append(dst.Received[:0], received...), ReceivedTokens: append(dst.ReceivedTokens[:0], receivedTokens...),
 		Preemptions: uint64(sl.Stats.Preemptions), PrefixHitTokens: uint64(sl.Stats.PrefixHitTokens),
+		Steps: uint64(sl.Stats.Steps), SpecDrafts: uint64(sl.Stats.Drafts),
+		SpecDraftTokens: uint64(sl.Stats.DraftTokens), SpecAccepted: uint64(sl.Stats.AcceptedTokens),
 		WaitingByPriority: prios[:0], WaitingOtherPriority: int64(sl.WaitingOtherPriority)}
 	for i, c := range sl.WaitingByPriority {
 		if i >= ipc.MaxPriorityCounts { // the wire's bound, should the scheduler's ever be larger

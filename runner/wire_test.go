@@ -211,6 +211,8 @@ func TestItemCrossesToTheWire(t *testing.T) {
 		"Err": {w.Error, it.Err}, "ErrKind": {w.ErrorKind, ipc.ErrorInvalid}, "QueueTime": {w.QueueNanos, int64(it.QueueTime)},
 		"PrefillTime": {w.PrefillNanos, int64(it.PrefillTime)}, "DecodeTime": {w.DecodeNanos, int64(it.DecodeTime)},
 		"Preemptions": {int(w.Preemptions), it.Preemptions}, "Embedding": {w.Embedding, it.Embedding},
+		"SpecDrafts": {int(w.SpecDrafts), it.SpecDrafts}, "SpecDraftTokens": {int(w.SpecDraftTokens), it.SpecDraftTokens},
+		"SpecAccepted": {ints(w.SpecAccepted), it.SpecAccepted},
 	}
 	for _, name := range leaves(reflect.TypeOf(it), "") {
 		c, ok := checks[name]
@@ -231,12 +233,13 @@ func TestItemCrossesToTheWire(t *testing.T) {
 // carries the scheduler's counters.
 func TestLoadToWire(t *testing.T) {
 	sl := scheduler.Load{Running: 2, Waiting: 3, KVTokensUsed: 64, KVTokensCapacity: 1024, WaitingTokens: 40,
-		Stats:             scheduler.Stats{Steps: 9, Preemptions: 5, PrefixHitTokens: 48},
+		Stats:             scheduler.Stats{Steps: 9, Preemptions: 5, PrefixHitTokens: 48, Drafts: 3, DraftTokens: 11, AcceptedTokens: 7},
 		WaitingByPriority: []scheduler.PriorityCount{{Priority: -1, Count: 2}, {Priority: 3, Count: 1}}, WaitingOtherPriority: 6}
 	var l ipc.Load
 	loadToWire(&l, &sl, 4, 100, []uint64{7, 8}, []uint64{70, 80})
 	want := ipc.Load{Running: 2, Waiting: 7, KVTokensUsed: 64, KVTokensCapacity: 1024, WaitingTokens: 140,
 		Received: []uint64{7, 8}, ReceivedTokens: []uint64{70, 80}, Preemptions: 5, PrefixHitTokens: 48,
+		Steps: 9, SpecDrafts: 3, SpecDraftTokens: 11, SpecAccepted: 7,
 		WaitingByPriority: []ipc.PriorityCount{{Priority: -1, Count: 2}, {Priority: 3, Count: 1}}, WaitingOtherPriority: 6}
 	if !reflect.DeepEqual(l, want) {
 		t.Fatalf("load %+v, want %+v", l, want)
@@ -316,6 +319,9 @@ func TestItemCrossesEveryHop(t *testing.T) {
 		"PrefillTime":         {got: d.PrefillTime, want: it.PrefillTime},
 		"DecodeTime":          {got: d.DecodeTime, want: it.DecodeTime},
 		"Preemptions":         {got: d.Preemptions, want: it.Preemptions},
+		"SpecDrafts":          {got: d.SpecDrafts, want: it.SpecDrafts},
+		"SpecDraftTokens":     {got: d.SpecDraftTokens, want: it.SpecDraftTokens},
+		"SpecAccepted":        {got: d.SpecAccepted, want: it.SpecAccepted},
 		"Embedding":           {got: d.Embedding, want: it.Embedding},
 	}
 	for _, name := range leaves(reflect.TypeOf(it), "") {
@@ -352,6 +358,7 @@ func TestItemCrossesEveryHop(t *testing.T) {
 		"RequestID":  "-detokd's log lines; the worker has the request's own id",
 		"QueueNanos": "QueueTime", "PrefillNanos": "PrefillTime", "DecodeNanos": "DecodeTime",
 		"Preemptions": "Preemptions", "Embedding": "Embedding",
+		"SpecDrafts": "SpecDrafts", "SpecDraftTokens": "SpecDraftTokens", "SpecAccepted": "SpecAccepted",
 	}
 	reached := map[string]bool{"Text": true} // the text is detokd's, checked below
 	for _, name := range leaves(reflect.TypeOf(wire.TokenItem), "") {
@@ -386,5 +393,22 @@ func TestItemCrossesEveryHop(t *testing.T) {
 	// The settings that stop at detokd did reach it.
 	if wire.NoText || !wire.SkipSpecialTokens || !slices.Equal(wire.StopStrings, []string{"never seen"}) || wire.RequestID != "req-1" {
 		t.Errorf("detokenization settings on the wire: %+v", wire.TokenItem)
+	}
+}
+
+// ints widens wire counts for comparison with the scheduler's.
+func ints(s []int32) []int {
+	var out []int
+	for _, n := range s {
+		out = append(out, int(n))
+	}
+	return out
+}
+
+// TestSpecPositionsFit: every draft position a rank may verify fits the wire's bound (a longer
+// draft would have its deeper positions cut from the finish item).
+func TestSpecPositionsFit(t *testing.T) {
+	if scheduler.MaxDraftLimit > ipc.MaxSpecPositions {
+		t.Fatalf("scheduler.MaxDraftLimit %d > ipc.MaxSpecPositions %d", scheduler.MaxDraftLimit, ipc.MaxSpecPositions)
 	}
 }

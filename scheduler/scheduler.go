@@ -89,8 +89,10 @@ type liveRequest struct {
 	// received, scheduled and firstToken are when the request reached the rank, was first
 	// admitted and generated its first token (zero until then): its finish item's times.
 	received, scheduled, firstToken time.Time
-	preemptions                     int    // times evicted from the batch
-	seq                             uint64 // order of Add, the tie-break of equal priorities
+	preemptions                     int // times evicted from the batch
+	// spec counts the request's speculative verifications for its finish item.
+	specCount specCounts
+	seq       uint64 // order of Add, the tie-break of equal priorities
 	// embed is an embedding request's pooled vector as it accumulates (HiddenSize floats), and
 	// hiddenRows its scratch for a chunk's hidden states.
 	embed, hiddenRows []float32
@@ -603,6 +605,7 @@ func (s *Scheduler) item(st *liveRequest, reason FinishReason) Item {
 func (s *Scheduler) times(st *liveRequest, it *Item) {
 	now := s.now()
 	it.Preemptions = st.preemptions
+	st.specCount.fill(it)
 	switch {
 	case st.scheduled.IsZero():
 		it.QueueTime = now.Sub(st.received)

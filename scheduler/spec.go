@@ -98,6 +98,7 @@ func (s *Scheduler) verifyDrafts(st *liveRequest, k int, rows []float32, ids []i
 	}
 	s.stats.DraftTokens += len(drafts)
 	s.stats.AcceptedTokens += matched
+	s.countDrafts(st, &it, len(drafts), matched)
 	if st.ngramDrafted > 0 {
 		st.ctl.update(st.ngramDrafted, min(matched, st.ngramDrafted))
 	}

@@ -156,6 +156,13 @@ type Item struct {
 	// Preemptions is, on a finished item, how many times the request was evicted from the batch
 	// to free KV blocks.
 	Preemptions int
+	// SpecDrafts, SpecDraftTokens and SpecAccepted are, on a finished item, the request's
+	// speculative verifications (steps with at least one draft token), the draft tokens they
+	// verified, and the drafts accepted at each draft position (SpecAccepted[j] counts the
+	// verifications whose draft token j was accepted; nil when none was). Their sum over
+	// requests is vLLM's spec_decode_* counters.
+	SpecDrafts, SpecDraftTokens int
+	SpecAccepted                []int
 	// Embedding is an embedding request's pooled final hidden state (not normalized), on its
 	// finishing item.
 	Embedding []float32
@@ -242,4 +249,7 @@ type Stats struct {
 	// them the target model's picks matched (vLLM's spec_decode_num_draft_tokens_total and
 	// num_accepted_tokens_total).
 	DraftTokens, AcceptedTokens int
+	// Drafts counts the verifications those draft tokens came in: one per request and step
+	// with at least one draft token (vLLM's spec_decode_num_drafts_total).
+	Drafts int
 }

@@ -54,6 +54,12 @@ type Load struct {
 	// /metrics; dispatch does not read them.
 	Preemptions     uint64 `json:"preemptions"`
 	PrefixHitTokens uint64 `json:"prefix_hit_tokens"`
+	// Steps, SpecDrafts, SpecDraftTokens and SpecAccepted are the rank's cumulative forward
+	// steps and speculative verifications, draft tokens and accepted drafts, for /metrics too.
+	Steps           uint64 `json:"steps"`
+	SpecDrafts      uint64 `json:"spec_drafts"`
+	SpecDraftTokens uint64 `json:"spec_draft_tokens"`
+	SpecAccepted    uint64 `json:"spec_accepted"`
 }
 
 // Option configures a Dispatcher.

@@ -145,6 +145,13 @@ func DeltaFromWire(it *ipc.TokenItem, text string) api.Delta {
 	if it.Finished {
 		d.QueueTime, d.PrefillTime, d.DecodeTime = time.Duration(it.QueueNanos), time.Duration(it.PrefillNanos), time.Duration(it.DecodeNanos)
 		d.Preemptions = int(it.Preemptions)
+		d.SpecDrafts, d.SpecDraftTokens = int(it.SpecDrafts), int(it.SpecDraftTokens)
+		if len(it.SpecAccepted) > 0 {
+			d.SpecAccepted = make([]int, len(it.SpecAccepted))
+			for j, n := range it.SpecAccepted {
+				d.SpecAccepted[j] = int(n)
+			}
+		}
 		switch {
 		case it.MatchedStop != "":
 			d.MatchedStop = it.MatchedStop
@@ -199,5 +206,6 @@ func loadFromWire(seq uint64, l *ipc.Load, self int) shard.Load {
 		KVTokensUsed: l.KVTokensUsed, KVTokensCapacity: l.KVTokensCapacity, KVBlockSize: l.KVBlockSize, WaitingTokens: l.WaitingTokens,
 		Received: recv, ReceivedTokens: recvTokens, ReceivedAll: l.Received, ReceivedTokensAll: l.ReceivedTokens,
 		Preemptions: l.Preemptions, PrefixHitTokens: l.PrefixHitTokens,
+		Steps: l.Steps, SpecDrafts: l.SpecDrafts, SpecDraftTokens: l.SpecDraftTokens, SpecAccepted: l.SpecAccepted,
 		WaitingByPriority: prios, WaitingOtherPriority: l.WaitingOtherPriority}
 }

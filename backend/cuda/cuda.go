@@ -43,6 +43,16 @@ type Tuning struct {
 	// MaxPositions bounds a sequence's context (the model's max_position_embeddings when 0):
 	// it sizes the RoPE table, the block-table stride and the split-KV workspace.
 	MaxPositions int
+	// NoCublasLt runs the prompt rows' GEMMs on the built-in tiled kernel even where cuBLASLt
+	// loads (comparisons, and a fallback should a cuBLASLt release misbehave).
+	NoCublasLt bool
+	// LtDecodeRows, when positive, sends the decode rows of a GEMM through cuBLASLt too once a
+	// step has at least that many of them (the built-in decode kernel reads each weight row
+	// once per dev.GemvRows rows; cuBLASLt's tiles reuse it more at large batches). It gives up
+	// batch invariance: a decode row's result then depends on the step's decode row count.
+	// 0, the default, keeps every decode row on the built-in kernel; the GPU benchmark
+	// measures where the crossing lies (BenchmarkDecodeStep with and without).
+	LtDecodeRows int
 }
 
 // EmulateEnv, set to 1, runs a backend opened without a Tuning (schedulerd --device cuda) on
@@ -102,6 +112,11 @@ type Backend struct {
 	logits []float32
 	// samp is the sampling state (sample.go).
 	samp sampleBuffers
+	// lt holds the weight shapes whose prompt rows run on the library GEMM (cuBLASLt), each
+	// prepared (its algorithm chosen) at open; nil when there is none (see initLt). ltName
+	// names the library for logs.
+	lt     map[ltShape]bool
+	ltName string
 
 	closed bool
 }
@@ -220,6 +235,7 @@ func newBackendWith(d dev.Device, cfg model.Config, opts backend.Options, t Tuni
 		return nil, err
 	}
 	b.numBlocks, b.kvPlan = plan.Blocks, plan
+	b.initLt()
 	layerBytes := int64(plan.Blocks+1) * perBlock // +1: the dummy block
 	for range cfg.NumLayers {
 		for _, c := range []*[]dev.Ptr{&b.kcache, &b.vcache} {
@@ -238,7 +254,8 @@ func newBackendWith(d dev.Device, cfg model.Config, opts backend.Options, t Tuni
 		}
 	}
 	slog.Info("cuda backend ready", "device", d.Name(), "weights_bytes", b.w.bytes, "kv_blocks", plan.Blocks,
-		"kv_bytes", plan.Bytes, "kv_f32", b.kvF32, "kv_sized_by", plan.Source, "block_size", bs, "max_positions", maxPos, "graphs", !t.NoGraphs)
+		"kv_bytes", plan.Bytes, "kv_f32", b.kvF32, "kv_sized_by", plan.Source, "block_size", bs, "max_positions", maxPos, "graphs", !t.NoGraphs,
+		"prompt_gemm", b.gemmName())
 	return b, nil
 }
 
@@ -257,7 +274,7 @@ func (b *Backend) KVPlan() backend.KVPlan { return b.kvPlan }
 
 // LogAttrs describes the device and the weights for schedulerd's start-up log.
 func (b *Backend) LogAttrs() []any {
-	return []any{"cuda_device", b.d.Name(), "weights_bytes", b.w.bytes, "graphs", !b.tune.NoGraphs}
+	return []any{"cuda_device", b.d.Name(), "weights_bytes", b.w.bytes, "graphs", !b.tune.NoGraphs, "prompt_gemm", b.gemmName()}
 }
 
 // NumBlocks is the number of KV blocks the scheduler may use.
@@ -290,7 +307,9 @@ type stepBuffers struct {
 	decode, tiles, logitRows    dev.Ptr
 	partO, partM, partL         dev.Ptr
 	sel, logits                 dev.Ptr
-	all                         []dev.Ptr
+	// xb is the bf16 copy of a library GEMM's activations (rows x the largest K).
+	xb  dev.Ptr
+	all []dev.Ptr
 }
 
 func (s *stepBuffers) free(d dev.Device) {
@@ -344,6 +363,9 @@ func (b *Backend) ensure(p *plan) error {
 	alloc(&s.partL, 4*rows*cfg.NumHeads*parts)
 	alloc(&s.sel, 4*logitCap*h)
 	alloc(&s.logits, 4*logitCap*cfg.VocabSize)
+	if b.lt != nil {
+		alloc(&s.xb, 2*max(rows, logitCap)*max(h, qDim, cfg.IntermediateSize))
+	}
 	if err != nil {
 		s.free(b.d)
 		return fmt.Errorf("step buffers for %d rows: %w", rows, err)
@@ -387,9 +409,14 @@ func flag(b bool) int32 {
 
 // gemm enqueues out (+)= x · wᵀ over m rows, the first nd of them decode rows: those run the
 // decode GEMM of w's type (one weight read shared by up to dev.GemvRows rows, many CTAs over
-// n), the rest the tiled GEMM, so each row's arithmetic depends only on its kind, never on the
-// batch. f32 weights (and shapes the decode kernels cannot take) run every row tiled.
+// n), the rest cuBLASLt where it takes w (lt.go) or else the tiled GEMM, so each row's
+// arithmetic depends only on its kind, never on the batch. f32 weights (and shapes the decode
+// kernels cannot take) run every row on the prompt path.
 func (b *Backend) gemm(out, x dev.Ptr, w matrix, m, n, k, ldx, ldo int, acc bool, nd int) error {
+	lt := b.ltTakes(w, n, k, ldo)
+	if lt && b.tune.LtDecodeRows > 0 && nd >= b.tune.LtDecodeRows {
+		nd = 0 // every row on the library GEMM (Tuning.LtDecodeRows)
+	}
 	if nd > 0 {
 		if kern, ok := gemvKernel(w, k, ldx); ok {
 			a := dev.GemvArgs{Out: out, X: x, W: w.p, M: int32(nd), N: int32(n), K: int32(k), Ldx: int32(ldx), Ldo: int32(ldo), Accumulate: flag(acc)}
@@ -403,6 +430,9 @@ func (b *Backend) gemm(out, x dev.Ptr, w matrix, m, n, k, ldx, ldo int, acc bool
 	}
 	if m == 0 {
 		return nil
+	}
+	if lt {
+		return b.ltGemm(out, x, w, m, n, k, ldx, ldo, acc)
 	}
 	grid := dev.Dim3{uint32((n + 63) / 64), uint32((m + 63) / 64), 1}
 	if w.q != 0 {

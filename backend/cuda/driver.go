@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/llmserve/llmserve/backend/cuda/internal/cu"
+	"github.com/llmserve/llmserve/backend/cuda/internal/cublaslt"
 	"github.com/llmserve/llmserve/backend/cuda/internal/dev"
 )
 
@@ -24,6 +25,14 @@ type driverDevice struct {
 	// staging is pinned host memory every copy goes through.
 	staging *cu.Pinned
 	sync    bool
+	// lt is the cuBLASLt handle, nil when the library did not load or start (ltErr says why);
+	// ltWork is its workspace (cublaslt.WorkspaceBytes) and plans its plans by weight shape,
+	// made on first use and kept: every call of a shape runs the algorithm chosen then.
+	lt     *cublaslt.Handle
+	ltName string
+	ltErr  error
+	ltWork dev.Ptr
+	plans  map[cublaslt.Shape]*cublaslt.Plan
 }
 
 type driverGraph struct {
@@ -62,7 +71,66 @@ func (d *driverDevice) init() error {
 	if d.staging, err = d.c.HostAlloc(stagingBytes); err != nil {
 		return fmt.Errorf("pinned staging buffer: %w", err)
 	}
+	d.ltErr = d.initLt()
 	return nil
+}
+
+// initLt loads cuBLASLt, creates its handle and workspace; its error only means that GEMMs
+// run on the built-in kernels.
+func (d *driverDevice) initLt() error {
+	lib, err := cublaslt.Load()
+	if err != nil {
+		return err
+	}
+	if err := d.c.Do(func() (err error) { d.lt, err = lib.NewHandle(); return err }); err != nil {
+		d.lt = nil
+		return fmt.Errorf("cuBLASLt %d at %s: %w", lib.Version, lib.Path, err)
+	}
+	if d.ltWork, err = d.Alloc(cublaslt.WorkspaceBytes); err != nil {
+		_ = d.c.Do(d.lt.Destroy)
+		d.lt = nil
+		return fmt.Errorf("cuBLASLt workspace: %w", err)
+	}
+	d.ltName = fmt.Sprintf("cuBLASLt %d (%s)", lib.Version, lib.Path)
+	d.plans = map[cublaslt.Shape]*cublaslt.Plan{}
+	return nil
+}
+
+func (d *driverDevice) MatmulLib() (string, error) {
+	if d.lt == nil {
+		return "", d.ltErr
+	}
+	return d.ltName, nil
+}
+
+// Matmul runs a on the plan of its shape (made now if it is the shape's first call; M == 0
+// only makes it). Plans are made and called on the device goroutine.
+func (d *driverDevice) Matmul(a dev.MatmulArgs) error {
+	if d.lt == nil {
+		return fmt.Errorf("matmul: %w", d.ltErr)
+	}
+	s := cublaslt.Shape{N: a.N, K: a.K, Ldx: a.Ldx, Ldo: a.Ldo}
+	err := d.c.Do(func() error {
+		p, ok := d.plans[s]
+		if !ok {
+			var err error
+			if p, err = d.lt.NewPlan(s); err != nil {
+				return err
+			}
+			d.plans[s] = p
+		}
+		if a.M == 0 {
+			return nil
+		}
+		if err := p.Matmul(d.c.Stream(), uintptr(a.Out), uintptr(a.X), uintptr(a.W), uintptr(d.ltWork), a.M, a.Accumulate); err != nil {
+			return fmt.Errorf("matmul M=%d N=%d K=%d (algorithm %d, tile %d): %w", a.M, a.N, a.K, p.AlgoID, p.TileID, err)
+		}
+		return nil
+	})
+	if err == nil && d.sync && a.M > 0 {
+		return d.c.Sync()
+	}
+	return err
 }
 
 func (d *driverDevice) Name() string {
@@ -170,6 +238,17 @@ func (d *driverDevice) Elapsed(fn func() error) (float32, error) {
 
 func (d *driverDevice) Close() error {
 	var errs []error
+	if d.lt != nil {
+		errs = append(errs, d.c.Do(func() error {
+			var errs []error
+			for _, p := range d.plans {
+				errs = append(errs, p.Destroy())
+			}
+			return errors.Join(append(errs, d.lt.Destroy())...)
+		}))
+		errs = append(errs, d.Free(d.ltWork))
+		d.lt = nil
+	}
 	if d.staging != nil {
 		errs = append(errs, d.c.FreeHost(d.staging))
 	}

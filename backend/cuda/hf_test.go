@@ -22,9 +22,7 @@ func TestHFRandom(t *testing.T) {
 	if dir == "" {
 		t.Skip("LLMSERVE_HF_REF is not set (scripts/gpu/check.sh sets it after hf_ref.py)")
 	}
-	if _, err := openDriver(0); err != nil {
-		t.Skipf("no CUDA device: %v", err)
-	}
+	probeGPU(t)
 	m, err := model.Load(dir)
 	if err != nil {
 		t.Fatal(err)

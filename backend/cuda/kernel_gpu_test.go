@@ -6,6 +6,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 	"unsafe"
@@ -15,13 +17,41 @@ import (
 	"github.com/llmserve/llmserve/quant"
 )
 
-// gpuOrSkip opens GPU 0 with the kernels, or skips with the reason (the loader's error without
-// a driver, the MANIFEST's without a fatbin).
+// RequireGPUEnv, set to 1 (scripts/gpu/check.sh does on a machine with a GPU), makes a GPU test
+// or benchmark that cannot open GPU 0 with the kernels fail instead of skipping, so a missing
+// fatbin, driver or device never reads as a pass in the script's summary.
+const RequireGPUEnv = "LLMSERVE_CUDA_REQUIRE_GPU"
+
+var requireGPU = os.Getenv(RequireGPUEnv) == "1"
+
+// noGPU skips t saying why there is no GPU (the loader's error without a driver, the MANIFEST's
+// without a fatbin), or fails it under RequireGPUEnv.
+func noGPU(t testing.TB, err error) {
+	t.Helper()
+	if requireGPU {
+		t.Fatalf("no CUDA device, and %s=1: %v", RequireGPUEnv, err)
+	}
+	t.Skipf("no CUDA device: %v", err)
+}
+
+// probeGPU skips or fails t (see noGPU) unless GPU 0 opens with the kernels; the device it
+// opened is closed again (a context left open holds its memory for the process's life).
+func probeGPU(t testing.TB) {
+	t.Helper()
+	d, err := openDriver(0)
+	if err != nil {
+		noGPU(t, err)
+		return
+	}
+	_ = d.Close()
+}
+
+// gpuOrSkip opens GPU 0 with the kernels, or skips with the reason (see noGPU).
 func gpuOrSkip(t testing.TB) *driverDevice {
 	t.Helper()
 	d, err := openDriver(0)
 	if err != nil {
-		t.Skipf("no CUDA device: %v", err)
+		noGPU(t, err)
 	}
 	t.Cleanup(func() { _ = d.Close() })
 	return d
@@ -481,6 +511,26 @@ func TestScenariosOnEmulator(t *testing.T) {
 	kernelElementwise(t, e)
 	kernelGemm(t, e)
 	kernelDecodeGemm(t, e)
+	kernelLtReference(t, e)
+	kernelLtShape(t, e, 40, 72, 64)
 	kernelAttention(t, e)
 	kernelSampling(t, e)
+}
+
+// TestRequireGPUFails: under RequireGPUEnv a GPU test that cannot open the device fails (the
+// GPU script's summary must not count a skip as a pass). Runs this test binary again on a
+// kernel test and a forDevices test, where no GPU opens.
+func TestRequireGPUFails(t *testing.T) {
+	if d, err := openDriver(0); err == nil {
+		_ = d.Close()
+		t.Skip("a GPU opens here")
+	}
+	for _, name := range []string{"TestKernelElementwise", "TestAllLogits", "TestHFRandom"} {
+		cmd := exec.Command(os.Args[0], "-test.run", "^"+name+"$", "-test.v")
+		cmd.Env = append(os.Environ(), RequireGPUEnv+"=1", "LLMSERVE_CUDA_GPU_ONLY=1", "LLMSERVE_HF_REF="+t.TempDir())
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), RequireGPUEnv+"=1") || !strings.Contains(string(out), "--- FAIL: "+name) {
+			t.Errorf("%s under %s=1 without a GPU: exit %v, want a failure naming it:\n%s", name, RequireGPUEnv, err, out)
+		}
+	}
 }

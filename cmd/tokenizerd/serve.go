@@ -667,6 +667,17 @@ func registerRankGauges(reg *metrics.Registry, w *worker.Worker, ranks int, mode
 			get(func(rl *shard.RankLoad) float64 { return float64(rl.Reported.Preemptions) }))
 		reg.NewWorkerCounterFunc("llm_rank_prefix_hit_tokens_total", "Prompt tokens the rank took from its prefix cache.", l,
 			get(func(rl *shard.RankLoad) float64 { return float64(rl.Reported.PrefixHitTokens) }))
+		// The rank's own count of its steps and speculative verifications, as they happen (the
+		// vllm:spec_decode_* series count them at each request's finish): tokens per forward
+		// pass is generated tokens over steps.
+		reg.NewWorkerCounterFunc("llm_rank_steps_total", "Forward steps the rank ran.", l,
+			get(func(rl *shard.RankLoad) float64 { return float64(rl.Reported.Steps) }))
+		reg.NewWorkerCounterFunc("llm_rank_spec_drafts_total", "Speculative verifications at the rank (one per request and step with draft tokens).", l,
+			get(func(rl *shard.RankLoad) float64 { return float64(rl.Reported.SpecDrafts) }))
+		reg.NewWorkerCounterFunc("llm_rank_spec_draft_tokens_total", "Draft tokens the rank verified.", l,
+			get(func(rl *shard.RankLoad) float64 { return float64(rl.Reported.SpecDraftTokens) }))
+		reg.NewWorkerCounterFunc("llm_rank_spec_accepted_tokens_total", "Draft tokens the rank accepted.", l,
+			get(func(rl *shard.RankLoad) float64 { return float64(rl.Reported.SpecAccepted) }))
 		reg.NewWorkerGaugeFunc("llm_rank_pending_requests", "Requests this worker sent the rank that it has not acknowledged.", l,
 			get(func(rl *shard.RankLoad) float64 { return float64(rl.Pending) }))
 	}

@@ -6,7 +6,9 @@
               (testdata/models/*/expected.json): transformers' float32 logits of the first and last
               prompt position, its greedy continuation and the smallest top-2 gap along it, plus
               bf16 logits of the last position (last_logits_bf16) for comparison.
---gemm-rate   prints the torch bf16 GEMM rate (8192^3) for the benchmark's roofline ratios.
+--rates       prints one JSON line: torch's bf16 GEMM rate (8192^3) and device-to-device copy
+              rate (1 GiB, read + write counted), for the benchmark's ratios (the Go benchmark
+              measures its own copy rate too; the two should agree).
 """
 import argparse
 import json
@@ -16,7 +18,7 @@ import time
 import torch
 
 
-def gemm_rate():
+def rates():
     n = 8192
     a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
@@ -29,19 +31,41 @@ def gemm_rate():
         a @ b
     torch.cuda.synchronize()
     dt = (time.perf_counter() - t) / iters
-    print(json.dumps({"gemm_bf16_tflops": 2 * n**3 / dt / 1e12, "shape": [n, n, n], "ms": dt * 1e3}))
+    del a, b
+    src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    torch.cuda.synchronize()
+    t = time.perf_counter()
+    for _ in range(4):
+        dst.copy_(src)
+    torch.cuda.synchronize()
+    ct = (time.perf_counter() - t) / 4
+    print(json.dumps({"gemm_bf16_tflops": 2 * n**3 / dt / 1e12, "gemm_shape": [n, n, n], "gemm_ms": dt * 1e3,
+                      "copy_tb_s": 2 * (1 << 30) / ct / 1e12, "device": torch.cuda.get_device_name(),
+                      "torch": torch.__version__, "cuda": torch.version.cuda}))
 
 
 def checkpoint(out, seed, layers):
+    import transformers
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
+    print(f"hf_ref: torch {torch.__version__} (cuda {torch.version.cuda}), transformers {transformers.__version__}", flush=True)
+    t0 = time.time()
+
+    # it runs beside the kernel tests, whose Go references need the host's cores
+    torch.set_num_threads(4)
     torch.manual_seed(seed)
     cfg = Qwen3Config(
         vocab_size=151936, hidden_size=1024, intermediate_size=3072, num_hidden_layers=layers,
         num_attention_heads=16, num_key_value_heads=8, head_dim=128, max_position_embeddings=40960,
-        rms_norm_eps=1e-6, rope_theta=1000000.0, tie_word_embeddings=True, torch_dtype="bfloat16",
-        bos_token_id=151643, eos_token_id=151645,
+        rms_norm_eps=1e-6, tie_word_embeddings=True, bos_token_id=151643, eos_token_id=151645,
     )
+    # transformers 4 reads rope_theta, 5 rope_parameters (model.Load takes either; the latter
+    # wins when both are written)
+    cfg.rope_theta = 1000000.0
+    if isinstance(getattr(cfg, "rope_parameters", None), dict):
+        cfg.rope_parameters = {"rope_type": "default", "rope_theta": 1000000.0}
     model = Qwen3ForCausalLM(cfg)
     # larger than the default init (std 0.02) so logits spread and greedy gaps are clear
     with torch.no_grad():
@@ -53,7 +77,7 @@ def checkpoint(out, seed, layers):
         model.model.embed_tokens.weight.normal_(0.0, 1.0)
     model = model.to(torch.bfloat16)
     os.makedirs(out, exist_ok=True)
-    model.save_pretrained(out, safe_serialization=True)
+    model.save_pretrained(out)  # safetensors, the default of transformers >= 4.35
     gen = torch.Generator().manual_seed(seed + 1)
     prompts = [torch.randint(0, cfg.vocab_size, (n,), generator=gen).tolist() for n in (1, 37, 300)]
     f32 = model.to("cuda", torch.float32).eval()
@@ -80,7 +104,7 @@ def checkpoint(out, seed, layers):
             p["last_logits_bf16"] = bf(torch.tensor([ids], device="cuda")).logits[0, -1].float().tolist()
     with open(os.path.join(out, "expected.json"), "w") as f:
         json.dump(res, f)
-    print(f"hf_ref: wrote {out} ({layers} layers, prompts of {[len(p) for p in prompts]} tokens)")
+    print(f"hf_ref: wrote {out} ({layers} layers, prompts of {[len(p) for p in prompts]} tokens) in {time.time() - t0:.1f} s")
 
 
 def main():
@@ -88,10 +112,10 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--layers", type=int, default=28)
-    ap.add_argument("--gemm-rate", action="store_true")
+    ap.add_argument("--rates", action="store_true")
     a = ap.parse_args()
-    if a.gemm_rate:
-        gemm_rate()
+    if a.rates:
+        rates()
     if a.out:
         checkpoint(a.out, a.seed, a.layers)
 

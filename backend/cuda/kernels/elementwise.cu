@@ -72,3 +72,13 @@ extern "C" __global__ void fill_bf16(bf16* out, u64 n, u32 seed, float scale) {
     out[i] = f2bf(scale * (2.0f * u - 1.0f));
   }
 }
+
+// out[r*k + i] = bf16(x[r*ldx + i]): the bf16 activations of a cuBLASLt GEMM (which takes no
+// f32 B with a bf16 A), rounded as the built-in GEMMs round them. One block per row.
+extern "C" __global__ void cast_bf16(bf16* out, const float* x, int rows, int k, int ldx) {
+  int r = bid_x();
+  if (r >= rows) return;
+  const float* src = x + (u64)r * ldx;
+  bf16* dst = out + (u64)r * k;
+  for (int i = tid(); i < k; i += ntid()) dst[i] = f2bf(src[i]);
+}

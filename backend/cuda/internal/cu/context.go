@@ -129,6 +129,10 @@ func (c *Context) init() error {
 	return nil
 }
 
+// Stream is the context's stream handle (a CUstream, which libraries such as cuBLASLt take as
+// their cudaStream_t). Work on it must be issued from Do.
+func (c *Context) Stream() uintptr { return c.stream }
+
 // Do runs fn on the device goroutine and returns its error.
 func (c *Context) Do(fn func() error) error {
 	if c.calls == nil {

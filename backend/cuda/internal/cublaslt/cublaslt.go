@@ -2,8 +2,11 @@
 // for the CUDA backend's GEMMs. cuBLASLt is not part of the driver: it comes with the CUDA
 // toolkit or the nvidia-cublas Python wheel, and Load looks in the places Candidates lists.
 //
-// This is the loader and the library's version; the matmul plans (one algorithm pinned per
-// weight shape, no split-K) are the CUDA backend's M2 work and need a GPU run to check.
+// Past the loader, it binds the dozen functions a BF16 GEMM needs (purego >= v0.11.3:
+// cublasLtMatmul takes 16 arguments) and builds Plans: one per weight shape, with one
+// algorithm chosen once by the library's heuristic, rejecting split-K, and reused for every row
+// count (see Plan for what batch invariance rests on). The layout a plan describes is derived
+// in Shape.Problem; everything but the calls themselves is plain Go, tested without a GPU.
 package cublaslt
 
 import (
@@ -59,4 +62,36 @@ type Lib struct {
 	Path string
 	// Version is cublasLtGetVersion's value (e.g. 130100 for 13.1.0).
 	Version int
+	// fns are the bound functions' addresses.
+	fns funcs
+}
+
+// funcs are the addresses of the functions plans call (cublasLt.h).
+type funcs struct {
+	create, destroy                          uintptr
+	descCreate, descSetAttr, descDestroy     uintptr
+	layoutCreate, layoutDestroy              uintptr
+	prefCreate, prefSetAttr, prefDestroy     uintptr
+	heuristic, algoConfigGetAttr, matmulCall uintptr
+}
+
+// symbols pairs each function's name with its slot, for the loader.
+func (f *funcs) symbols() []struct {
+	name string
+	addr *uintptr
+} {
+	return []struct {
+		name string
+		addr *uintptr
+	}{
+		{"cublasLtCreate", &f.create}, {"cublasLtDestroy", &f.destroy},
+		{"cublasLtMatmulDescCreate", &f.descCreate}, {"cublasLtMatmulDescSetAttribute", &f.descSetAttr},
+		{"cublasLtMatmulDescDestroy", &f.descDestroy},
+		{"cublasLtMatrixLayoutCreate", &f.layoutCreate}, {"cublasLtMatrixLayoutDestroy", &f.layoutDestroy},
+		{"cublasLtMatmulPreferenceCreate", &f.prefCreate}, {"cublasLtMatmulPreferenceSetAttribute", &f.prefSetAttr},
+		{"cublasLtMatmulPreferenceDestroy", &f.prefDestroy},
+		{"cublasLtMatmulAlgoGetHeuristic", &f.heuristic},
+		{"cublasLtMatmulAlgoConfigGetAttribute", &f.algoConfigGetAttr},
+		{"cublasLtMatmul", &f.matmulCall},
+	}
 }

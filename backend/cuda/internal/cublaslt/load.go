@@ -26,9 +26,40 @@ func Load() (*Lib, error) {
 			continue
 		}
 		v, _, _ := purego.SyscallN(sym)
-		return &Lib{Path: p, Version: int(v)}, nil
+		lib := &Lib{Path: p, Version: int(v)}
+		if err := lib.bind(h); err != nil {
+			tried, errs = append(tried, p), append(errs, err)
+			_ = purego.Dlclose(h)
+			continue
+		}
+		return lib, nil
 	}
 	return nil, notFound(tried, errs)
+}
+
+// bind resolves every function plans call; a library without one is refused.
+func (l *Lib) bind(h uintptr) error {
+	for _, s := range l.fns.symbols() {
+		addr, err := purego.Dlsym(h, s.name)
+		if err != nil {
+			return fmt.Errorf("cuBLASLt %d lacks %s: %w", l.Version, s.name, err)
+		}
+		*s.addr = addr
+	}
+	return nil
+}
+
+// call runs one cuBLASLt function and turns a failing status into an *Error. Pointer arguments
+// are converted to uintptr in the caller's argument list: uintptrescapes keeps what they point
+// to alive and in place for the call.
+//
+//go:uintptrescapes
+func (l *Lib) call(op string, fn uintptr, args ...uintptr) error {
+	r, _, _ := purego.SyscallN(fn, args...)
+	if s := Status(int32(r)); s != StatusSuccess {
+		return &Error{Op: op, Status: s}
+	}
+	return nil
 }
 
 // notFound lists every place tried and why each failed.

@@ -8,3 +8,8 @@ import "errors"
 func Load() (*Lib, error) {
 	return nil, errors.New("cuBLASLt: this binary was built with the nocuda tag (no loader)")
 }
+
+// call fails: nothing is loaded in this build.
+func (l *Lib) call(op string, fn uintptr, args ...uintptr) error {
+	return &Error{Op: op, Status: StatusNotInitialized}
+}

@@ -58,10 +58,29 @@ type Device interface {
 	BeginCapture() error
 	EndCapture() (Graph, error)
 	LaunchGraph(g Graph) error
+	// MatmulLib names the library that runs Matmul (cuBLASLt and its version on a GPU), or
+	// says why there is none; it does not change over the device's life.
+	MatmulLib() (string, error)
+	// Matmul enqueues a library GEMM (see MatmulArgs): cuBLASLt with one algorithm per weight
+	// shape on a GPU, its Go reference on the emulator. It is ordered with launches and
+	// recorded by a capture like one. With M == 0 it only prepares the shape (a GPU chooses
+	// its algorithm then) and reports a shape the library cannot take.
+	Matmul(a MatmulArgs) error
 	// Elapsed times fn on the device in milliseconds (events around it).
 	Elapsed(fn func() error) (float32, error)
 	// Close releases the device.
 	Close() error
+}
+
+// MatmulArgs: Out[r·Ldo+n] (+)= Σ_k X[r·Ldx+k] · W[n·K+k] for r < M, n < N, with bf16 X and W
+// and f32 Out, products and accumulation in f32 (K order is the library's: results match the
+// reference to bf16-GEMM tolerance, not bit for bit), added to Out when Accumulate is set. W
+// is one weight, row-major [N][K]; a device keeps one plan per (N, K, Ldx, Ldo), so a weight's
+// rows are computed the same way whatever M is. Every address and row is 16-byte aligned.
+type MatmulArgs struct {
+	Out, X, W         Ptr
+	M, N, K, Ldx, Ldo int
+	Accumulate        bool
 }
 
 // ErrNoFatbin is returned by a real device when the kernels have never been compiled.

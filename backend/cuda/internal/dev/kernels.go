@@ -24,6 +24,7 @@ const (
 	KGemvQ4_K
 	KGemmQ
 	KEmbedQ
+	KCastBF16
 	NumKernels
 )
 
@@ -54,6 +55,7 @@ var Kernels = [NumKernels]KernelInfo{
 	KGemvQ4_K:    {"gemv_q4_k", "quant.cu", reflect.TypeFor[GemvArgs]()},
 	KGemmQ:       {"gemm_q", "quant.cu", reflect.TypeFor[GemmQArgs]()},
 	KEmbedQ:      {"embed_q", "quant.cu", reflect.TypeFor[EmbedQArgs]()},
+	KCastBF16:    {"cast_bf16", "elementwise.cu", reflect.TypeFor[CastArgs]()},
 }
 
 func (k Kernel) String() string {
@@ -247,4 +249,12 @@ type GemmQArgs struct {
 type EmbedQArgs struct {
 	Out, Table, IDs uint64
 	Rows, H, QType  int32
+}
+
+// CastArgs: Out[r·K+k] = bf16(X[r·Ldx+k]) for r < Rows, k < K (round to nearest even, as every
+// GEMM rounds its activations): the bf16 operand of a library GEMM (MatmulArgs). Grid (Rows),
+// block 256.
+type CastArgs struct {
+	Out, X       uint64
+	Rows, K, Ldx int32
 }

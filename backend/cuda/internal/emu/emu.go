@@ -36,8 +36,12 @@ type Device struct {
 	limit, used int64
 	// capture is non-nil while a graph is being recorded.
 	capture *graph
-	// Launches counts kernel launches (graph replays included), by kernel.
+	// Launches counts kernel launches (graph replays included), by kernel; Matmuls counts
+	// library GEMMs likewise.
 	Launches [dev.NumKernels]int
+	Matmuls  int
+	// noMatmul is set by NoMatmul: the device then has no library GEMM.
+	noMatmul bool
 }
 
 type alloc struct {
@@ -45,10 +49,12 @@ type alloc struct {
 	mem  []byte
 }
 
+// launch is one recorded unit of work: kernel k, or the library GEMM matmul when it is set.
 type launch struct {
 	k           dev.Kernel
 	grid, block dev.Dim3
 	args        []byte
+	matmul      *dev.MatmulArgs
 }
 
 type graph struct {
@@ -210,17 +216,28 @@ func (d *Device) Launch(k dev.Kernel, grid, block dev.Dim3, shmem int, args []by
 
 // run executes one launch; d.mu is held.
 func (d *Device) run(l launch) (err error) {
-	d.Launches[l.k]++
+	name := l.k.String()
+	if l.matmul != nil {
+		name = "matmul"
+	}
 	m := &mem{d: d}
 	defer func() {
 		if r := recover(); r != nil {
 			if f, ok := r.(fault); ok {
-				err = fmt.Errorf("emu: %s: illegal address: %w", l.k, f.err)
+				err = fmt.Errorf("emu: %s: illegal address: %w", name, f.err)
 				return
 			}
 			panic(r)
 		}
 	}()
+	if l.matmul != nil {
+		d.Matmuls++
+		if err := matmul(m, *l.matmul); err != nil {
+			return fmt.Errorf("emu: matmul: %w", err)
+		}
+		return nil
+	}
+	d.Launches[l.k]++
 	if err := refs[l.k](m, l.grid, l.args); err != nil {
 		return fmt.Errorf("emu: %s: %w", l.k, err)
 	}

@@ -29,6 +29,7 @@ var refs = [dev.NumKernels]ref{
 	dev.KGemvQ4_K:    wrap(gemvQ4_K),
 	dev.KGemmQ:       wrap(gemmQ),
 	dev.KEmbedQ:      wrap(embedQ),
+	dev.KCastBF16:    wrap(castBF16),
 }
 
 // wrap decodes the packed arguments for a typed reference.
