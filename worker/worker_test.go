@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/llmserve/llmserve/api"
+	"github.com/llmserve/llmserve/detok"
 	"github.com/llmserve/llmserve/grammar"
 	"github.com/llmserve/llmserve/ipc"
 	"github.com/llmserve/llmserve/metrics"
@@ -502,5 +503,53 @@ func TestGrammarChecksShareCompileSlots(t *testing.T) {
 	}
 	if len(w.compileSlots) != cap(w.compileSlots)-1 {
 		t.Errorf("%d slots taken after the check, want its slot given back", len(w.compileSlots))
+	}
+}
+
+// TestTokenBatchesMergedPerRound: the token batches a rank sends straight to the worker
+// (--skip-detokenization) that are queued together are delivered as one push per request, in
+// order, with exact counts; a text batch in the same round goes out after the token items held
+// before it.
+func TestTokenBatchesMergedPerRound(t *testing.T) {
+	w, rank := startWorker(t, 5*time.Second)
+	st, err := w.Submit(context.Background(), &api.Request{RID: "r1", InputIDs: []int32{1, 2, 3}, MaxNewTokens: 10, Stream: true, StreamInterval: 1, RoutedRank: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rank.dispatched()
+	ids := make([]int32, 1) // one decode buffer, overwritten after every frame as a socket's would be
+	frame := func(id int32, done bool) []byte {
+		ids[0] = id
+		it := item(st.RID, id, "", done).TokenItem
+		it.NewIDs = ids
+		rank.seq++
+		b := ipc.TokenBatch{Seq: rank.seq, Load: ipc.Load{Received: []uint64{0}, ReceivedTokens: []uint64{0}}, Items: []ipc.TokenItem{it}}
+		return b.Append(nil)
+	}
+	buf := frameBuffers{co: detok.NewCoalescer()}
+	for id := int32(0); id < 3; id++ {
+		if err := w.add(&buf, frame(id, false)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A text batch of the same request ends the round's token run: the held ids go first.
+	if err := w.add(&buf, rank.batch(item(st.RID, 3, "", false))); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.add(&buf, frame(4, true)); err != nil {
+		t.Fatal(err)
+	}
+	w.flush(&buf)
+	d, err := st.Next(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(d.IDs, []int32{0, 1, 2, 3, 4}) || !d.Finished || d.CompletionTokens != 5 || d.Err != nil {
+		t.Fatalf("delta: ids %v finished %v completion %d err %v", d.IDs, d.Finished, d.CompletionTokens, d.Err)
+	}
+	// Three pushes reached the stream (three merged token items, the text item, the finishing
+	// token item): two of them landed on output not yet taken.
+	if m := st.Merged(); m != 2 {
+		t.Errorf("stream saw %d merged pushes, want 2 (one push per round's run of token batches)", m)
 	}
 }
