@@ -101,6 +101,8 @@ type statusWriter struct {
 	status int
 	// reason is the message of the error the request was answered with ("" if none).
 	reason string
+	// grammarRefused says the answer refuses the request's grammar (a *grammarRefusal).
+	grammarRefused bool
 }
 
 // findStatusWriter is the statusWriter under w (nil outside the access middleware).
@@ -161,9 +163,41 @@ func (s *Server) access(h http.Handler) http.Handler {
 			s.writeError(sw, http.StatusBadRequest, badRequest(requestIDHeader, bad.Error()))
 		} else {
 			h.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), accessKey{}, rec)))
+			if sw.grammarRefused {
+				pauseRefusal(r.Context(), rec.start, time.Now())
+			}
 		}
 		s.logAccess(r, sw.status, sw.reason, rec)
 	})
+}
+
+// refusalPauseFactor and maxRefusalPause set how long the answer to a refused grammar waits:
+// refusalPauseFactor times what the request took until refused (reading and decoding its body,
+// the compile), at most maxRefusalPause and never past the request's compile budget
+// (requestCompileBudget from its arrival: a request is answered within its deadline).
+var (
+	refusalPauseFactor = 3
+	maxRefusalPause    = 2 * time.Second
+)
+
+// pauseRefusal holds the answer of a request that arrived at start and whose grammar was refused
+// by now (the answer is still buffered: net/http sends it when the handler returns) for
+// refusalPauseFactor times what it took, or until the client leaves. A client that sends refused grammars back to back, each costing tens
+// of milliseconds of CPU to read, decode and refuse, then spends at most a quarter of a core on
+// them instead of a whole one beside the model's forward; a grammar refused at once for a typo
+// waits a few milliseconds. Only the client's connection waits: its goroutine holds no CPU and
+// no compile slot, and nobody else's request waits behind it.
+func pauseRefusal(ctx context.Context, start, now time.Time) {
+	d := min(time.Duration(refusalPauseFactor)*now.Sub(start), maxRefusalPause, start.Add(requestCompileBudget).Sub(now))
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 // logAccess writes rec's access line.

@@ -178,3 +178,15 @@ func (e *BadRequestError) Error() string {
 }
 
 func badRequest(param, msg string) error { return &BadRequestError{Param: param, Msg: msg} }
+
+// grammarRefusal is a 400 for a constraint the grammar compiler refused (malformed, or too
+// costly to build or to mask). Its answer waits (see pauseRefusal).
+type grammarRefusal struct{ bre *BadRequestError }
+
+func (e *grammarRefusal) Error() string { return e.bre.Error() }
+
+func (e *grammarRefusal) Unwrap() error { return e.bre }
+
+func refuseGrammar(param, msg string) error {
+	return &grammarRefusal{&BadRequestError{Param: param, Msg: msg}}
+}

@@ -1,9 +1,12 @@
 package api
 
 import (
+	"errors"
+	"fmt"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/llmserve/llmserve/grammar"
 )
@@ -85,5 +88,71 @@ func TestGBNFFields(t *testing.T) {
 	resp, body := post(t, ts, "/v1/completions", `{"prompt":"hi","grammar":`+q+`}`)
 	if resp.StatusCode != 400 || !strings.Contains(body, "grammar") {
 		t.Errorf("grammar on /v1/completions: status %d %s, want a 400 naming it", resp.StatusCode, body)
+	}
+}
+
+// slowCheckEngine spends cost on each grammar check, as a large grammar's parse does, and
+// refuses the grammars that say "bad".
+type slowCheckEngine struct {
+	*gbnfEngine
+	cost time.Duration
+}
+
+func (e *slowCheckEngine) CheckGrammar(kind GrammarKind, spec string) error {
+	time.Sleep(e.cost)
+	if strings.Contains(spec, "bad") {
+		return errors.New("grammar: too costly")
+	}
+	return nil
+}
+
+// TestRefusedGrammarAnswerWaits: the 400 refusing a grammar is answered refusalPauseFactor
+// times what the request took later, so a client sending costly bombs back to back waits most
+// of the time instead of keeping a core busy; an accepted grammar is not held. Before, the
+// refusal came at once, and a loop of 700 KB bombs took a core from the model's forward.
+func TestRefusedGrammarAnswerWaits(t *testing.T) {
+	g, _ := newGBNFServer(t)
+	e := &slowCheckEngine{gbnfEngine: g, cost: 40 * time.Millisecond}
+	ts := serveEngine(t, e, true)
+	body := func(g string) string {
+		return `{"text":"hi","sampling_params":{"max_new_tokens":1,"grammar":` + mustJSON(g) + `}}`
+	}
+	start := time.Now()
+	resp, out := post(t, ts, "/generate", body(`root ::= "bad"`))
+	refused := time.Since(start)
+	if resp.StatusCode != 400 || !strings.Contains(out, "too costly") {
+		t.Fatalf("refused grammar: %d %s", resp.StatusCode, out)
+	}
+	if want := 4 * e.cost; refused < want { // the check, then 3x what it took
+		t.Errorf("refused grammar answered after %v, want at least %v (its %v check, then 3x that)", refused, want, e.cost)
+	}
+	start = time.Now()
+	if resp, out := post(t, ts, "/generate", body(`root ::= "good"`)); resp.StatusCode != 200 {
+		t.Fatalf("accepted grammar: %d %s", resp.StatusCode, out)
+	}
+	t.Logf("refused after %v, accepted after %v (checks of %v each)", refused, time.Since(start), e.cost)
+}
+
+// busyCheckEngine has no compile slot for any grammar.
+type busyCheckEngine struct{ *gbnfEngine }
+
+func (e *busyCheckEngine) CheckGrammar(GrammarKind, string) error {
+	return fmt.Errorf("no grammar compile slot free: %w", ErrOverloaded)
+}
+
+// TestGrammarCheckOverloadedIs503: a grammar check that found no compile slot in time is the
+// engine's overload, a 503 with Retry-After, not a refusal of the client's grammar (a 400).
+func TestGrammarCheckOverloadedIs503(t *testing.T) {
+	g, _ := newGBNFServer(t)
+	ts := serveEngine(t, &busyCheckEngine{g}, true)
+	for _, c := range []struct{ path, body string }{
+		{"/generate", `{"text":"hi","sampling_params":{"max_new_tokens":1,"grammar":"root ::= \"a\""}}`},
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":1,"response_format":{"type":"json_object"}}`},
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":1,"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}]}`},
+	} {
+		resp, out := post(t, ts, c.path, c.body)
+		if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" || !strings.Contains(out, "compile slot") {
+			t.Errorf("%s %s: %d %s, want a 503 naming the compile slot", c.path, c.body, resp.StatusCode, out)
+		}
 	}
 }

@@ -262,7 +262,10 @@ func (s *Server) fillGrammar(req *Request, rf *responseFormat, regex, schema, gb
 		return err
 	}
 	if err := s.checkGrammarBy(req.compileDeadline(), req.GrammarKind, req.GrammarSpec); err != nil {
-		return badRequest("response_format", "invalid constraint: "+err.Error())
+		if errors.Is(err, ErrOverloaded) { // no compile slot in time: the engine's state, a 503
+			return err
+		}
+		return refuseGrammar("response_format", "invalid constraint: "+err.Error())
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -146,7 +147,10 @@ func (s *Server) composeOutputGrammar(req *Request, tr *toolRequest, thinking bo
 	}
 	req.GrammarKind, req.GrammarSpec = GrammarCompose, spec.Text
 	if err := s.checkGrammarBy(req.compileDeadline(), req.GrammarKind, req.GrammarSpec); err != nil {
-		return badRequest("tools", "invalid constraint: "+err.Error())
+		if errors.Is(err, ErrOverloaded) { // no compile slot in time: the engine's state, a 503
+			return err
+		}
+		return refuseGrammar("tools", "invalid constraint: "+err.Error())
 	}
 	return nil
 }

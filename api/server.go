@@ -220,6 +220,7 @@ func (s *Server) writeError(w http.ResponseWriter, status int, err error) {
 	}
 	if sw := findStatusWriter(w); sw != nil && sw.reason == "" {
 		sw.reason = e.Message // the access line says why
+		sw.grammarRefused = errors.As(err, new(*grammarRefusal))
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"net/http"
+	"runtime"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -40,6 +41,15 @@ func (s *Server) streamSSE(ctx context.Context, w http.ResponseWriter, st *Strea
 			}
 			d.Finished, d.FinishReason, d.Err = true, FinishAbort, errShuttingDown
 			d.PromptTokens, d.CachedTokens, d.CompletionTokens = st.Usage()
+		}
+		if !first && !d.Finished {
+			// Let the goroutines that are ready run once before writing: when the worker is
+			// busy, more of this request's output arrives meanwhile and goes out in this chunk,
+			// so a loaded worker writes fewer, bigger chunks (each write and each wake-up of the
+			// client costs more than the bytes); an idle one comes straight back. The first
+			// chunk never waits.
+			runtime.Gosched()
+			st.TakeMore(&d)
 		}
 		now := time.Now()
 		if len(d.IDs) > 0 {

@@ -248,6 +248,29 @@ func (s *Stream) Take(ctx context.Context, minIDs int, d *Delta) error {
 	}
 }
 
+// TakeMore appends to d, taken by Take, whatever has been pushed since, without waiting: ids and
+// logprobs appended, text concatenated, finish, error and latest counts carried (Delta.Merge).
+// It reports whether anything was pending.
+func (s *Stream) TakeMore(d *Delta) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.has {
+		return false
+	}
+	d.IDs = append(d.IDs, s.ids...)
+	d.Logprobs = append(d.Logprobs, s.logprobs...)
+	d.TopLogprobIDs = append(d.TopLogprobIDs, s.topIDs...)
+	d.TopLogprobs = append(d.TopLogprobs, s.topLps...)
+	if len(s.text) > 0 {
+		d.Text += string(s.text)
+	}
+	d.mergeMeta(&s.meta)
+	s.ids, s.logprobs, s.topIDs, s.topLps, s.text = s.ids[:0], s.logprobs[:0], s.topIDs[:0], s.topLps[:0], s.text[:0]
+	s.meta = Delta{}
+	s.has = false
+	return true
+}
+
 // Usage returns the request's counts so far: the prompt and cached tokens reported, and the
 // ids pushed (delivered, once taken) as completion tokens.
 func (s *Stream) Usage() (prompt, cached, completion int) {

@@ -173,3 +173,32 @@ func TestFailedStreamUsage(t *testing.T) {
 		t.Errorf("Usage() = %d, %d, %d", p, c, n)
 	}
 }
+
+// TestStreamTakeMoreAppendsWhatArrived: TakeMore appends to a taken delta what was pushed after
+// the Take (ids, logprobs, text, the finish and the latest counts), leaves nothing pending, and
+// reports false when nothing was; a Take after it sees only later pushes.
+func TestStreamTakeMoreAppendsWhatArrived(t *testing.T) {
+	st := NewStream("r1")
+	st.Push(&Delta{IDs: []int32{1, 2}, Text: "ab", Logprobs: []float32{-1, -2}, PromptTokens: 5, CompletionTokens: 2})
+	var d Delta
+	if err := st.Take(context.Background(), 1, &d); err != nil {
+		t.Fatal(err)
+	}
+	if st.TakeMore(&d) {
+		t.Fatal("TakeMore found output when nothing was pushed")
+	}
+	st.Push(&Delta{IDs: []int32{3}, Text: "c", Logprobs: []float32{-3}, CompletionTokens: 3})
+	st.Push(&Delta{IDs: []int32{4}, Text: "d", Logprobs: []float32{-4}, CompletionTokens: 4, Finished: true, FinishReason: FinishLength})
+	if !st.TakeMore(&d) {
+		t.Fatal("TakeMore missed what was pushed")
+	}
+	if !slices.Equal(d.IDs, []int32{1, 2, 3, 4}) || d.Text != "abcd" || !slices.Equal(d.Logprobs, []float32{-1, -2, -3, -4}) ||
+		!d.Finished || d.FinishReason != FinishLength || d.CompletionTokens != 4 || d.PromptTokens != 5 {
+		t.Fatalf("merged delta %+v", d)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := st.Take(ctx, 1, &d); err == nil {
+		t.Fatalf("Take after TakeMore found %+v pending", d)
+	}
+}

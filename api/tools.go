@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -171,8 +172,11 @@ func (s *Server) parseTools(raw json.RawMessage, choiceRaw json.RawMessage, para
 			if err == nil {
 				err = s.checkGrammarBy(tr.compileBy, kind, spec)
 			}
+			if errors.Is(err, ErrOverloaded) { // no compile slot in time: the engine's state, a 503
+				return nil, err
+			}
 			if err != nil {
-				return nil, badRequest(param+".function.parameters", fmt.Sprintf("function %q: unsupported parameters schema: %v", name, err))
+				return nil, refuseGrammar(param+".function.parameters", fmt.Sprintf("function %q: unsupported parameters schema: %v", name, err))
 			}
 			tr.tools = append(tr.tools, tl)
 		}

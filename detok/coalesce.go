@@ -4,67 +4,54 @@ import (
 	"github.com/llmserve/llmserve/ipc"
 )
 
-// Coalescer gathers the per-worker text batches of several Steps into one batch per worker, in
-// which each request's items are merged in order into one item: ids, logprobs and text
-// appended, the latest counts and the finish carried (the streaming promise that a consumer
-// that falls behind gets bigger chunks, never fewer tokens). detokd uses it for the frames
-// already queued when it gets to them: when the ranks run ahead, one frame of merged items
-// costs the workers one decode and one stream push per request instead of one per step. Each
-// rank's latest load (in arrival order) replaces its earlier ones.
+// Coalescer gathers several ranks' token batches into one list of items in which each
+// request's items are merged in order into one: ids and logprobs appended, the latest counts
+// and the finish carried (the streaming promise that a consumer that falls behind gets bigger
+// chunks, never fewer tokens). detokd uses it for the frames already queued when it gets to
+// them, before detokenizing: when the ranks run ahead, a request costs one table lookup, one
+// decode call and one item to its worker per round instead of one of each per step, and the
+// text is what the steps would have given one by one (Stream's text is the same however its
+// ids are split). Each rank's latest load (in arrival order) replaces its earlier ones.
 //
 // Everything it holds is its own copy (strings aside, which are immutable), so the decode
-// buffers a Step's items point into may be reused at once. Storage is kept between rounds:
-// a steady stream allocates only the text of merged items.
+// buffers a batch's items point into may be reused at once. Storage is kept between rounds:
+// a steady stream allocates nothing.
 type Coalescer struct {
-	out []ipc.TextBatch // per worker: the merged batch being built
-	// at maps, per worker, a rid to its item's position in out[w].Items (nil until needed).
-	at []map[string]int
-	// text holds, per worker and item, the merged text of items that took more than one
-	// Step's text (empty otherwise: the item's Text is then its only text).
-	text [][][]byte
+	items []ipc.TokenItem // the merged items, in order of each request's first item
+	loads []ipc.RankLoad  // each rank's latest load, in order of each rank's first report
+	// at maps a rid to its item's position in items (cleared by Reset).
+	at map[string]int
 	// merged counts the items merged into an earlier item of the same request since Reset.
 	merged int
-	// items counts the items added since Reset (merged or not).
-	items int
+	// added counts the items added since Reset (merged or not).
+	added int
 }
 
-// NewCoalescer returns an empty coalescer for numWorkers tokenizer workers.
-func NewCoalescer(numWorkers int) *Coalescer {
-	return &Coalescer{out: make([]ipc.TextBatch, numWorkers), at: make([]map[string]int, numWorkers), text: make([][][]byte, numWorkers)}
+// NewCoalescer returns an empty coalescer.
+func NewCoalescer() *Coalescer {
+	return &Coalescer{at: make(map[string]int)}
 }
 
-// Add merges one Step's batches (indexed by worker, as Step returns them) into the coalescer.
-// The batches may be reused as soon as Add returns.
-func (c *Coalescer) Add(batches []ipc.TextBatch) {
-	for w := range batches {
-		if w >= len(c.out) {
-			break
-		}
-		in := &batches[w]
-		out := &c.out[w]
-		for i := range in.Loads {
-			c.addLoad(out, &in.Loads[i])
-		}
-		if in.Detok.GoVersion != "" {
-			out.Detok = in.Detok
-		}
-		for i := range in.Items {
-			c.addItem(w, &in.Items[i])
-		}
+// Add merges one rank's batch (its items and its load) into the coalescer. The batch may be
+// reused as soon as Add returns.
+func (c *Coalescer) Add(b *ipc.TokenBatch) {
+	c.addLoad(&ipc.RankLoad{Rank: b.Rank, Seq: b.Seq, Load: b.Load})
+	for i := range b.Items {
+		c.addItem(&b.Items[i])
 	}
 }
 
 // addLoad keeps rl as its rank's load, replacing an earlier one (a later report supersedes it;
 // arrival order, not Seq, decides, as a restarted rank starts its Seq over).
-func (c *Coalescer) addLoad(out *ipc.TextBatch, rl *ipc.RankLoad) {
+func (c *Coalescer) addLoad(rl *ipc.RankLoad) {
 	k := 0
-	for k < len(out.Loads) && out.Loads[k].Rank != rl.Rank {
+	for k < len(c.loads) && c.loads[k].Rank != rl.Rank {
 		k++
 	}
-	if k == len(out.Loads) {
-		out.Loads = grow(out.Loads)
+	if k == len(c.loads) {
+		c.loads = grow(c.loads)
 	}
-	dst := &out.Loads[k]
+	dst := &c.loads[k]
 	// The load's slices belong to the caller's decode buffers: copy them into dst's own.
 	recv, recvTok, prio := dst.Load.Received[:0], dst.Load.ReceivedTokens[:0], dst.Load.WaitingByPriority[:0]
 	dst.Rank, dst.Seq, dst.Load = rl.Rank, rl.Seq, rl.Load
@@ -73,22 +60,18 @@ func (c *Coalescer) addLoad(out *ipc.TextBatch, rl *ipc.RankLoad) {
 	dst.Load.WaitingByPriority = append(prio, rl.Load.WaitingByPriority...)
 }
 
-// addItem appends it to worker w's batch, or merges it into the request's earlier item there.
-func (c *Coalescer) addItem(w int, it *ipc.TextItem) {
-	c.items++
-	out := &c.out[w]
-	if k, ok := c.at[w][it.RID]; ok && !out.Items[k].Finished {
-		c.merge(w, k, it)
+// addItem appends it, or merges it into the request's earlier item.
+func (c *Coalescer) addItem(it *ipc.TokenItem) {
+	c.added++
+	if k, ok := c.at[it.RID]; ok && !c.items[k].Finished {
+		mergeItem(&c.items[k], it)
 		c.merged++
 		return
 	}
-	if c.at[w] == nil {
-		c.at[w] = make(map[string]int)
-	}
-	// A request's items after its finish (none are sent) would be kept apart, as they came.
-	c.at[w][it.RID] = len(out.Items)
-	out.Items = grow(out.Items)
-	dst := &out.Items[len(out.Items)-1]
+	// A request's items after its finish (none are sent) are kept apart, as they came.
+	c.at[it.RID] = len(c.items)
+	c.items = grow(c.items)
+	dst := &c.items[len(c.items)-1]
 	ids, lps, topIDs, topLps := dst.NewIDs[:0], dst.Logprobs[:0], dst.TopLogprobIDs[:0], dst.TopLogprobs[:0]
 	pl, ptIDs, ptLps, emb, stops := dst.PromptLogprobs[:0], dst.PromptTopLogprobIDs[:0], dst.PromptTopLogprobs[:0], dst.Embedding[:0], dst.StopStrings[:0]
 	spec := dst.SpecAccepted[:0]
@@ -103,26 +86,14 @@ func (c *Coalescer) addItem(w int, it *ipc.TextItem) {
 	dst.Embedding = append(emb, it.Embedding...)
 	dst.StopStrings = append(stops, it.StopStrings...)
 	dst.SpecAccepted = append(spec, it.SpecAccepted...)
-	for len(c.text[w]) < len(out.Items) {
-		c.text[w] = append(c.text[w], nil)
-	}
-	c.text[w][len(out.Items)-1] = c.text[w][len(out.Items)-1][:0]
 }
 
-// merge appends the later item it onto worker w's item k of the same request.
-func (c *Coalescer) merge(w, k int, it *ipc.TextItem) {
-	dst := &c.out[w].Items[k]
+// mergeItem appends the later item it onto dst, an earlier item of the same request.
+func mergeItem(dst, it *ipc.TokenItem) {
 	dst.NewIDs = append(dst.NewIDs, it.NewIDs...)
 	dst.Logprobs = append(dst.Logprobs, it.Logprobs...)
 	dst.TopLogprobIDs = append(dst.TopLogprobIDs, it.TopLogprobIDs...)
 	dst.TopLogprobs = append(dst.TopLogprobs, it.TopLogprobs...)
-	if it.Text != "" {
-		buf := &c.text[w][k]
-		if len(*buf) == 0 {
-			*buf = append(*buf, dst.Text...)
-		}
-		*buf = append(*buf, it.Text...)
-	}
 	// Counts: the completion count is cumulative (the worker checks it against the ids it
 	// delivered); prompt and cached counts are carried when reported.
 	dst.CompletionTokens = it.CompletionTokens
@@ -146,6 +117,7 @@ func (c *Coalescer) merge(w, k int, it *ipc.TextItem) {
 		dst.StopStrings = append(dst.StopStrings, it.StopStrings...)
 	}
 	dst.SkipSpecialTokens = dst.SkipSpecialTokens || it.SkipSpecialTokens
+	dst.NoText = dst.NoText && it.NoText
 	// The finish (and an error) is the later item's.
 	if it.Finished || it.FinishReason != ipc.FinishNone || it.Error != "" {
 		dst.Finished, dst.FinishReason, dst.Error, dst.ErrorKind = it.Finished, it.FinishReason, it.Error, it.ErrorKind
@@ -157,34 +129,24 @@ func (c *Coalescer) merge(w, k int, it *ipc.TextItem) {
 	}
 }
 
+// Items returns the merged items added since Reset, valid until the next Add or Reset.
+func (c *Coalescer) Items() []ipc.TokenItem { return c.items }
+
+// Loads returns each rank's latest load added since Reset, valid until the next Add or Reset.
+func (c *Coalescer) Loads() []ipc.RankLoad { return c.loads }
+
 // Len is the number of items added since Reset, merged or not.
-func (c *Coalescer) Len() int { return c.items }
+func (c *Coalescer) Len() int { return c.added }
 
 // Merged is the number of items merged into an earlier item of the same request since Reset.
 func (c *Coalescer) Merged() int { return c.merged }
 
-// Batches returns one batch per worker: what was added since Reset. They are valid until the
-// next Add or Reset.
-func (c *Coalescer) Batches() []ipc.TextBatch {
-	for w := range c.out {
-		for k, t := range c.text[w][:len(c.out[w].Items)] {
-			if len(t) > 0 {
-				c.out[w].Items[k].Text = string(t)
-			}
-		}
-	}
-	return c.out
-}
-
 // Reset empties the coalescer for the next round, keeping its storage.
 func (c *Coalescer) Reset() {
-	for w := range c.out {
-		c.out[w].Items = c.out[w].Items[:0]
-		c.out[w].Loads = c.out[w].Loads[:0]
-		c.out[w].Detok = ipc.GoStats{}
-		clear(c.at[w])
-	}
-	c.merged, c.items = 0, 0
+	c.items = c.items[:0]
+	c.loads = c.loads[:0]
+	clear(c.at)
+	c.merged, c.added = 0, 0
 }
 
 // grow extends s by one element, reusing the element left there by an earlier round (and so

@@ -49,10 +49,11 @@ func (r *received) add(it *ipc.TextItem) {
 
 // TestCoalescerEqualsSteps: the steps of three requests (two workers; logprobs with top
 // entries; prompt logprobs and a request id on the first item only; a stop string that ends
-// one, its text held back from there; another finishing on length with its rank times) give each worker the same ids, text,
-// logprobs, counts and finish whether every step is sent alone or rounds of 2, 3 or 7 steps are
-// merged, with one item per request per round. The steps' decode buffers are overwritten after
-// each Step, as detokd's are, and the merged batches do not change.
+// one, its text held back from there; another finishing on length with its rank times) give
+// each worker the same ids, text, logprobs, counts and finish whether every step is
+// detokenized alone or rounds of 2, 3 or 7 steps are merged before detokenizing, with one item
+// per request per round. The steps' decode buffers are overwritten after each Add, as
+// detokd's are, and the merged items do not change.
 func TestCoalescerEqualsSteps(t *testing.T) {
 	tok, err := tokenizer.Load("../models/pico")
 	if err != nil {
@@ -66,12 +67,16 @@ func TestCoalescerEqualsSteps(t *testing.T) {
 	for _, round := range []int{1, 2, 3, 7} {
 		t.Run(fmt.Sprintf("round%d", round), func(t *testing.T) {
 			d := NewDetokenizer(tok, 2)
-			co := NewCoalescer(2)
+			co := NewCoalescer()
 			got := map[string]*received{"a": {}, "b": {}, "c": {}}
 			var lastLoad [2]ipc.RankLoad
 			flush := func() {
 				perRID := map[string]int{}
-				for w, b := range co.Batches() {
+				out, err := d.StepMerged(co.Items(), co.Loads())
+				if err != nil {
+					t.Fatal(err)
+				}
+				for w, b := range out {
 					if len(b.Loads) != 1 {
 						t.Fatalf("worker %d: %d loads, want the rank's latest only", w, len(b.Loads))
 					}
@@ -112,11 +117,7 @@ func TestCoalescerEqualsSteps(t *testing.T) {
 					a.SpecDrafts, a.SpecDraftTokens, a.SpecAccepted = 6, 20, scratchSpec
 					b.Finished, b.FinishReason, b.MatchedStop = true, ipc.FinishStop, " test"
 				}
-				out, err := d.Step(&ipc.TokenBatch{Rank: 3, Seq: uint64(s + 1), Load: ipc.Load{Running: int64(s), Received: received}, Items: []ipc.TokenItem{a, b, c}})
-				if err != nil {
-					t.Fatal(err)
-				}
-				co.Add(out)
+				co.Add(&ipc.TokenBatch{Rank: 3, Seq: uint64(s + 1), Load: ipc.Load{Running: int64(s), Received: received}, Items: []ipc.TokenItem{a, b, c}})
 				for i := range scratchIDs {
 					scratchIDs[i] = -7
 				}
@@ -168,33 +169,36 @@ func TestCoalescerEqualsSteps(t *testing.T) {
 // TestCoalescerLoadsByArrival: each rank keeps its latest load by arrival, not by Seq (a
 // restarted rank starts its Seq over), and a worker with no items still gets every rank's.
 func TestCoalescerLoadsByArrival(t *testing.T) {
-	co := NewCoalescer(2)
+	co := NewCoalescer()
 	add := func(rank uint32, seq uint64, running int64) {
-		l := ipc.RankLoad{Rank: rank, Seq: seq, Load: ipc.Load{Running: running}}
-		co.Add([]ipc.TextBatch{{Loads: []ipc.RankLoad{l}}, {Loads: []ipc.RankLoad{l}}})
+		co.Add(&ipc.TokenBatch{Rank: rank, Seq: seq, Load: ipc.Load{Running: running}})
 	}
 	add(0, 50, 1)
 	add(1, 7, 2)
 	add(0, 1, 3) // rank 0 restarted
-	for w, b := range co.Batches() {
+	out, err := NewDetokenizer(nil, 2).StepMerged(co.Items(), co.Loads())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for w, b := range out {
 		if len(b.Loads) != 2 || b.Loads[0].Rank != 0 || b.Loads[0].Seq != 1 || b.Loads[0].Load.Running != 3 || b.Loads[1].Seq != 7 {
 			t.Errorf("worker %d loads %+v", w, b.Loads)
 		}
 	}
 	co.Reset()
-	if b := co.Batches(); len(b[0].Loads)+len(b[1].Loads)+len(b[0].Items) != 0 || co.Len() != 0 {
-		t.Errorf("after Reset: %+v", b)
+	if len(co.Items())+len(co.Loads()) != 0 || co.Len() != 0 {
+		t.Errorf("after Reset: items %+v loads %+v", co.Items(), co.Loads())
 	}
 }
 
 // TestCoalescerKeepsItemsAfterFinish: an item of a request after its finishing item (the rank
-// sends none) is not merged into the finished one, so the worker sees it as it came.
+// sends none) is not merged into the finished one, so it is seen as it came.
 func TestCoalescerKeepsItemsAfterFinish(t *testing.T) {
-	co := NewCoalescer(1)
-	co.Add([]ipc.TextBatch{{Items: []ipc.TextItem{{TokenItem: ipc.TokenItem{RID: "x", NewIDs: []int32{1}, CompletionTokens: 1, Finished: true, FinishReason: ipc.FinishLength}, Text: "a"}}}})
-	co.Add([]ipc.TextBatch{{Items: []ipc.TextItem{{TokenItem: ipc.TokenItem{RID: "x", NewIDs: []int32{2}, CompletionTokens: 2}, Text: "b"}}}})
-	items := co.Batches()[0].Items
-	if len(items) != 2 || items[0].Text != "a" || !items[0].Finished || items[1].Text != "b" || co.Merged() != 0 || co.Len() != 2 {
+	co := NewCoalescer()
+	co.Add(&ipc.TokenBatch{Items: []ipc.TokenItem{{RID: "x", NewIDs: []int32{1}, CompletionTokens: 1, Finished: true, FinishReason: ipc.FinishLength}}})
+	co.Add(&ipc.TokenBatch{Items: []ipc.TokenItem{{RID: "x", NewIDs: []int32{2}, CompletionTokens: 2}}})
+	items := co.Items()
+	if len(items) != 2 || !slices.Equal(items[0].NewIDs, []int32{1}) || !items[0].Finished || !slices.Equal(items[1].NewIDs, []int32{2}) || co.Merged() != 0 || co.Len() != 2 {
 		t.Errorf("items %+v, merged %d", items, co.Merged())
 	}
 }
@@ -202,11 +206,11 @@ func TestCoalescerKeepsItemsAfterFinish(t *testing.T) {
 // TestCoalescerKeepsErrorKind: a request's error item merged onto its earlier tokens keeps the
 // error's kind, which decides whether its client is told the request was its own fault.
 func TestCoalescerKeepsErrorKind(t *testing.T) {
-	co := NewCoalescer(1)
-	co.Add([]ipc.TextBatch{{Items: []ipc.TextItem{{TokenItem: ipc.TokenItem{RID: "x", NewIDs: []int32{1}, CompletionTokens: 1}, Text: "a"}}}})
-	co.Add([]ipc.TextBatch{{Items: []ipc.TextItem{{TokenItem: ipc.TokenItem{RID: "x", CompletionTokens: 1, Finished: true, FinishReason: ipc.FinishError, Error: "bad grammar", ErrorKind: ipc.ErrorInvalid}}}}})
-	items := co.Batches()[0].Items
-	if len(items) != 1 || items[0].Error != "bad grammar" || items[0].ErrorKind != ipc.ErrorInvalid || items[0].Text != "a" {
-		t.Fatalf("merged item %+v, want one item with the error and its kind", items)
+	co := NewCoalescer()
+	co.Add(&ipc.TokenBatch{Items: []ipc.TokenItem{{RID: "x", NewIDs: []int32{1}, CompletionTokens: 1}}})
+	co.Add(&ipc.TokenBatch{Items: []ipc.TokenItem{{RID: "x", CompletionTokens: 1, Finished: true, FinishReason: ipc.FinishError, Error: "bad grammar", ErrorKind: ipc.ErrorInvalid}}})
+	items := co.Items()
+	if len(items) != 1 || items[0].Error != "bad grammar" || items[0].ErrorKind != ipc.ErrorInvalid || !slices.Equal(items[0].NewIDs, []int32{1}) || co.Merged() != 1 {
+		t.Fatalf("merged item %+v, want one item with the id, the error and its kind", items)
 	}
 }

@@ -15,6 +15,7 @@ type Detokenizer struct {
 	table   *Table               // live requests' detokenization state
 	workers int                  // tokenizer workers; an item's Owner indexes out
 	out     []ipc.TextBatch      // per worker, reused between steps
+	one     [1]ipc.RankLoad      // Step's one load, kept here so that Step allocates nothing
 }
 
 // NewDetokenizer makes a detokenizer for outputs owned by numWorkers tokenizer workers.
@@ -26,13 +27,21 @@ func NewDetokenizer(tok *tokenizer.Tokenizer, numWorkers int) *Detokenizer {
 // and the rank's load for all of them (so loads reach every dispatcher, heartbeats included).
 // The returned batches are valid until the next Step.
 func (d *Detokenizer) Step(in *ipc.TokenBatch) ([]ipc.TextBatch, error) {
+	d.one[0] = ipc.RankLoad{Rank: in.Rank, Seq: in.Seq, Load: in.Load}
+	return d.StepMerged(in.Items, d.one[:])
+}
+
+// StepMerged is Step for items that may come from several ranks' batches (a Coalescer's, one
+// item per request): each worker gets the items it owns and every load in loads. The returned
+// batches are valid until the next Step; they point into items and loads.
+func (d *Detokenizer) StepMerged(items []ipc.TokenItem, loads []ipc.RankLoad) ([]ipc.TextBatch, error) {
 	for w := range d.out {
 		d.out[w].Items = d.out[w].Items[:0]
-		d.out[w].Loads = append(d.out[w].Loads[:0], ipc.RankLoad{Rank: in.Rank, Seq: in.Seq, Load: in.Load})
+		d.out[w].Loads = append(d.out[w].Loads[:0], loads...)
 	}
 	var errs []error
-	for i := range in.Items {
-		it := &in.Items[i]
+	for i := range items {
+		it := &items[i]
 		if int(it.Owner) >= d.workers {
 			errs = append(errs, fmt.Errorf("request %s: owner %d out of range (%d workers)", it.RID, it.Owner, d.workers))
 			continue

@@ -200,7 +200,7 @@ func TestGBNFOutput(t *testing.T) {
 // on every field; a grammar over the size limit or accepting no text is a 400 with the reason;
 // the engine goes on serving grammars.
 func TestGBNFMalformed(t *testing.T) {
-	e := startEngine(t, engineOpts{tokArgs: []string{"--grammar-max-schema-bytes", "2000"}})
+	e := startEngine(t, engineOpts{tokArgs: []string{"--grammar-max-gbnf-bytes", "2000"}})
 	for _, c := range []struct {
 		name, grammar, where string
 	}{
@@ -208,7 +208,7 @@ func TestGBNFMalformed(t *testing.T) {
 		{"undefined rule", "root ::= \"a\" thing\n", "line 1 column 14"},
 		{"unterminated string", "# comment\nroot ::= \"abc\n", "line 2 column"},
 		{"left recursion", "root ::= expr\nexpr ::= expr \"+\" \"1\" | \"1\"\n", "line 2 column"},
-		{"over the size limit", "root ::= \"" + strings.Repeat("a", 2000) + "\"\n", "limit"},
+		{"over the size limit", "root ::= \"" + strings.Repeat("a", 2000) + "\"\n", "over the 2000-byte limit (--grammar-max-gbnf-bytes)"},
 		{"no text accepted", "root ::= a\na ::= \"x\" a\n", "accepts no text"},
 	} {
 		for _, r := range []struct {

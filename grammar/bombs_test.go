@@ -2,6 +2,7 @@ package grammar
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime"
@@ -131,7 +132,7 @@ func maskBomb(n int) string {
 func TestMaskBombRefusedAtCompile(t *testing.T) {
 	e := env(t, "qwen3")
 	for _, n := range []int{5000, 30000} {
-		c := NewCompiler(e.tok, []int32{e.eos}, Options{})
+		c := NewCompiler(e.tok, []int32{e.eos}, Options{Limits: Limits{MaxGBNFBytes: 1 << 20}}) // past the byte limit
 		start := time.Now()
 		_, err := c.GBNF(maskBomb(n))
 		var ge *Error
@@ -220,7 +221,7 @@ func TestMaskBombRefusedBeforeBuilding(t *testing.T) {
 		{"5000 optional items", opt.String(), 16},
 	}
 	for _, b := range bombs {
-		c := NewCompiler(e.tok, []int32{e.eos}, Options{})
+		c := NewCompiler(e.tok, []int32{e.eos}, Options{Limits: Limits{MaxGBNFBytes: 1 << 20}}) // past the byte limit
 		var err error
 		start := time.Now()
 		n := allocated(func() { _, err = c.GBNF(b.src) })
@@ -319,7 +320,7 @@ func TestGBNFAnalysisIsLinear(t *testing.T) {
 		return sb.String()
 	}
 	start := time.Now()
-	g, err := NewCompiler(e.tok, []int32{e.eos}, Options{}).GBNF(chain(20000, `""`))
+	g, err := NewCompiler(e.tok, []int32{e.eos}, Options{Limits: Limits{MaxGBNFBytes: 1 << 20}}).GBNF(chain(20000, `""`)) // 338 KB
 	took := time.Since(start)
 	if err != nil {
 		t.Fatal(err)
@@ -366,7 +367,7 @@ func TestGBNFAnalysisIsLinear(t *testing.T) {
 // held 180 MB of a worker.
 func TestCachedRefusalsHoldLittle(t *testing.T) {
 	e := env(t, "qwen3")
-	c := NewCompiler(e.tok, []int32{e.eos}, Options{})
+	c := NewCompiler(e.tok, []int32{e.eos}, Options{Limits: Limits{MaxGBNFBytes: 1 << 20}}) // past the byte limit
 	pad := "# " + strings.Repeat("p", 512<<10) + "\n"
 	live := func() uint64 {
 		var ms runtime.MemStats
@@ -398,4 +399,38 @@ func TestCachedRefusalsHoldLittle(t *testing.T) {
 		t.Error("a cached refusal compiled")
 	}
 	runtime.KeepAlive(c)
+}
+
+// TestGBNFByteLimit: a GBNF text over Limits.MaxGBNFBytes is refused before it is parsed, naming
+// its size, the limit and the flag that sets it, whether it is a request's grammar or a part of a
+// composed one, and at a cost that does not grow with its rules: the 30,000-rule bomb (698 KB)
+// parsed and analyzed for tens of milliseconds of CPU and tens of megabytes before its width was
+// refused. A grammar at the limit compiles.
+func TestGBNFByteLimit(t *testing.T) {
+	e := env(t, "qwen3")
+	bomb := maskBomb(30000)
+	c := NewCompiler(e.tok, []int32{e.eos}, Options{})
+	var err error
+	n := allocated(func() { _, err = c.GBNF(bomb) })
+	var ge *Error
+	want := fmt.Sprintf("GBNF grammar is %d bytes, over the %d-byte limit (--grammar-max-gbnf-bytes)", len(bomb), DefaultMaxGBNFBytes)
+	if !errors.As(err, &ge) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err %v, want a *Error saying %q", err, want)
+	}
+	if n > 64<<10 {
+		t.Errorf("allocated %d KB refusing a text by its length", n>>10)
+	}
+	part, _ := json.Marshal(map[string]any{"seq": []any{map[string]any{"lit": "x"}, map[string]any{"gbnf": bomb}}})
+	if _, err := c.Compose(string(part)); !errors.As(err, &ge) || !strings.Contains(err.Error(), "--grammar-max-gbnf-bytes") {
+		t.Errorf("composed: err %v, want the GBNF byte limit named", err)
+	}
+	// exactly at a small limit: compiles; one byte over: refused
+	small := NewCompiler(e.tok, []int32{e.eos}, Options{Limits: Limits{MaxGBNFBytes: 64}})
+	at := `root ::= "ab" [0-9]+` + "\n" + strings.Repeat("#", 64-len(`root ::= "ab" [0-9]+`+"\n"))
+	if _, err := small.GBNF(at); err != nil {
+		t.Errorf("%d bytes at a 64-byte limit: %v", len(at), err)
+	}
+	if _, err := small.GBNF(at + "#"); !errors.As(err, &ge) || !strings.Contains(err.Error(), "65 bytes, over the 64-byte limit") {
+		t.Errorf("65 bytes at a 64-byte limit: %v", err)
+	}
 }

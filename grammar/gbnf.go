@@ -445,8 +445,8 @@ func (c *Compiler) GBNF(grammar string) (*Grammar, error) {
 }
 
 func (c *Compiler) gbnf(ctx context.Context, grammar string) (*Grammar, error) {
-	if len(grammar) > c.opts.Limits.MaxSchemaBytes {
-		return nil, errf("grammar is %d bytes, over the %d byte limit", len(grammar), c.opts.Limits.MaxSchemaBytes)
+	if err := c.checkGBNFBytes(grammar); err != nil {
+		return nil, err
 	}
 	return c.cached(ctx, "g\x00"+grammar, func(ctx context.Context) (*Grammar, error) {
 		b := c.newBuilder(ctx)
@@ -460,9 +460,20 @@ func (c *Compiler) gbnf(ctx context.Context, grammar string) (*Grammar, error) {
 	})
 }
 
+// checkGBNFBytes refuses a GBNF text over Limits.MaxGBNFBytes before anything reads it.
+func (c *Compiler) checkGBNFBytes(grammar string) error {
+	if limit := c.opts.Limits.MaxGBNFBytes; len(grammar) > limit {
+		return errf("GBNF grammar is %d bytes, over the %d-byte limit (--grammar-max-gbnf-bytes)", len(grammar), limit)
+	}
+	return nil
+}
+
 // buildGBNF parses grammar and adds its rules to b, returning the rule of root. A composition
 // (compose.go) builds a grammar into its own builder this way.
 func (c *Compiler) buildGBNF(b *builder, grammar string) (int32, error) {
+	if err := c.checkGBNFBytes(grammar); err != nil {
+		return 0, err
+	}
 	rules, err := parseGBNF(grammar)
 	if err != nil {
 		return 0, err

@@ -26,9 +26,17 @@ const (
 // Limits bound compile-time work; zero fields take defaults.
 type Limits struct {
 	MaxSchemaBytes int // longest schema or regex text accepted
-	MaxDepth       int // deepest value nesting a schema may describe (its JSON nests up to 2x+2)
-	MaxStates      int // largest automaton a compile may build
+	// MaxGBNFBytes is the longest GBNF grammar accepted, checked before it is parsed: hand-written
+	// GBNF is a few KB, and the parse and analysis of a 700 KB one took tens of milliseconds of
+	// CPU even when refused (default DefaultMaxGBNFBytes)
+	MaxGBNFBytes int
+	MaxDepth     int // deepest value nesting a schema may describe (its JSON nests up to 2x+2)
+	MaxStates    int // largest automaton a compile may build
 }
+
+// DefaultMaxGBNFBytes is Limits.MaxGBNFBytes's default: 128 KiB, some thirty times the grammars
+// llama.cpp ships, and a parse of at most a few milliseconds.
+const DefaultMaxGBNFBytes = 128 << 10
 
 // Options configure a Compiler.
 type Options struct {
@@ -89,6 +97,9 @@ type flight struct {
 func NewCompiler(v Vocab, eos []int32, opts Options) *Compiler {
 	if opts.Limits.MaxSchemaBytes <= 0 {
 		opts.Limits.MaxSchemaBytes = 1 << 20
+	}
+	if opts.Limits.MaxGBNFBytes <= 0 {
+		opts.Limits.MaxGBNFBytes = DefaultMaxGBNFBytes
 	}
 	if opts.Limits.MaxDepth <= 0 {
 		opts.Limits.MaxDepth = 64

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/llmserve/llmserve/grammar"
+	"github.com/llmserve/llmserve/scheduler"
 )
 
 // Grammars compiles structured-output constraints for one rank off the step loop: a request
@@ -62,6 +63,9 @@ func (gs *Grammars) start(ctx context.Context, wg *sync.WaitGroup, s grammar.Spe
 		gr, err := gs.c.CompileWait(ctx, s)
 		if err != nil {
 			c.err = fmt.Errorf("compile %s constraint: %w", s.Kind, err)
+			if _, ok := errors.AsType[*grammar.Error](err); ok { // the grammar itself: the client's to fix
+				c.err = &scheduler.RequestError{Kind: scheduler.ErrorInvalid, Err: c.err}
+			}
 			return
 		}
 		c.m = gr.NewMatcher()
@@ -102,8 +106,9 @@ func (c *constraint) FillMask(dst []uint64) {
 		return
 	}
 	if err := c.m.FillMaskWithin(dst, time.Now().Add(c.maskDeadline)); err != nil {
-		if errors.Is(err, grammar.ErrMaskDeadline) {
-			err = fmt.Errorf("token mask over its %v deadline (the grammar is too costly to follow): %w", c.maskDeadline, err)
+		if errors.Is(err, grammar.ErrMaskDeadline) { // the grammar's cost: the client's to fix
+			err = &scheduler.RequestError{Kind: scheduler.ErrorInvalid,
+				Err: fmt.Errorf("token mask over its %v deadline (the grammar is too costly to follow): %w", c.maskDeadline, err)}
 		}
 		c.maskErr = err
 	}

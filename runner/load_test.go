@@ -89,6 +89,35 @@ func TestGrammarCompileBounded(t *testing.T) {
 	if err := starved.Err(); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "no compile slot") {
 		t.Fatalf("compile with no slot free: %v", err)
 	}
+	if _, kind := scheduler.Refusal(starved.Err()); kind != scheduler.ErrorInternal {
+		t.Errorf("compile with no slot free: error kind %v, want the engine's", kind)
+	}
+}
+
+// TestGrammarCompileErrorIsTheClients: a grammar the rank's compiler refuses (here one over the
+// rank's GBNF byte limit, which the worker's check did not share) fails its request as the
+// request's own fault with the compiler's reason, so its client is answered 400; before, it was
+// an internal error, a 500.
+func TestGrammarCompileErrorIsTheClients(t *testing.T) {
+	tok, err := tokenizer.Load("../models/pico")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := NewGrammars(grammar.NewCompiler(tok, nil, grammar.Options{Limits: grammar.Limits{MaxGBNFBytes: 16}}))
+	var wg sync.WaitGroup
+	for _, s := range []grammar.Spec{
+		{Kind: grammar.KindGBNF, Text: `root ::= "a" [0-9]+ "b"`},
+		{Kind: grammar.KindGBNF, Text: `root ::= [0-9`},
+		{Kind: grammar.KindRegex, Text: `(a`},
+	} {
+		c := gs.start(context.Background(), &wg, s)
+		wg.Wait()
+		reason, kind := scheduler.Refusal(c.Err())
+		if kind != scheduler.ErrorInvalid || !strings.Contains(reason, "grammar: ") {
+			t.Errorf("%v %q: error %v of kind %v, want the compiler's reason as the request's own fault", s.Kind, s.Text, c.Err(), kind)
+		}
+		t.Logf("%v %q: %s", s.Kind, s.Text, reason)
+	}
 }
 
 // TestGrammarMaskDeadline: a mask that would take long is given up at its deadline, and the
@@ -125,6 +154,10 @@ func TestGrammarMaskDeadline(t *testing.T) {
 	t.Logf("slow mask given up after %v: %v", took, slow.Err())
 	if err := slow.Err(); err == nil || !errors.Is(err, grammar.ErrMaskDeadline) || !strings.Contains(err.Error(), "deadline") {
 		t.Fatalf("slow mask: Err %v, want the mask deadline", err)
+	}
+	// the grammar's cost is its client's to fix: the request's own fault (a 4xx), not the engine's
+	if _, kind := scheduler.Refusal(slow.Err()); kind != scheduler.ErrorInvalid {
+		t.Errorf("slow mask: error kind %v, want the request's own (ErrorInvalid)", kind)
 	}
 	if took > time.Second {
 		t.Errorf("a 2 ms mask deadline took %v", took)

@@ -23,6 +23,7 @@ type allowSet struct {
 	canEndAfter int
 	stopAfter   int
 	acceptErr   error
+	failErr     error // Err's: the constraint's own failure (its compile, a mask given up)
 	panicFill   bool
 	started     chan struct{} // closed by the first FillMask, when set
 
@@ -48,6 +49,8 @@ func (c *allowSet) FillMask(dst []uint64) {
 		}
 	}
 }
+
+func (c *allowSet) Err() error { return c.failErr }
 
 func (c *allowSet) Accept(tok int32) error {
 	c.mu.Lock()
@@ -198,14 +201,20 @@ func TestRequestWaitsUntilConstraintReady(t *testing.T) {
 
 func TestConstraintFailuresEndOnlyTheirRequest(t *testing.T) {
 	const vocab = 100
+	clients := &RequestError{Kind: ErrorInvalid, Err: errors.New("token mask over its deadline")}
 	for _, c := range []struct {
 		name string
 		con  *allowSet
 		want string
+		kind ErrorKind
 	}{
-		{"accept error", &allowSet{vocab: vocab, acceptErr: errors.New("bad state")}, "bad state"},
-		{"empty mask", &allowSet{vocab: vocab, allow: func(int32) bool { return false }}, "allows no token"},
-		{"FillMask panics", &allowSet{vocab: vocab, panicFill: true}, "broken grammar"},
+		{"accept error", &allowSet{vocab: vocab, acceptErr: errors.New("bad state")}, "bad state", ErrorInternal},
+		{"empty mask", &allowSet{vocab: vocab, allow: func(int32) bool { return false }}, "allows no token", ErrorInternal},
+		{"FillMask panics", &allowSet{vocab: vocab, panicFill: true}, "broken grammar", ErrorInternal},
+		{"the engine's failure", &allowSet{vocab: vocab, failErr: errors.New("no compile slot")}, "no compile slot", ErrorInternal},
+		// the client's grammar (its compile error, a mask over the deadline): the request's own
+		// fault, with the reason alone; before, every constraint failure was the engine's
+		{"the client's grammar", &allowSet{vocab: vocab, failErr: fmt.Errorf("rank 0: %w", clients)}, "token mask over its deadline", ErrorInvalid},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := newScheduler(t, newReplay(t, vocab, 16, 4), Config{MaxRunning: 2, MaxPrefillTokens: 16})
@@ -213,8 +222,11 @@ func TestConstraintFailuresEndOnlyTheirRequest(t *testing.T) {
 			mustAdd(t, s, &Request{RID: "good", InputIDs: []int32{4, 5}, MaxNewTokens: 5, Sampling: greedy()})
 			results := map[string]*result{}
 			run(t, s, results, 20)
-			if r := results["bad"]; r.last.FinishReason != FinishError || !strings.Contains(r.last.Err, c.want) {
-				t.Errorf("bad: %+v", r.last)
+			if r := results["bad"]; r.last.FinishReason != FinishError || !strings.Contains(r.last.Err, c.want) || r.last.ErrKind != c.kind {
+				t.Errorf("bad: %+v, want error %q of kind %v", r.last, c.want, c.kind)
+			}
+			if r := results["bad"]; c.kind == ErrorInvalid && r.last.Err != c.want {
+				t.Errorf("bad: error %q, want the reason alone, %q", r.last.Err, c.want)
 			}
 			wantIDs(t, "good", results["good"].ids, replay.Continuation(vocab, []int32{4, 5}, 5))
 			checkDrained(t, s)

@@ -13,7 +13,8 @@ const (
 	ErrorInvalid                   // the request's own: it will not be served as sent
 )
 
-// RequestError is a refusal of a request (Add's) that says whose fault it is.
+// RequestError is a refusal of a request (Add's), or a failure of its constraint (its Err), that
+// says whose fault it is.
 type RequestError struct {
 	Kind ErrorKind
 	Err  error // the reason, for the client

@@ -20,6 +20,9 @@ type pick struct {
 	topIDs      []int32
 	topLogprobs []float32
 	err         string
+	// errKind says whose fault err is: a constraint's refusal of its own grammar (a compile
+	// error, a mask over its deadline) is the request's, so its client gets a 4xx
+	errKind ErrorKind
 }
 
 type pickJob struct {
@@ -82,7 +85,7 @@ func (s *Scheduler) pickOne(j pickJob) {
 	st, row := j.st, j.row
 	st.pick = pick{tok: -1, topIDs: st.pick.topIDs[:0], topLogprobs: st.pick.topLogprobs[:0]}
 	if st.maskErr != nil {
-		st.pick.err = st.maskErr.Error()
+		st.pick.err, st.pick.errKind = Refusal(st.maskErr)
 		return
 	}
 	sp := &st.spec
@@ -112,7 +115,7 @@ func (s *Scheduler) takePick(st *liveRequest, p *backend.Pick) {
 	st.pick = pick{tok: -1, topIDs: st.pick.topIDs[:0], topLogprobs: st.pick.topLogprobs[:0]}
 	switch {
 	case st.maskErr != nil:
-		st.pick.err = st.maskErr.Error()
+		st.pick.err, st.pick.errKind = Refusal(st.maskErr)
 		return
 	case p.Token < 0 || int(p.Token) >= s.vocab:
 		st.pick.err = "the constraint allows no token"
@@ -182,7 +185,7 @@ func (s *Scheduler) record(st *liveRequest) (it Item, done bool) {
 	tok := st.pick.tok
 	if tok < 0 {
 		it = s.item(st, FinishError)
-		it.Err = st.pick.err
+		it.Err, it.ErrKind = st.pick.err, st.pick.errKind
 		return it, true
 	}
 	early := st.generated() < req.MinNewTokens

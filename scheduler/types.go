@@ -39,6 +39,9 @@ func (r FinishReason) String() string {
 // Constraint restricts which tokens a request may generate (a compiled grammar's matcher).
 // FillMask runs on its own goroutine while the forward step runs, so it must only read the
 // state that Accept changes; the scheduler never calls two methods of one Constraint at once.
+// A Constraint may also have an `Err() error` method: a non-nil error (its compile failed, a mask
+// was given up) fails the request with it, as the request's own fault when it is a
+// *RequestError of ErrorInvalid (the client's grammar), else as the engine's.
 type Constraint interface {
 	// FillMask writes the tokens allowed next into dst (bit i%64 of dst[i/64] set = token i
 	// allowed); dst has one bit per vocabulary entry and arrives zeroed. The scheduler decides

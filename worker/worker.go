@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"time"
 
@@ -120,6 +121,11 @@ type Worker struct {
 	rankGo  []reportedGo
 	detokGo reportedGo
 
+	// compileSlots holds one token per grammar check compiling: at most half the CPUs (at least
+	// one) compile at once, so clients sending costly grammars together cannot take every core
+	// from the model's forward and the other requests' tokenization.
+	compileSlots chan struct{}
+
 	framePool sync.Pool      // encode buffers of Submit's request frames
 	closed    chan struct{}  // closed by Close
 	wg        sync.WaitGroup // the receive loop
@@ -177,7 +183,8 @@ func New(cfg Config) (*Worker, error) {
 		return nil, err
 	}
 	w := &Worker{cfg: cfg, disp: disp, log: cfg.Log, start: time.Now(),
-		reqs: map[string]*entry{}, closed: make(chan struct{}), epoch: rand.Uint64()}
+		reqs: map[string]*entry{}, closed: make(chan struct{}), epoch: rand.Uint64(),
+		compileSlots: make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2))}
 	w.framePool.New = func() any { b := make([]byte, 0, 4096); return &b }
 	if cfg.Topology == nil {
 		cfg.Topology = ipc.LocalTopology(cfg.RunDir)
@@ -240,7 +247,9 @@ func (w *Worker) CheckGrammar(kind api.GrammarKind, text string) error {
 }
 
 // CheckGrammarBy implements api.GrammarDeadlineChecker: the compile ends by the request's
-// deadline (zero: none) and within GrammarTimeout, its work stopped when it returns.
+// deadline (zero: none) and within GrammarTimeout, its work stopped when it returns. It waits
+// for a compile slot (compileSlots) until then; a request that gets none is overloaded (503),
+// not refused.
 func (w *Worker) CheckGrammarBy(by time.Time, kind api.GrammarKind, text string) error {
 	spec, err := GrammarSpec(kind, text)
 	if err != nil || w.cfg.Grammars == nil || spec.Kind == grammar.KindNone {
@@ -252,6 +261,12 @@ func (w *Worker) CheckGrammarBy(by time.Time, kind api.GrammarKind, text string)
 		var cancelBy context.CancelFunc
 		ctx, cancelBy = context.WithDeadline(ctx, by)
 		defer cancelBy()
+	}
+	select {
+	case w.compileSlots <- struct{}{}:
+		defer func() { <-w.compileSlots }()
+	case <-ctx.Done():
+		return fmt.Errorf("no grammar compile slot free within the request's grammar compile budget (%v): %w", context.Cause(ctx), api.ErrOverloaded)
 	}
 	_, err = w.cfg.Grammars.CompileWait(ctx, spec)
 	if err != nil && ctx.Err() != nil {
@@ -344,11 +359,17 @@ func (w *Worker) remove(rid string) {
 // checkEvery is how often the receive loop checks rank liveness.
 const checkEvery = 100 * time.Millisecond
 
-// receiveLoop reads output frames until Close, routes each (handle), and checks rank
-// liveness between them.
+// maxCoalesce bounds how many queued frames one delivery round takes (as detokd's rounds).
+const maxCoalesce = 64
+
+// receiveLoop reads output frames until Close, routes them (handle), and checks rank liveness
+// between rounds. Each round takes one frame, waiting for it, and the frames already queued
+// behind it: the token batches a rank sends straight to this worker (--skip-detokenization)
+// are merged per request before delivery (detok.Coalescer), so a rank that runs ahead costs a
+// request one detokenization and one stream push per round instead of one per step.
 func (w *Worker) receiveLoop() {
 	defer w.wg.Done()
-	var buf frameBuffers
+	buf := frameBuffers{co: detok.NewCoalescer()}
 	lastCheck := time.Now()
 	for {
 		frame, err := w.pull.Recv(checkEvery)
@@ -362,17 +383,31 @@ func (w *Worker) receiveLoop() {
 		if err != nil {
 			return // closed
 		}
-		if err := w.handle(&buf, frame); err != nil {
-			w.log.Warn("dropped output frame", "err", err)
+		for n := 0; ; n++ {
+			if err := w.add(&buf, frame); err != nil {
+				w.log.Warn("dropped output frame", "err", err)
+			}
+			if n+1 == maxCoalesce {
+				break
+			}
+			if frame, err = w.pull.Recv(0); err != nil {
+				break // nothing more queued (a closed socket is seen by the next Recv)
+			}
 		}
+		w.flush(&buf)
 	}
 }
 
 // frameBuffers are the receive loop's decode buffers, reused frame after frame.
 type frameBuffers struct {
-	tb   ipc.TokenBatch
+	tb   ipc.TokenBatch // a round's first token batch, delivered from here when it is alone
+	more ipc.TokenBatch // the decode buffer of the round's later token batches
 	xb   ipc.TextBatch
-	ents []*entry
+	// held says tb holds a token batch not yet delivered; merging says the round's token
+	// batches are in co instead (tb's among them).
+	held, merging bool
+	co            *detok.Coalescer // the round's token batches merged per request
+	ents          []*entry
 	// failed holds the rids of the batch's requests that deliver failed (a gap).
 	failed []string
 }
@@ -381,12 +416,25 @@ type frameBuffers struct {
 // request's stream (items of requests this worker no longer holds are dropped). It touches no
 // socket, so tests hand it frames directly.
 func (w *Worker) handle(buf *frameBuffers, frame []byte) error {
+	if buf.co == nil {
+		buf.co = detok.NewCoalescer()
+	}
+	err := w.add(buf, frame)
+	w.flush(buf)
+	return err
+}
+
+// add routes one frame of a round: a text batch at once (after the token items held before
+// it, so a request's outputs keep their order), a token batch's load at once and its items into
+// the round's held batch or coalescer (flush delivers them).
+func (w *Worker) add(buf *frameBuffers, frame []byte) error {
 	typ, err := ipc.PeekType(frame)
 	if err != nil {
 		return err
 	}
 	switch typ {
 	case ipc.MsgTextBatch:
+		w.flush(buf)
 		xb := &buf.xb
 		if err := xb.Decode(frame); err != nil {
 			return err
@@ -406,23 +454,50 @@ func (w *Worker) handle(buf *frameBuffers, frame []byte) error {
 		w.forget(buf)
 	case ipc.MsgTokenBatch:
 		tb := &buf.tb
+		if buf.held {
+			tb = &buf.more
+		}
 		if err := tb.Decode(frame); err != nil {
 			return err
 		}
 		w.report(int(tb.Rank), tb.Seq, &tb.Load)
-		buf.ents = w.lookup(buf.ents[:0], len(tb.Items), func(i int) *ipc.TokenItem { return &tb.Items[i] })
-		for i, e := range buf.ents {
-			if e != nil {
-				if !w.deliver(e, &tb.Items[i], "", false) {
-					buf.failed = append(buf.failed, tb.Items[i].RID)
-				}
-			}
+		switch {
+		case !buf.held:
+			buf.held = true
+		case !buf.merging:
+			buf.co.Add(&buf.tb)
+			buf.co.Add(tb)
+			buf.merging = true
+		default:
+			buf.co.Add(tb)
 		}
-		w.forget(buf)
 	default:
 		return fmt.Errorf("unexpected %v on a worker's output socket", typ)
 	}
 	return nil
+}
+
+// flush delivers the token items the round holds: the one batch as it came, or the merged
+// items of several.
+func (w *Worker) flush(buf *frameBuffers) {
+	if !buf.held {
+		return
+	}
+	items := buf.tb.Items
+	if buf.merging {
+		items = buf.co.Items()
+	}
+	buf.ents = w.lookup(buf.ents[:0], len(items), func(i int) *ipc.TokenItem { return &items[i] })
+	for i, e := range buf.ents {
+		if e != nil {
+			if !w.deliver(e, &items[i], "", false) {
+				buf.failed = append(buf.failed, items[i].RID)
+			}
+		}
+	}
+	w.forget(buf)
+	buf.co.Reset()
+	buf.held, buf.merging = false, false
 }
 
 // report hands a rank's load report to the dispatcher, which also judges from it that the

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -13,9 +14,12 @@ import (
 	"time"
 
 	"github.com/llmserve/llmserve/api"
+	"github.com/llmserve/llmserve/detok"
+	"github.com/llmserve/llmserve/grammar"
 	"github.com/llmserve/llmserve/ipc"
 	"github.com/llmserve/llmserve/metrics"
 	"github.com/llmserve/llmserve/shard"
+	"github.com/llmserve/llmserve/tokenizer"
 )
 
 // rankSide is the test standing in for rank 0 and detokd: it reads what the worker dispatches
@@ -463,5 +467,89 @@ func TestGoRuntimeReported(t *testing.T) {
 	}
 	if _, ok := w.GoRuntime(-1); ok {
 		t.Error("detokd's stats outlive the rank timeout")
+	}
+}
+
+// TestGrammarChecksShareCompileSlots: at most half the CPUs (at least one) of a worker compile
+// grammars at once; a check that gets no slot by its request's deadline is the engine's overload
+// (api.ErrOverloaded, a 503 naming the wait), not a refusal of the grammar, and a free slot lets
+// the same check compile. Before, every concurrent request compiled at once: clients sending
+// costly grammars together took every core from the model's forward.
+func TestGrammarChecksShareCompileSlots(t *testing.T) {
+	w, _ := newWorkerRig(t, time.Second)
+	tok, err := tokenizer.Load("../models/pico")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.cfg.Grammars = grammar.NewCompiler(tok, nil, grammar.Options{})
+	if want := max(1, runtime.GOMAXPROCS(0)/2); cap(w.compileSlots) != want {
+		t.Fatalf("%d compile slots, want %d", cap(w.compileSlots), want)
+	}
+	for range cap(w.compileSlots) { // every slot taken by compiles under way
+		w.compileSlots <- struct{}{}
+	}
+	const g = `root ::= "a" [0-9]+`
+	start := time.Now()
+	err = w.CheckGrammarBy(time.Now().Add(50*time.Millisecond), api.GrammarGBNF, g)
+	if !errors.Is(err, api.ErrOverloaded) || !strings.Contains(err.Error(), "no grammar compile slot") {
+		t.Fatalf("check with every slot taken: %v, want api.ErrOverloaded naming the slot", err)
+	}
+	if took := time.Since(start); took < 50*time.Millisecond || took > 5*time.Second {
+		t.Errorf("check with every slot taken gave up after %v, want at its 50 ms deadline", took)
+	}
+	<-w.compileSlots
+	if err := w.CheckGrammarBy(time.Now().Add(time.Minute), api.GrammarGBNF, g); err != nil {
+		t.Fatalf("check with a slot free: %v", err)
+	}
+	if len(w.compileSlots) != cap(w.compileSlots)-1 {
+		t.Errorf("%d slots taken after the check, want its slot given back", len(w.compileSlots))
+	}
+}
+
+// TestTokenBatchesMergedPerRound: the token batches a rank sends straight to the worker
+// (--skip-detokenization) that are queued together are delivered as one push per request, in
+// order, with exact counts; a text batch in the same round goes out after the token items held
+// before it.
+func TestTokenBatchesMergedPerRound(t *testing.T) {
+	w, rank := startWorker(t, 5*time.Second)
+	st, err := w.Submit(context.Background(), &api.Request{RID: "r1", InputIDs: []int32{1, 2, 3}, MaxNewTokens: 10, Stream: true, StreamInterval: 1, RoutedRank: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rank.dispatched()
+	ids := make([]int32, 1) // one decode buffer, overwritten after every frame as a socket's would be
+	frame := func(id int32, done bool) []byte {
+		ids[0] = id
+		it := item(st.RID, id, "", done).TokenItem
+		it.NewIDs = ids
+		rank.seq++
+		b := ipc.TokenBatch{Seq: rank.seq, Load: ipc.Load{Received: []uint64{0}, ReceivedTokens: []uint64{0}}, Items: []ipc.TokenItem{it}}
+		return b.Append(nil)
+	}
+	buf := frameBuffers{co: detok.NewCoalescer()}
+	for id := int32(0); id < 3; id++ {
+		if err := w.add(&buf, frame(id, false)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A text batch of the same request ends the round's token run: the held ids go first.
+	if err := w.add(&buf, rank.batch(item(st.RID, 3, "", false))); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.add(&buf, frame(4, true)); err != nil {
+		t.Fatal(err)
+	}
+	w.flush(&buf)
+	d, err := st.Next(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(d.IDs, []int32{0, 1, 2, 3, 4}) || !d.Finished || d.CompletionTokens != 5 || d.Err != nil {
+		t.Fatalf("delta: ids %v finished %v completion %d err %v", d.IDs, d.Finished, d.CompletionTokens, d.Err)
+	}
+	// Three pushes reached the stream (three merged token items, the text item, the finishing
+	// token item): two of them landed on output not yet taken.
+	if m := st.Merged(); m != 2 {
+		t.Errorf("stream saw %d merged pushes, want 2 (one push per round's run of token batches)", m)
 	}
 }

@@ -90,13 +90,31 @@ set +e
 rc=$?
 set -e
 if [ "$PROFILE" != 0 ]; then wait "$perfpid" || true; fi
-# CPU seconds (user + system, all threads) the server processes used from start to here: on a
+# CPU seconds (user + system, all threads) the server processes and their children used from start to here: on a
 # machine shared with other work, CPU per token says more than tok/s.
+# Every descendant counts: tokenizerd's workers are child processes of its supervisor, and a
+# process's own stat holds only its own time (children count there only once reaped).
+tree() {
+	echo "$1"
+	for k in $(cat /proc/"$1"/task/*/children 2>/dev/null); do tree "$k"; done
+}
 ticks=0
+byproc="" # "name":{cpu_s, syscr, syscw} per process (a worker is named tokenizerd/N by its index in the tree)
+hz=$(getconf CLK_TCK)
 for p in "${pids[@]}"; do
-	t=$(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0)
-	ticks=$((ticks + t))
+	n=0
+	for q in $(tree "$p"); do
+		t=$(awk '{print $14 + $15}' "/proc/$q/stat" 2>/dev/null || echo 0)
+		name=$(cat "/proc/$q/comm" 2>/dev/null || echo gone)
+		if [ "$n" -gt 0 ]; then name="$name/$n"; fi
+		n=$((n + 1))
+		# read and write system calls beside the CPU seconds (a write per SSE chunk, a read per
+		# ZMQ wake-up or request).
+		sysc=$(awk '/^syscr/ {r = $2} /^syscw/ {w = $2} END {printf "%d,%d", r, w}' "/proc/$q/io" 2>/dev/null || echo 0,0)
+		byproc="$byproc${byproc:+,}$(awk -v n="$name" -v t="$t" -v hz="$hz" -v sc="$sysc" 'BEGIN {split(sc, c, ","); printf "\"%s\":{\"cpu_s\":%.2f,\"syscr\":%d,\"syscw\":%d}", n, t / hz, c[1], c[2]}')"
+		ticks=$((ticks + t))
+	done
 done
-server_cpu=$(awk -v t="$ticks" -v hz="$(getconf CLK_TCK)" 'BEGIN {printf "%.2f", t / hz}')
-printf '{"target":"%s","c":%d,"interval":%d,"workers":%d,"skip_detok":%d,"sched_extra":"%s","tok_gomaxprocs":"%s","rc":%d,"server_cpu_s":%s,"logs":"%s","summary":%s}\n' \
-	"$TARGET" "$C" "$INTERVAL" "$WORKERS" "$SKIP_DETOK" "$SCHED_EXTRA" "$TOK_GOMAXPROCS" "$rc" "$server_cpu" "$LOGS" "$(tail -n 1 "$LOGS/loadgen.out" | grep '^{' || echo null)"
+server_cpu=$(awk -v t="$ticks" -v hz="$hz" 'BEGIN {printf "%.2f", t / hz}')
+printf '{"target":"%s","c":%d,"interval":%d,"workers":%d,"skip_detok":%d,"sched_extra":"%s","tok_gomaxprocs":"%s","rc":%d,"server_cpu_s":%s,"server_cpu_by":{%s},"logs":"%s","summary":%s}\n' \
+	"$TARGET" "$C" "$INTERVAL" "$WORKERS" "$SKIP_DETOK" "$SCHED_EXTRA" "$TOK_GOMAXPROCS" "$rc" "$server_cpu" "$byproc" "$LOGS" "$(tail -n 1 "$LOGS/loadgen.out" | grep '^{' || echo null)"

@@ -50,12 +50,14 @@ func newService(tr ipc.Transport, top *ipc.Topology, tok *tokenizer.Tokenizer, n
 const maxCoalesce = 64
 
 // Run processes batches until the input socket is closed. Each round takes one frame, waiting
-// for it, and then the frames already queued behind it (at most maxCoalesce in all), and sends
-// each worker one batch in which every request's items are merged: when the ranks run ahead of
-// detokd, the workers get fewer, bigger items; when they do not, nothing waits.
+// for it, and then the frames already queued behind it (at most maxCoalesce in all), merges
+// every request's items of the round into one (detok.Coalescer), detokenizes the merged items
+// and sends each worker one batch: when the ranks run ahead of detokd, a request costs one
+// detokenization and one item to its worker per round, not one per step; when they do not,
+// nothing waits.
 func (s *service) Run() error {
 	var tb ipc.TokenBatch
-	co := detok.NewCoalescer(len(s.out))
+	co := detok.NewCoalescer()
 	for {
 		frame, err := s.in.Recv(-1)
 		if errors.Is(err, ipc.ErrTimeout) {
@@ -67,41 +69,40 @@ func (s *service) Run() error {
 			}
 			return err
 		}
-		stepped := s.step(&tb, co, frame)
+		added := s.add(&tb, co, frame)
 		for n := 1; n < maxCoalesce; n++ {
 			if frame, err = s.in.Recv(0); err != nil {
 				break // nothing more queued (a closed socket is seen by the next Recv)
 			}
-			stepped = s.step(&tb, co, frame) || stepped
+			added = s.add(&tb, co, frame) || added
 		}
-		if stepped {
+		if added {
 			s.send(co)
 		}
 	}
 }
 
-// step decodes one frame and adds its detokenized items and load to co. It reports false for
-// a frame it dropped.
-func (s *service) step(tb *ipc.TokenBatch, co *detok.Coalescer, frame []byte) bool {
+// add decodes one frame and merges its items and load into co. It reports false for a frame it
+// dropped.
+func (s *service) add(tb *ipc.TokenBatch, co *detok.Coalescer, frame []byte) bool {
 	if err := tb.Decode(frame); err != nil {
 		s.log.Warn("dropped bad frame", "err", err)
 		return false
 	}
 	s.logItems(tb)
-	outs, err := s.det.Step(tb)
-	if err != nil {
-		s.log.Warn("bad items", "err", err)
-	}
-	co.Add(outs)
+	co.Add(tb)
 	return true
 }
 
-// send sends each worker its batch of the round and empties co.
+// send detokenizes the round's merged items, sends each worker its batch, and empties co.
 func (s *service) send(co *detok.Coalescer) {
+	outs, err := s.det.StepMerged(co.Items(), co.Loads())
+	if err != nil {
+		s.log.Warn("bad items", "err", err)
+	}
 	// detokd's own Go runtime stats ride along for the workers' /metrics (read at most once a
 	// second).
 	goStats := ipc.GoStats(metrics.ReadGoRuntime())
-	outs := co.Batches()
 	for w := range outs {
 		outs[w].Detok = goStats
 		s.frame = outs[w].Append(s.frame[:0])

@@ -313,6 +313,12 @@ __attribute__((target(Q8P_TARGET))) void q8_0_packed_avx2(const uint8_t *p, int 
 // 30480), and one vpmaddwd by the rows' sub-block scales, repeated in both halves of each lane,
 // leaves row r's scaled sub-block sum in int32 lane r; the mins meet the activations' sub-block
 // sums in vpmaddwd the same way. The float arithmetic per output is goDotQ4_K's.
+// Tried and slower (GCC 12, Zen 3, 256x1024 in L2, 16 activation rows): 8 activation rows per
+// pass, their quants interleaved 4 bytes apart so one pointer serves all, halving the nibble
+// unpacking per product; 8 int16 and 8 int32 accumulators overflow the 16 ymm registers and the
+// spills cost more than it saves (67 vs 82 GMAC/s), with or without the sub-block pair sharing
+// one weight load. Per 32 products and activation row this tile issues vpbroadcastd (a load),
+// vpmaddubsw and vpaddw plus about one ALU op of unpacking and scaling; 2 is the floor.
 static inline __attribute__((always_inline, target(Q8P_TARGET))) void q4kp_tile(const uint8_t *g, int nb,
                                                                               const int8_t *aq, const float *ad,
                                                                               const int16_t *asums, int NA,

@@ -43,9 +43,11 @@ type Config struct {
 	SkipTokenizerInit bool
 	// Transport names the ZMQ implementation ("" for the best in this build).
 	Transport string
-	// GrammarMaxSchemaBytes, GrammarMaxDepth, GrammarCacheMB, GrammarWhitespace and
-	// GrammarStrict are the structured-output compiler's settings (see GrammarOptions).
+	// GrammarMaxSchemaBytes, GrammarMaxGBNFBytes, GrammarMaxDepth, GrammarCacheMB,
+	// GrammarWhitespace and GrammarStrict are the structured-output compiler's settings (see
+	// GrammarOptions).
 	GrammarMaxSchemaBytes int
+	GrammarMaxGBNFBytes   int
 	GrammarMaxDepth       int
 	GrammarCacheMB        int
 	GrammarWhitespace     string
@@ -73,6 +75,7 @@ func (c *Config) Flags() []cli.Flag {
 		&cli.BoolFlag{Name: "skip-tokenizer-init", Destination: &c.SkipTokenizerInit, Usage: "no tokenizer anywhere: token ids in and out only", Sources: cli.EnvVars("SKIP_TOKENIZER_INIT")},
 		&cli.StringFlag{Name: "transport", Destination: &c.Transport, Usage: "ZMQ implementation: libzmq (cgo builds) or gozmq; default: the best in this build", Sources: cli.EnvVars("LLMSERVE_TRANSPORT")},
 		&cli.IntFlag{Name: "grammar-max-schema-bytes", Destination: &c.GrammarMaxSchemaBytes, Value: 1 << 20, Usage: "largest JSON schema or regex accepted for structured output", Sources: cli.EnvVars("GRAMMAR_MAX_SCHEMA_BYTES")},
+		&cli.IntFlag{Name: "grammar-max-gbnf-bytes", Destination: &c.GrammarMaxGBNFBytes, Value: grammar.DefaultMaxGBNFBytes, Usage: "largest GBNF grammar accepted (guided_grammar, ebnf, /generate's grammar), refused before it is parsed", Sources: cli.EnvVars("GRAMMAR_MAX_GBNF_BYTES")},
 		&cli.IntFlag{Name: "grammar-max-depth", Destination: &c.GrammarMaxDepth, Value: 64, Usage: "deepest schema nesting accepted for structured output", Sources: cli.EnvVars("GRAMMAR_MAX_DEPTH")},
 		&cli.IntFlag{Name: "grammar-cache-mb", Destination: &c.GrammarCacheMB, Value: 64, Usage: "memory the compiled-grammar cache may hold, their DFA and masks included (MiB; least recently used dropped first)", Sources: cli.EnvVars("GRAMMAR_CACHE_MB")},
 		&cli.StringFlag{Name: "grammar-whitespace", Destination: &c.GrammarWhitespace, Value: "compact", Usage: "JSON whitespace structured output allows: compact or flexible", Sources: cli.EnvVars("GRAMMAR_WHITESPACE")},
@@ -174,10 +177,15 @@ func (c *Config) OpenTransport() (ipc.Transport, error) {
 	return ipc.Default(), nil
 }
 
+// maxGBNFBytes bounds --grammar-max-gbnf-bytes: the text is parsed whole in memory, and a
+// grammar anywhere near 64 MiB would take seconds to parse.
+const maxGBNFBytes = 64 << 20
+
 // GrammarOptions are the structured-output compiler's settings; every process that compiles
 // grammars (each worker checks them, each rank enforces them) uses the same ones.
 func (c *Config) GrammarOptions() (grammar.Options, error) {
-	o := grammar.Options{Limits: grammar.Limits{MaxSchemaBytes: c.GrammarMaxSchemaBytes, MaxDepth: c.GrammarMaxDepth},
+	o := grammar.Options{Limits: grammar.Limits{MaxSchemaBytes: c.GrammarMaxSchemaBytes, MaxGBNFBytes: c.GrammarMaxGBNFBytes,
+		MaxDepth: c.GrammarMaxDepth},
 		Strict: c.GrammarStrict, CacheBytes: int64(c.GrammarCacheMB) << 20}
 	switch ws := c.GrammarWhitespace; ws {
 	case "compact":
@@ -189,6 +197,9 @@ func (c *Config) GrammarOptions() (grammar.Options, error) {
 	}
 	if o.Limits.MaxSchemaBytes < 1 || o.Limits.MaxDepth < 1 || o.CacheBytes < 1 {
 		return o, fmt.Errorf("--grammar-max-schema-bytes, --grammar-max-depth and --grammar-cache-mb must be >= 1")
+	}
+	if n := o.Limits.MaxGBNFBytes; n < 1 || n > maxGBNFBytes {
+		return o, fmt.Errorf("--grammar-max-gbnf-bytes %d: want 1 to %d", n, maxGBNFBytes)
 	}
 	return o, nil
 }

@@ -26,7 +26,7 @@ func TestFlagsFillFieldsWithDefaults(t *testing.T) {
 	var c Config
 	parse(t, &c)
 	want := Config{ModelPath: "models/pico", Port: 30000, TokenizerWorkerNum: 1, DPSize: 1,
-		GrammarMaxSchemaBytes: 1 << 20, GrammarMaxDepth: 64, GrammarCacheMB: 64, GrammarWhitespace: "compact",
+		GrammarMaxSchemaBytes: 1 << 20, GrammarMaxGBNFBytes: 128 << 10, GrammarMaxDepth: 64, GrammarCacheMB: 64, GrammarWhitespace: "compact",
 		GrammarStrict: true, SchedulingPolicy: "fcfs", LogLevel: "info", LogFormat: "text", Remote: Remote{ZMQPort: 5600, PeerTimeout: 8 * time.Second}}
 	if c != want {
 		t.Fatalf("defaults:\n got %+v\nwant %+v", c, want)
@@ -37,6 +37,7 @@ func TestFlagsAndEnvironment(t *testing.T) {
 	t.Setenv("DP_SIZE", "3")
 	t.Setenv("SKIP_DETOKENIZATION", "true")
 	t.Setenv("LLMSERVE_PORT", "31000")
+	t.Setenv("GRAMMAR_MAX_GBNF_BYTES", "4096")
 	var c Config
 	parse(t, &c, "--tokenizer-worker-num", "4", "--grammar-whitespace", "flexible", "--grammar-strict=false",
 		"--run-dir", "/tmp/x", "--grammar-cache-mb", "2")
@@ -44,7 +45,7 @@ func TestFlagsAndEnvironment(t *testing.T) {
 		t.Fatalf("parsed %+v", c)
 	}
 	o, err := c.GrammarOptions()
-	if err != nil || o.Whitespace != grammar.Flexible || o.Strict || o.CacheBytes != 2<<20 {
+	if err != nil || o.Whitespace != grammar.Flexible || o.Strict || o.CacheBytes != 2<<20 || o.Limits.MaxGBNFBytes != 4096 {
 		t.Fatalf("grammar options %+v, %v", o, err)
 	}
 }
@@ -61,6 +62,13 @@ func TestCheck(t *testing.T) {
 	parse(t, &c, "--grammar-whitespace", "loose")
 	if _, err := c.GrammarOptions(); err == nil {
 		t.Error("--grammar-whitespace loose accepted")
+	}
+	for _, bad := range []string{"0", "-1", "67108865"} {
+		var c Config
+		parse(t, &c, "--grammar-max-gbnf-bytes", bad)
+		if _, err := c.GrammarOptions(); err == nil || !strings.Contains(err.Error(), "--grammar-max-gbnf-bytes") {
+			t.Errorf("--grammar-max-gbnf-bytes %s: %v, want it refused naming the flag", bad, err)
+		}
 	}
 }
 
