@@ -648,37 +648,40 @@ func registerRankGauges(reg *metrics.Registry, w *worker.Worker, ranks int, mode
 				return f(&s.Ranks[r])
 			}
 		}
-		reg.NewWorkerGaugeFunc("llm_rank_up", "1 when the rank reports, 0 when it is down.", l,
-			get(func(rl *shard.RankLoad) float64 {
-				if rl.Up {
-					return 1
-				}
-				return 0
-			}))
-		reg.NewWorkerGaugeFunc("llm_rank_running_requests", "Requests in the rank's batch.", l,
-			get(func(rl *shard.RankLoad) float64 { return float64(rl.Reported.Running) }))
-		reg.NewWorkerGaugeFunc("llm_rank_waiting_requests", "Requests queued at the rank.", l,
-			get(func(rl *shard.RankLoad) float64 { return float64(rl.Reported.Waiting) }))
-		reg.NewWorkerGaugeFunc("llm_rank_kv_tokens_used", "KV cache positions in use at the rank.", l,
-			get(func(rl *shard.RankLoad) float64 { return float64(rl.Reported.KVTokensUsed) }))
-		reg.NewWorkerGaugeFunc("llm_rank_kv_tokens_capacity", "KV cache positions at the rank.", l,
-			get(func(rl *shard.RankLoad) float64 { return float64(rl.Reported.KVTokensCapacity) }))
-		reg.NewWorkerCounterFunc("llm_rank_preemptions_total", "Requests the rank evicted from its batch to free KV blocks.", l,
-			get(func(rl *shard.RankLoad) float64 { return float64(rl.Reported.Preemptions) }))
-		reg.NewWorkerCounterFunc("llm_rank_prefix_hit_tokens_total", "Prompt tokens the rank took from its prefix cache.", l,
-			get(func(rl *shard.RankLoad) float64 { return float64(rl.Reported.PrefixHitTokens) }))
-		// The rank's own count of its steps and speculative verifications, as they happen (the
-		// vllm:spec_decode_* series count them at each request's finish): tokens per forward
-		// pass is generated tokens over steps.
-		reg.NewWorkerCounterFunc("llm_rank_steps_total", "Forward steps the rank ran.", l,
-			get(func(rl *shard.RankLoad) float64 { return float64(rl.Reported.Steps) }))
-		reg.NewWorkerCounterFunc("llm_rank_spec_drafts_total", "Speculative verifications at the rank (one per request and step with draft tokens).", l,
-			get(func(rl *shard.RankLoad) float64 { return float64(rl.Reported.SpecDrafts) }))
-		reg.NewWorkerCounterFunc("llm_rank_spec_draft_tokens_total", "Draft tokens the rank verified.", l,
-			get(func(rl *shard.RankLoad) float64 { return float64(rl.Reported.SpecDraftTokens) }))
-		reg.NewWorkerCounterFunc("llm_rank_spec_accepted_tokens_total", "Draft tokens the rank accepted.", l,
-			get(func(rl *shard.RankLoad) float64 { return float64(rl.Reported.SpecAccepted) }))
-		reg.NewWorkerGaugeFunc("llm_rank_pending_requests", "Requests this worker sent the rank that it has not acknowledged.", l,
-			get(func(rl *shard.RankLoad) float64 { return float64(rl.Pending) }))
+		for _, sr := range rankSeries {
+			if sr.counter {
+				reg.NewWorkerCounterFunc(sr.name, sr.help, l, get(sr.value))
+			} else {
+				reg.NewWorkerGaugeFunc(sr.name, sr.help, l, get(sr.value))
+			}
+		}
 	}
+}
+
+// rankSeries are the per-rank series each worker publishes (labelled rank) from its view of the
+// rank's reports. The steps and speculative counts are the rank's own as they happen (the
+// vllm:spec_decode_* series count them at each request's finish): tokens per forward pass is
+// generated tokens over steps.
+var rankSeries = []struct {
+	name, help string
+	counter    bool
+	value      func(rl *shard.RankLoad) float64
+}{
+	{"llm_rank_up", "1 when the rank reports, 0 when it is down.", false, func(rl *shard.RankLoad) float64 {
+		if rl.Up {
+			return 1
+		}
+		return 0
+	}},
+	{"llm_rank_running_requests", "Requests in the rank's batch.", false, func(rl *shard.RankLoad) float64 { return float64(rl.Reported.Running) }},
+	{"llm_rank_waiting_requests", "Requests queued at the rank.", false, func(rl *shard.RankLoad) float64 { return float64(rl.Reported.Waiting) }},
+	{"llm_rank_kv_tokens_used", "KV cache positions in use at the rank.", false, func(rl *shard.RankLoad) float64 { return float64(rl.Reported.KVTokensUsed) }},
+	{"llm_rank_kv_tokens_capacity", "KV cache positions at the rank.", false, func(rl *shard.RankLoad) float64 { return float64(rl.Reported.KVTokensCapacity) }},
+	{"llm_rank_preemptions_total", "Requests the rank evicted from its batch to free KV blocks.", true, func(rl *shard.RankLoad) float64 { return float64(rl.Reported.Preemptions) }},
+	{"llm_rank_prefix_hit_tokens_total", "Prompt tokens the rank took from its prefix cache.", true, func(rl *shard.RankLoad) float64 { return float64(rl.Reported.PrefixHitTokens) }},
+	{"llm_rank_steps_total", "Forward steps the rank ran.", true, func(rl *shard.RankLoad) float64 { return float64(rl.Reported.Steps) }},
+	{"llm_rank_spec_drafts_total", "Speculative verifications at the rank (one per request and step with draft tokens).", true, func(rl *shard.RankLoad) float64 { return float64(rl.Reported.SpecDrafts) }},
+	{"llm_rank_spec_draft_tokens_total", "Draft tokens the rank verified.", true, func(rl *shard.RankLoad) float64 { return float64(rl.Reported.SpecDraftTokens) }},
+	{"llm_rank_spec_accepted_tokens_total", "Draft tokens the rank accepted.", true, func(rl *shard.RankLoad) float64 { return float64(rl.Reported.SpecAccepted) }},
+	{"llm_rank_pending_requests", "Requests this worker sent the rank that it has not acknowledged.", false, func(rl *shard.RankLoad) float64 { return float64(rl.Pending) }},
 }
