@@ -327,46 +327,39 @@ func TestRoundBF16(t *testing.T) {
 // position, over shapes with ragged heights and widths (the row and tail kernels must sum as the
 // 4x1 kernels do).
 func TestMatMulRowsBatchInvariant(t *testing.T) {
-	rng := rand.New(rand.NewPCG(5, 6))
-	for _, set := range sets {
-		for _, typ := range []quant.Type{quant.F32, quant.BF16, quant.F16} {
-			for _, sh := range []struct{ n, k int }{{70, 1024}, {37, 64}, {9, 100}, {64, 288}, {5, 7}} {
-				w, _ := randomMatrix(rng, typ, sh.n, sh.k)
-				mu := &Multiplier{Threads: 2, set: set}
-				row := make([]float32, sh.k)
-				for i := range row {
-					row[i] = float32(2*rng.Float64() - 1)
-				}
-				alone := make([]float32, sh.n)
-				mu.MatMulRows(w, 1, row, sh.k, alone, sh.n, false)
-				for _, m := range []int{2, 3, 4, 5, 8, 17, 33, 41} {
-					x := make([]float32, m*sh.k)
-					for i := range x {
-						x[i] = float32(2*rng.Float64() - 1)
-					}
-					at := rng.IntN(m)
-					copy(x[at*sh.k:], row)
-					out := make([]float32, m*sh.n)
-					mu.MatMulRows(w, m, x, sh.k, out, sh.n, false)
-					for j, v := range out[at*sh.n : (at+1)*sh.n] {
-						if math.Float32bits(v) != math.Float32bits(alone[j]) {
-							t.Fatalf("%s/%s/n%d_k%d: row %d of %d, output %d is %v, alone %v", set.name, typ, sh.n, sh.k, at, m, j, v, alone[j])
-						}
-					}
-				}
-			}
-		}
-	}
+	checkRowAloneAmong(t, rand.New(rand.NewPCG(5, 6)), []struct{ n, k int }{{70, 1024}, {37, 64}, {9, 100}, {64, 288}, {5, 7}},
+		[]int{2, 3, 4, 5, 8, 17, 33, 41}, (*Multiplier).MatMulRows, nil)
 }
 
 // TestMatMulStableRowInvariant: on every kernel set and float type, an activation row's products
 // through MatMulStable are bit for bit the same alone and among 1..70 other rows, in any
 // position (the prompt rows of a chunk, however the prompt was cut), and close to MatMul's.
 func TestMatMulStableRowInvariant(t *testing.T) {
-	rng := rand.New(rand.NewPCG(9, 10))
+	checkRowAloneAmong(t, rand.New(rand.NewPCG(9, 10)), []struct{ n, k int }{{70, 1024}, {37, 64}, {9, 100}, {300, 288}, {5, 7}},
+		[]int{2, 3, 4, 5, 8, 17, 33, 41, 64, 71}, (*Multiplier).MatMulStable,
+		func(name string, mu *Multiplier, w model.Matrix, m int, x, out []float32) {
+			n, k := w.Rows, w.Cols
+			ref := make([]float32, m*n)
+			mu.MatMul(w, m, x, k, ref, n, false)
+			for j := range ref {
+				if d := math.Abs(float64(ref[j] - out[j])); d > 1e-4*(1+math.Abs(float64(ref[j]))) {
+					t.Fatalf("%s m=%d: output %d is %v, MatMul gives %v", name, m, j, out[j], ref[j])
+				}
+			}
+		})
+}
+
+// checkRowAloneAmong checks, on every kernel set, float type and shape, that a random activation
+// row's products through mul are bit for bit the same alone and at a random position among m
+// rows, for each m of counts; also, when set, runs also on each m-row product.
+func checkRowAloneAmong(t *testing.T, rng *rand.Rand, shapes []struct{ n, k int }, counts []int,
+	mul func(mu *Multiplier, w model.Matrix, m int, x []float32, ldx int, out []float32, ldo int, accumulate bool),
+	also func(name string, mu *Multiplier, w model.Matrix, m int, x, out []float32)) {
+	t.Helper()
 	for _, set := range sets {
 		for _, typ := range []quant.Type{quant.F32, quant.BF16, quant.F16} {
-			for _, sh := range []struct{ n, k int }{{70, 1024}, {37, 64}, {9, 100}, {300, 288}, {5, 7}} {
+			for _, sh := range shapes {
+				name := fmt.Sprintf("%s/%s/n%d_k%d", set.name, typ, sh.n, sh.k)
 				w, _ := randomMatrix(rng, typ, sh.n, sh.k)
 				mu := &Multiplier{Threads: 2, set: set}
 				row := make([]float32, sh.k)
@@ -374,8 +367,8 @@ func TestMatMulStableRowInvariant(t *testing.T) {
 					row[i] = float32(2*rng.Float64() - 1)
 				}
 				alone := make([]float32, sh.n)
-				mu.MatMulStable(w, 1, row, sh.k, alone, sh.n, false)
-				for _, m := range []int{2, 3, 4, 5, 8, 17, 33, 41, 64, 71} {
+				mul(mu, w, 1, row, sh.k, alone, sh.n, false)
+				for _, m := range counts {
 					x := make([]float32, m*sh.k)
 					for i := range x {
 						x[i] = float32(2*rng.Float64() - 1)
@@ -383,18 +376,14 @@ func TestMatMulStableRowInvariant(t *testing.T) {
 					at := rng.IntN(m)
 					copy(x[at*sh.k:], row)
 					out := make([]float32, m*sh.n)
-					mu.MatMulStable(w, m, x, sh.k, out, sh.n, false)
+					mul(mu, w, m, x, sh.k, out, sh.n, false)
 					for j, v := range out[at*sh.n : (at+1)*sh.n] {
 						if math.Float32bits(v) != math.Float32bits(alone[j]) {
-							t.Fatalf("%s/%s/n%d_k%d: row %d of %d, output %d is %v, alone %v", set.name, typ, sh.n, sh.k, at, m, j, v, alone[j])
+							t.Fatalf("%s: row %d of %d, output %d is %v, alone %v", name, at, m, j, v, alone[j])
 						}
 					}
-					ref := make([]float32, m*sh.n)
-					mu.MatMul(w, m, x, sh.k, ref, sh.n, false)
-					for j := range ref {
-						if d := math.Abs(float64(ref[j] - out[j])); d > 1e-4*(1+math.Abs(float64(ref[j]))) {
-							t.Fatalf("%s/%s/n%d_k%d m=%d: output %d is %v, MatMul gives %v", set.name, typ, sh.n, sh.k, m, j, out[j], ref[j])
-						}
+					if also != nil {
+						also(name, mu, w, m, x, out)
 					}
 				}
 			}
