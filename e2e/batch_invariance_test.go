@@ -22,33 +22,8 @@ func TestSeededAloneEqualsConcurrent(t *testing.T) {
 	// A sampled token changes only when a perturbed logit moves a draw across a boundary, which
 	// is rare per step; the chosen tokens' logprobs expose any difference in the logits at every
 	// step, so they must match too (as the JSON the server wrote them).
-	type result struct {
-		ids      []int32
-		logprobs string
-	}
-	complete := func(body map[string]any) (result, error) {
-		b, _ := json.Marshal(body)
-		code, out := e.postRaw("/v1/completions", string(b))
-		if code != 200 {
-			return result{}, fmt.Errorf("status %d: %s", code, out)
-		}
-		var r struct {
-			Choices []struct {
-				TokenIDs []int32 `json:"token_ids"`
-				Logprobs *struct {
-					TokenLogprobs json.RawMessage `json:"token_logprobs"`
-				} `json:"logprobs"`
-			} `json:"choices"`
-		}
-		if err := json.Unmarshal(out, &r); err != nil || len(r.Choices) != 1 {
-			return result{}, fmt.Errorf("response %s: %v", out, err)
-		}
-		res := result{ids: r.Choices[0].TokenIDs}
-		if lp := r.Choices[0].Logprobs; lp != nil {
-			res.logprobs = string(lp.TokenLogprobs)
-		}
-		return res, nil
-	}
+	type result = seededResult
+	complete := func(body map[string]any) (result, error) { return seededCompletion(e, body, false) }
 	same := func(a, b result) bool { return slices.Equal(a.ids, b.ids) && a.logprobs == b.logprobs }
 	alone, err := complete(target)
 	if err != nil {
@@ -127,33 +102,8 @@ func TestSeededChunkingAloneEqualsBeside(t *testing.T) {
 		"ignore_eos": true, "return_token_ids": true, "logprobs": 0}
 	companion := map[string]any{"model": "pico", "prompt": strings.Repeat("import os\nimport sys\nfrom typing import List, Optional\n", 20),
 		"max_tokens": 8, "temperature": 1, "seed": 3, "ignore_eos": true, "logprobs": 0}
-	type result struct {
-		ids      []int32
-		logprobs string
-		prompt   int
-	}
-	complete := func(e *engine, body map[string]any) (result, error) {
-		b, _ := json.Marshal(body)
-		code, out := e.postRaw("/v1/completions", string(b))
-		if code != 200 {
-			return result{}, fmt.Errorf("status %d: %s", code, out)
-		}
-		var r struct {
-			Choices []struct {
-				TokenIDs []int32 `json:"token_ids"`
-				Logprobs *struct {
-					TokenLogprobs json.RawMessage `json:"token_logprobs"`
-				} `json:"logprobs"`
-			} `json:"choices"`
-			Usage struct {
-				PromptTokens int `json:"prompt_tokens"`
-			} `json:"usage"`
-		}
-		if err := json.Unmarshal(out, &r); err != nil || len(r.Choices) != 1 || r.Choices[0].Logprobs == nil {
-			return result{}, fmt.Errorf("response %s: %v", out, err)
-		}
-		return result{ids: r.Choices[0].TokenIDs, logprobs: string(r.Choices[0].Logprobs.TokenLogprobs), prompt: r.Usage.PromptTokens}, nil
-	}
+	type result = seededResult
+	complete := func(e *engine, body map[string]any) (result, error) { return seededCompletion(e, body, true) }
 	check := func(what string, got, want result) {
 		t.Helper()
 		if !slices.Equal(got.ids, want.ids) || got.logprobs != want.logprobs {
@@ -193,4 +143,43 @@ func TestSeededChunkingAloneEqualsBeside(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("after a prefix-cache hit on the blocks written beside the companion", again, alone)
+}
+
+// seededResult is what the seeded-invariance tests compare of a completion: its token ids, the
+// chosen tokens' logprobs as the JSON the server wrote them (a sampled token changes only when a
+// perturbed logit moves a draw across a boundary; the logprobs expose any difference at every
+// step), and the prompt's length in tokens.
+type seededResult struct {
+	ids      []int32
+	logprobs string
+	prompt   int
+}
+
+// seededCompletion posts body to e's /v1/completions and returns what the seeded-invariance
+// tests compare; with wantLogprobs a response without logprobs is an error.
+func seededCompletion(e *engine, body map[string]any, wantLogprobs bool) (seededResult, error) {
+	b, _ := json.Marshal(body)
+	code, out := e.postRaw("/v1/completions", string(b))
+	if code != 200 {
+		return seededResult{}, fmt.Errorf("status %d: %s", code, out)
+	}
+	var r struct {
+		Choices []struct {
+			TokenIDs []int32 `json:"token_ids"`
+			Logprobs *struct {
+				TokenLogprobs json.RawMessage `json:"token_logprobs"`
+			} `json:"logprobs"`
+		} `json:"choices"`
+		Usage struct {
+			PromptTokens int `json:"prompt_tokens"`
+		} `json:"usage"`
+	}
+	if err := json.Unmarshal(out, &r); err != nil || len(r.Choices) != 1 || wantLogprobs && r.Choices[0].Logprobs == nil {
+		return seededResult{}, fmt.Errorf("response %s: %v", out, err)
+	}
+	res := seededResult{ids: r.Choices[0].TokenIDs, prompt: r.Usage.PromptTokens}
+	if lp := r.Choices[0].Logprobs; lp != nil {
+		res.logprobs = string(lp.TokenLogprobs)
+	}
+	return res, nil
 }
