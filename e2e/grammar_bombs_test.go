@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"runtime"
 	"slices"
@@ -54,14 +53,12 @@ func plainLatencies(t *testing.T, e *engine, n int) []time.Duration {
 // show in any scrape), keyed by the series' labels.
 func workerRSS(t *testing.T, e *engine) map[string]float64 {
 	t.Helper()
-	resp, err := freshClient.Get(e.base + "/metrics")
+	b, err := httpGetWith(freshClient, e.base+"/metrics")
 	if err != nil {
 		t.Fatalf("/metrics: %v", err)
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
 	out := map[string]float64{}
-	for _, line := range strings.Split(string(b), "\n") {
+	for _, line := range strings.Split(b, "\n") {
 		if !strings.HasPrefix(line, "process_resident_memory_bytes{") || !strings.Contains(line, "worker=") {
 			continue
 		}

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"io"
 	"maps"
 	"regexp"
 	"slices"
@@ -15,15 +14,13 @@ import (
 // successByReason reads vllm:request_success_total off /metrics, summed by finished_reason.
 func successByReason(t *testing.T, e *engine) map[string]float64 {
 	t.Helper()
-	resp, err := freshClient.Get(e.base + "/metrics")
+	b, err := httpGetWith(freshClient, e.base+"/metrics")
 	if err != nil {
 		t.Fatalf("/metrics: %v", err)
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
 	reason := regexp.MustCompile(`finished_reason="([^"]*)"`)
 	out := map[string]float64{}
-	for _, line := range strings.Split(string(b), "\n") {
+	for _, line := range strings.Split(b, "\n") {
 		if !strings.HasPrefix(line, "vllm:request_success_total{") {
 			continue
 		}
