@@ -102,7 +102,12 @@ func load() error {
 	return nil
 }
 
-// call runs one driver function and turns a failing CUresult into an *Error.
+// call runs one driver function and turns a failing CUresult into an *Error. Callers pass
+// pointers converted to uintptr in the argument list; uintptrescapes moves what they point to
+// off the stack, which could otherwise be copied elsewhere (stack growth on the way into the
+// driver) while the driver writes to the old address: cuDeviceGetCount's count read 0 on an H200.
+//
+//go:uintptrescapes
 func call(p *proc, args ...uintptr) error {
 	r, _, _ := purego.SyscallN(p.addr, args...)
 	if r == 0 {
