@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -128,7 +129,7 @@ func BenchmarkDecode(b *testing.B) {
 			}
 			for _, batch := range []int{1, 64, 256} {
 				name := fmt.Sprintf("%s/B=%d/graphs=%v", s.name, batch, graphs)
-				b.Run(name, func(b *testing.B) { benchDecode(b, name, s.cfg, quant.BF16, batch, graphs) })
+				b.Run(name, func(b *testing.B) { benchDecode(b, name, s.cfg, quant.BF16, batch, graphs, false) })
 			}
 		}
 		if !s.variants {
@@ -137,20 +138,41 @@ func BenchmarkDecode(b *testing.B) {
 		for _, qt := range []quant.Type{quant.Q8_0, quant.Q4_K} {
 			for _, batch := range []int{1, 64} {
 				name := fmt.Sprintf("%s-%s/B=%d/graphs=true", s.name, qt, batch)
-				b.Run(name, func(b *testing.B) { benchDecode(b, name, s.cfg, qt, batch, true) })
+				b.Run(name, func(b *testing.B) { benchDecode(b, name, s.cfg, qt, batch, true, false) })
 			}
 		}
 	}
 }
 
-func benchDecode(b *testing.B, name string, cfg model.Config, qt quant.Type, batch int, graphs bool) {
+// BenchmarkDecodeProfile breaks eager decode steps (bf16, context benchCtx) down by kernel:
+// each launch between two events, so the table says where a step's device time goes (the
+// kernels no longer overlap; the step's total is a little above BenchmarkDecode's).
+func BenchmarkDecodeProfile(b *testing.B) {
+	probeGPU(b)
+	for _, s := range benchShapes {
+		for _, batch := range []int{1, 64} {
+			name := fmt.Sprintf("%s/B=%d", s.name, batch)
+			b.Run(name, func(b *testing.B) { benchDecode(b, name, s.cfg, quant.BF16, batch, false, true) })
+		}
+	}
+}
+
+// benchDecode times decode steps (or, with profile, breaks them down by kernel: see
+// BenchmarkDecodeProfile).
+func benchDecode(b *testing.B, name string, cfg model.Config, qt quant.Type, batch int, graphs, profile bool) {
 	d, err := openDriver(0)
 	if err != nil {
 		noGPU(b, err)
 	}
+	var bd dev.Device = d
+	var prof *dev.Profile
+	if profile {
+		prof = dev.NewProfile(d)
+		bd, graphs = prof, false
+	}
 	blocksPer := (benchCtx + 1 + 15) / 16
 	opts := backend.Options{NumBlocks: batch * blocksPer}
-	be, err := newBackendWith(d, cfg, opts, Tuning{NoGraphs: !graphs, MaxPositions: 2 * benchCtx},
+	be, err := newBackendWith(bd, cfg, opts, Tuning{NoGraphs: !graphs, MaxPositions: 2 * benchCtx},
 		func(allocs *[]dev.Ptr) (*weights, error) { return fillWeights(d, cfg, qt, allocs) })
 	if err != nil {
 		_ = d.Close()
@@ -178,9 +200,11 @@ func benchDecode(b *testing.B, name string, cfg model.Config, qt quant.Type, bat
 		bt.Seqs = append(bt.Seqs, backend.Seq{Tokens: []int32{int32(rng.IntN(cfg.VocabSize))}, Pos: benchCtx, BlockTable: table, Logits: true})
 	}
 	ctx := context.Background()
-	step := func() error {
-		_, err := be.run(ctx, &bt)
-		return err
+	step := func() error { // on the device goroutine, as Forward runs a step
+		return bd.Run(func() error {
+			_, err := be.run(ctx, &bt)
+			return err
+		})
 	}
 	for range 3 { // warm-up, graph capture
 		if err := step(); err != nil {
@@ -189,6 +213,29 @@ func benchDecode(b *testing.B, name string, cfg model.Config, qt quant.Type, bat
 	}
 	if err := d.Sync(); err != nil {
 		b.Fatal(err)
+	}
+	if prof != nil {
+		const steps = 5
+		prof.Reset()
+		for range steps {
+			if err := step(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		total := 0.0
+		times := prof.Times()
+		for _, t := range times {
+			total += t.Ms
+		}
+		b.Logf("%s: %.3f ms of kernels per step (%d steps, each launch timed alone)", name, total/steps, steps)
+		for _, t := range times {
+			if t.Ms/total < 0.002 {
+				break
+			}
+			b.Logf("%7.1f us %5.1f%% %4d calls  %s", 1e3*t.Ms/steps, 100*t.Ms/total, t.Calls/steps, t.Name)
+		}
+		b.ReportMetric(total/steps, "ms/step")
+		return
 	}
 	var times []float64
 	b.ResetTimer()
@@ -291,12 +338,14 @@ func BenchmarkDecodeGemm(b *testing.B) {
 					b.ResetTimer()
 					for range max(b.N, 20) {
 						ms, err := d.Elapsed(func() error { // 10 back to back: launch gaps amortised
-							for range 10 {
-								if err := launch(); err != nil {
-									return err
+							return d.Run(func() error {
+								for range 10 {
+									if err := launch(); err != nil {
+										return err
+									}
 								}
-							}
-							return nil
+								return nil
+							})
 						})
 						if err != nil {
 							b.Fatal(err)
@@ -414,12 +463,14 @@ func BenchmarkLtGemm(b *testing.B) {
 					var times []float64
 					for range max(b.N, 20) {
 						ms, err := d.Elapsed(func() error {
-							for range 5 {
-								if err := path.run(); err != nil {
-									return err
+							return d.Run(func() error {
+								for range 5 {
+									if err := path.run(); err != nil {
+										return err
+									}
 								}
-							}
-							return nil
+								return nil
+							})
 						})
 						if err != nil {
 							b.Fatal(err)
@@ -436,5 +487,40 @@ func BenchmarkLtGemm(b *testing.B) {
 		for _, p := range []dev.Ptr{w, x, xb, out} {
 			_ = d.Free(p)
 		}
+	}
+}
+
+// TestProfileBreaksDownAStep: a decode step through dev.Profile on the emulator records every
+// kernel of the step by name and grid, with the calls a layer makes (one attention decode per
+// layer) and a time for each.
+func TestProfileBreaksDownAStep(t *testing.T) {
+	cfg := benchShapes[0].cfg
+	cfg.NumLayers, cfg.VocabSize, cfg.IntermediateSize = 2, 512, 256
+	d := emu.New(1 << 30)
+	prof := dev.NewProfile(d)
+	be, err := newBackendWith(prof, cfg, backend.Options{NumBlocks: 4}, Tuning{Emulate: true, NoGraphs: true, MaxPositions: 64},
+		func(allocs *[]dev.Ptr) (*weights, error) { return fillWeights(d, cfg, quant.BF16, allocs) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	prof.Reset()
+	if _, err := be.Forward(context.Background(), &backend.Batch{Seqs: []backend.Seq{
+		{Tokens: []int32{3}, Pos: 0, BlockTable: []int32{0}, Logits: true},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	calls := map[string]int{}
+	for _, k := range prof.Times() {
+		if k.Calls <= 0 || k.Ms < 0 {
+			t.Errorf("%s: %d calls, %v ms", k.Name, k.Calls, k.Ms)
+		}
+		calls[strings.Fields(k.Name)[0]] += k.Calls
+	}
+	if calls["attn_decode"] != cfg.NumLayers || calls["attn_merge"] != cfg.NumLayers {
+		t.Errorf("attention launches %v, want %d of each per step", calls, cfg.NumLayers)
+	}
+	if calls["gemv_bf16"] == 0 {
+		t.Errorf("no decode GEMM recorded: %v", calls)
 	}
 }

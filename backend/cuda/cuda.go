@@ -50,10 +50,17 @@ type Tuning struct {
 	// step has at least that many of them (the built-in decode kernel reads each weight row
 	// once per dev.GemvRows rows; cuBLASLt's tiles reuse it more at large batches). It gives up
 	// batch invariance: a decode row's result then depends on the step's decode row count.
-	// 0, the default, keeps every decode row on the built-in kernel; the GPU benchmark
-	// measures where the crossing lies (BenchmarkDecodeStep with and without).
+	// 0, the default, keeps every decode row on the built-in kernel; BenchmarkLtGemm measures
+	// where the two cross (BatchDependentDecodeRows, what schedulerd --batch-dependent sets).
 	LtDecodeRows int
 }
+
+// BatchDependentDecodeRows is the LtDecodeRows schedulerd's --batch-dependent sets: on an H200
+// (BenchmarkLtGemm, 2026-11-26) the built-in decode GEMM and cuBLASLt's pinned plan break even
+// at about 4 rows of an 8B model's gate|up projection (0.140 vs 0.142 ms) and 8-16 rows of a
+// 0.6B model's (0.031 vs 0.024-0.027 ms at 16); at 16-64 rows of the 8B shapes cuBLASLt is
+// 2.2-16x faster.
+const BatchDependentDecodeRows = 8
 
 // EmulateEnv, set to 1, runs a backend opened without a Tuning (schedulerd --device cuda) on
 // the emulator: the whole engine then runs the CUDA backend's host side on a machine without a
@@ -605,15 +612,20 @@ func (b *Backend) Forward(ctx context.Context, batch *backend.Batch) ([][]float3
 	if batch == nil || len(batch.Seqs) == 0 {
 		return nil, nil
 	}
-	p, err := b.run(ctx, batch)
-	if err != nil {
-		return nil, fmt.Errorf("cuda forward: %w", err)
-	}
-	want := make([]bool, len(batch.Seqs))
-	for i := range want {
-		want[i] = p.seqLogitN[i] > 0
-	}
-	out, err := b.hostRows(p, want)
+	var out [][]float32
+	// the whole step on the device's goroutine: its launches go straight to the driver
+	err := b.d.Run(func() error {
+		p, err := b.run(ctx, batch)
+		if err != nil {
+			return err
+		}
+		want := make([]bool, len(batch.Seqs))
+		for i := range want {
+			want[i] = p.seqLogitN[i] > 0
+		}
+		out, err = b.hostRows(p, want)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("cuda forward: %w", err)
 	}

@@ -193,6 +193,9 @@ func (d *driverDevice) Launch(k dev.Kernel, grid, block dev.Dim3, shmem int, arg
 
 func (d *driverDevice) Sync() error { return d.c.Sync() }
 
+// Run runs fn on the context's goroutine, where the device calls inside it are direct.
+func (d *driverDevice) Run(fn func() error) error { return d.c.Do(fn) }
+
 func (d *driverDevice) BeginCapture() error { return d.c.BeginCapture() }
 
 func (d *driverDevice) EndCapture() (dev.Graph, error) {

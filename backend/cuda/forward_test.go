@@ -284,8 +284,8 @@ func randomModel(t testing.TB) *model.Model {
 	return r
 }
 
-// TestLongContextPartitions: decode rows past 512 and 1024 positions (two and three split-KV
-// partitions merged) match the CPU backend, as does the prefill that filled their cache.
+// TestLongContextPartitions: decode rows past 510 and 1,030 positions (several split-KV
+// partitions of dev.PartitionTokens merged) match the CPU backend, as does the prefill that filled their cache.
 func TestLongContextPartitions(t *testing.T) {
 	forDevices(t, func(t *testing.T, dv device) {
 		if testing.Short() {

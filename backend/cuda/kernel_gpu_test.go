@@ -340,7 +340,10 @@ type attnShape struct{ nh, nkv, hd int }
 func TestKernelAttention(t *testing.T) { kernelAttention(t, gpuOrSkip(t)) }
 
 func kernelAttention(t *testing.T, g dev.Device) {
-	shapes := map[string]attnShape{"qwen3-0.6b": {16, 8, 128}, "llama-8b": {32, 8, 128}, "qwen2-7b": {28, 4, 128}}
+	// the first three: models' shapes (the vector decode path); head-64 and head-256 its other head
+	// dims; wide-group a bf16 cache on the scalar path (group x head dim past the vector path's 1,024)
+	shapes := map[string]attnShape{"qwen3-0.6b": {16, 8, 128}, "llama-8b": {32, 8, 128}, "qwen2-7b": {28, 4, 128},
+		"head-64": {32, 4, 64}, "head-256": {8, 4, 256}, "wide-group": {16, 2, 256}}
 	ctxs := []int{1, 17, 700, 1500}
 	if small() {
 		shapes = map[string]attnShape{"tiny": {4, 2, 64}}

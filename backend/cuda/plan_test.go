@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/llmserve/llmserve/backend"
+	"github.com/llmserve/llmserve/backend/cuda/internal/dev"
 )
 
 func TestPlanLayout(t *testing.T) {
@@ -29,8 +30,8 @@ func TestPlanLayout(t *testing.T) {
 	if !slices.Equal(p.pos, []int32{600, 2, 14, 15, 16, 0, 1}) || !slices.Equal(p.rowSeq, []int32{1, 3, 0, 0, 0, 2, 2}) {
 		t.Fatalf("pos %v rowSeq %v", p.pos, p.rowSeq)
 	}
-	if !slices.Equal(p.decodeRows, []int32{0, 1}) || p.decodeLead != 2 || p.maxParts != 2 {
-		t.Fatalf("decode rows %v (lead %d), parts %d (context 601 needs 2 of 512)", p.decodeRows, p.decodeLead, p.maxParts)
+	if !slices.Equal(p.decodeRows, []int32{0, 1}) || p.decodeLead != 2 || p.maxParts != (601+dev.PartitionTokens-1)/dev.PartitionTokens {
+		t.Fatalf("decode rows %v (lead %d), parts %d (context 601 in partitions of %d)", p.decodeRows, p.decodeLead, p.maxParts, dev.PartitionTokens)
 	}
 	if !slices.Equal(p.tiles, []int32{2, 3, 5, 2}) {
 		t.Fatalf("tiles %v", p.tiles)
@@ -62,7 +63,7 @@ func TestPlanGenerated(t *testing.T) {
 	if !slices.Equal(p.rowSeq, []int32{1, 1, 1, 2, 0, 0, 0, 0}) || !slices.Equal(p.pos, []int32{510, 511, 512, 3, 0, 1, 2, 3}) {
 		t.Fatalf("rowSeq %v pos %v", p.rowSeq, p.pos)
 	}
-	if !slices.Equal(p.decodeRows, []int32{0, 1, 2, 3}) || p.decodeLead != 4 || p.maxParts != 2 || !slices.Equal(p.tiles, []int32{4, 4}) {
+	if !slices.Equal(p.decodeRows, []int32{0, 1, 2, 3}) || p.decodeLead != 4 || p.maxParts != (513+dev.PartitionTokens-1)/dev.PartitionTokens || !slices.Equal(p.tiles, []int32{4, 4}) {
 		t.Fatalf("decode rows %v (lead %d), parts %d, tiles %v", p.decodeRows, p.decodeLead, p.maxParts, p.tiles)
 	}
 	if !slices.Equal(p.logitRows, []int32{0, 1, 2, 3, 7}) || p.logitDecodeLead != 4 || !slices.Equal(p.seqLogits, []int{4, 0, 3}) || !slices.Equal(p.seqLogitN, []int{1, 3, 1}) {

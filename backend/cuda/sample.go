@@ -137,7 +137,23 @@ func (b *Backend) ensureSample(in *sampleInputs, words int) error {
 
 // ForwardSample runs the step and samples every Seq with Logits on the device. See
 // backend.DeviceSampler.
-func (b *Backend) ForwardSample(ctx context.Context, batch *backend.Batch, specs []backend.SampleSpec, masks func()) ([]backend.Pick, [][]float32, error) {
+func (b *Backend) ForwardSample(ctx context.Context, batch *backend.Batch, specs []backend.SampleSpec, masks func()) (picks []backend.Pick, rows [][]float32, err error) {
+	// the whole step on the device's goroutine: its launches go straight to the driver (masks
+	// waits there for host goroutines only)
+	ran := false
+	err = b.d.Run(func() error {
+		ran = true
+		var err error
+		picks, rows, err = b.forwardSample(ctx, batch, specs, masks)
+		return err
+	})
+	if !ran && masks != nil {
+		masks() // the device refused the call (closed): masks still runs once
+	}
+	return picks, rows, err
+}
+
+func (b *Backend) forwardSample(ctx context.Context, batch *backend.Batch, specs []backend.SampleSpec, masks func()) ([]backend.Pick, [][]float32, error) {
 	// masks is called exactly once on every path, failures included: the scheduler's mask
 	// goroutines finish before it returns.
 	masksDone := false

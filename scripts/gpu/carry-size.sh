@@ -5,7 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 LIMIT_MIB=${LIMIT_MIB:-60}
-tree=$(git ls-files -z --cached --others --exclude-standard | xargs -0 stat -c %s 2>/dev/null | awk '{s += $1} END {print s + 0}')
+# (a tracked file deleted in the working tree does not travel: stat skips it)
+tree=$(git ls-files -z --cached --others --exclude-standard | { xargs -0 stat -c %s 2>/dev/null || true; } | awk '{s += $1} END {print s + 0}')
 dev=0
 [ -d .dev/gpu ] && dev=$(find .dev/gpu -type f -printf '%s\n' | awk '{s += $1} END {print s + 0}')
 total=$((tree + dev))

@@ -6,13 +6,15 @@
 // each partition's softmax state; attn_merge combines them. attn_prefill runs tiles of
 // consecutive rows of one sequence, each row causal at its own position.
 //
-// A warp runs an online softmax over chunks of 32 keys: lane j scores key j of the chunk, then
-// the warp accumulates the chunk's values, lane l owning dimensions l, l+32, ... (head dim at
-// most 256, GQA groups at most 8). Decode shares each K/V read across the GQA group; prefill
-// attends one (row, head) per warp; tensor-core tiles (mma.sync) are the M2 work.
+// Decode reads each K/V row once for the whole GQA group (at most 8 heads, head dim at most 256):
+// with a bf16 cache and head dim 64, 128 or 256, a row at a time per hd/8 lanes with 16-byte
+// loads, many rows in flight per warp (decode_vec); otherwise, and in prefill (one (row, head) per
+// warp), a warp runs an online softmax over chunks of 32 keys, lane j scoring key j, then
+// accumulates the chunk's values, lane l owning dimensions l, l+32, .... Tensor-core tiles
+// (mma.sync) for prefill are the M2 work.
 #include "kern.cuh"
 
-#define PART 512
+#define PART 128  // dev.PartitionTokens
 #define MAX_HD 256
 #define MAX_GROUP 8
 
@@ -63,27 +65,23 @@ KERN void attend(Attend& a, const float* q, const bf16* kc, const bf16* vc, cons
   }
 }
 
-// attn_decode: one CTA per (row, KV head, partition); its warps split the partition's keys
-// (warp w takes chunks w, w+4, ... of 32 keys) and each warp serves the whole GQA group, so every
-// K and V row is read once per CTA for all the group's heads; the warps' softmax states are then
-// merged through shared memory.
-extern "C" __global__ void attn_decode(const float* qkv, const bf16* kcache, const bf16* vcache, const int* tables,
-                                       const int* row_seq, const int* pos, const int* rows, float* part_o,
-                                       float* part_m, float* part_l, int num_rows, int num_heads, int num_kv_heads,
-                                       int head_dim, int block_size, int max_blocks, int max_parts, int kv_f32,
-                                       float scale) {
-  const int nh = num_heads, nkv = num_kv_heads, hd = head_dim, bs = block_size;
-  __shared__ float qs[MAX_GROUP][MAX_HD];
-  __shared__ float wm[4][MAX_GROUP], wl[4][MAX_GROUP];
-  __shared__ float wo[4][MAX_GROUP][MAX_HD];
-  int i = bid_x(), g = bid_y(), part = bid_z();
-  if (i >= num_rows || g >= nkv) return;
-  int r = rows[i];
-  int ctx = pos[r] + 1;
-  int lo = part * PART;
-  if (lo >= ctx) return;
-  int hi = imin(ctx, lo + PART);
-  const int* table = tables + (u64)row_seq[r] * max_blocks;
+// The decode CTA's shared memory, carved per path: 10,304 floats (41 KB) for the scalar path's
+// query, warp states and warp outputs; the vector path needs 6,160 of them.
+#define DEC_SMEM (MAX_GROUP * MAX_HD + 2 * 4 * MAX_GROUP + 4 * MAX_GROUP * MAX_HD)
+// The vector path's limits: the query group's width (heads x head dim) it keeps per warp.
+#define VEC_GH 1024
+
+// decode_scalar is the general decode path (f32 caches, head dims that are not 64, 128 or 256,
+// wide GQA groups): warp w takes chunks w, w+4, ... of 32 keys, lane j scoring key j of a chunk,
+// each warp serving the whole GQA group, and the warps' softmax states merge through shared
+// memory.
+KERN void decode_scalar(float* smem, const float* qkv, const bf16* kcache, const bf16* vcache, const int* table,
+                        float* part_o, float* part_m, float* part_l, int i, int r, int g, int part, int lo, int hi,
+                        int nh, int nkv, int hd, int bs, int max_parts, int kv_f32, float scale) {
+  float(*qs)[MAX_HD] = (float(*)[MAX_HD])smem;
+  float(*wm)[MAX_GROUP] = (float(*)[MAX_GROUP])(smem + MAX_GROUP * MAX_HD);
+  float(*wl)[MAX_GROUP] = (float(*)[MAX_GROUP])(smem + MAX_GROUP * MAX_HD + 4 * MAX_GROUP);
+  float(*wo)[MAX_GROUP][MAX_HD] = (float(*)[MAX_GROUP][MAX_HD])(smem + MAX_GROUP * MAX_HD + 8 * MAX_GROUP);
   int group = nh / nkv, warp = tid() >> 5, lane = tid() & 31;
   int stride = (nh + 2 * nkv) * hd;
   for (int e = tid(); e < group * hd; e += ntid()) qs[e / hd][e % hd] = qkv[(u64)r * stride + (u64)(g * group) * hd + e];
@@ -176,6 +174,172 @@ extern "C" __global__ void attn_decode(const float* qkv, const bf16* kcache, con
       part_m[at] = mm;
       part_l[at] = ll;
     }
+  }
+}
+
+// unpack8 widens 8 bf16 (16 bytes) to floats.
+KERN void unpack8(u32x4 q, float* f) {
+  f[0] = bits_f(q.x << 16), f[1] = bits_f(q.x & 0xffff0000u), f[2] = bits_f(q.y << 16), f[3] = bits_f(q.y & 0xffff0000u);
+  f[4] = bits_f(q.z << 16), f[5] = bits_f(q.z & 0xffff0000u), f[6] = bits_f(q.w << 16), f[7] = bits_f(q.w & 0xffff0000u);
+}
+
+// VEC_UNROLL is how many keys (or value rows) a lane loads before it uses them: loads in flight
+// together instead of one latency per key.
+#define VEC_UNROLL 8
+
+// decode_vec is the bf16 path for head dims 64, 128 and 256: lpk = hd/8 lanes read one key or
+// value row with 16-byte loads (a warp reads 32/lpk rows at once, coalesced), in three phases
+// over the partition's keys: scores for the whole GQA group into shared memory (lanes of a row
+// reduce by shuffles), the softmax per head (one warp per head), then the values weighted by
+// those probabilities, each lane owning 8 dimensions, the warps' sums added through shared
+// memory.
+KERN void decode_vec(float* smem, const float* qkv, const bf16* kcache, const bf16* vcache, const int* table,
+                     float* part_o, float* part_m, float* part_l, int i, int r, int g, int part, int lo, int hi,
+                     int nh, int nkv, int hd, int bs, int max_parts, float scale) {
+  const int nw = 4;  // warps per CTA (the launch's 128 threads)
+  int group = nh / nkv, warp = tid() >> 5, lane = tid() & 31;
+  int lpk = hd >> 3, kpw = 32 / lpk;  // lanes per row, rows per warp load
+  int sub = lane / lpk, d0 = (lane % lpk) * 8;
+  int n = hi - lo;
+  float* qs = smem;               // [group][hd]
+  float* ss = qs + VEC_GH;        // [group][PART]: scores, then probabilities
+  float* wo = ss + MAX_GROUP * PART;  // [warp][group * hd]
+  float* ml = wo + nw * VEC_GH;   // m[MAX_GROUP], l[MAX_GROUP]
+  int stride = (nh + 2 * nkv) * hd;
+  for (int e = tid(); e < group * hd; e += ntid()) qs[e] = qkv[(u64)r * stride + (u64)(g * group) * hd + e];
+  sync();
+  // scores: warp w takes rows [w*step, (w+1)*step) of each pass of nw*step rows
+  const int step = VEC_UNROLL * kpw;
+  for (int j0 = warp * step; j0 < n; j0 += nw * step) {
+    u32x4 kq[VEC_UNROLL];
+#pragma unroll
+    for (int u = 0; u < VEC_UNROLL; u++) {
+      int j = j0 + u * kpw + sub;
+      if (j < n) {
+        int ps = lo + j;
+        kq[u] = ldg_nc4(kcache + (((u64)table[ps / bs] * nkv + g) * bs + ps % bs) * hd + d0);
+      } else {
+        kq[u].x = kq[u].y = kq[u].z = kq[u].w = 0;
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < VEC_UNROLL; u++) {
+      float kf[8];
+      unpack8(kq[u], kf);
+      int j = j0 + u * kpw + sub;
+#pragma unroll
+      for (int h = 0; h < MAX_GROUP; h++) {
+        if (h >= group) continue;  // uniform across the warp
+        const float* q = qs + h * hd + d0;
+        float a = 0;
+#pragma unroll
+        for (int e = 0; e < 8; e++) a += q[e] * kf[e];
+        for (int off = lpk >> 1; off > 0; off >>= 1) a += shfl_xor(a, off);
+        if (j < n && d0 == 0) ss[h * PART + j] = a * scale;
+      }
+    }
+  }
+  sync();
+  // softmax of each head's scores over the partition
+  for (int h = warp; h < group; h += nw) {
+    float mx = neg_inf();
+    for (int j = lane; j < n; j += 32) mx = fmaxf_(mx, ss[h * PART + j]);
+    mx = warp_max(mx);
+    float sum = 0;
+    for (int j = lane; j < n; j += 32) {
+      float p = expf_(ss[h * PART + j] - mx);
+      ss[h * PART + j] = p;
+      sum += p;
+    }
+    sum = warp_sum(sum);
+    if (lane == 0) {
+      ml[h] = mx;
+      ml[MAX_GROUP + h] = sum;
+    }
+  }
+  sync();
+  // values: lane owns dims d0..d0+7 of rows sub, sub+kpw, ...
+  float o[MAX_GROUP][8];
+#pragma unroll
+  for (int h = 0; h < MAX_GROUP; h++)
+#pragma unroll
+    for (int e = 0; e < 8; e++) o[h][e] = 0;
+  for (int j0 = warp * step; j0 < n; j0 += nw * step) {
+    u32x4 vq[VEC_UNROLL];
+#pragma unroll
+    for (int u = 0; u < VEC_UNROLL; u++) {
+      int j = j0 + u * kpw + sub;
+      if (j < n) {
+        int ps = lo + j;
+        vq[u] = ldg_nc4(vcache + (((u64)table[ps / bs] * nkv + g) * bs + ps % bs) * hd + d0);
+      } else {
+        vq[u].x = vq[u].y = vq[u].z = vq[u].w = 0;
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < VEC_UNROLL; u++) {
+      int j = j0 + u * kpw + sub;
+      if (j >= n) continue;
+      float vf[8];
+      unpack8(vq[u], vf);
+#pragma unroll
+      for (int h = 0; h < MAX_GROUP; h++) {
+        if (h >= group) continue;
+        float p = ss[h * PART + j];
+#pragma unroll
+        for (int e = 0; e < 8; e++) o[h][e] += p * vf[e];
+      }
+    }
+  }
+  // the warp's row groups (lanes d0 apart by lpk) add up, then the warps through shared memory
+#pragma unroll
+  for (int h = 0; h < MAX_GROUP; h++) {
+    if (h >= group) continue;
+#pragma unroll
+    for (int e = 0; e < 8; e++) {
+      float v = o[h][e];
+      for (int off = lpk; off < 32; off <<= 1) v += shfl_xor(v, off);
+      if (sub == 0) wo[warp * VEC_GH + h * hd + d0 + e] = v;
+    }
+  }
+  sync();
+  for (int e = tid(); e < group * hd; e += ntid()) {
+    int h = e / hd, d = e % hd;
+    float oo = 0;
+    for (int w = 0; w < nw; w++) oo += wo[w * VEC_GH + e];
+    u64 at = ((u64)i * nh + g * group + h) * max_parts + part;
+    part_o[at * hd + d] = oo;
+    if (d == 0) {
+      part_m[at] = ml[h];
+      part_l[at] = ml[MAX_GROUP + h];
+    }
+  }
+}
+
+// attn_decode: one CTA of 128 threads per (row, KV head, partition of PART positions); the bf16
+// vector path where the shape allows, else the scalar path.
+extern "C" __global__ void attn_decode(const float* qkv, const bf16* kcache, const bf16* vcache, const int* tables,
+                                       const int* row_seq, const int* pos, const int* rows, float* part_o,
+                                       float* part_m, float* part_l, int num_rows, int num_heads, int num_kv_heads,
+                                       int head_dim, int block_size, int max_blocks, int max_parts, int kv_f32,
+                                       float scale) {
+  __shared__ __attribute__((aligned(16))) float smem[DEC_SMEM];
+  const int nh = num_heads, nkv = num_kv_heads, hd = head_dim;
+  int i = bid_x(), g = bid_y(), part = bid_z();
+  if (i >= num_rows || g >= nkv) return;
+  int r = rows[i];
+  int ctx = pos[r] + 1;
+  int lo = part * PART;
+  if (lo >= ctx) return;
+  int hi = imin(ctx, lo + PART);
+  const int* table = tables + (u64)row_seq[r] * max_blocks;
+  int group = nh / nkv;
+  if (!kv_f32 && (hd == 64 || hd == 128 || hd == 256) && group * hd <= VEC_GH) {
+    decode_vec(smem, qkv, kcache, vcache, table, part_o, part_m, part_l, i, r, g, part, lo, hi, nh, nkv, hd,
+               block_size, max_parts, scale);
+  } else {
+    decode_scalar(smem, qkv, kcache, vcache, table, part_o, part_m, part_l, i, r, g, part, lo, hi, nh, nkv, hd,
+                  block_size, max_parts, kv_f32, scale);
   }
 }
 

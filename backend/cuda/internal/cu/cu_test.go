@@ -2,8 +2,10 @@ package cu
 
 import (
 	"encoding/binary"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 // openOrSkip opens device 0, or skips with the loader's own error where there is no driver or
@@ -78,5 +80,35 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatal("an exabyte allocation succeeded")
 	} else if e, ok := err.(*Error); !ok || e.Name == "" {
 		t.Fatalf("allocation error %v is not a named CUresult", err)
+	}
+}
+
+// TestNestedDo: a device call made inside a Do's function runs at once on the device thread
+// (without it the call would wait for the Do it is inside of: a deadlock); calls from other
+// goroutines meanwhile still hand off.
+func TestNestedDo(t *testing.T) {
+	c := openOrSkip(t)
+	done := make(chan error, 1)
+	go func() {
+		done <- c.Do(func() error {
+			tid := gettid()
+			return c.Do(func() error {
+				if gettid() != tid {
+					return fmt.Errorf("nested Do ran on thread %d, the device's is %d", gettid(), tid)
+				}
+				return c.Sync()
+			})
+		})
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a Do inside a Do did not return in 10 s")
+	}
+	if err := c.Sync(); err != nil { // from this goroutine: handed off
+		t.Fatal(err)
 	}
 }

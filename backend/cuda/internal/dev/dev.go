@@ -68,6 +68,10 @@ type Device interface {
 	Matmul(a MatmulArgs) error
 	// Elapsed times fn on the device in milliseconds (events around it).
 	Elapsed(fn func() error) (float32, error)
+	// Run calls fn where the device's calls are cheapest: on a GPU, on the goroutine that owns
+	// its context, so the launches of a step run inside fn need no goroutine hand-off each. fn
+	// must not wait for another goroutine's device call (that call waits for fn).
+	Run(fn func() error) error
 	// Close releases the device.
 	Close() error
 }

@@ -68,7 +68,7 @@ func (k Kernel) String() string {
 // PartitionTokens is the split-KV partition length of decode attention: the number of
 // partitions follows from a row's context length alone, so a row's result never depends on the
 // batch it runs in.
-const PartitionTokens = 512
+const PartitionTokens = 128
 
 // EmbedArgs: Out[r][:H] = float(Table[IDs[r]][:H]) (a bf16 table, or f32 when TableF32 is
 // 1; f32 rows). Grid (Rows).

@@ -286,6 +286,9 @@ func (d *Device) LaunchGraph(g dev.Graph) error {
 	return nil
 }
 
+// Run calls fn: the emulator has no device thread to move to.
+func (d *Device) Run(fn func() error) error { return fn() }
+
 // Elapsed times fn by the wall clock.
 func (d *Device) Elapsed(fn func() error) (float32, error) {
 	t := time.Now()
