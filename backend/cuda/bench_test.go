@@ -117,9 +117,10 @@ func BenchmarkCopyBandwidth(b *testing.B) {
 }
 
 // BenchmarkDecode times decode steps of B sequences at context benchCtx on model shapes whose
-// weights and KV pool are made on the GPU, with and without graphs, and with Q8_0 and Q4_K weights
-// (graphs, batch 1 and 64); the roofline is the weights (all but the input embedding) plus every
-// sequence's KV read once per step, over the copy rate measured in the same run.
+// weights and KV pool are made on the GPU, with and without graphs, batch-dependent (decode rows
+// on cuBLASLt, batch 64 and 256), and with Q8_0 and Q4_K weights (graphs, batch 1 and 64); the
+// roofline is the weights (all but the input embedding) plus every sequence's KV read once per
+// step, over the copy rate measured in the same run.
 func BenchmarkDecode(b *testing.B) {
 	probeGPU(b)
 	for _, s := range benchShapes {
@@ -129,8 +130,14 @@ func BenchmarkDecode(b *testing.B) {
 			}
 			for _, batch := range []int{1, 64, 256} {
 				name := fmt.Sprintf("%s/B=%d/graphs=%v", s.name, batch, graphs)
-				b.Run(name, func(b *testing.B) { benchDecode(b, name, s.cfg, quant.BF16, batch, graphs, false) })
+				b.Run(name, func(b *testing.B) { benchDecode(b, name, s.cfg, quant.BF16, batch, graphs, false, 0) })
 			}
+		}
+		for _, batch := range []int{64, 256} { // schedulerd --batch-dependent: cuBLASLt decode rows
+			name := fmt.Sprintf("%s/B=%d/graphs=true/batch-dependent", s.name, batch)
+			b.Run(name, func(b *testing.B) {
+				benchDecode(b, name, s.cfg, quant.BF16, batch, true, false, BatchDependentDecodeRows)
+			})
 		}
 		if !s.variants {
 			continue
@@ -138,7 +145,7 @@ func BenchmarkDecode(b *testing.B) {
 		for _, qt := range []quant.Type{quant.Q8_0, quant.Q4_K} {
 			for _, batch := range []int{1, 64} {
 				name := fmt.Sprintf("%s-%s/B=%d/graphs=true", s.name, qt, batch)
-				b.Run(name, func(b *testing.B) { benchDecode(b, name, s.cfg, qt, batch, true, false) })
+				b.Run(name, func(b *testing.B) { benchDecode(b, name, s.cfg, qt, batch, true, false, 0) })
 			}
 		}
 	}
@@ -152,14 +159,14 @@ func BenchmarkDecodeProfile(b *testing.B) {
 	for _, s := range benchShapes {
 		for _, batch := range []int{1, 64} {
 			name := fmt.Sprintf("%s/B=%d", s.name, batch)
-			b.Run(name, func(b *testing.B) { benchDecode(b, name, s.cfg, quant.BF16, batch, false, true) })
+			b.Run(name, func(b *testing.B) { benchDecode(b, name, s.cfg, quant.BF16, batch, false, true, 0) })
 		}
 	}
 }
 
 // benchDecode times decode steps (or, with profile, breaks them down by kernel: see
-// BenchmarkDecodeProfile).
-func benchDecode(b *testing.B, name string, cfg model.Config, qt quant.Type, batch int, graphs, profile bool) {
+// BenchmarkDecodeProfile); ltRows is Tuning.LtDecodeRows.
+func benchDecode(b *testing.B, name string, cfg model.Config, qt quant.Type, batch int, graphs, profile bool, ltRows int) {
 	d, err := openDriver(0)
 	if err != nil {
 		noGPU(b, err)
@@ -172,7 +179,7 @@ func benchDecode(b *testing.B, name string, cfg model.Config, qt quant.Type, bat
 	}
 	blocksPer := (benchCtx + 1 + 15) / 16
 	opts := backend.Options{NumBlocks: batch * blocksPer}
-	be, err := newBackendWith(bd, cfg, opts, Tuning{NoGraphs: !graphs, MaxPositions: 2 * benchCtx},
+	be, err := newBackendWith(bd, cfg, opts, Tuning{NoGraphs: !graphs, MaxPositions: 2 * benchCtx, LtDecodeRows: ltRows},
 		func(allocs *[]dev.Ptr) (*weights, error) { return fillWeights(d, cfg, qt, allocs) })
 	if err != nil {
 		_ = d.Close()

@@ -29,7 +29,7 @@ def load_lines(path):
 
 
 def target(name, ms, share):
-    m = re.match(r"^([\w.-]+)/B=(\d+)/graphs=(\w+)$", name)
+    m = re.match(r"^([\w.-]+)/B=(\d+)/graphs=(\w+)(/batch-dependent)?$", name)
     if not m:
         return ""
     shape, batch, graphs = m.group(1), int(m.group(2)), m.group(3) == "true"
