@@ -125,9 +125,10 @@ func report(out io.Writer, o options, results []result) error {
 	fmt.Fprintf(out, "tok/s: decode as a streaming client sees it, tokens after the first over first token to last (min / median); ratios of medians. Acceptance: draft tokens accepted / verified (ngram runs).\n")
 	fmt.Fprintf(out, "Tokens per chunk (median): streamed at interval 1, a chunk carries one step's tokens unless the stream coalesced steps (off shows how often: 1.00 = never), so under ngram it is the tokens per forward pass.\n")
 	fmt.Fprintf(out, "Lookup share: of the greedy output's tokens, those that prompt lookup (3- to 1-gram) would guess from the true context: how much the output repeats its prompt or itself.\n")
-	fmt.Fprintf(out, "Free text runs with repetition_penalty %g (ours; llama.cpp plain), so that greedy output does not loop.\n\n", o.textPenalty)
-	fmt.Fprintln(out, "| workload | model | prompt tokens | lookup share | ours off | ours ngram | llama.cpp | ngram / off | ngram / llama.cpp | tokens per chunk ngram (off) | acceptance | greedy ids off = ngram | idle before runs (min) |")
-	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintf(out, "Free text runs with repetition_penalty %g (ours; llama.cpp plain), so that greedy output does not loop.\n", o.textPenalty)
+	fmt.Fprintf(out, "CPU ms/token (median): what all of our engine's processes spent per generated token during the timed request. Foreign load (max): the share of the machine's CPU time other processes or the hypervisor took during a run; a run over %.2f was run again (up to %d times; reruns: how many).\n\n", o.maxForeign, o.retries)
+	fmt.Fprintln(out, "| workload | model | prompt tokens | lookup share | ours off | ours ngram | llama.cpp | ngram / off | ngram / llama.cpp | tokens per chunk ngram (off) | acceptance | greedy ids off = ngram | CPU ms/token ngram (off) | idle before runs (min) | foreign load (max) | reruns |")
+	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	var bad []string
 	for _, m := range o.models {
 		for _, w := range o.workloads {
@@ -157,11 +158,12 @@ func report(out io.Writer, o options, results []result) error {
 			var d, a float64
 			have := false
 			promptLen := 0
-			idle := 1.0
+			idle, foreign, reruns := 1.0, 0.0, 0
 			share := "-"
 			for _, r := range results {
 				if r.model == m[0] && r.workload == w {
-					promptLen, idle = len(r.prompt), min(idle, r.idle)
+					promptLen, idle, foreign = len(r.prompt), min(idle, r.idle), max(foreign, r.foreign)
+					reruns += max(0, r.tries-1)
 					if r.engine != "llama.cpp" && r.err == nil {
 						share = fmt.Sprintf("%.2f", lookupShare(r.prompt, r.ids))
 					}
@@ -178,19 +180,21 @@ func report(out io.Writer, o options, results []result) error {
 			case slices.Contains(o.engines, "ngram"):
 				acc = "n/a (no counters)"
 			}
-			perChunk := func(eng string) string {
+			median := func(eng string, f func(r *result) float64, format string) string {
 				var v []float64
-				for _, r := range results {
-					if r.model == m[0] && r.workload == w && r.engine == eng && r.err == nil {
-						v = append(v, r.perChunk)
+				for i := range results {
+					if r := &results[i]; r.model == m[0] && r.workload == w && r.engine == eng && r.err == nil {
+						v = append(v, f(r))
 					}
 				}
 				if len(v) == 0 {
 					return "-"
 				}
 				slices.Sort(v)
-				return fmt.Sprintf("%.2f", v[len(v)/2])
+				return fmt.Sprintf(format, v[len(v)/2])
 			}
+			perChunk := func(eng string) string { return median(eng, func(r *result) float64 { return r.perChunk }, "%.2f") }
+			cpuMs := func(eng string) string { return median(eng, func(r *result) float64 { return r.cpuMs }, "%.1f") }
 			same, ok := sameIDs(results, m[0], w)
 			if !ok {
 				bad = append(bad, m[0]+" "+w)
@@ -198,8 +202,8 @@ func report(out io.Writer, o options, results []result) error {
 			if promptLen == 0 {
 				continue // not run yet (the table so far)
 			}
-			fmt.Fprintf(out, "| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s (%s) | %s | %s | %.2f |\n", workloadNames[w], m[0], promptLen, share, off, ng, ll,
-				ratio(ngM, offM), ratio(ngM, llM), perChunk("ngram"), perChunk("off"), acc, same, idle)
+			fmt.Fprintf(out, "| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s (%s) | %s | %s | %s (%s) | %.2f | %.2f | %d |\n", workloadNames[w], m[0], promptLen, share, off, ng, ll,
+				ratio(ngM, offM), ratio(ngM, llM), perChunk("ngram"), perChunk("off"), acc, same, cpuMs("ngram"), cpuMs("off"), idle, foreign, reruns)
 		}
 	}
 	if len(bad) > 0 {
