@@ -177,9 +177,9 @@ type result struct {
 	// foreign is the share of the machine's CPU time during the run that other processes (or
 	// the hypervisor) took (perfhost.Foreign): what slowed the run besides its own work.
 	foreign float64
-	// cpuMs is the CPU time the engine's processes (all of them, workers included) spent per
-	// generated token during the timed request (ours), in milliseconds: its own work, which
-	// other load changes far less than the wall-clock rate.
+	// cpuMs is the CPU time the engine's processes (all of them, workers included) spent
+	// during the timed request (ours; its prefill included) per generated token, in
+	// milliseconds: its own work, which other load changes far less than the wall-clock rate.
 	cpuMs float64
 	// tries is how many times the run was made (more than 1: earlier tries were over
 	// -max-foreign).

@@ -126,7 +126,7 @@ func report(out io.Writer, o options, results []result) error {
 	fmt.Fprintf(out, "Tokens per chunk (median): streamed at interval 1, a chunk carries one step's tokens unless the stream coalesced steps (off shows how often: 1.00 = never), so under ngram it is the tokens per forward pass.\n")
 	fmt.Fprintf(out, "Lookup share: of the greedy output's tokens, those that prompt lookup (3- to 1-gram) would guess from the true context: how much the output repeats its prompt or itself.\n")
 	fmt.Fprintf(out, "Free text runs with repetition_penalty %g (ours; llama.cpp plain), so that greedy output does not loop.\n", o.textPenalty)
-	fmt.Fprintf(out, "CPU ms/token (median): what all of our engine's processes spent per generated token during the timed request. Foreign load (max): the share of the machine's CPU time other processes or the hypervisor took during a run; a run over %.2f was run again (up to %d times; reruns: how many).\n\n", o.maxForeign, o.retries)
+	fmt.Fprintf(out, "CPU ms/token (median): what all of our engine's processes spent during the timed request (its prefill included) per generated token. Foreign load (max): the share of the machine's CPU time other processes or the hypervisor took during a run; a run over %.2f was run again (up to %d times; reruns: how many).\n\n", o.maxForeign, o.retries)
 	fmt.Fprintln(out, "| workload | model | prompt tokens | lookup share | ours off | ours ngram | llama.cpp | ngram / off | ngram / llama.cpp | tokens per chunk ngram (off) | acceptance | greedy ids off = ngram | CPU ms/token ngram (off) | idle before runs (min) | foreign load (max) | reruns |")
 	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	var bad []string
