@@ -3,6 +3,7 @@ package cpu
 import (
 	"math"
 
+	"github.com/llmserve/llmserve/backend"
 	"github.com/llmserve/llmserve/backend/cpu/gemm"
 	"github.com/llmserve/llmserve/internal/parallel"
 )
@@ -44,9 +45,9 @@ func (b *Backend) attention(l int, spans []seqSpan) {
 }
 
 // attendDirect handles a short chunk (decode tokens, a verify pass's drafted tokens) with dot
-// products straight over the cache blocks, a block's rows at a time. Each block is read (and
-// widened, from a 16-bit cache) once for all the chunk's tokens and all the query heads that
-// share its KV head: a verify pass of k tokens reads the context's keys and values once, not k
+// products straight over the cache blocks, a block's rows at a time. Each block is read once
+// for all the chunk's tokens and all the query heads that share its KV head (a 16-bit cache is
+// widened in registers by the SIMD kernels, else into a float32 copy of the block first): a verify pass of k tokens reads the context's keys and values once, not k
 // times. Every score and output is formed exactly as in a chunk of its token alone (the same dot
 // products, the same order of blocks), so a Generated token attends as its decode would.
 func (b *Backend) attendDirect(l int, sp seqSpan, kh int, s *attnScratch) {
@@ -57,6 +58,8 @@ func (b *Backend) attendDirect(l int, sp seqSpan, kh int, s *attnScratch) {
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	table := sp.seq.BlockTable
 	simd := b.simd && hd%8 == 0
+	// half: the SIMD kernels read the 16-bit cache directly (bit-identical to widening first).
+	half := simd && b.kv.typ != backend.KVF32
 	maxCtx := sp.seq.Pos + sp.n
 	s.scores = grow(s.scores, sp.n*group*maxCtx)
 	s.block = grow(s.block, bs*hd)
@@ -77,6 +80,16 @@ func (b *Backend) attendDirect(l int, sp seqSpan, kh int, s *attnScratch) {
 	for j0 := 0; j0 < maxCtx; j0 += bs {
 		cnt := min(bs, maxCtx-j0)
 		off := (int(table[j0/bs])*nkv + kh) * bs * hd
+		if half {
+			keys := b.kv.keysHalf(l, off, cnt*hd)
+			for i := max(0, j0-sp.seq.Pos); i < sp.n; i++ {
+				c := min(cnt, ctxLen(i)-j0)
+				for g := range group {
+					dotRowsHalf(query(i, g), keys, hd, scores(i, g)[j0:j0+c], b.kv.half, s.block)
+				}
+			}
+			continue
+		}
 		keys := b.kv.keys(l, off, cnt*hd, s.block)
 		// Tokens before the block's end see only part of it; those before its start none.
 		for i := max(0, j0-sp.seq.Pos); i < sp.n; i++ {
@@ -95,6 +108,16 @@ func (b *Backend) attendDirect(l int, sp seqSpan, kh int, s *attnScratch) {
 	for j0 := 0; j0 < maxCtx; j0 += bs {
 		cnt := min(bs, maxCtx-j0)
 		off := (int(table[j0/bs])*nkv + kh) * bs * hd
+		if half {
+			values := b.kv.valuesHalf(l, off, cnt*hd)
+			for i := max(0, j0-sp.seq.Pos); i < sp.n; i++ {
+				c := min(cnt, ctxLen(i)-j0)
+				for g := range group {
+					axpyRowsHalf(scores(i, g)[j0:j0+c], values, hd, output(i, g), b.kv.half, s.block)
+				}
+			}
+			continue
+		}
 		values := b.kv.values(l, off, cnt*hd, s.block)
 		for i := max(0, j0-sp.seq.Pos); i < sp.n; i++ {
 			c := min(cnt, ctxLen(i)-j0)
