@@ -101,7 +101,7 @@ func (b *Backend) attendDirect(l int, sp seqSpan, kh int, s *attnScratch) {
 	}
 	for i := range sp.n {
 		for g := range group {
-			softmaxScaled(scores(i, g), scale)
+			softmaxScaled(scores(i, g), scale, simd)
 			clear(output(i, g))
 		}
 	}
@@ -192,7 +192,7 @@ func (b *Backend) attendTile(sp seqSpan, kh int, s *attnScratch, i0, i1 int, sca
 		for r := range rows {
 			row := s.scores[r*ctxLen : (r+1)*ctxLen]
 			valid := row[:sp.seq.Pos+i0+r/group+1]
-			softmaxScaled(valid, scale)
+			softmaxScaled(valid, scale, b.simd)
 			clear(row[len(valid):])
 		}
 		gemm.MatMulNNSerial(rows, hd, ctxLen, s.scores, ctxLen, s.values, hd, s.out, hd, false)
@@ -207,7 +207,7 @@ func (b *Backend) attendTile(sp seqSpan, kh int, s *attnScratch, i0, i1 int, sca
 		for r := range rows {
 			row := s.scores[r*ld : (r+1)*ld]
 			valid := row[:sp.seq.Pos+i0+r/group+1]
-			softmaxScaled(valid, scale)
+			softmaxScaled(valid, scale, b.simd)
 			clear(row[len(valid):])
 		}
 		gemm.MatMulNNRows(rows, hd, ld, s.scores, ld, s.values, hd, s.out, hd, false)

@@ -63,7 +63,7 @@ func axpy(alpha float32, x, y []float32) {
 func swiGLU(gate, up []float32, simd bool) {
 	up = up[:len(gate)]
 	if n := len(gate) &^ 3; simd && n > 0 {
-		swiGLUAsm(&gate[0], &up[0], n, &swiGLUTable)
+		swiGLUAsm(&gate[0], &up[0], n, &expTable)
 		gate, up = gate[n:], up[n:]
 	}
 	for i, g := range gate {
@@ -73,16 +73,25 @@ func swiGLU(gate, up []float32, simd bool) {
 }
 
 // softmaxScaled turns raw scores s into softmax(scale·s) in place, subtracting the maximum
-// first so the exponentials cannot overflow.
-func softmaxScaled(s []float32, scale float32) {
+// first so the exponentials cannot overflow. With simd the exponentials of whole groups of four
+// go through expShiftedAsm (the same bits); the sum keeps its order either way.
+func softmaxScaled(s []float32, scale float32, simd bool) {
 	m := float32(math.Inf(-1))
 	for _, v := range s {
 		m = max(m, v)
 	}
+	done := 0
+	if simd {
+		done = len(s) &^ 3
+		if done > 0 {
+			expShiftedAsm(&s[0], done, m, scale, &expTable)
+		}
+	}
+	for i := done; i < len(s); i++ {
+		s[i] = exp32((s[i] - m) * scale)
+	}
 	var sum float64
-	for i, v := range s {
-		e := exp32((v - m) * scale)
-		s[i] = e
+	for _, e := range s {
 		sum += float64(e)
 	}
 	total := float32(sum)
@@ -124,7 +133,6 @@ func exp32(x float32) float32 {
 	p = float64(r*p) + 1
 	return float32(p * math.Float64frombits(uint64(int64(n)+1023)<<52))
 }
-
 
 // addBias adds bias to every row of the rows×len(bias) matrix x with leading dimension ld.
 func addBias(x []float32, rows, ld int, bias []float32) {
@@ -221,9 +229,9 @@ func axpyRowsHalf(p []float32, v []uint16, ld int, out []float32, typ quant.Type
 	}
 }
 
-// swiGLUConsts is the constant table swiGLUAsm reads, laid out as the assembly expects (byte
-// offsets in the comments).
-type swiGLUConsts struct {
+// expConsts is the constant table of the assembly exponentials (swiGLUAsm, expShiftedAsm),
+// laid out as the assembly expects (byte offsets in the comments).
+type expConsts struct {
 	log2e, half, ln2 float64    // 0, 8, 16
 	poly             [5]float64 // 24: exp32's coefficients 1/5040 ... 1/6
 	one              float64    // 64
@@ -233,7 +241,7 @@ type swiGLUConsts struct {
 	hi, lo, inf      [4]float32 // 128, 144, 160: exp32's range limits and +Inf
 }
 
-var swiGLUTable = swiGLUConsts{
+var expTable = expConsts{
 	log2e: log2e, half: 0.5, ln2: ln2,
 	poly: [5]float64{1.0 / 5040, 1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6},
 	one:  1,
@@ -242,4 +250,56 @@ var swiGLUTable = swiGLUConsts{
 	hi:   [4]float32{88.8, 88.8, 88.8, 88.8},
 	lo:   [4]float32{-104, -104, -104, -104},
 	inf:  [4]float32{float32(math.Inf(1)), float32(math.Inf(1)), float32(math.Inf(1)), float32(math.Inf(1))},
+}
+
+// dotRowsHalf2 is dotRowsHalf for two queries over the same key rows (scores to out0 and out1,
+// of equal length), each key widened once for both; the same bits as two dotRowsHalf calls.
+func dotRowsHalf2(q0, q1 []float32, k []uint16, ld int, out0, out1 []float32, typ quant.Type, tmp []float32) {
+	n := len(q0)
+	q1, out1 = q1[:n], out1[:len(out0)]
+	kern := dotRows4x2F16Asm
+	if typ == quant.BF16 {
+		kern = dotRows4x2BF16Asm
+	}
+	r := 0
+	if n > 0 {
+		var eight [8]float32
+		for ; r+4 <= len(out0); r += 4 {
+			_ = k[(r+3)*ld+n-1] // the kernel reads four full rows
+			kern(&q0[0], &q1[0], &k[r*ld], ld, n, &eight)
+			copy(out0[r:r+4], eight[:4])
+			copy(out1[r:r+4], eight[4:])
+		}
+	}
+	for ; r < len(out0); r++ {
+		linear.Widen(typ, k[r*ld:r*ld+n], tmp[:n])
+		out0[r] = dot(q0, tmp[:n])
+		out1[r] = dot(q1, tmp[:n])
+	}
+}
+
+// axpyRowsHalf2 is axpyRowsHalf for two queries over the same value rows (weights p0 into out0,
+// p1 into out1), each value widened once for both; the same bits as two axpyRowsHalf calls.
+func axpyRowsHalf2(p0, p1 []float32, v []uint16, ld int, out0, out1 []float32, typ quant.Type, tmp []float32) {
+	n := len(out0)
+	p1, out1 = p1[:len(p0)], out1[:n]
+	kern := axpyRows4x2F16Asm
+	if typ == quant.BF16 {
+		kern = axpyRows4x2BF16Asm
+	}
+	r := 0
+	if n > 0 {
+		var eight [8]float32
+		for ; r+4 <= len(p0); r += 4 {
+			_ = v[(r+3)*ld+n-1]
+			copy(eight[:4], p0[r:r+4])
+			copy(eight[4:], p1[r:r+4])
+			kern(&eight, &v[r*ld], ld, n, &out0[0], &out1[0])
+		}
+	}
+	for ; r < len(p0); r++ {
+		linear.Widen(typ, v[r*ld:r*ld+n], tmp[:n])
+		axpy(p0[r], tmp[:n], out0)
+		axpy(p1[r], tmp[:n], out1)
+	}
 }

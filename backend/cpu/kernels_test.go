@@ -114,13 +114,31 @@ func TestHalfRowKernels(t *testing.T) {
 						t.Errorf("%v n=%d rows=%d: dot row %d = %v, want %v", typ, n, rows, r, got[r], want[r])
 					}
 				}
-				wantOut := randSlice(rng, n)
-				gotOut := append([]float32(nil), wantOut...)
+				// The two-query kernels: the second query's scores must match its own run too.
+				q1 := randSlice(rng, n)
+				want1, got0, got1 := make([]float32, rows), make([]float32, rows), make([]float32, rows)
+				dotRows(q1, wide, ld, want1, true)
+				dotRowsHalf2(q, q1, half, ld, got0, got1, typ, tmp)
+				for r := range rows {
+					if math.Float32bits(got0[r]) != math.Float32bits(want[r]) || math.Float32bits(got1[r]) != math.Float32bits(want1[r]) {
+						t.Errorf("%v n=%d rows=%d: paired dot row %d = %v, %v, want %v, %v", typ, n, rows, r, got0[r], got1[r], want[r], want1[r])
+					}
+				}
+
+				p1 := randSlice(rng, rows)
+				wantOut, wantOut1 := randSlice(rng, n), randSlice(rng, n)
+				gotOut, gotPair0, gotPair1 := append([]float32(nil), wantOut...), append([]float32(nil), wantOut...), append([]float32(nil), wantOut1...)
 				axpyRows(p, wide, ld, wantOut, true)
+				axpyRows(p1, wide, ld, wantOut1, true)
 				axpyRowsHalf(p, half, ld, gotOut, typ, tmp)
+				axpyRowsHalf2(p, p1, half, ld, gotPair0, gotPair1, typ, tmp)
 				for i := range n {
 					if math.Float32bits(gotOut[i]) != math.Float32bits(wantOut[i]) {
 						t.Errorf("%v n=%d rows=%d: axpy[%d] = %v, want %v", typ, n, rows, i, gotOut[i], wantOut[i])
+						break
+					}
+					if math.Float32bits(gotPair0[i]) != math.Float32bits(wantOut[i]) || math.Float32bits(gotPair1[i]) != math.Float32bits(wantOut1[i]) {
+						t.Errorf("%v n=%d rows=%d: paired axpy[%d] = %v, %v, want %v, %v", typ, n, rows, i, gotPair0[i], gotPair1[i], wantOut[i], wantOut1[i])
 						break
 					}
 				}
@@ -156,6 +174,31 @@ func TestSwiGLUSIMD(t *testing.T) {
 		for i := range n {
 			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
 				t.Errorf("n=%d: silu(%v)·%v = %v (%#x), want %v (%#x)", n, gate[i], up[i], got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]))
+			}
+		}
+	}
+}
+
+// TestSoftmaxSIMD checks that softmaxScaled with the AVX2 exponentials gives the Go loop's bits,
+// scores far below the maximum (exponentials that underflow) included.
+func TestSoftmaxSIMD(t *testing.T) {
+	if !haveSIMD {
+		t.Skip("no SIMD kernels on this machine")
+	}
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, n := range []int{1, 3, 4, 7, 16, 33, 160, 1000} {
+		for _, spread := range []float64{1, 30, 3000} {
+			s := randSlice(rng, n)
+			for i := range s {
+				s[i] *= float32(spread)
+			}
+			want, got := append([]float32(nil), s...), append([]float32(nil), s...)
+			softmaxScaled(want, 0.088, false)
+			softmaxScaled(got, 0.088, true)
+			for i := range n {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("n=%d spread=%v: p[%d] = %v, want %v", n, spread, i, got[i], want[i])
+				}
 			}
 		}
 	}
