@@ -84,7 +84,11 @@ func (b *Backend) attendDirect(l int, sp seqSpan, kh int, s *attnScratch) {
 			keys := b.kv.keysHalf(l, off, cnt*hd)
 			for i := max(0, j0-sp.seq.Pos); i < sp.n; i++ {
 				c := min(cnt, ctxLen(i)-j0)
-				for g := range group {
+				g := 0
+				for ; g+2 <= group; g += 2 { // pairs of heads widen each key once
+					dotRowsHalf2(query(i, g), query(i, g+1), keys, hd, scores(i, g)[j0:j0+c], scores(i, g+1)[j0:j0+c], b.kv.half, s.block)
+				}
+				if g < group {
 					dotRowsHalf(query(i, g), keys, hd, scores(i, g)[j0:j0+c], b.kv.half, s.block)
 				}
 			}
@@ -112,7 +116,11 @@ func (b *Backend) attendDirect(l int, sp seqSpan, kh int, s *attnScratch) {
 			values := b.kv.valuesHalf(l, off, cnt*hd)
 			for i := max(0, j0-sp.seq.Pos); i < sp.n; i++ {
 				c := min(cnt, ctxLen(i)-j0)
-				for g := range group {
+				g := 0
+				for ; g+2 <= group; g += 2 {
+					axpyRowsHalf2(scores(i, g)[j0:j0+c], scores(i, g+1)[j0:j0+c], values, hd, output(i, g), output(i, g+1), b.kv.half, s.block)
+				}
+				if g < group {
 					axpyRowsHalf(scores(i, g)[j0:j0+c], values, hd, output(i, g), b.kv.half, s.block)
 				}
 			}
