@@ -82,6 +82,15 @@ func (b *Backend) attendDirect(l int, sp seqSpan, kh int, s *attnScratch) {
 		off := (int(table[j0/bs])*nkv + kh) * bs * hd
 		if half {
 			keys := b.kv.keysHalf(l, off, cnt*hd)
+			// The blocks are scattered, past the hardware prefetcher's reach: ask for the
+			// next one (after the last key block, the first value block) while this one runs.
+			if j0+bs < maxCtx {
+				next := b.kv.keysHalf(l, (int(table[j0/bs+1])*nkv+kh)*bs*hd, min(bs, maxCtx-j0-bs)*hd)
+				prefetchAsm(&next[0], 2*len(next))
+			} else {
+				next := b.kv.valuesHalf(l, (int(table[0])*nkv+kh)*bs*hd, min(bs, maxCtx)*hd)
+				prefetchAsm(&next[0], 2*len(next))
+			}
 			for i := max(0, j0-sp.seq.Pos); i < sp.n; i++ {
 				c := min(cnt, ctxLen(i)-j0)
 				g := 0
@@ -114,6 +123,10 @@ func (b *Backend) attendDirect(l int, sp seqSpan, kh int, s *attnScratch) {
 		off := (int(table[j0/bs])*nkv + kh) * bs * hd
 		if half {
 			values := b.kv.valuesHalf(l, off, cnt*hd)
+			if j0+bs < maxCtx {
+				next := b.kv.valuesHalf(l, (int(table[j0/bs+1])*nkv+kh)*bs*hd, min(bs, maxCtx-j0-bs)*hd)
+				prefetchAsm(&next[0], 2*len(next))
+			}
 			for i := max(0, j0-sp.seq.Pos); i < sp.n; i++ {
 				c := min(cnt, ctxLen(i)-j0)
 				g := 0

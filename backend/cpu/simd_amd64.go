@@ -83,3 +83,8 @@ func axpyRows4x2BF16Asm(p *[8]float32, v *uint16, ldv int, n int, out0, out1 *fl
 //
 //go:noescape
 func expShiftedAsm(s *float32, n int, m float32, scale float32, c *expConsts)
+
+// prefetchAsm asks for the n bytes at p to be brought into cache.
+//
+//go:noescape
+func prefetchAsm(p *uint16, n int)

@@ -56,3 +56,7 @@ func axpyRows4x2BF16Asm(p *[8]float32, v *uint16, ldv int, n int, out0, out1 *fl
 func expShiftedAsm(s *float32, n int, m float32, scale float32, c *expConsts) {
 	panic("cpu: expShiftedAsm called without SIMD support")
 }
+
+func prefetchAsm(p *uint16, n int) {
+	panic("cpu: prefetchAsm called without SIMD support")
+}
