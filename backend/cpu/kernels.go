@@ -187,16 +187,17 @@ func axpyRows(p, v []float32, ld int, out []float32, simd bool) {
 // widened one at a time into tmp (which must hold len(q)). Only for the SIMD path.
 func dotRowsHalf(q []float32, k []uint16, ld int, out []float32, typ quant.Type, tmp []float32) {
 	n := len(q)
-	kern := dotRows4F16Asm
-	if typ == quant.BF16 {
-		kern = dotRows4BF16Asm
-	}
+	bf := typ == quant.BF16 // direct calls: through a func value, four would escape to the heap
 	r := 0
 	if n > 0 {
 		var four [4]float32
 		for ; r+4 <= len(out); r += 4 {
 			_ = k[(r+3)*ld+n-1] // the kernel reads four full rows
-			kern(&q[0], &k[r*ld], ld, n, &four)
+			if bf {
+				dotRows4BF16Asm(&q[0], &k[r*ld], ld, n, &four)
+			} else {
+				dotRows4F16Asm(&q[0], &k[r*ld], ld, n, &four)
+			}
 			copy(out[r:r+4], four[:])
 		}
 	}
@@ -210,17 +211,18 @@ func dotRowsHalf(q []float32, k []uint16, ld int, out []float32, typ quant.Type,
 // calling axpyRows with simd set; tmp must hold len(out).
 func axpyRowsHalf(p []float32, v []uint16, ld int, out []float32, typ quant.Type, tmp []float32) {
 	n := len(out)
-	kern := axpyRows4F16Asm
-	if typ == quant.BF16 {
-		kern = axpyRows4BF16Asm
-	}
+	bf := typ == quant.BF16
 	r := 0
 	if n > 0 {
 		var four [4]float32
 		for ; r+4 <= len(p); r += 4 {
 			_ = v[(r+3)*ld+n-1]
 			copy(four[:], p[r:r+4])
-			kern(&four, &v[r*ld], ld, n, &out[0])
+			if bf {
+				axpyRows4BF16Asm(&four, &v[r*ld], ld, n, &out[0])
+			} else {
+				axpyRows4F16Asm(&four, &v[r*ld], ld, n, &out[0])
+			}
 		}
 	}
 	for ; r < len(p); r++ {
@@ -257,16 +259,17 @@ var expTable = expConsts{
 func dotRowsHalf2(q0, q1 []float32, k []uint16, ld int, out0, out1 []float32, typ quant.Type, tmp []float32) {
 	n := len(q0)
 	q1, out1 = q1[:n], out1[:len(out0)]
-	kern := dotRows4x2F16Asm
-	if typ == quant.BF16 {
-		kern = dotRows4x2BF16Asm
-	}
+	bf := typ == quant.BF16
 	r := 0
 	if n > 0 {
 		var eight [8]float32
 		for ; r+4 <= len(out0); r += 4 {
 			_ = k[(r+3)*ld+n-1] // the kernel reads four full rows
-			kern(&q0[0], &q1[0], &k[r*ld], ld, n, &eight)
+			if bf {
+				dotRows4x2BF16Asm(&q0[0], &q1[0], &k[r*ld], ld, n, &eight)
+			} else {
+				dotRows4x2F16Asm(&q0[0], &q1[0], &k[r*ld], ld, n, &eight)
+			}
 			copy(out0[r:r+4], eight[:4])
 			copy(out1[r:r+4], eight[4:])
 		}
@@ -283,10 +286,7 @@ func dotRowsHalf2(q0, q1 []float32, k []uint16, ld int, out0, out1 []float32, ty
 func axpyRowsHalf2(p0, p1 []float32, v []uint16, ld int, out0, out1 []float32, typ quant.Type, tmp []float32) {
 	n := len(out0)
 	p1, out1 = p1[:len(p0)], out1[:n]
-	kern := axpyRows4x2F16Asm
-	if typ == quant.BF16 {
-		kern = axpyRows4x2BF16Asm
-	}
+	bf := typ == quant.BF16
 	r := 0
 	if n > 0 {
 		var eight [8]float32
@@ -294,7 +294,11 @@ func axpyRowsHalf2(p0, p1 []float32, v []uint16, ld int, out0, out1 []float32, t
 			_ = v[(r+3)*ld+n-1]
 			copy(eight[:4], p0[r:r+4])
 			copy(eight[4:], p1[r:r+4])
-			kern(&eight, &v[r*ld], ld, n, &out0[0], &out1[0])
+			if bf {
+				axpyRows4x2BF16Asm(&eight, &v[r*ld], ld, n, &out0[0], &out1[0])
+			} else {
+				axpyRows4x2F16Asm(&eight, &v[r*ld], ld, n, &out0[0], &out1[0])
+			}
 		}
 	}
 	for ; r < len(p0); r++ {
