@@ -11,14 +11,14 @@
 # Prepare on a development machine: `make gpu-bins` (test and engine binaries built with
 # CGO_ENABLED=0, stripped, in .dev/gpu/bins.tar.xz), then carry .dev/gpu with the working tree
 # and, from the repository root on the GPU machine:
-#   OUT=DIR scripts/gpu/check.sh [stage ...]   # stages: env build kernels e2e bench serve memcheck
+#   OUT=DIR scripts/gpu/check.sh [stage ...]   # stages: env build kernels e2e bench serve memcheck ncu
 # (default: all, in that order: the most valuable results first). Results go to $OUT
 # (default .dev/gpu-out): log.txt, one NAME.log per stage, summary.md and results.json rewritten
 # after every stage (so a run cut short keeps what finished), kernels.fatbin, MANIFEST and
 # ptxas.txt from the build, bench.json, rates.json, serve.json. Commit kernels.fatbin and
 # MANIFEST into backend/cuda/kernels/ once the kernel stage passes.
 #
-# Time: the stage limits below add up to 410 s, but the whole script stops starting work after
+# Time: the stage limits below add up to 455 s, but the whole script stops starting work after
 # CHECK_BUDGET seconds (340), so one run fits the 6 minutes a GPU session plans for it, leaving
 # room for a rerun within 15 minutes of device time (on an H200, 2026-11-26: every stage but the
 # benchmarks took under 40 s; the benchmarks take what is left). The random checkpoint for the e2e stage is
@@ -41,7 +41,7 @@ LOG=$OUT/log.txt
 rm -f "$OUT"/{bench.json,rates.json,serve.json,loadgen.out,hf_ref.log,hf_ref.rc,summary.md,results.json} "$OUT"/*.note
 BUDGET=${CHECK_BUDGET:-340}
 STAGES=("$@")
-[ ${#STAGES[@]} -eq 0 ] && STAGES=(env build kernels e2e bench serve memcheck)
+[ ${#STAGES[@]} -eq 0 ] && STAGES=(env build kernels e2e bench serve memcheck ncu)
 CARRY=$ROOT/.dev/gpu
 BIN=${LLMSERVE_GPU_BIN:-${TMPDIR:-/tmp}/llmserve-gpu-bin}
 # the random checkpoint (1.2 GB) stays out of $OUT, which travels back
@@ -303,7 +303,23 @@ st_memcheck() {
   rm -f "$OUT"/memcheck.*.out
   return "$rc"
 }
-export -f st_env st_build st_kernels st_e2e st_bench st_serve st_memcheck
+# Nsight Compute on the decode step's two heaviest kernels at batch 64 (attention and the decode
+# GEMM, two launches each, after the warm-up steps): what bounds them (speed of light, memory,
+# occupancy, warp stalls), for the next kernel change
+st_ncu() {
+  command -v ncu >/dev/null || {
+    echo "no ncu on PATH: not profiled" | tee "$OUT/ncu.note"
+    [ "$HAVE_GPU" != 1 ]
+    return
+  }
+  [ "$HAVE_GPU" = 1 ] || { echo "no GPU: dry run"; return 0; }
+  cd backend/cuda || return 1
+  ncu --clock-control none -k 'regex:^(attn_decode|gemv_bf16)$' --launch-skip 2000 --launch-count 4 \
+    --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
+    --section WarpStateStats --section SchedulerStats \
+    "$BIN/cuda.test" -test.run '^$' -test.bench '^BenchmarkDecode$/^qwen3-0.6b/B=64/graphs=false$' -test.benchtime 1x
+}
+export -f st_env st_build st_kernels st_e2e st_bench st_serve st_memcheck st_ncu
 
 want env && stage env 15 st_env
 
@@ -332,6 +348,7 @@ fi
 want bench && stage bench 140 st_bench
 want serve && stage serve 50 st_serve
 want memcheck && stage memcheck 35 st_memcheck
+want ncu && stage ncu 45 st_ncu
 
 summary
 log ""
