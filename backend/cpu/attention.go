@@ -47,8 +47,9 @@ func (b *Backend) attention(l int, spans []seqSpan) {
 // attendDirect handles a short chunk (decode tokens, a verify pass's drafted tokens) with dot
 // products straight over the cache blocks, a block's rows at a time. Each block is read once
 // for all the chunk's tokens and all the query heads that share its KV head (a 16-bit cache is
-// widened in registers by the SIMD kernels, else into a float32 copy of the block first): a verify pass of k tokens reads the context's keys and values once, not k
-// times. Every score and output is formed exactly as in a chunk of its token alone (the same dot
+// widened in registers by the SIMD kernels, once per pair of heads, else into a float32 copy
+// of the block first): a verify pass of k tokens reads the context's keys and values once, not
+// k times. Every score and output is formed exactly as in a chunk of its token alone (the same dot
 // products, the same order of blocks), so a Generated token attends as its decode would.
 func (b *Backend) attendDirect(l int, sp seqSpan, kh int, s *attnScratch) {
 	cfg := b.cfg
