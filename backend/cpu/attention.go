@@ -3,6 +3,7 @@ package cpu
 import (
 	"math"
 
+	"github.com/llmserve/llmserve/backend"
 	"github.com/llmserve/llmserve/backend/cpu/gemm"
 	"github.com/llmserve/llmserve/internal/parallel"
 )
@@ -44,10 +45,11 @@ func (b *Backend) attention(l int, spans []seqSpan) {
 }
 
 // attendDirect handles a short chunk (decode tokens, a verify pass's drafted tokens) with dot
-// products straight over the cache blocks, a block's rows at a time. Each block is read (and
-// widened, from a 16-bit cache) once for all the chunk's tokens and all the query heads that
-// share its KV head: a verify pass of k tokens reads the context's keys and values once, not k
-// times. Every score and output is formed exactly as in a chunk of its token alone (the same dot
+// products straight over the cache blocks, a block's rows at a time. Each block is read once
+// for all the chunk's tokens and all the query heads that share its KV head (a 16-bit cache is
+// widened in registers by the SIMD kernels, once per pair of heads, else into a float32 copy
+// of the block first): a verify pass of k tokens reads the context's keys and values once, not
+// k times. Every score and output is formed exactly as in a chunk of its token alone (the same dot
 // products, the same order of blocks), so a Generated token attends as its decode would.
 func (b *Backend) attendDirect(l int, sp seqSpan, kh int, s *attnScratch) {
 	cfg := b.cfg
@@ -57,6 +59,8 @@ func (b *Backend) attendDirect(l int, sp seqSpan, kh int, s *attnScratch) {
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	table := sp.seq.BlockTable
 	simd := b.simd && hd%8 == 0
+	// half: the SIMD kernels read the 16-bit cache directly (bit-identical to widening first).
+	half := simd && b.kv.typ != backend.KVF32
 	maxCtx := sp.seq.Pos + sp.n
 	s.scores = grow(s.scores, sp.n*group*maxCtx)
 	s.block = grow(s.block, bs*hd)
@@ -77,6 +81,29 @@ func (b *Backend) attendDirect(l int, sp seqSpan, kh int, s *attnScratch) {
 	for j0 := 0; j0 < maxCtx; j0 += bs {
 		cnt := min(bs, maxCtx-j0)
 		off := (int(table[j0/bs])*nkv + kh) * bs * hd
+		if half {
+			keys := b.kv.keysHalf(l, off, cnt*hd)
+			// The blocks are scattered, past the hardware prefetcher's reach: ask for the
+			// next one (after the last key block, the first value block) while this one runs.
+			if j0+bs < maxCtx {
+				next := b.kv.keysHalf(l, (int(table[j0/bs+1])*nkv+kh)*bs*hd, min(bs, maxCtx-j0-bs)*hd)
+				prefetchAsm(&next[0], 2*len(next))
+			} else {
+				next := b.kv.valuesHalf(l, (int(table[0])*nkv+kh)*bs*hd, min(bs, maxCtx)*hd)
+				prefetchAsm(&next[0], 2*len(next))
+			}
+			for i := max(0, j0-sp.seq.Pos); i < sp.n; i++ {
+				c := min(cnt, ctxLen(i)-j0)
+				g := 0
+				for ; g+2 <= group; g += 2 { // pairs of heads widen each key once
+					dotRowsHalf2(query(i, g), query(i, g+1), keys, hd, scores(i, g)[j0:j0+c], scores(i, g+1)[j0:j0+c], b.kv.half, s.block)
+				}
+				if g < group {
+					dotRowsHalf(query(i, g), keys, hd, scores(i, g)[j0:j0+c], b.kv.half, s.block)
+				}
+			}
+			continue
+		}
 		keys := b.kv.keys(l, off, cnt*hd, s.block)
 		// Tokens before the block's end see only part of it; those before its start none.
 		for i := max(0, j0-sp.seq.Pos); i < sp.n; i++ {
@@ -88,13 +115,31 @@ func (b *Backend) attendDirect(l int, sp seqSpan, kh int, s *attnScratch) {
 	}
 	for i := range sp.n {
 		for g := range group {
-			softmaxScaled(scores(i, g), scale)
+			softmaxScaled(scores(i, g), scale, simd)
 			clear(output(i, g))
 		}
 	}
 	for j0 := 0; j0 < maxCtx; j0 += bs {
 		cnt := min(bs, maxCtx-j0)
 		off := (int(table[j0/bs])*nkv + kh) * bs * hd
+		if half {
+			values := b.kv.valuesHalf(l, off, cnt*hd)
+			if j0+bs < maxCtx {
+				next := b.kv.valuesHalf(l, (int(table[j0/bs+1])*nkv+kh)*bs*hd, min(bs, maxCtx-j0-bs)*hd)
+				prefetchAsm(&next[0], 2*len(next))
+			}
+			for i := max(0, j0-sp.seq.Pos); i < sp.n; i++ {
+				c := min(cnt, ctxLen(i)-j0)
+				g := 0
+				for ; g+2 <= group; g += 2 {
+					axpyRowsHalf2(scores(i, g)[j0:j0+c], scores(i, g+1)[j0:j0+c], values, hd, output(i, g), output(i, g+1), b.kv.half, s.block)
+				}
+				if g < group {
+					axpyRowsHalf(scores(i, g)[j0:j0+c], values, hd, output(i, g), b.kv.half, s.block)
+				}
+			}
+			continue
+		}
 		values := b.kv.values(l, off, cnt*hd, s.block)
 		for i := max(0, j0-sp.seq.Pos); i < sp.n; i++ {
 			c := min(cnt, ctxLen(i)-j0)
@@ -169,7 +214,7 @@ func (b *Backend) attendTile(sp seqSpan, kh int, s *attnScratch, i0, i1 int, sca
 		for r := range rows {
 			row := s.scores[r*ctxLen : (r+1)*ctxLen]
 			valid := row[:sp.seq.Pos+i0+r/group+1]
-			softmaxScaled(valid, scale)
+			softmaxScaled(valid, scale, b.simd)
 			clear(row[len(valid):])
 		}
 		gemm.MatMulNNSerial(rows, hd, ctxLen, s.scores, ctxLen, s.values, hd, s.out, hd, false)
@@ -184,7 +229,7 @@ func (b *Backend) attendTile(sp seqSpan, kh int, s *attnScratch, i0, i1 int, sca
 		for r := range rows {
 			row := s.scores[r*ld : (r+1)*ld]
 			valid := row[:sp.seq.Pos+i0+r/group+1]
-			softmaxScaled(valid, scale)
+			softmaxScaled(valid, scale, b.simd)
 			clear(row[len(valid):])
 		}
 		gemm.MatMulNNRows(rows, hd, ld, s.scores, ld, s.values, hd, s.out, hd, false)

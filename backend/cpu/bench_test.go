@@ -194,17 +194,19 @@ func BenchmarkAttention(b *testing.B) {
 		attnGEMMMin int
 		simd        bool
 		dep         bool
+		kv          backend.KVDType // zero: the model's default (float32 here)
 	}
-	direct := []path{{"direct-simd", 1 << 30, haveSIMD, false}, {"direct-scalar", 1 << 30, false, false}, {"gemm", 1, haveSIMD, false}}
+	direct := []path{{"direct-simd", 1 << 30, haveSIMD, false, 0}, {"direct-simd-f16kv", 1 << 30, haveSIMD, false, backend.KVF16},
+		{"direct-simd-bf16kv", 1 << 30, haveSIMD, false, backend.KVBF16}, {"direct-scalar", 1 << 30, false, false, 0}, {"gemm", 1, haveSIMD, false, 0}}
 	for _, tc := range []struct {
 		name       string
 		seqs, toks int
 		paths      []path
-	}{{"decode16", 16, 1, direct}, {"prefill", 1, ctxLen, []path{{"direct-simd", 1 << 30, haveSIMD, false}, {"gemm-stable", 1, haveSIMD, false}, {"gemm-dependent", 1, haveSIMD, true}}}} {
+	}{{"decode16", 16, 1, direct}, {"prefill", 1, ctxLen, []path{{"direct-simd", 1 << 30, haveSIMD, false, 0}, {"gemm-stable", 1, haveSIMD, false, 0}, {"gemm-dependent", 1, haveSIMD, true, 0}}}} {
 		for _, p := range tc.paths {
 			b.Run(fmt.Sprintf("%s/ctx%d/%s/%s", tc.name, ctxLen, p.name, gemm.Impl()), func(b *testing.B) {
 				perSeq := ctxLen / DefaultBlockSize
-				be, err := New(m, backend.Options{NumBlocks: tc.seqs * perSeq, Tuning: Tuning{BatchDependent: p.dep}})
+				be, err := New(m, backend.Options{NumBlocks: tc.seqs * perSeq, KVCacheDType: p.kv, Tuning: Tuning{BatchDependent: p.dep}})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -442,7 +442,7 @@ func (b *Backend) layer(l int, spans []seqSpan, rows int) {
 		off := pos % bs
 		for kh := range nkv {
 			dst := ((blk*nkv+kh)*bs + off) * hd
-			b.kv.store(l, dst, row[qDim+kh*hd:qDim+(kh+1)*hd], row[qDim+kvDim+kh*hd:qDim+kvDim+(kh+1)*hd])
+			b.kv.store(l, dst, row[qDim+kh*hd:qDim+(kh+1)*hd], row[qDim+kvDim+kh*hd:qDim+kvDim+(kh+1)*hd], b.simd)
 		}
 	})
 
@@ -458,7 +458,7 @@ func (b *Backend) layer(l int, spans []seqSpan, rows int) {
 	b.project(w.GateUp, b.groups, b.xn, h, b.gu, 2*inter, false)
 	b.parallelRows(rows, inter, func(r int) {
 		row := b.gu[r*2*inter : (r+1)*2*inter]
-		swiGLU(row[:inter], row[inter:])
+		swiGLU(row[:inter], row[inter:], b.simd)
 	})
 	b.project(w.Down, b.groups, b.gu, 2*inter, b.x, h, true)
 }

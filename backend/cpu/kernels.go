@@ -1,6 +1,11 @@
 package cpu
 
-import "math"
+import (
+	"math"
+
+	"github.com/llmserve/llmserve/backend/cpu/linear"
+	"github.com/llmserve/llmserve/quant"
+)
 
 // rmsNorm writes w ⊙ x / sqrt(mean(x²) + eps) to dst (which may alias x). The mean is
 // accumulated in float64, at least as accurate as the reference's float32 reduction; the
@@ -53,9 +58,14 @@ func axpy(alpha float32, x, y []float32) {
 	}
 }
 
-// swiGLU replaces gate with silu(gate)·up, SiLU being x·sigmoid(x) = x / (1 + e^-x).
-func swiGLU(gate, up []float32) {
+// swiGLU replaces gate with silu(gate)·up, SiLU being x·sigmoid(x) = x / (1 + e^-x). With
+// simd, whole groups of four go through swiGLUAsm (the same bits, several times faster).
+func swiGLU(gate, up []float32, simd bool) {
 	up = up[:len(gate)]
+	if n := len(gate) &^ 3; simd && n > 0 {
+		swiGLUAsm(&gate[0], &up[0], n, &expTable)
+		gate, up = gate[n:], up[n:]
+	}
 	for i, g := range gate {
 		silu := float32(float64(g) / (1 + float64(exp32(-g))))
 		gate[i] = silu * up[i]
@@ -63,16 +73,25 @@ func swiGLU(gate, up []float32) {
 }
 
 // softmaxScaled turns raw scores s into softmax(scale·s) in place, subtracting the maximum
-// first so the exponentials cannot overflow.
-func softmaxScaled(s []float32, scale float32) {
+// first so the exponentials cannot overflow. With simd the exponentials of whole groups of four
+// go through expShiftedAsm (the same bits); the sum keeps its order either way.
+func softmaxScaled(s []float32, scale float32, simd bool) {
 	m := float32(math.Inf(-1))
 	for _, v := range s {
 		m = max(m, v)
 	}
+	done := 0
+	if simd {
+		done = len(s) &^ 3
+		if done > 0 {
+			expShiftedAsm(&s[0], done, m, scale, &expTable)
+		}
+	}
+	for i := done; i < len(s); i++ {
+		s[i] = exp32((s[i] - m) * scale)
+	}
 	var sum float64
-	for i, v := range s {
-		e := exp32((v - m) * scale)
-		s[i] = e
+	for _, e := range s {
 		sum += float64(e)
 	}
 	total := float32(sum)
@@ -99,10 +118,19 @@ func exp32(x float32) float32 {
 	case x != x:
 		return x
 	}
+	// Every product is rounded on its own (the float64 conversions forbid fused multiply-adds,
+	// which the compiler would otherwise use with GOAMD64=v3), so this and swiGLUAsm, which
+	// does the same operations four lanes at a time, give the same bits on every build.
 	xd := float64(x)
-	n := math.Floor(xd*log2e + 0.5)
-	r := xd - n*ln2
-	p := 1 + r*(1+r*(1.0/2+r*(1.0/6+r*(1.0/24+r*(1.0/120+r*(1.0/720+r*(1.0/5040)))))))
+	n := math.Floor(float64(xd*log2e) + 0.5)
+	r := xd - float64(n*ln2)
+	p := float64(r*(1.0/5040)) + 1.0/720
+	p = float64(r*p) + 1.0/120
+	p = float64(r*p) + 1.0/24
+	p = float64(r*p) + 1.0/6
+	p = float64(r*p) + 1.0/2
+	p = float64(r*p) + 1
+	p = float64(r*p) + 1
 	return float32(p * math.Float64frombits(uint64(int64(n)+1023)<<52))
 }
 
@@ -150,5 +178,132 @@ func axpyRows(p, v []float32, ld int, out []float32, simd bool) {
 	}
 	for ; r < len(p); r++ {
 		axpy(p[r], v[r*ld:r*ld+n], out)
+	}
+}
+
+// dotRowsHalf is dotRows over 16-bit key rows (k holds typ, BF16 or F16), widened inside the
+// assembly kernel instead of into a float32 copy first; every score is the same bits as
+// widening the rows and calling dotRows with simd set. Rows past the last multiple of four are
+// widened one at a time into tmp (which must hold len(q)). Only for the SIMD path.
+func dotRowsHalf(q []float32, k []uint16, ld int, out []float32, typ quant.Type, tmp []float32) {
+	n := len(q)
+	bf := typ == quant.BF16 // direct calls: through a func value, four would escape to the heap
+	r := 0
+	if n > 0 {
+		var four [4]float32
+		for ; r+4 <= len(out); r += 4 {
+			_ = k[(r+3)*ld+n-1] // the kernel reads four full rows
+			if bf {
+				dotRows4BF16Asm(&q[0], &k[r*ld], ld, n, &four)
+			} else {
+				dotRows4F16Asm(&q[0], &k[r*ld], ld, n, &four)
+			}
+			copy(out[r:r+4], four[:])
+		}
+	}
+	for ; r < len(out); r++ {
+		linear.Widen(typ, k[r*ld:r*ld+n], tmp[:n])
+		out[r] = dot(q, tmp[:n])
+	}
+}
+
+// axpyRowsHalf is axpyRows over 16-bit value rows, bit-identical to widening them first and
+// calling axpyRows with simd set; tmp must hold len(out).
+func axpyRowsHalf(p []float32, v []uint16, ld int, out []float32, typ quant.Type, tmp []float32) {
+	n := len(out)
+	bf := typ == quant.BF16
+	r := 0
+	if n > 0 {
+		var four [4]float32
+		for ; r+4 <= len(p); r += 4 {
+			_ = v[(r+3)*ld+n-1]
+			copy(four[:], p[r:r+4])
+			if bf {
+				axpyRows4BF16Asm(&four, &v[r*ld], ld, n, &out[0])
+			} else {
+				axpyRows4F16Asm(&four, &v[r*ld], ld, n, &out[0])
+			}
+		}
+	}
+	for ; r < len(p); r++ {
+		linear.Widen(typ, v[r*ld:r*ld+n], tmp[:n])
+		axpy(p[r], tmp[:n], out)
+	}
+}
+
+// expConsts is the constant table of the assembly exponentials (swiGLUAsm, expShiftedAsm),
+// laid out as the assembly expects (byte offsets in the comments).
+type expConsts struct {
+	log2e, half, ln2 float64    // 0, 8, 16
+	poly             [5]float64 // 24: exp32's coefficients 1/5040 ... 1/6
+	one              float64    // 64
+	_                float64    // 72: padding
+	sign             [4]uint32  // 80: float32 sign bits
+	bias             [4]int64   // 96: the float64 exponent bias, 1023
+	hi, lo, inf      [4]float32 // 128, 144, 160: exp32's range limits and +Inf
+}
+
+var expTable = expConsts{
+	log2e: log2e, half: 0.5, ln2: ln2,
+	poly: [5]float64{1.0 / 5040, 1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6},
+	one:  1,
+	sign: [4]uint32{1 << 31, 1 << 31, 1 << 31, 1 << 31},
+	bias: [4]int64{1023, 1023, 1023, 1023},
+	hi:   [4]float32{88.8, 88.8, 88.8, 88.8},
+	lo:   [4]float32{-104, -104, -104, -104},
+	inf:  [4]float32{float32(math.Inf(1)), float32(math.Inf(1)), float32(math.Inf(1)), float32(math.Inf(1))},
+}
+
+// dotRowsHalf2 is dotRowsHalf for two queries over the same key rows (scores to out0 and out1,
+// of equal length), each key widened once for both; the same bits as two dotRowsHalf calls.
+func dotRowsHalf2(q0, q1 []float32, k []uint16, ld int, out0, out1 []float32, typ quant.Type, tmp []float32) {
+	n := len(q0)
+	q1, out1 = q1[:n], out1[:len(out0)]
+	bf := typ == quant.BF16
+	r := 0
+	if n > 0 {
+		var eight [8]float32
+		for ; r+4 <= len(out0); r += 4 {
+			_ = k[(r+3)*ld+n-1] // the kernel reads four full rows
+			if bf {
+				dotRows4x2BF16Asm(&q0[0], &q1[0], &k[r*ld], ld, n, &eight)
+			} else {
+				dotRows4x2F16Asm(&q0[0], &q1[0], &k[r*ld], ld, n, &eight)
+			}
+			copy(out0[r:r+4], eight[:4])
+			copy(out1[r:r+4], eight[4:])
+		}
+	}
+	for ; r < len(out0); r++ {
+		linear.Widen(typ, k[r*ld:r*ld+n], tmp[:n])
+		out0[r] = dot(q0, tmp[:n])
+		out1[r] = dot(q1, tmp[:n])
+	}
+}
+
+// axpyRowsHalf2 is axpyRowsHalf for two queries over the same value rows (weights p0 into out0,
+// p1 into out1), each value widened once for both; the same bits as two axpyRowsHalf calls.
+func axpyRowsHalf2(p0, p1 []float32, v []uint16, ld int, out0, out1 []float32, typ quant.Type, tmp []float32) {
+	n := len(out0)
+	p1, out1 = p1[:len(p0)], out1[:n]
+	bf := typ == quant.BF16
+	r := 0
+	if n > 0 {
+		var eight [8]float32
+		for ; r+4 <= len(p0); r += 4 {
+			_ = v[(r+3)*ld+n-1]
+			copy(eight[:4], p0[r:r+4])
+			copy(eight[4:], p1[r:r+4])
+			if bf {
+				axpyRows4x2BF16Asm(&eight, &v[r*ld], ld, n, &out0[0], &out1[0])
+			} else {
+				axpyRows4x2F16Asm(&eight, &v[r*ld], ld, n, &out0[0], &out1[0])
+			}
+		}
+	}
+	for ; r < len(p0); r++ {
+		linear.Widen(typ, v[r*ld:r*ld+n], tmp[:n])
+		axpy(p0[r], tmp[:n], out0)
+		axpy(p1[r], tmp[:n], out1)
 	}
 }

@@ -4,6 +4,10 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/llmserve/llmserve/backend/cpu/linear"
+	"github.com/llmserve/llmserve/model"
+	"github.com/llmserve/llmserve/quant"
 )
 
 // TestExp32 checks the fast exponential against math.Exp over the range softmax and SiLU use,
@@ -74,4 +78,128 @@ func randSlice(rng *rand.Rand, n int) []float32 {
 		x[i] = float32(rng.NormFloat64())
 	}
 	return x
+}
+
+// TestHalfRowKernels checks that the kernels reading a 16-bit cache directly give the same bits
+// as widening the rows to float32 and running the float32 SIMD kernels, which the attention's
+// decode path promised before they existed.
+func TestHalfRowKernels(t *testing.T) {
+	if !haveSIMD {
+		t.Skip("no SIMD kernels on this machine")
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, typ := range []quant.Type{quant.F16, quant.BF16} {
+		for _, n := range []int{8, 16, 64, 128, 24} {
+			for _, rows := range []int{1, 3, 4, 5, 8, 16} {
+				ld := n + 8
+				q := randSlice(rng, n)
+				p := randSlice(rng, rows)
+				half := make([]uint16, rows*ld)
+				for i, v := range randSlice(rng, rows*ld) {
+					if typ == quant.BF16 {
+						half[i] = model.Float32ToBF16(v)
+					} else {
+						half[i] = model.Float32ToHalf(v)
+					}
+				}
+				wide := make([]float32, len(half))
+				linear.Widen(typ, half, wide)
+				tmp := make([]float32, n)
+
+				want, got := make([]float32, rows), make([]float32, rows)
+				dotRows(q, wide, ld, want, true)
+				dotRowsHalf(q, half, ld, got, typ, tmp)
+				for r := range rows {
+					if math.Float32bits(got[r]) != math.Float32bits(want[r]) {
+						t.Errorf("%v n=%d rows=%d: dot row %d = %v, want %v", typ, n, rows, r, got[r], want[r])
+					}
+				}
+				// The two-query kernels: the second query's scores must match its own run too.
+				q1 := randSlice(rng, n)
+				want1, got0, got1 := make([]float32, rows), make([]float32, rows), make([]float32, rows)
+				dotRows(q1, wide, ld, want1, true)
+				dotRowsHalf2(q, q1, half, ld, got0, got1, typ, tmp)
+				for r := range rows {
+					if math.Float32bits(got0[r]) != math.Float32bits(want[r]) || math.Float32bits(got1[r]) != math.Float32bits(want1[r]) {
+						t.Errorf("%v n=%d rows=%d: paired dot row %d = %v, %v, want %v, %v", typ, n, rows, r, got0[r], got1[r], want[r], want1[r])
+					}
+				}
+
+				p1 := randSlice(rng, rows)
+				wantOut, wantOut1 := randSlice(rng, n), randSlice(rng, n)
+				gotOut, gotPair0, gotPair1 := append([]float32(nil), wantOut...), append([]float32(nil), wantOut...), append([]float32(nil), wantOut1...)
+				axpyRows(p, wide, ld, wantOut, true)
+				axpyRows(p1, wide, ld, wantOut1, true)
+				axpyRowsHalf(p, half, ld, gotOut, typ, tmp)
+				axpyRowsHalf2(p, p1, half, ld, gotPair0, gotPair1, typ, tmp)
+				for i := range n {
+					if math.Float32bits(gotOut[i]) != math.Float32bits(wantOut[i]) {
+						t.Errorf("%v n=%d rows=%d: axpy[%d] = %v, want %v", typ, n, rows, i, gotOut[i], wantOut[i])
+						break
+					}
+					if math.Float32bits(gotPair0[i]) != math.Float32bits(wantOut[i]) || math.Float32bits(gotPair1[i]) != math.Float32bits(wantOut1[i]) {
+						t.Errorf("%v n=%d rows=%d: paired axpy[%d] = %v, %v, want %v, %v", typ, n, rows, i, gotPair0[i], gotPair1[i], wantOut[i], wantOut1[i])
+						break
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestSwiGLUSIMD checks that the AVX2 swiGLU gives the same bits as the Go loop, on ordinary
+// values and on exp32's edges (overflow, underflow, NaN, infinities, zeros, subnormals).
+func TestSwiGLUSIMD(t *testing.T) {
+	if !haveSIMD {
+		t.Skip("no SIMD kernels on this machine")
+	}
+	rng := rand.New(rand.NewPCG(7, 8))
+	edges := []float32{0, float32(math.Copysign(0, -1)), 88.8, -88.8, 88.79, -88.81, 104, -104, 104.01, -104.01, 87.3, -87.3, 100, -100, 1e-40, -1e-40,
+		float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), math.Float32frombits(0xffc00001), 3e38, -3e38}
+	for _, n := range []int{3, 4, 5, 64, 3072, 1027} {
+		gate := randSlice(rng, n)
+		for i := range gate {
+			switch rng.IntN(3) {
+			case 0:
+				gate[i] *= 30
+			case 1:
+				gate[i] = edges[rng.IntN(len(edges))]
+			}
+		}
+		up := randSlice(rng, n)
+		want := append([]float32(nil), gate...)
+		swiGLU(want, up, false)
+		got := append([]float32(nil), gate...)
+		swiGLU(got, up, true)
+		for i := range n {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Errorf("n=%d: silu(%v)·%v = %v (%#x), want %v (%#x)", n, gate[i], up[i], got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]))
+			}
+		}
+	}
+}
+
+// TestSoftmaxSIMD checks that softmaxScaled with the AVX2 exponentials gives the Go loop's bits,
+// scores far below the maximum (exponentials that underflow) included.
+func TestSoftmaxSIMD(t *testing.T) {
+	if !haveSIMD {
+		t.Skip("no SIMD kernels on this machine")
+	}
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, n := range []int{1, 3, 4, 7, 16, 33, 160, 1000} {
+		for _, spread := range []float64{1, 30, 3000} {
+			s := randSlice(rng, n)
+			for i := range s {
+				s[i] *= float32(spread)
+			}
+			want, got := append([]float32(nil), s...), append([]float32(nil), s...)
+			softmaxScaled(want, 0.088, false)
+			softmaxScaled(got, 0.088, true)
+			for i := range n {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("n=%d spread=%v: p[%d] = %v, want %v", n, spread, i, got[i], want[i])
+				}
+			}
+		}
+	}
 }

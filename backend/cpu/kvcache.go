@@ -86,7 +86,8 @@ func (c *kvCache) touch(i int) {
 func (c *kvCache) layers() int { return max(len(c.kF32), len(c.kHalf)) }
 
 // store writes one position's key and value vectors of a head at element offset off of layer l.
-func (c *kvCache) store(l, off int, k, v []float32) {
+// With simd an F16 cache rounds them with toHalfAsm (the same bits as model.Float32ToHalf).
+func (c *kvCache) store(l, off int, k, v []float32, simd bool) {
 	if c.typ == backend.KVF32 {
 		copy(c.kF32[l][off:off+len(k)], k)
 		copy(c.vF32[l][off:off+len(v)], v)
@@ -102,11 +103,19 @@ func (c *kvCache) store(l, off int, k, v []float32) {
 		}
 		return
 	}
-	for i, x := range k {
-		kd[i] = model.Float32ToHalf(x)
+	toHalf(k, kd, simd)
+	toHalf(v, vd, simd)
+}
+
+// toHalf rounds src to IEEE half floats in dst as model.Float32ToHalf does; with simd, through
+// toHalfAsm, unless src holds a NaN (whose encoding the assembly does not reproduce).
+func toHalf(src []float32, dst []uint16, simd bool) {
+	dst = dst[:len(src)]
+	if simd && len(src)%8 == 0 && len(src) > 0 && !toHalfAsm(&src[0], &dst[0], len(src)) {
+		return
 	}
-	for i, x := range v {
-		vd[i] = model.Float32ToHalf(x)
+	for i, x := range src {
+		dst[i] = model.Float32ToHalf(x)
 	}
 }
 
@@ -128,3 +137,10 @@ func (c *kvCache) values(l, off, n int, buf []float32) []float32 {
 	linear.Widen(c.half, c.vHalf[l][off:off+n], buf[:n])
 	return buf[:n]
 }
+
+// keysHalf returns a view of n 16-bit keys (of type c.half) from element offset off of layer l;
+// only for a 16-bit cache.
+func (c *kvCache) keysHalf(l, off, n int) []uint16 { return c.kHalf[l][off : off+n] }
+
+// valuesHalf is keysHalf for the value cache.
+func (c *kvCache) valuesHalf(l, off, n int) []uint16 { return c.vHalf[l][off : off+n] }

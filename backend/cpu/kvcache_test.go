@@ -1,10 +1,11 @@
 package cpu
 
 import (
-	"github.com/llmserve/llmserve/backend"
 	"math"
+	"math/rand/v2"
 	"testing"
 
+	"github.com/llmserve/llmserve/backend"
 	"github.com/llmserve/llmserve/model"
 )
 
@@ -69,7 +70,7 @@ func TestKVCacheRoundTrip(t *testing.T) {
 	vals := []float32{1, -2.5, 0.1, 3.14159, 1e-3, -65504, 1 + 1.0/256, 70000}
 	for _, typ := range []backend.KVDType{backend.KVF32, backend.KVBF16, backend.KVF16} {
 		c := newKVCache(typ, 1, 32)
-		c.store(0, 8, vals, vals)
+		c.store(0, 8, vals, vals, haveSIMD)
 		buf := make([]float32, len(vals))
 		k := c.keys(0, 8, len(vals), buf)
 		v := c.values(0, 8, len(vals), make([]float32, len(vals)))
@@ -83,6 +84,40 @@ func TestKVCacheRoundTrip(t *testing.T) {
 			}
 			if k[i] != want || v[i] != want {
 				t.Errorf("%v: stored %v, read back %v / %v, want %v", typ, x, k[i], v[i], want)
+			}
+		}
+	}
+}
+
+// TestToHalfSIMD checks that the AVX2 rounding to half floats gives model.Float32ToHalf's bits
+// everywhere: ties, overflow, subnormals, zeros, infinities, and NaNs (which fall back to Go).
+func TestToHalfSIMD(t *testing.T) {
+	if !haveSIMD {
+		t.Skip("no SIMD kernels on this machine")
+	}
+	rng := rand.New(rand.NewPCG(9, 10))
+	src := make([]float32, 1<<16)
+	for i := range src {
+		switch i % 4 {
+		case 0: // every half float's neighbourhood, ties included
+			h := model.HalfToFloat32(uint16(i >> 2))
+			src[i] = math.Float32frombits(math.Float32bits(h) + uint32(rng.IntN(1<<13)) - 1<<12)
+		case 1:
+			src[i] = math.Float32frombits(rng.Uint32())
+		case 2:
+			src[i] = float32(rng.NormFloat64() * math.Pow(2, float64(rng.IntN(60)-40)))
+		default:
+			src[i] = model.HalfToFloat32(uint16(rng.Uint32())) // exact halves, NaNs among them
+		}
+	}
+	for _, chunk := range []int{8, 128} {
+		for o := 0; o+chunk <= len(src); o += chunk {
+			got := make([]uint16, chunk)
+			toHalf(src[o:o+chunk], got, true)
+			for i, x := range src[o : o+chunk] {
+				if want := model.Float32ToHalf(x); got[i] != want {
+					t.Fatalf("toHalf(%v = %#x) = %#x, want %#x", x, math.Float32bits(x), got[i], want)
+				}
 			}
 		}
 	}
