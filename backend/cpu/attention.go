@@ -78,18 +78,20 @@ func (b *Backend) attendDirect(l int, sp seqSpan, kh int, s *attnScratch) {
 		r, qh := sp.start+i, kh*group+g
 		return b.attn[r*qDim+qh*hd : r*qDim+(qh+1)*hd]
 	}
+	// blockOff is where the cache block holding positions [j0, j0+bs) starts for this KV head.
+	blockOff := func(j0 int) int { return (int(table[j0/bs])*nkv + kh) * bs * hd }
 	for j0 := 0; j0 < maxCtx; j0 += bs {
 		cnt := min(bs, maxCtx-j0)
-		off := (int(table[j0/bs])*nkv + kh) * bs * hd
+		off := blockOff(j0)
 		if half {
 			keys := b.kv.keysHalf(l, off, cnt*hd)
 			// The blocks are scattered, past the hardware prefetcher's reach: ask for the
 			// next one (after the last key block, the first value block) while this one runs.
 			if j0+bs < maxCtx {
-				next := b.kv.keysHalf(l, (int(table[j0/bs+1])*nkv+kh)*bs*hd, min(bs, maxCtx-j0-bs)*hd)
+				next := b.kv.keysHalf(l, blockOff(j0+bs), min(bs, maxCtx-j0-bs)*hd)
 				prefetchAsm(&next[0], 2*len(next))
 			} else {
-				next := b.kv.valuesHalf(l, (int(table[0])*nkv+kh)*bs*hd, min(bs, maxCtx)*hd)
+				next := b.kv.valuesHalf(l, blockOff(0), min(bs, maxCtx)*hd)
 				prefetchAsm(&next[0], 2*len(next))
 			}
 			for i := max(0, j0-sp.seq.Pos); i < sp.n; i++ {
@@ -121,11 +123,11 @@ func (b *Backend) attendDirect(l int, sp seqSpan, kh int, s *attnScratch) {
 	}
 	for j0 := 0; j0 < maxCtx; j0 += bs {
 		cnt := min(bs, maxCtx-j0)
-		off := (int(table[j0/bs])*nkv + kh) * bs * hd
+		off := blockOff(j0)
 		if half {
 			values := b.kv.valuesHalf(l, off, cnt*hd)
 			if j0+bs < maxCtx {
-				next := b.kv.valuesHalf(l, (int(table[j0/bs+1])*nkv+kh)*bs*hd, min(bs, maxCtx-j0-bs)*hd)
+				next := b.kv.valuesHalf(l, blockOff(j0+bs), min(bs, maxCtx-j0-bs)*hd)
 				prefetchAsm(&next[0], 2*len(next))
 			}
 			for i := max(0, j0-sp.seq.Pos); i < sp.n; i++ {
