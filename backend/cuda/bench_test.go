@@ -396,20 +396,7 @@ func TestBenchShapesDecode(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer be.Close()
-			out, err := be.Forward(context.Background(), &backend.Batch{Seqs: []backend.Seq{
-				{Tokens: []int32{3}, Pos: 0, BlockTable: []int32{0}, Logits: true},
-				{Tokens: []int32{7}, Pos: 0, BlockTable: []int32{1}, Logits: true},
-			}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i, row := range out {
-				for j, v := range row {
-					if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-						t.Fatalf("seq %d logit %d is %v", i, j, v)
-					}
-				}
-			}
+			decodeTwoFinite(t, be)
 		})
 	}
 }
@@ -529,5 +516,25 @@ func TestProfileBreaksDownAStep(t *testing.T) {
 	}
 	if calls["gemv_bf16"] == 0 {
 		t.Errorf("no decode GEMM recorded: %v", calls)
+	}
+}
+
+// decodeTwoFinite decodes one token of two sequences (blocks 0 and 1) on be and fails on any
+// logit that is not finite.
+func decodeTwoFinite(t *testing.T, be *Backend) {
+	t.Helper()
+	out, err := be.Forward(context.Background(), &backend.Batch{Seqs: []backend.Seq{
+		{Tokens: []int32{3}, Pos: 0, BlockTable: []int32{0}, Logits: true},
+		{Tokens: []int32{7}, Pos: 0, BlockTable: []int32{1}, Logits: true},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, row := range out {
+		for j, v := range row {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				t.Fatalf("seq %d logit %d is %v", i, j, v)
+			}
+		}
 	}
 }

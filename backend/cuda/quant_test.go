@@ -1,7 +1,6 @@
 package cuda
 
 import (
-	"context"
 	"math"
 	"path/filepath"
 	"slices"
@@ -252,20 +251,7 @@ func TestFilledWeightsDecode(t *testing.T) {
 			if b.w.layers[0].gateUp.q != want || b.w.embed.q != want {
 				t.Fatalf("filled matrices are of type %v / %v, want %v", b.w.layers[0].gateUp.q, b.w.embed.q, want)
 			}
-			out, err := b.Forward(context.Background(), &backend.Batch{Seqs: []backend.Seq{
-				{Tokens: []int32{3}, Pos: 0, BlockTable: []int32{0}, Logits: true},
-				{Tokens: []int32{7}, Pos: 0, BlockTable: []int32{1}, Logits: true},
-			}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i, row := range out {
-				for j, v := range row {
-					if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-						t.Fatalf("seq %d logit %d is %v", i, j, v)
-					}
-				}
-			}
+			decodeTwoFinite(t, b)
 		})
 	}
 }
