@@ -1,5 +1,7 @@
 package grammar
 
+import "math/bits"
+
 // Matcher tracks one generation against a Grammar.
 type Matcher struct {
 	g    *Grammar
@@ -136,16 +138,19 @@ func (m *Matcher) Rollback(n int) {
 
 // ForcedBytes returns the bytes that must follow whatever comes next; it is
 // empty when there is a choice (or the grammar may end here).
-func (m *Matcher) ForcedBytes() []byte {
+func (m *Matcher) ForcedBytes() []byte { return m.AppendForced(nil, 4096) }
+
+// AppendForced appends to dst the first limit (at most) of the bytes ForcedBytes returns.
+func (m *Matcher) AppendForced(dst []byte, limit int) []byte {
 	s := m.cur()
 	if s < 0 {
-		return nil
+		return dst
 	}
 	g := m.g
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	var out []byte
-	for len(out) < 4096 {
+	n := len(dst)
+	for len(dst)-n < limit {
 		ds := g.states[s]
 		if ds.accept {
 			break
@@ -154,12 +159,47 @@ func (m *Matcher) ForcedBytes() []byte {
 		if !ok {
 			break
 		}
-		out = append(out, b)
+		dst = append(dst, b)
 		if s = g.step(s, b); s == 0 {
-			return nil
+			return dst[:n]
 		}
 	}
-	return out
+	return dst
+}
+
+// MaxTokenLen is the length in bytes of the vocabulary's longest token.
+func (m *Matcher) MaxTokenLen() int { return m.g.vt.maxLen }
+
+// TokenLen is the length in bytes of token tok (0 for EOS, specials and ids out of range).
+func (m *Matcher) TokenLen(tok int32) int {
+	if tok < 0 || int(tok) >= m.g.vt.n {
+		return 0
+	}
+	return len(m.g.vt.toks[tok])
+}
+
+// KeepForcedSpelling narrows mask, filled by FillMask where the next n bytes are forced
+// (AppendForced), to one spelling of them: it clears every token of 1 to n bytes except keep.
+// Those tokens all spell a prefix of the forced bytes (the grammar admits nothing else), so
+// what stays is keep and the tokens that run past the forced bytes (which the grammar admits
+// as it would anyway). EOS bits are left alone. Where mask does not hold keep it changes
+// nothing and reports false.
+func (m *Matcher) KeepForcedSpelling(mask []uint64, n int, keep int32) bool {
+	vt := m.g.vt
+	if keep < 0 || int(keep) >= vt.n || mask[keep>>6]&(1<<(uint(keep)&63)) == 0 {
+		return false
+	}
+	for w, x := range mask[:vt.words] {
+		for x != 0 {
+			b := bits.TrailingZeros64(x)
+			x &= x - 1
+			tok := int32(w<<6 | b)
+			if l := len(vt.toks[tok]); l > 0 && l <= n && tok != keep {
+				mask[w] &^= 1 << uint(b)
+			}
+		}
+	}
+	return true
 }
 
 func singleByte(bs *[4]uint64) (byte, bool) {

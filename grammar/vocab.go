@@ -138,6 +138,7 @@ type vocabTables struct {
 	n      int
 	words  int
 	toks   [][]byte
+	maxLen int // the longest token's bytes
 	trie   *trie
 	eos    []int32
 	eosSet map[int32]bool
@@ -211,6 +212,7 @@ func newVocabTables(v Vocab, eos []int32) *vocabTables {
 			continue
 		}
 		vt.toks[i] = b
+		vt.maxLen = max(vt.maxLen, len(b))
 		ids = append(ids, id)
 	}
 	bytesOf := func(id int32) []byte { return vt.toks[id] }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/llmserve/llmserve/grammar"
 	"github.com/llmserve/llmserve/scheduler"
@@ -26,6 +27,9 @@ type Grammars struct {
 	timeout      time.Duration // one request's compile
 	maskDeadline time.Duration // one mask
 	slots        chan struct{} // one token per compile running
+	// canonical: where a grammar forces a literal, its masks admit the tokenizer's own
+	// spelling of it only (SetCanonicalLiterals).
+	canonical bool
 }
 
 // DefaultMaskDeadline bounds one token mask. Masks are cached per DFA state and most take
@@ -39,13 +43,21 @@ const DefaultCompileTimeout = 30 * time.Second
 // NewGrammars wraps a compiler over the model's vocabulary.
 func NewGrammars(c *grammar.Compiler) *Grammars {
 	return &Grammars{c: c, timeout: DefaultCompileTimeout, maskDeadline: DefaultMaskDeadline,
-		slots: make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2))}
+		slots: make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2)), canonical: true}
 }
+
+// SetCanonicalLiterals sets whether, where a grammar admits exactly one continuation (a
+// property name, the rest of an enum value, a tool call's opening), the token mask admits only
+// the tokenizer's own first token of it (and the tokens that run past it), not every token that
+// spells a prefix of it; on by default. Outputs then spell forced text as the tokenizer would,
+// whatever the model prefers among the splits, and grammar jump-forward drafts are always
+// accepted. Requests started before the call keep the setting they started with.
+func (gs *Grammars) SetCanonicalLiterals(on bool) { gs.canonical = on }
 
 // start returns a constraint whose matcher appears once the grammar is compiled. The compile
 // runs on a goroutine counted in wg, and ends with ctx.
 func (gs *Grammars) start(ctx context.Context, wg *sync.WaitGroup, s grammar.Spec) *constraint {
-	c := &constraint{maskDeadline: gs.maskDeadline}
+	c := &constraint{maskDeadline: gs.maskDeadline, canonical: gs.canonical}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -79,8 +91,12 @@ func (gs *Grammars) start(ctx context.Context, wg *sync.WaitGroup, s grammar.Spe
 type constraint struct {
 	ready atomic.Bool
 	m     *grammar.Matcher
-	// encode tokenizes the bytes the grammar forces (jump-forward drafts); nil drafts none.
-	encode       func(text string) []int32
+	// encode tokenizes the bytes the grammar forces (jump-forward drafts and canonical
+	// literals); nil drafts none and leaves masks as the grammar gives them.
+	encode func(text string) []int32
+	// canonical narrows masks where the grammar forces a literal (Grammars.SetCanonicalLiterals).
+	canonical    bool
+	fbuf         []byte        // scratch: the forced bytes
 	err          error         // the compile's
 	maskDeadline time.Duration // bounds each FillMask (0: none)
 	maskErr      error         // the last FillMask's: it missed its deadline
@@ -103,14 +119,19 @@ func (c *constraint) FillMask(dst []uint64) {
 	}
 	if c.maskDeadline <= 0 {
 		c.m.FillMask(dst)
-		return
-	}
-	if err := c.m.FillMaskWithin(dst, time.Now().Add(c.maskDeadline)); err != nil {
+	} else if err := c.m.FillMaskWithin(dst, time.Now().Add(c.maskDeadline)); err != nil {
 		if errors.Is(err, grammar.ErrMaskDeadline) { // the grammar's cost: the client's to fix
 			err = &scheduler.RequestError{Kind: scheduler.ErrorInvalid,
 				Err: fmt.Errorf("token mask over its %v deadline (the grammar is too costly to follow): %w", c.maskDeadline, err)}
 		}
 		c.maskErr = err
+		return
+	}
+	if c.canonical {
+		if tok, n, ok := c.canonicalFirst(); ok {
+			c.m.Rollback(1)
+			c.m.KeepForcedSpelling(dst, n, tok)
+		}
 	}
 }
 
@@ -127,40 +148,91 @@ func (c *constraint) Accept(tok int32) error {
 	return nil
 }
 
-// forcedDraftBytes bounds the forced bytes tokenized for one draft: ample for the longest
-// draft (scheduler.MaxDraftLimit tokens) without tokenizing a 4 KiB literal every step.
-const forcedDraftBytes = 1024
+// canonicalEncodeBytes bounds the forced bytes tokenized per canonical token: a literal's first
+// token is settled well within them (a longer first token, a run of one character, is left to
+// the grammar's mask), and tokenizing them costs microseconds per step.
+const canonicalEncodeBytes = 64
+
+// canonicalFirst finds the tokenizer's own first token of the literal the grammar forces from
+// here: the first token of the encoding of at most canonicalEncodeBytes of it, cut back to whole
+// characters. It returns the token, accepted by the matcher (the caller rolls it back), and how
+// many bytes are forced, counted up to one past the longest token (no token spells past more).
+// ok is false, and nothing is accepted, where nothing is forced, where the token is not settled
+// by the bytes encoded (it covers them all and more bytes are forced: the cut, or a character
+// the grammar forces only part of), and where the grammar refuses it (an encoding that
+// normalizes the text or adds to it). Mask, drafts and Admits all call it, so the drafts are
+// exactly the tokens the narrowed masks admit.
+func (c *constraint) canonicalFirst() (tok int32, forced int, ok bool) {
+	if c.encode == nil {
+		return 0, 0, false
+	}
+	limit := max(c.m.MaxTokenLen()+1, canonicalEncodeBytes)
+	fb := c.m.AppendForced(c.fbuf[:0], limit)
+	c.fbuf = fb
+	enc := fb[:min(len(fb), canonicalEncodeBytes)]
+	cut := len(enc) < len(fb) || len(fb) == limit
+	// Whole characters only: the tokenizer reads a cut one as U+FFFD.
+	for i := 0; i < len(enc); {
+		r, size := utf8.DecodeRune(enc[i:])
+		if r == utf8.RuneError && size <= 1 {
+			enc, cut = enc[:i], true
+			break
+		}
+		i += size
+	}
+	if len(enc) == 0 {
+		return 0, 0, false
+	}
+	toks := c.encode(string(enc))
+	if len(toks) == 0 {
+		return 0, 0, false
+	}
+	tok = toks[0]
+	if l := c.m.TokenLen(tok); l == 0 || cut && l >= len(enc) || !c.m.Accept(tok) {
+		return 0, 0, false
+	}
+	return tok, len(fb), true
+}
 
 // ForcedTokens appends the tokens that spell the bytes the grammar admits as the only
-// continuation (the tokenizer's encoding of them), cut at max tokens and at the first token the
-// matcher refuses (an encoding may merge past a byte the grammar requires elsewhere).
+// continuation, token by token the tokenizer's own first token of what remains of them
+// (canonicalFirst), cut at max tokens and where that token is not settled or the grammar
+// refuses it (an encoding may merge past a byte the grammar requires elsewhere).
 func (c *constraint) ForcedTokens(dst []int32, max int) []int32 {
 	if c.m == nil || c.encode == nil || c.Err() != nil || max <= 0 {
 		return dst
 	}
-	fb := c.m.ForcedBytes()
-	if len(fb) == 0 {
-		return dst
-	}
-	toks := c.encode(string(fb[:min(len(fb), forcedDraftBytes)]))
 	n := 0
-	for _, tok := range toks {
-		if n == max || !c.m.Accept(tok) {
+	for n < max {
+		tok, _, ok := c.canonicalFirst()
+		if !ok {
 			break
 		}
+		dst = append(dst, tok)
 		n++
 	}
 	c.m.Rollback(n)
-	return append(dst, toks[:n]...)
+	return dst
 }
 
-// Admits counts the leading tokens of toks the grammar accepts in turn, and undoes them.
+// Admits counts the leading tokens of toks the grammar accepts in turn (and, with canonical
+// literals, the narrowed masks admit), and undoes them.
 func (c *constraint) Admits(toks []int32) int {
 	if c.m == nil || c.Err() != nil {
 		return 0
 	}
 	n := 0
 	for _, tok := range toks {
+		if c.canonical {
+			// Where a literal is forced, a token that spells part of it otherwise than the
+			// tokenizer does is masked out: it can never be accepted.
+			if t, forced, ok := c.canonicalFirst(); ok {
+				c.m.Rollback(1)
+				if l := c.m.TokenLen(tok); tok != t && l > 0 && l <= forced {
+					break
+				}
+			}
+		}
 		if !c.m.Accept(tok) {
 			break
 		}

@@ -51,6 +51,9 @@ type rankConfig struct {
 	CPU cpuFlags
 	// Spec holds the speculative decoding flags.
 	Spec specFlags
+	// GrammarCanonicalLiterals: where a grammar forces a literal, the token mask admits only
+	// the tokenizer's own spelling of it (runner.Grammars.SetCanonicalLiterals).
+	GrammarCanonicalLiterals bool
 	// ContextLength overrides the model's max_position_embeddings when > 0.
 	ContextLength int
 	// LoadFormat is auto (the model's weights) or replay (benchmark only).
@@ -91,6 +94,8 @@ func (c *rankConfig) flags() []cli.Flag {
 		&cli.DurationFlag{Name: "replay-step-time", Destination: &c.ReplayStepTime, Usage: "with --load-format replay: the least time of one step", Sources: cli.EnvVars("REPLAY_STEP_TIME")},
 		&cli.DurationFlag{Name: "replay-token-time", Destination: &c.ReplayTokenTime, Usage: "with --load-format replay: time added to a step per token it computes (prefill cost)", Sources: cli.EnvVars("REPLAY_TOKEN_TIME")},
 		&cli.IntFlag{Name: "replay-kv-tokens", Destination: &c.ReplayKVTokens, Value: 4 << 20, Usage: "with --load-format replay: KV positions in the pool", Sources: cli.EnvVars("REPLAY_KV_TOKENS")},
+		&cli.BoolFlag{Name: "grammar-canonical-literals", Destination: &c.GrammarCanonicalLiterals, Value: true, Sources: cli.EnvVars("GRAMMAR_CANONICAL_LITERALS"),
+			Usage: "where a structured-output grammar admits exactly one continuation (a property name, the rest of an enum value), its token mask admits only the tokenizer's own spelling of it, not every split (its drafts under --speculative ngram are then always accepted); false: every token the grammar allows"},
 		&cli.DurationFlag{Name: "heartbeat", Destination: &c.Heartbeat, Value: 200 * time.Millisecond, Usage: "longest silence towards the workers (load reports)", Sources: cli.EnvVars("HEARTBEAT")},
 		&cli.StringFlag{Name: "kv-events-endpoint", Destination: &c.KVEventsEndpoint, Sources: cli.EnvVars("KV_EVENTS_ENDPOINT"),
 			Usage: "publish KV-cache events in vLLM's format on this ZMQ PUB endpoint (tcp://*:5557 binds, tcp://host:port connects; rank r adds r to the port); off when empty"},
@@ -221,6 +226,7 @@ func serveRank(ctx context.Context, cfg *rankConfig) error {
 			return runflags.AsConfig(err)
 		}
 		grammars = runner.NewGrammars(grammar.NewCompiler(tok, model.ConstraintEOS(eos, tok), gopts))
+		grammars.SetCanonicalLiterals(cfg.GrammarCanonicalLiterals)
 	}
 	r, err := runner.New(runner.Config{
 		Rank: rank, NumWorkers: cfg.TokenizerWorkerNum, RunDir: dir, Topology: top, Transport: tr,
