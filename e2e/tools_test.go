@@ -423,8 +423,10 @@ func TestToolCalls(t *testing.T) {
 }
 
 // TestToolCallsParallel: parallel_tool_calls false allows one call; true lets required make
-// several (the random model rarely picks EOS over another call, so these run to max_tokens:
-// every call but the cut last one validates).
+// several: with min_tokens banning EOS past the first call, the grammar's only way on is another
+// call (whether the random model picks EOS after a call depends on how the forced text before
+// it is spelled, so without the ban it is luck); these may run to max_tokens: every call but the
+// cut last one validates.
 func TestToolCallsParallel(t *testing.T) {
 	e := startEngine(t, engineOpts{model: qwen3ToolModel(t), skipDetok: true, rankTimeout: 10 * time.Second})
 	schemas := toolSchemas(t)
@@ -437,7 +439,7 @@ func TestToolCallsParallel(t *testing.T) {
 		if len(r.Names) != 1 {
 			t.Fatalf("parallel_tool_calls false: %d calls", len(r.Names))
 		}
-		body["parallel_tool_calls"] = true
+		body["parallel_tool_calls"], body["min_tokens"] = true, 48
 		r = e.chatWhole(t, body)
 		checkCalls(t, "parallel true", r, "required", true, schemas)
 		most = max(most, len(r.Names))
