@@ -61,6 +61,11 @@ func main() {
 	pair4x1(&b)
 	pair4x4(&b)
 	pairRows(&b)
+	pair4x1AVX2(&b)
+	pairRowsAVX2(&b)
+	for m := 2; m <= 6; m++ {
+		pairRowsMultiAVX2(&b, m)
+	}
 	for _, is := range isas {
 		for _, e := range elems {
 			if !(is.reg == "Z" && e.name == "BF16") { // AVX-512 BF16 has the pair kernel
@@ -633,4 +638,122 @@ func roundInt(b *bytes.Buffer, is isa) {
 	}
 	fmt.Fprintf(b, "\t%s %s1, (DI)\n\tADDQ $%d, SI\n\tADDQ $%d, DI\n\tDECQ CX\n\tJNZ %s_loop\n", mov, R, 4*is.lanes, 4*is.lanes, name)
 	fmt.Fprintf(b, "%s_done:\n\tVZEROUPPER\n\tRET\n", name)
+}
+
+// The AVX2 pair kernels multiply BF16 weights by activations in pair layout with blocks of 16
+// (pairLayout: the 8 even-indexed elements of a block, then the 8 odd ones). A 32-byte load of
+// 16 weights widens to its even elements with a shift and to its odd ones with a mask: two
+// integer operations, where VPMOVZXWD widens the same 16 with four (two shuffles, two shifts)
+// that compete with the FMAs for ports once several activation rows share the weights (a
+// verify pass, a batched decode). Every output keeps two accumulators, the even products and the
+// odd ones, added and reduced as reduce4 does, in pair4x1AVX2, pairRowsAVX2 and every
+// pairRowsMultiAVX2 width alike: a row's result does not depend on which of them the batch chose.
+
+// pairMaskAVX2 loads the high-half mask (0xffff0000 in each lane) into Y15.
+const pairMaskAVX2 = "\tVPCMPEQD Y15, Y15, Y15\n\tVPSLLD $16, Y15, Y15\n"
+
+// pair4x1AVX2 writes dot4x1BF16PairAVX2(w *byte, ldw int, x *float32, k int, out *[4]float32):
+// four weight rows by one activation row in pair layout, k a multiple of 16.
+func pair4x1AVX2(b *bytes.Buffer) {
+	name := "dot4x1BF16PairAVX2"
+	fmt.Fprintf(b, "\n// func %s(w *byte, ldw int, x *float32, k int, out *[4]float32)\n", name)
+	fmt.Fprintf(b, "TEXT ·%s(SB), NOSPLIT, $0-40\n", name)
+	b.WriteString("\tMOVQ w+0(FP), SI\n\tMOVQ ldw+8(FP), AX\n\tMOVQ x+16(FP), DI\n\tMOVQ k+24(FP), CX\n\tMOVQ out+32(FP), DX\n")
+	b.WriteString(weightRows)
+	b.WriteString("\tSHRQ $4, CX\n")
+	b.WriteString(pairMaskAVX2)
+	zero(b, "Y", 8)
+	// One block (32 bytes of each weight row) per iteration; Y0-3 take the even products, Y4-7
+	// the odd.
+	fmt.Fprintf(b, "\tTESTQ CX, CX\n\tJZ %s_reduce\n%s_loop:\n", name, name)
+	b.WriteString("\tVMOVUPS (DI), Y8\n\tVMOVUPS 32(DI), Y9\n")
+	for r, p := range wptr {
+		fmt.Fprintf(b, "\tVMOVDQU (%s), Y10\n\tVPSLLD $16, Y10, Y11\n\tVPAND Y10, Y15, Y10\n", p)
+		fmt.Fprintf(b, "\tVFMADD231PS Y8, Y11, Y%d\n\tVFMADD231PS Y9, Y10, Y%d\n", r, 4+r)
+	}
+	for _, p := range wptr {
+		fmt.Fprintf(b, "\tADDQ $32, %s\n", p)
+	}
+	fmt.Fprintf(b, "\tADDQ $64, DI\n\tDECQ CX\n\tJNZ %s_loop\n", name)
+	fmt.Fprintf(b, "%s_reduce:\n", name)
+	for r := range 4 {
+		fmt.Fprintf(b, "\tVADDPS Y%d, Y%d, Y%d\n", 4+r, r, r)
+	}
+	reduce4(b, isas[1], [4]int{0, 1, 2, 3}, 8, 0)
+	b.WriteString("\tVZEROUPPER\n\tRET\n")
+}
+
+// pairRowsAVX2 writes dotRowsBF16PairAVX2(w *byte, rows int, x *float32, k int, out *float32):
+// rows consecutive weight rows by one activation row in pair layout, one row after another (the
+// decode path), k a multiple of 16.
+func pairRowsAVX2(b *bytes.Buffer) {
+	name := "dotRowsBF16PairAVX2"
+	fmt.Fprintf(b, "\n// func %s(w *byte, rows int, x *float32, k int, out *float32)\n", name)
+	fmt.Fprintf(b, "TEXT ·%s(SB), NOSPLIT, $0-40\n", name)
+	b.WriteString("\tMOVQ w+0(FP), SI\n\tMOVQ rows+8(FP), R8\n\tMOVQ x+16(FP), R9\n\tMOVQ k+24(FP), R10\n\tMOVQ out+32(FP), DX\n")
+	b.WriteString("\tSHRQ $4, R10\n")
+	b.WriteString(pairMaskAVX2)
+	fmt.Fprintf(b, "\tTESTQ R8, R8\n\tJZ %s_done\n%s_row:\n", name, name)
+	b.WriteString("\tMOVQ R9, DI\n\tMOVQ R10, CX\n")
+	zero(b, "Y", 2)
+	// Four blocks (128 bytes of weights) per iteration while they last, then single blocks; Y0
+	// takes the even products, Y1 the odd.
+	fmt.Fprintf(b, "%s_loop4:\n\tCMPQ CX, $4\n\tJLT %s_loop1\n", name, name)
+	for blk := range 4 {
+		fmt.Fprintf(b, "\tVMOVDQU %d(SI), Y%d\n\tVPSLLD $16, Y%d, Y%d\n\tVPAND Y%d, Y15, Y%d\n", 32*blk, 2+2*blk, 2+2*blk, 3+2*blk, 2+2*blk, 2+2*blk)
+	}
+	for blk := range 4 {
+		fmt.Fprintf(b, "\tVFMADD231PS %d(DI), Y%d, Y0\n", 64*blk, 3+2*blk)
+		fmt.Fprintf(b, "\tVFMADD231PS %d(DI), Y%d, Y1\n", 64*blk+32, 2+2*blk)
+	}
+	fmt.Fprintf(b, "\tADDQ $128, SI\n\tADDQ $256, DI\n\tSUBQ $4, CX\n\tJMP %s_loop4\n", name)
+	fmt.Fprintf(b, "%s_loop1:\n\tTESTQ CX, CX\n\tJZ %s_reduce\n", name, name)
+	b.WriteString("\tVMOVDQU (SI), Y2\n\tVPSLLD $16, Y2, Y3\n\tVPAND Y2, Y15, Y2\n\tVFMADD231PS (DI), Y3, Y0\n\tVFMADD231PS 32(DI), Y2, Y1\n")
+	fmt.Fprintf(b, "\tADDQ $32, SI\n\tADDQ $64, DI\n\tDECQ CX\n\tJMP %s_loop1\n", name)
+	fmt.Fprintf(b, "%s_reduce:\n", name)
+	b.WriteString("\tVADDPS Y1, Y0, Y0\n")
+	reduce1(b, "Y")
+	fmt.Fprintf(b, "\tADDQ $4, DX\n\tDECQ R8\n\tJNZ %s_row\n%s_done:\n\tVZEROUPPER\n\tRET\n", name, name)
+}
+
+// pairRowsMultiAVX2 writes dotRows1x<M>BF16PairAVX2(w *byte, ldw int, rows int, x *float32,
+// ldx int, k int, out *float32): out[M·r+i] = Σ_p w[r][p]·x[i][p] for rows weight rows ldw bytes
+// apart (k weights each, k a multiple of 16) and M activation rows in pair layout ldx bytes
+// apart. Like the row kernel it reads the weights one row after another, a single sequential
+// stream that the hardware prefetchers follow at the full read rate (several rows read at once
+// reach about half of it), and every loaded weight vector meets all M activation rows, which
+// stay in cache. Each output keeps pair4x1AVX2's two accumulators and reduction, so it equals
+// its result bit for bit. Even accumulators are Y0..Y(M-1), odd ones Y6..; the widened weights
+// in Y12-13, the mask in Y15; the activations are FMA memory operands (rows 3-5 through R11 =
+// x + 3·ldx).
+func pairRowsMultiAVX2(b *bytes.Buffer, M int) {
+	name := fmt.Sprintf("dotRows1x%dBF16PairAVX2", M)
+	if M < 2 || M > 6 {
+		panic("pairRowsMultiAVX2: unsupported row count")
+	}
+	xaddr := []string{"(DI)", "(DI)(BX*1)", "(DI)(BX*2)", "(R11)", "(R11)(BX*1)", "(R11)(BX*2)"}
+	fmt.Fprintf(b, "\n// func %s(w *byte, ldw int, rows int, x *float32, ldx int, k int, out *float32)\n", name)
+	fmt.Fprintf(b, "TEXT ·%s(SB), NOSPLIT, $0-56\n", name)
+	b.WriteString("\tMOVQ w+0(FP), SI\n\tMOVQ ldw+8(FP), AX\n\tMOVQ rows+16(FP), R8\n\tMOVQ x+24(FP), R9\n\tMOVQ ldx+32(FP), BX\n\tMOVQ k+40(FP), R10\n\tMOVQ out+48(FP), DX\n")
+	b.WriteString("\tSHRQ $4, R10\n")
+	b.WriteString(pairMaskAVX2)
+	fmt.Fprintf(b, "\tTESTQ R8, R8\n\tJZ %s_done\n%s_row:\n", name, name)
+	b.WriteString("\tMOVQ R9, DI\n\tLEAQ (DI)(BX*2), R11\n\tADDQ BX, R11\n\tMOVQ SI, R13\n\tMOVQ R10, CX\n")
+	for a := range M {
+		fmt.Fprintf(b, "\tVXORPS Y%d, Y%d, Y%d\n\tVXORPS Y%d, Y%d, Y%d\n", a, a, a, 6+a, 6+a, 6+a)
+	}
+	fmt.Fprintf(b, "\tTESTQ CX, CX\n\tJZ %s_reduce\n%s_loop:\n", name, name)
+	b.WriteString("\tVMOVDQU (R13), Y13\n\tVPSLLD $16, Y13, Y12\n\tVPAND Y13, Y15, Y13\n")
+	for i := range M {
+		fmt.Fprintf(b, "\tVFMADD231PS %s, Y12, Y%d\n", xaddr[i], i)
+		fmt.Fprintf(b, "\tVFMADD231PS 32%s, Y13, Y%d\n", xaddr[i], 6+i)
+	}
+	fmt.Fprintf(b, "\tADDQ $32, R13\n\tADDQ $64, DI\n\tADDQ $64, R11\n\tDECQ CX\n\tJNZ %s_loop\n", name)
+	fmt.Fprintf(b, "%s_reduce:\n", name)
+	for a := range M {
+		fmt.Fprintf(b, "\tVADDPS Y%d, Y%d, Y%d\n", 6+a, a, a)
+		fmt.Fprintf(b, "\tVEXTRACTF128 $1, Y%d, X14\n\tVADDPS X14, X%d, X%d\n", a, a, a)
+		fmt.Fprintf(b, "\tVHADDPS X%d, X%d, X%d\n\tVHADDPS X%d, X%d, X%d\n\tVMOVSS X%d, %d(DX)\n", a, a, a, a, a, a, a, 4*a)
+	}
+	fmt.Fprintf(b, "\tADDQ $%d, DX\n\tADDQ AX, SI\n\tDECQ R8\n\tJNZ %s_row\n%s_done:\n\tVZEROUPPER\n\tRET\n", 4*M, name, name)
 }

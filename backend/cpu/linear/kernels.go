@@ -51,11 +51,17 @@ type kernelSet struct {
 	// widen is nil at idxF32, which needs no conversion.
 	widen [numFloatTypes]widenFunc
 	// pair1 and pair4, where set, replace dot4x1 and dot4x4 for BF16 weights: they take
-	// activations in pair layout (see pairLayout) and k a multiple of pairBlock.
-	pair1 dot4x1Func
-	pair4 dot4x4Func
+	// activations in pair layout (see pairLayout) with blocks of pairBlock, and k a multiple
+	// of pairBlock.
+	pair1     dot4x1Func
+	pair4     dot4x4Func
+	pairBlock int
 	// pairRows, where set, handles one activation row against consecutive BF16 weight rows.
 	pairRows rowsFunc
+	// pairRowsMulti, where set, is indexed by an activation row count m (from 2): its kernel
+	// runs m activation rows in pair layout against consecutive BF16 weight rows read one after
+	// another, each result equal to pair1's bit for bit.
+	pairRowsMulti []rowsMultiFunc
 	// rows, where set, handles one activation row (not in pair layout) against consecutive
 	// weight rows.
 	rows [numFloatTypes]rowsFunc
@@ -74,6 +80,11 @@ type kernelSet struct {
 // even) and the kernel's m activation rows (ldx bytes apart), each sum formed exactly as dot4x1
 // forms it; k is a multiple of the set's lane count.
 type multiFunc func(w *byte, ldw int, rows int, x *float32, ldx int, k int, out *float32)
+
+// rowsMultiFunc sets out[m·r+i] = Σ_{p<k} w_r[p]·x_i[p] for rows weight rows (ldw bytes apart),
+// read one after another, and the kernel's m activation rows (ldx bytes apart); k is a multiple
+// of the set's pairBlock.
+type rowsMultiFunc func(w *byte, ldw int, rows int, x *float32, ldx int, k int, out *float32)
 
 // multiKernel is a multiFunc and its number of activation rows.
 type multiKernel struct {
@@ -130,25 +141,23 @@ func roundRowsGo(dst, x []float32, m, ldx, k int) {
 
 // rowsFunc sets out[r] = Σ_{p<k} w_r[p]·x[p] for rows consecutive weight rows of k elements
 // starting at w, reading them one after another; k is a multiple of the set's lane count (of
-// pairBlock for the pair kernels).
+// the set's pairBlock for the pair kernels).
 type rowsFunc func(w *byte, rows int, x *float32, k int, out *float32)
 
-// pairBlock is the block length of the pair layout.
-const pairBlock = 32
-
-// pairLayout writes the first kp (a multiple of pairBlock) elements of each of m rows of x
-// (stride ldx) to dst (stride kp) in pair layout: in every block of 32, the 16 even-indexed
-// elements and then the 16 odd-indexed ones. A 64-byte BF16 weight load then widens to its even
-// and odd halves with a shift and a mask.
-func pairLayout(dst, x []float32, m, ldx, kp int) {
+// pairLayout writes the first kp (a multiple of block) elements of each of m rows of x (stride
+// ldx) to dst (stride kp) in pair layout: in every block (32 for AVX-512, 16 for AVX2), the
+// even-indexed elements and then the odd-indexed ones. A BF16 weight load of one block then
+// widens to its even and odd halves with a shift and a mask.
+func pairLayout(dst, x []float32, m, ldx, kp, block int) {
+	half := block / 2
 	for i := range m {
 		src := x[i*ldx : i*ldx+kp]
 		d := dst[i*kp : (i+1)*kp]
-		for b := 0; b < kp; b += pairBlock {
-			s, o := src[b:b+pairBlock], d[b:b+pairBlock]
-			for j := range pairBlock / 2 {
+		for b := 0; b < kp; b += block {
+			s, o := src[b:b+block], d[b:b+block]
+			for j := range half {
 				o[j] = s[2*j]
-				o[pairBlock/2+j] = s[2*j+1]
+				o[half+j] = s[2*j+1]
 			}
 		}
 	}

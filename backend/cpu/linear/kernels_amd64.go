@@ -47,6 +47,27 @@ func dot4x4BF16PairAVX512(w *byte, ldw int, x *float32, ldx int, k int, out *[16
 func dotRowsBF16PairAVX512(w *byte, rows int, x *float32, k int, out *float32)
 
 //go:noescape
+func dot4x1BF16PairAVX2(w *byte, ldw int, x *float32, k int, out *[4]float32)
+
+//go:noescape
+func dotRowsBF16PairAVX2(w *byte, rows int, x *float32, k int, out *float32)
+
+//go:noescape
+func dotRows1x2BF16PairAVX2(w *byte, ldw int, rows int, x *float32, ldx int, k int, out *float32)
+
+//go:noescape
+func dotRows1x3BF16PairAVX2(w *byte, ldw int, rows int, x *float32, ldx int, k int, out *float32)
+
+//go:noescape
+func dotRows1x4BF16PairAVX2(w *byte, ldw int, rows int, x *float32, ldx int, k int, out *float32)
+
+//go:noescape
+func dotRows1x5BF16PairAVX2(w *byte, ldw int, rows int, x *float32, ldx int, k int, out *float32)
+
+//go:noescape
+func dotRows1x6BF16PairAVX2(w *byte, ldw int, rows int, x *float32, ldx int, k int, out *float32)
+
+//go:noescape
 func dotRowsF16AVX512(w *byte, rows int, x *float32, k int, out *float32)
 
 //go:noescape
@@ -129,12 +150,13 @@ var avx512Kernels = &kernelSet{
 	dot4x4: [numFloatTypes]dot4x4Func{
 		idxBF16: dot4x4BF16AVX512, idxF16: dot4x4F16AVX512, idxF32: dot4x4F32AVX512,
 	},
-	widen:    [numFloatTypes]widenFunc{idxBF16: widenBF16AVX512, idxF16: widenF16AVX512},
-	pair1:    dot4x1BF16PairAVX512,
-	pair4:    dot4x4BF16PairAVX512,
-	pairRows: dotRowsBF16PairAVX512,
-	rows:     [numFloatTypes]rowsFunc{idxF16: dotRowsF16AVX512, idxF32: dotRowsF32AVX512},
-	round:    roundBF16AVX512,
+	widen:     [numFloatTypes]widenFunc{idxBF16: widenBF16AVX512, idxF16: widenF16AVX512},
+	pair1:     dot4x1BF16PairAVX512,
+	pair4:     dot4x4BF16PairAVX512,
+	pairBlock: 32,
+	pairRows:  dotRowsBF16PairAVX512,
+	rows:      [numFloatTypes]rowsFunc{idxF16: dotRowsF16AVX512, idxF32: dotRowsF32AVX512},
+	round:     roundBF16AVX512,
 }
 
 // avx512BF16Kernels is the AVX-512 set with VDPBF16PS kernels for BF16 weights (32 products per
@@ -158,6 +180,13 @@ var avx2Kernels = &kernelSet{
 		idxBF16: dot4x1BF16AVX2, idxF16: dot4x1F16AVX2, idxF32: dot4x1F32AVX2,
 	},
 	widen: [numFloatTypes]widenFunc{idxBF16: widenBF16AVX2, idxF16: widenF16AVX2},
+	// BF16 streams in pair layout (see pairMultiAVX2 in gen_kernels.go): the natural-order
+	// kernels stay for TestMultiKernelsMatchDot4x1 and the kernel benchmarks.
+	pair1:     dot4x1BF16PairAVX2,
+	pairBlock: 16,
+	pairRows:  dotRowsBF16PairAVX2,
+	pairRowsMulti: []rowsMultiFunc{2: dotRows1x2BF16PairAVX2, 3: dotRows1x3BF16PairAVX2,
+		4: dotRows1x4BF16PairAVX2, 5: dotRows1x5BF16PairAVX2, 6: dotRows1x6BF16PairAVX2},
 	rows:  [numFloatTypes]rowsFunc{idxBF16: dotRowsBF16AVX2, idxF16: dotRowsF16AVX2, idxF32: dotRowsF32AVX2},
 	round: roundBF16AVX2,
 	multi: [numFloatTypes][]multiKernel{

@@ -51,6 +51,10 @@ const StreamMaxRows = 32
 // it for every activation row).
 const widePanelFloats = 1 << 18
 
+// maxRowsMulti is the most activation rows one rowsMultiFunc kernel takes (AVX2's 16 registers
+// hold two accumulators for each of six).
+const maxRowsMulti = 6
+
 // streamChunkRows is the number of weight rows one streaming task covers: a multiple of 4
 // (the kernels' row step), small enough that the workers finish together.
 const streamChunkRows = 32
@@ -370,21 +374,25 @@ func (mu *Multiplier) stream(set *kernelSet, ti int, w model.Matrix, m int, x []
 	// multi are the kernels that take several activation rows per weight vector with dot4x1's
 	// results; none take the dp kernels' BF16 rows or the pair layout.
 	multi := set.multi[ti]
+	// rowsMulti, where set, takes several activation rows against weight rows streamed one
+	// after another (see rowsMultiFunc), before multi.
+	var rowsMulti []rowsMultiFunc
 	switch {
 	case mu.useDP(set, ti, m):
 		multi = nil
 		dp = set.dp
 		kv = k - k%dpBlock
 		xb = mu.bf16Rows(dp, m, x, ldx, k)
-	case ti == idxBF16 && set.pair1 != nil && k >= pairBlock:
-		kv = k - k%pairBlock
+	case ti == idxBF16 && set.pair1 != nil && k >= set.pairBlock:
+		kv = k - k%set.pairBlock
 		d1, d4, rowsK = set.pair1, set.pair4, set.pairRows
 		multi = nil
+		rowsMulti = set.pairRowsMulti
 		if cap(mu.pairs) < m*kv {
 			mu.pairs = make([]float32, m*kv)
 		}
 		xk, ldk = mu.pairs[:m*kv], kv
-		pairLayout(xk, x, m, ldx, kv)
+		pairLayout(xk, x, m, ldx, kv, set.pairBlock)
 	}
 	if dp != nil {
 		d4, rowsK = nil, nil // the dp kernels are called below in their place
@@ -427,6 +435,7 @@ func (mu *Multiplier) stream(set *kernelSet, ti int, w model.Matrix, m int, x []
 		var o4 [4]float32
 		var o16 [16]float32
 		var om [4 * 3]float32
+		var rowsBuf [streamChunkRows * maxRowsMulti]float32
 		// One activation row: stream the chunk's rows one after another (one sequential pass,
 		// which the prefetchers follow at nearly the full read bandwidth; four interleaved rows
 		// reach about half of it).
@@ -444,6 +453,24 @@ func (mu *Multiplier) stream(set *kernelSet, ti int, w model.Matrix, m int, x []
 				}
 			} else {
 				copy(dst, buf[:nr])
+			}
+			j = j0 + nr
+		}
+		if m > 1 && rowsMulti != nil && j1-j0 >= 4 {
+			// Several activation rows, the chunk's weight rows streamed one after another
+			// (as for one row) in passes of at most maxRowsMulti activation rows, split
+			// evenly; the matrix's last rows past a multiple of four go through tail below.
+			nr := (j1 - j0) &^ 3
+			passes := (m + maxRowsMulti - 1) / maxRowsMulti
+			for p, i := 0, 0; p < passes; p++ {
+				mp := (m - i) / (passes - p)
+				rowsMulti[mp](&w.Data[j0*rb], rb, nr, &xk[i*ldk], 4*ldk, kv, &rowsBuf[0])
+				for r := range nr {
+					for ii := range mp {
+						store(i+ii, j0+r, rowsBuf[r*mp+ii])
+					}
+				}
+				i += mp
 			}
 			j = j0 + nr
 		}

@@ -436,3 +436,68 @@ func TestMultiKernelsMatchDot4x1(t *testing.T) {
 		t.Skip("no multi kernels on this machine")
 	}
 }
+
+// TestPairKernelsMatch checks that the pair-layout kernels agree bit for bit: every rows-multi
+// kernel's outputs and the one-row kernel's equal pair1's, for each activation row count, weight
+// row count and k (odd and even block counts), on random inputs with strided rows: the batch
+// invariance of BF16 rows on the streaming path rests on it.
+func TestPairKernelsMatch(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	ran := false
+	for _, set := range sets {
+		if set.pair1 == nil {
+			continue
+		}
+		for _, blocks := range []int{1, 2, 3, 7, 64, 65} {
+			k := blocks * set.pairBlock
+			for _, rows := range []int{1, 3, 4, 9} {
+				w, _ := randomMatrix(rng, quant.BF16, 4*((rows+3)/4), k+8*(rows%2)) // rows ldw apart, wider than k but for 4
+				rb := w.RowBytes()
+				ldx := k + 16
+				x := make([]float32, 6*ldx)
+				for i := range x {
+					x[i] = float32(2*rng.Float64()-1) * float32(math.Pow(2, float64(rng.IntN(20)-10)))
+				}
+				want := make([]float32, rows*6) // want[6·r+i]: pair1's result
+				var o4 [4]float32
+				for j := 0; j < rows; j += 4 {
+					for i := range 6 {
+						set.pair1(&w.Data[j*rb], rb, &x[i*ldx], k, &o4)
+						for r := 0; r < 4 && j+r < rows; r++ {
+							want[6*(j+r)+i] = o4[r]
+						}
+					}
+				}
+				check := func(kernel string, i, r int, got float32) {
+					t.Helper()
+					if math.Float32bits(got) != math.Float32bits(want[6*r+i]) {
+						t.Fatalf("%s/%s k=%d rows=%d: out[%d][%d] = %v, pair1 %v", set.name, kernel, k, rows, r, i, got, want[6*r+i])
+					}
+				}
+				if set.pairRows != nil && w.Cols == k {
+					out := make([]float32, rows)
+					set.pairRows(&w.Data[0], rows, &x[0], k, &out[0])
+					for r, v := range out {
+						check("pairRows", 0, r, v)
+					}
+				}
+				for m, f := range set.pairRowsMulti {
+					if f == nil {
+						continue
+					}
+					ran = true
+					out := make([]float32, rows*m)
+					f(&w.Data[0], rb, rows, &x[0], 4*ldx, k, &out[0])
+					for r := range rows {
+						for i := range m {
+							check(fmt.Sprintf("rows1x%d", m), i, r, out[m*r+i])
+						}
+					}
+				}
+			}
+		}
+	}
+	if !ran {
+		t.Skip("no pair rows-multi kernels on this machine")
+	}
+}
