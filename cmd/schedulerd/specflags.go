@@ -10,7 +10,7 @@ import (
 
 // defaultSpeculative is --speculative's default: see the README's "Speculative decoding" for
 // the measurements that chose it.
-const defaultSpeculative = scheduler.SpeculativeOff
+const defaultSpeculative = scheduler.SpeculativeNgram
 
 // specFlags are the speculative decoding settings `schedulerd serve` and `generate` share.
 type specFlags struct {

@@ -7,7 +7,10 @@
 // FMA (AVX-512, else AVX2 + FMA + F16C, else portable Go, chosen at run time from the CPU's
 // features), four weight rows against one or four activation rows per call (AVX2: two or three
 // activation rows per widened weight vector, each output summed exactly as for one row), rows
-// spread over all workers. With BF16Activations on a CPU with AVX512_BF16, BF16 weights against more than one
+// spread over all workers. BF16 weights meet activations in a pair layout (each block's even
+// elements, then its odd ones), so a shift and a mask widen a load of weights; on AVX2 up to six
+// activation rows share each weight row, the rows read one after another as for one activation
+// row (a verify pass's tokens, a few batched decodes), each output summed as for one row. With BF16Activations on a CPU with AVX512_BF16, BF16 weights against more than one
 // activation row instead meet activations converted to BF16 in VDPBF16PS, which does twice the
 // multiplications of an FMA per instruction; that streaming tile outruns the widened product at
 // any row count, so such weights always stream. Otherwise many rows (prefill) take the
