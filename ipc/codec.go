@@ -773,7 +773,7 @@ func growItems[T any](s []T, n int) []T {
 const minRankLoadLen = 4 + 8 + loadFixedLen + 4 + 4 + 4 + goStatsFixedLen + 4
 
 func (m *TextBatch) size() int {
-	n := headerLen + 4 + 4 + sizeGoStats(&m.Detok)
+	n := headerLen + 8 + 4 + 4 + sizeGoStats(&m.Detok)
 	for i := range m.Loads {
 		n += 4 + 8 + sizeLoad(&m.Loads[i].Load)
 	}
@@ -787,6 +787,7 @@ func (m *TextBatch) size() int {
 func (m *TextBatch) Append(dst []byte) []byte {
 	dst = slices.Grow(dst, m.size())
 	dst = append(dst, WireVersion, byte(MsgTextBatch))
+	dst = appendU64(dst, m.Epoch)
 	dst = appendLen(dst, len(m.Loads))
 	for i := range m.Loads {
 		l := &m.Loads[i]
@@ -806,6 +807,7 @@ func (m *TextBatch) Append(dst []byte) []byte {
 func (m *TextBatch) Decode(frame []byte) error {
 	r := reader{b: frame}
 	r.header(MsgTextBatch)
+	m.Epoch = r.u64("epoch")
 	nl := r.count(minRankLoadLen, "loads")
 	m.Loads = growItems(m.Loads, nl)
 	for i := range m.Loads {

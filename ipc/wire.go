@@ -4,7 +4,7 @@ import "fmt"
 
 // WireVersion is the first byte of every frame. Bump it on any incompatible layout change;
 // decoders refuse frames of any other version.
-const WireVersion byte = 14
+const WireVersion byte = 15
 
 // MsgType is the second byte of every frame.
 type MsgType uint8
@@ -376,6 +376,10 @@ type RankLoad struct {
 // TextBatch is what detokd sends to one tokenizer worker: the items that worker owns and the
 // loads of the ranks whose batches it processed (also when they carried no items for it).
 type TextBatch struct {
+	// Epoch names the detokd process that sent the batch (random, nonzero, drawn at its
+	// start): a worker that sees it change knows a detokd died and may have taken the output
+	// of the requests it was streaming, final items included, with it.
+	Epoch uint64
 	Loads []RankLoad
 	Items []TextItem
 	// Detok is detokd's own Go runtime stats.

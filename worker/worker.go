@@ -147,6 +147,9 @@ type entry struct {
 	// delivered counts the ids pushed to st: every output item's completion count must equal
 	// it plus the item's own ids, or output was lost on the way (a gap).
 	delivered int
+	// detokenized: detokd decodes this request's text (not NoText, not skip-detokenization),
+	// so a detokd restart after its first ids dooms it (see detokdRestarted).
+	detokenized bool
 }
 
 // New opens the worker's sockets: its output socket (bound) and one request socket per rank.
@@ -311,6 +314,7 @@ func (w *Worker) Submit(ctx context.Context, req *api.Request) (*api.Stream, err
 	if w.cfg.Mode == ModeSkipDetokenization && !req.NoText {
 		e.text = detok.NewStream(w.cfg.Tokenizer.NewDecoder(req.SkipSpecialTokens), req.StopStrings)
 	}
+	e.detokenized = w.cfg.Mode != ModeSkipDetokenization && !req.NoText
 	w.reqs[rid] = e
 	w.mu.Unlock()
 
@@ -403,6 +407,8 @@ type frameBuffers struct {
 	tb   ipc.TokenBatch // a round's first token batch, delivered from here when it is alone
 	more ipc.TokenBatch // the decode buffer of the round's later token batches
 	xb   ipc.TextBatch
+	// epoch is the detokd epoch (ipc.TextBatch.Epoch) of the last text batch; 0 before any.
+	epoch uint64
 	// held says tb holds a token batch not yet delivered; merging says the round's token
 	// batches are in co instead (tb's among them).
 	held, merging bool
@@ -438,6 +444,12 @@ func (w *Worker) add(buf *frameBuffers, frame []byte) error {
 		xb := &buf.xb
 		if err := xb.Decode(frame); err != nil {
 			return err
+		}
+		if xb.Epoch != buf.epoch {
+			if buf.epoch != 0 {
+				w.detokdRestarted()
+			}
+			buf.epoch = xb.Epoch
 		}
 		for i := range xb.Loads {
 			w.report(int(xb.Loads[i].Rank), xb.Loads[i].Seq, &xb.Loads[i].Load)
@@ -597,6 +609,31 @@ func (w *Worker) deliver(e *entry, it *ipc.TokenItem, text string, hasText bool)
 		w.abortAt(e.rank, it.RID, "it failed: "+it.Error)
 	}
 	return true
+}
+
+// detokdRestarted fails the requests detokd had begun to stream when a text batch comes from a
+// new detokd. The new one holds none of their decoding state, so it would fail each at its
+// next item anyway (detok's lostState); but a request whose last items, its finishing item
+// among them, died with the old detokd has no next item, and its stream would wait forever.
+// Requests without ids yet go on: their first item carries what detokd needs.
+func (w *Worker) detokdRestarted() {
+	w.mu.Lock()
+	var failed []*entry
+	for rid, e := range w.reqs {
+		if e.detokenized && e.delivered > 0 {
+			failed = append(failed, e)
+			delete(w.reqs, rid)
+		}
+	}
+	w.mu.Unlock()
+	if len(failed) > 0 {
+		w.log.Error("detokd restarted: failing the requests it was streaming", "requests", len(failed))
+	}
+	for _, e := range failed {
+		err := fmt.Errorf("detokd restarted and lost this request's decoding state, and maybe its output after the %d token ids delivered", e.delivered)
+		e.st.Push(&api.Delta{Finished: true, FinishReason: api.FinishError, Err: err})
+		w.abortAt(e.rank, e.st.RID, "the worker gave up on it: "+err.Error())
+	}
 }
 
 // forget removes the requests that deliver failed in the last batch (buf.failed).

@@ -405,6 +405,70 @@ func TestGapFailsTheStream(t *testing.T) {
 	}
 }
 
+// TestDetokdRestartFailsItsStreams: a text batch from a new detokd (another epoch) fails the
+// requests the old one had begun to stream — their finishing items may have died with it, and
+// nothing else would end their streams — with what they got and an abort at the rank, while a
+// request that has no ids yet goes on and completes through the new detokd.
+func TestDetokdRestartFailsItsStreams(t *testing.T) {
+	w, rank := startWorker(t, 5*time.Second)
+	started, err := w.Submit(context.Background(), &api.Request{RID: "r1", InputIDs: []int32{1, 2, 3}, MaxNewTokens: 10, Stream: true, StreamInterval: 1, RoutedRank: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rank.dispatched()
+	waiting, err := w.Submit(context.Background(), &api.Request{RID: "r2", InputIDs: []int32{1, 2, 3}, MaxNewTokens: 10, Stream: true, StreamInterval: 1, RoutedRank: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rank.dispatched()
+	var buf frameBuffers // one receive loop: the epoch carries from frame to frame
+	frame := func(epoch uint64, items ...ipc.TextItem) {
+		t.Helper()
+		rank.seq++
+		b := ipc.TextBatch{Epoch: epoch, Loads: []ipc.RankLoad{{Rank: 0, Seq: rank.seq, Load: ipc.Load{Received: []uint64{0}, ReceivedTokens: []uint64{0}}}}, Items: items}
+		if err := w.handle(&buf, b.Append(nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	frame(7, item(started.RID, 0, "a", false), item(started.RID, 1, "b", false))
+	frame(7) // a heartbeat from the same detokd changes nothing
+	if w.InFlight() != 2 {
+		t.Fatalf("%d in flight before the restart, want 2", w.InFlight())
+	}
+	// The old detokd dies holding r1's last items, its finishing one among them: the new
+	// detokd's first batch is a heartbeat.
+	frame(9)
+	if w.InFlight() != 1 {
+		t.Fatalf("%d in flight after the restart, want 1 (the request with no ids yet)", w.InFlight())
+	}
+	d, err := started.Next(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(d.IDs, []int32{0, 1}) || d.Err == nil || d.FinishReason != api.FinishError || d.CompletionTokens != 2 {
+		t.Fatalf("delta after the restart: ids %v err %v finish %q usage %d", d.IDs, d.Err, d.FinishReason, d.CompletionTokens)
+	}
+	if !strings.Contains(d.Err.Error(), "detokd restarted") || !strings.Contains(d.Err.Error(), "2 token ids delivered") {
+		t.Errorf("error %q does not say what happened", d.Err)
+	}
+	ab, err := rank.reqs.Recv(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var abort ipc.Abort
+	if err := abort.Decode(ab); err != nil || abort.RID != started.RID {
+		t.Fatalf("after the restart: %+v %v, want an abort of %s", abort, err, started.RID)
+	}
+	frame(9, item(waiting.RID, 0, "x", false), item(waiting.RID, 1, "y", true))
+	d, err = waiting.Next(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(d.IDs, []int32{0, 1}) || d.Err != nil || !d.Finished || d.CompletionTokens != 2 {
+		t.Fatalf("the request without ids at the restart: ids %v err %v finished %v usage %d", d.IDs, d.Err, d.Finished, d.CompletionTokens)
+	}
+}
+
 // TestFailedItemAbortsAtTheRank: a failed item that did not come from the rank's own finish
 // (detokd lost the request's state) stops the request at the rank, and its usage is what was
 // delivered.

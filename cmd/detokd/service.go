@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"time"
 
 	"github.com/llmserve/llmserve/detok"
@@ -22,6 +23,9 @@ type service struct {
 	out   []ipc.Sender       // per worker: its text batches (ipc.WorkerEndpoint)
 	log   *slog.Logger
 	frame []byte // encode buffer, reused between sends
+	// epoch names this process on every batch it sends (ipc.TextBatch.Epoch): random and
+	// nonzero, so a worker tells a restarted detokd from the one before.
+	epoch uint64
 	// ids maps a live request's rid to its client request id while debug lines are on.
 	ids map[string]string
 }
@@ -32,7 +36,7 @@ func newService(tr ipc.Transport, top *ipc.Topology, tok *tokenizer.Tokenizer, n
 	if err != nil {
 		return nil, fmt.Errorf("detokd: bind: %w", err)
 	}
-	s := &service{det: detok.NewDetokenizer(tok, numWorkers), in: in, log: log}
+	s := &service{det: detok.NewDetokenizer(tok, numWorkers), in: in, log: log, epoch: rand.Uint64() | 1}
 	for w := 0; w < numWorkers; w++ {
 		o, err := tr.Push(top.Worker(w, false), false, top.Options(ipc.WithSendHWM(100000), ipc.WithSendTimeout(time.Second))...)
 		if err != nil {
@@ -104,7 +108,7 @@ func (s *service) send(co *detok.Coalescer) {
 	// second).
 	goStats := ipc.GoStats(metrics.ReadGoRuntime())
 	for w := range outs {
-		outs[w].Detok = goStats
+		outs[w].Detok, outs[w].Epoch = goStats, s.epoch
 		s.frame = outs[w].Append(s.frame[:0])
 		if err := s.out[w].Send(s.frame); err != nil {
 			s.log.Warn("worker not reachable; its items are dropped", "worker", w, "items", len(outs[w].Items), "err", err)

@@ -136,7 +136,7 @@ func BenchmarkStreamRows(b *testing.B) {
 		}
 	}
 	for _, set := range sets {
-		for _, m := range []int{1, 2, 3, 4, 5, 6, 8, 9, 16} {
+		for _, m := range []int{1, 2, 3, 4, 5, 6, 8, 9, 16, 32} {
 			b.Run(fmt.Sprintf("%s/m%d", set.name, m), func(b *testing.B) {
 				x := make([]float32, m*6144)
 				out := make([]float32, m*6144)
