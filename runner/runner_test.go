@@ -232,16 +232,19 @@ func TestErrorFlushesBufferedTokens(t *testing.T) {
 }
 
 // heldBackend is the replay runner whose Forward call number holdAt (1-based) waits until
-// release is closed: a test does something at a known point of a request's life.
+// release is closed: a test does something at a known point of a request's life. With
+// holdSeqs, only calls whose batch holds at least that many sequences count, so the point
+// does not depend on when the requests arrived.
 type heldBackend struct {
 	backend.Backend
-	holdAt  int64
-	release chan struct{}
-	calls   atomic.Int64
+	holdAt   int64
+	holdSeqs int
+	release  chan struct{}
+	calls    atomic.Int64
 }
 
 func (h *heldBackend) Forward(ctx context.Context, b *backend.Batch) ([][]float32, error) {
-	if h.calls.Add(1) == h.holdAt {
+	if len(b.Seqs) >= h.holdSeqs && h.calls.Add(1) == h.holdAt {
 		<-h.release
 	}
 	return h.Backend.Forward(ctx, b)
@@ -307,10 +310,17 @@ func TestDetokSettingsRideOnItems(t *testing.T) {
 // process of it (a restarted worker clearing what its predecessor left), refuses those that
 // arrive later, and touches nothing of the new process or of any other worker.
 func TestAbortAllOfOneWorker(t *testing.T) {
-	// The device holds its 50th step until the abort is queued; all three requests have
-	// produced output long before.
-	held := &heldBackend{Backend: newReplay(t, 0), holdAt: 50, release: make(chan struct{})}
+	// The device holds its 50th step with all three requests in the batch until the abort is
+	// queued: all three have produced output by then, however late the third arrived (a
+	// fixed 50th step deadlocked on a loaded machine when it came after it).
+	held := &heldBackend{Backend: newReplay(t, 0), holdAt: 50, holdSeqs: 3, release: make(chan struct{})}
 	g := startRunner(t, held, true, nil)
+	released := false
+	t.Cleanup(func() {
+		if !released { // a failed test must not leave Run held (its cleanup waits for Run)
+			close(held.release)
+		}
+	})
 	for _, m := range []*ipc.GenerateRequest{
 		{RID: "old-1", Owner: 0, OwnerEpoch: 1, InputIDs: prompt, MaxNewTokens: 500, IgnoreEOS: true, Stream: true, StreamInterval: 1},
 		{RID: "old-2", Owner: 0, OwnerEpoch: 1, InputIDs: prompt, MaxNewTokens: 500, IgnoreEOS: true, Stream: true, StreamInterval: 1},
@@ -322,7 +332,6 @@ func TestAbortAllOfOneWorker(t *testing.T) {
 	finish := map[string]ipc.FinishReason{}
 	var tb ipc.TokenBatch
 	deadline := time.Now().Add(20 * time.Second)
-	released := false
 	for len(finish) < 5 && time.Now().Before(deadline) {
 		frame, err := g.in.Recv(100 * time.Millisecond)
 		if errors.Is(err, ipc.ErrTimeout) {
