@@ -312,8 +312,9 @@ func TestDetokSettingsRideOnItems(t *testing.T) {
 func TestAbortAllOfOneWorker(t *testing.T) {
 	// The device holds its 50th step with all three requests in the batch until the abort is
 	// queued: all three have produced output by then, however late the third arrived (a
-	// fixed 50th step deadlocked on a loaded machine when it came after it).
-	held := &heldBackend{Backend: newReplay(t, 0), holdAt: 50, holdSeqs: 3, release: make(chan struct{})}
+	// fixed 50th step deadlocked on a loaded machine when it came after it). A step takes
+	// 2 ms, so the old requests' 500 tokens outlast any gap between the submissions.
+	held := &heldBackend{Backend: newReplay(t, 2*time.Millisecond), holdAt: 50, holdSeqs: 3, release: make(chan struct{})}
 	g := startRunner(t, held, true, nil)
 	released := false
 	t.Cleanup(func() {
