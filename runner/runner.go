@@ -74,16 +74,28 @@ type Runner struct {
 
 	// The step loop's own.
 	outputs map[string]*output // per live request: its gate and output settings
-	epochs  map[uint32]uint64  // per worker: the epoch of its current process, once announced
-	flushed []*gate            // gates whose buffers the batch being sent points into
+	// last is the previous batch's outputs by item position: a decoding batch lists the same
+	// requests in the same order step after step, so send finds most outputs here by comparing
+	// rids (the scheduler's own strings: pointer-equal) instead of hashing them into outputs.
+	last    []lastOutput
+	epochs  map[uint32]uint64 // per worker: the epoch of its current process, once announced
+	flushed []*gate           // gates whose buffers the batch being sent points into
 	batch   ipc.TokenBatch
 	frame   []byte
 	one     ipc.TokenBatch // direct mode: one worker's share of batch
 	wg      sync.WaitGroup // the goroutines Run started
 }
 
+// lastOutput is one item position of the previous batch: its rid and output.
+type lastOutput struct {
+	rid string
+	o   *output
+}
+
 // output is what the runner keeps of one request for its output items.
 type output struct {
+	// done is set when the request's finishing item was sent and the output forgotten.
+	done     bool
 	gate     gate
 	settings outputSettings
 	owner    int    // the tokenizer worker the request belongs to
@@ -311,9 +323,22 @@ func (r *Runner) send(out *scheduler.Output) {
 	b := &r.batch
 	b.Items = b.Items[:0]
 	var none output // requests that failed before add registered their output
+	last := r.last
+	r.last = r.last[:0]
 	for i := range out.Items {
 		it := &out.Items[i]
-		o := r.outputs[it.RID]
+		var o *output
+		// last and r.last share storage: position i is read here before it is rewritten below.
+		if i < len(last) && last[i].o != nil && last[i].rid == it.RID && !last[i].o.done {
+			o = last[i].o
+		} else {
+			o = r.outputs[it.RID]
+		}
+		if o != nil && !it.Finished {
+			r.last = append(r.last, lastOutput{it.RID, o})
+		} else {
+			r.last = append(r.last, lastOutput{}) // never matches (no output)
+		}
 		if o == nil {
 			none = output{gate: newGate(true, 1)}
 			o = &none
@@ -338,6 +363,7 @@ func (r *Runner) send(out *scheduler.Output) {
 		b.Items = append(b.Items, itemToWire(it, ids, lps, top, &o.settings, first))
 		if it.Finished {
 			r.logFinish(it, o.settings.requestID)
+			o.done = true
 			delete(r.outputs, it.RID)
 		} else if o.gate.holding() {
 			r.flushed = append(r.flushed, &o.gate)
