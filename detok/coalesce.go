@@ -21,6 +21,10 @@ type Coalescer struct {
 	loads []ipc.RankLoad  // each rank's latest load, in order of each rank's first report
 	// at maps a rid to its item's position in items (cleared by Reset).
 	at map[string]int
+	// cursor is where in items Add looks first for the next item's request: a rank lists its
+	// requests in the same order step after step, so most items are found there or a few
+	// places on, comparing rids instead of hashing them into at.
+	cursor int
 	// merged counts the items merged into an earlier item of the same request since Reset.
 	merged int
 	// added counts the items added since Reset (merged or not).
@@ -36,6 +40,7 @@ func NewCoalescer() *Coalescer {
 // reused as soon as Add returns.
 func (c *Coalescer) Add(b *ipc.TokenBatch) {
 	c.addLoad(&ipc.RankLoad{Rank: b.Rank, Seq: b.Seq, Load: b.Load})
+	c.cursor = 0
 	for i := range b.Items {
 		c.addItem(&b.Items[i])
 	}
@@ -63,9 +68,20 @@ func (c *Coalescer) addLoad(rl *ipc.RankLoad) {
 // addItem appends it, or merges it into the request's earlier item.
 func (c *Coalescer) addItem(it *ipc.TokenItem) {
 	c.added++
+	for k := c.cursor; k < len(c.items) && k < c.cursor+lookAheadSpan; k++ {
+		if dst := &c.items[k]; dst.RID == it.RID && !dst.Finished {
+			// The request's open item (at[rid] is k: an item is only added under a rid whose
+			// earlier item finished, and a finished item is never merged into).
+			mergeItem(dst, it)
+			c.merged++
+			c.cursor = k + 1
+			return
+		}
+	}
 	if k, ok := c.at[it.RID]; ok && !c.items[k].Finished {
 		mergeItem(&c.items[k], it)
 		c.merged++
+		c.cursor = k + 1
 		return
 	}
 	// A request's items after its finish (none are sent) are kept apart, as they came.
@@ -87,6 +103,10 @@ func (c *Coalescer) addItem(it *ipc.TokenItem) {
 	dst.StopStrings = append(stops, it.StopStrings...)
 	dst.SpecAccepted = append(spec, it.SpecAccepted...)
 }
+
+// lookAheadSpan is how many items past its cursor the coalescer compares before it looks a rid
+// up: the requests that finished between two steps, which left the batch, are skipped over.
+const lookAheadSpan = 8
 
 // mergeItem appends the later item it onto dst, an earlier item of the same request.
 func mergeItem(dst, it *ipc.TokenItem) {
@@ -146,7 +166,7 @@ func (c *Coalescer) Reset() {
 	c.items = c.items[:0]
 	c.loads = c.loads[:0]
 	clear(c.at)
-	c.merged, c.added = 0, 0
+	c.merged, c.added, c.cursor = 0, 0, 0
 }
 
 // grow extends s by one element, reusing the element left there by an earlier round (and so

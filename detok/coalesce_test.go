@@ -2,6 +2,7 @@ package detok
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -212,5 +213,97 @@ func TestCoalescerKeepsErrorKind(t *testing.T) {
 	items := co.Items()
 	if len(items) != 1 || items[0].Error != "bad grammar" || items[0].ErrorKind != ipc.ErrorInvalid || !slices.Equal(items[0].NewIDs, []int32{1}) || co.Merged() != 1 {
 		t.Fatalf("merged item %+v, want one item with the id, the error and its kind", items)
+	}
+}
+
+// TestCoalescerFollowsShiftingBatches: two ranks' steps, interleaved, each listing its live
+// requests in order while requests finish (several at once, more than the look-ahead spans)
+// and new ones join at the end, are merged in rounds of random size and detokenized: every
+// request gets exactly its ids, their text and its finish, one item per round (the coalescer
+// and the detokenizer find most requests by position, the rest by rid).
+func TestCoalescerFollowsShiftingBatches(t *testing.T) {
+	tok, err := tokenizer.Load("../models/pico")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vocab := tok.Encode("the quick brown fox jumps over the lazy dog while seven wizards hum; naïve café ü", false)
+	rng := rand.New(rand.NewPCG(1, 2))
+	type live struct {
+		rid    string
+		length int // tokens it generates in all
+		ids    []int32
+	}
+	d := NewDetokenizer(tok, 2)
+	co := NewCoalescer()
+	got := map[string]*received{}
+	want := map[string][]int32{}
+	ranks := [2][]*live{}
+	next := 0
+	join := func(r int) {
+		l := &live{rid: fmt.Sprintf("r%d-%03d", r, next), length: 1 + rng.IntN(30)}
+		next++
+		ranks[r] = append(ranks[r], l)
+		got[l.rid] = &received{}
+	}
+	for r := range ranks {
+		for range 20 {
+			join(r)
+		}
+	}
+	flush := func() {
+		perRID := map[string]int{}
+		out, err := d.StepMerged(co.Items(), co.Loads())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range out {
+			for i := range b.Items {
+				it := &b.Items[i]
+				perRID[it.RID]++
+				got[it.RID].add(it)
+			}
+		}
+		for rid, n := range perRID {
+			if n != 1 {
+				t.Fatalf("request %s: %d items in one round", rid, n)
+			}
+		}
+		co.Reset()
+	}
+	inRound := 0
+	for step := 0; step < 400; step++ {
+		r := step % 2
+		var items []ipc.TokenItem
+		for _, l := range ranks[r] {
+			id := vocab[rng.IntN(len(vocab))]
+			l.ids = append(l.ids, id)
+			it := ipc.TokenItem{RID: l.rid, Owner: uint32(len(l.rid) % 2), NewIDs: []int32{id}, CompletionTokens: int32(len(l.ids)), MatchedStopToken: -1}
+			if len(l.ids) == l.length {
+				it.Finished, it.FinishReason = true, ipc.FinishLength
+				want[l.rid] = l.ids
+			}
+			items = append(items, it)
+		}
+		co.Add(&ipc.TokenBatch{Rank: uint32(r), Seq: uint64(step), Items: items})
+		ranks[r] = slices.DeleteFunc(ranks[r], func(l *live) bool { return len(l.ids) == l.length })
+		if step < 300 {
+			for range rng.IntN(4) {
+				join(r)
+			}
+		}
+		if inRound++; rng.IntN(4) == 0 {
+			flush()
+			inRound = 0
+		}
+	}
+	flush()
+	if len(want) < 100 {
+		t.Fatalf("only %d requests finished", len(want))
+	}
+	for rid, ids := range want {
+		g := got[rid]
+		if !slices.Equal(g.ids, ids) || g.text != tok.Decode(ids, true) || !g.finished || int(g.completion) != len(ids) {
+			t.Errorf("%s: ids %v text %q finished %v completion %d, want ids %v text %q", rid, g.ids, g.text, g.finished, g.completion, ids, tok.Decode(ids, true))
+		}
 	}
 }

@@ -15,7 +15,11 @@ type Detokenizer struct {
 	table   *Table               // live requests' detokenization state
 	workers int                  // tokenizer workers; an item's Owner indexes out
 	out     []ipc.TextBatch      // per worker, reused between steps
-	one     [1]ipc.RankLoad      // Step's one load, kept here so that Step allocates nothing
+	// last holds the streams of the previous step's items in order, next the current step's
+	// (swapped after it): a rank lists its requests in the same order step after step, so most
+	// streams are found there, comparing rids, instead of in the table's map.
+	last, next []streamRef
+	one        [1]ipc.RankLoad // Step's one load, kept here so that Step allocates nothing
 }
 
 // NewDetokenizer makes a detokenizer for outputs owned by numWorkers tokenizer workers.
@@ -40,6 +44,8 @@ func (d *Detokenizer) StepMerged(items []ipc.TokenItem, loads []ipc.RankLoad) ([
 		d.out[w].Loads = append(d.out[w].Loads[:0], loads...)
 	}
 	var errs []error
+	last, next := d.last, d.next[:0]
+	j := 0 // where in last the next item's stream is looked for first
 	for i := range items {
 		it := &items[i]
 		if int(it.Owner) >= d.workers {
@@ -49,7 +55,11 @@ func (d *Detokenizer) StepMerged(items []ipc.TokenItem, loads []ipc.RankLoad) ([
 		text := ""
 		out := &d.out[it.Owner]
 		if !it.NoText {
-			st, ok := d.table.Get(it.RID)
+			st := findStream(last, &j, it.RID)
+			ok := st != nil
+			if !ok {
+				st, ok = d.table.Get(it.RID)
+			}
 			if !ok && it.CompletionTokens > int32(len(it.NewIDs)) {
 				// Ids went out for this request before, but not through this process (detokd
 				// restarted): its decoder state, held-back text and stop strings are gone, so
@@ -66,13 +76,38 @@ func (d *Detokenizer) StepMerged(items []ipc.TokenItem, loads []ipc.RankLoad) ([
 				}
 			}
 			text, _, _ = st.Push(it.NewIDs, it.Finished)
+			if !it.Finished {
+				next = append(next, streamRef{it.RID, st})
+			}
 		}
 		if it.Finished {
 			d.table.Close(it.RID)
 		}
 		out.Items = append(out.Items, ipc.TextItem{TokenItem: *it, Text: text})
 	}
+	d.last, d.next = next, last
 	return d.out, errors.Join(errs...)
+}
+
+// streamRef is one request's open stream, by rid.
+type streamRef struct {
+	rid string
+	st  *Stream
+}
+
+// lookAheadStreams is how many entries past its cursor findStream compares.
+const lookAheadStreams = 8
+
+// findStream finds rid's open stream among the first lookAheadStreams entries of last from *j
+// on and moves *j past it; nil (and *j unchanged) when it is not there.
+func findStream(last []streamRef, j *int, rid string) *Stream {
+	for k := *j; k < len(last) && k < *j+lookAheadStreams; k++ {
+		if r := &last[k]; r.rid == rid && !r.st.closed {
+			*j = k + 1
+			return r.st
+		}
+	}
+	return nil
 }
 
 // ErrLostState is the error of a request whose detokenization state this detokd does not hold

@@ -35,6 +35,8 @@ type Stream struct {
 	stopped  bool
 	finished bool
 	matched  string
+	// closed is set when the stream's Table closes it (a caller's cached pointer is stale).
+	closed bool
 }
 
 // NewStream returns the state for one request. Empty stop strings are

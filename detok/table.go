@@ -43,7 +43,10 @@ func (t *Table) Get(rid string) (*Stream, bool) {
 func (t *Table) Close(rid string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	_, ok := t.streams[rid]
+	s, ok := t.streams[rid]
+	if ok {
+		s.closed = true
+	}
 	delete(t.streams, rid)
 	return ok
 }

@@ -583,12 +583,27 @@ const (
 	itemFinished uint8 = 1 << iota
 	itemNoText
 	itemSkipSpecialTokens
-	itemAllFlags = itemFinished | itemNoText | itemSkipSpecialTokens
+	// itemPlain says the item's optional tail (matched stop string, error, stop strings, top
+	// and prompt logprobs, request id, embedding) is empty and left out: most items of a
+	// decoding batch carry a rid, counts and one id, and the tail would be most of their bytes
+	// and of the time spent encoding and decoding them, in schedulerd, detokd and the worker.
+	itemPlain
+	itemAllFlags = itemFinished | itemNoText | itemSkipSpecialTokens | itemPlain
 )
 
+// plainItem reports whether it's optional tail is empty, so it goes out without it (itemPlain).
+func plainItem(it *TokenItem) bool {
+	return it.MatchedStop == "" && it.Error == "" && it.ErrorKind == 0 && len(it.StopStrings) == 0 &&
+		len(it.TopLogprobIDs) == 0 && len(it.TopLogprobs) == 0 && len(it.PromptLogprobs) == 0 &&
+		len(it.PromptTopLogprobIDs) == 0 && len(it.PromptTopLogprobs) == 0 && it.RequestID == "" && len(it.Embedding) == 0
+}
+
 func sizeTokenItem(it *TokenItem) int {
-	return sizeStr(it.RID) + 4 + sizeI32s(it.NewIDs) + sizeF32s(it.Logprobs) + 3*4 + 2 + 4 +
-		sizeStr(it.MatchedStop) + sizeStr(it.Error) + 1 + sizeStrs(it.StopStrings) +
+	head := sizeStr(it.RID) + 4 + sizeI32s(it.NewIDs) + sizeF32s(it.Logprobs) + 3*4 + 2 + 4
+	if plainItem(it) {
+		return head + itemTimesLen(it)
+	}
+	return head + sizeStr(it.MatchedStop) + sizeStr(it.Error) + 1 + sizeStrs(it.StopStrings) +
 		sizeI32s(it.TopLogprobIDs) + sizeF32s(it.TopLogprobs) +
 		sizeF32s(it.PromptLogprobs) + sizeI32s(it.PromptTopLogprobIDs) + sizeF32s(it.PromptTopLogprobs) +
 		sizeStr(it.RequestID) + sizeF32s(it.Embedding) + itemTimesLen(it)
@@ -603,8 +618,8 @@ func itemTimesLen(it *TokenItem) int {
 	return 0
 }
 
-// minTokenItemLen is the encoded size of an empty TokenItem; it bounds item counts.
-const minTokenItemLen = 4 + 4 + 4 + 4 + 3*4 + 2 + 4 + 4 + 4 + 1 + 4 + 4 + 4 + 4 + 4 + 4 + 4 + 4
+// minTokenItemLen is the encoded size of an empty plain TokenItem; it bounds item counts.
+const minTokenItemLen = 4 + 4 + 4 + 4 + 3*4 + 2 + 4
 
 func appendTokenItem(dst []byte, it *TokenItem) []byte {
 	dst = appendStr(dst, it.RID)
@@ -614,20 +629,23 @@ func appendTokenItem(dst []byte, it *TokenItem) []byte {
 	dst = appendI32(dst, it.PromptTokens)
 	dst = appendI32(dst, it.CachedTokens)
 	dst = appendI32(dst, it.CompletionTokens)
+	plain := plainItem(it)
 	dst = append(dst, flag(it.Finished, itemFinished)|flag(it.NoText, itemNoText)|
-		flag(it.SkipSpecialTokens, itemSkipSpecialTokens), byte(it.FinishReason))
+		flag(it.SkipSpecialTokens, itemSkipSpecialTokens)|flag(plain, itemPlain), byte(it.FinishReason))
 	dst = appendI32(dst, it.MatchedStopToken)
-	dst = appendStr(dst, it.MatchedStop)
-	dst = appendStr(dst, it.Error)
-	dst = append(dst, byte(it.ErrorKind))
-	dst = appendStrs(dst, it.StopStrings)
-	dst = appendI32s(dst, it.TopLogprobIDs)
-	dst = appendF32s(dst, it.TopLogprobs)
-	dst = appendF32s(dst, it.PromptLogprobs)
-	dst = appendI32s(dst, it.PromptTopLogprobIDs)
-	dst = appendF32s(dst, it.PromptTopLogprobs)
-	dst = appendStr(dst, it.RequestID)
-	dst = appendF32s(dst, it.Embedding)
+	if !plain {
+		dst = appendStr(dst, it.MatchedStop)
+		dst = appendStr(dst, it.Error)
+		dst = append(dst, byte(it.ErrorKind))
+		dst = appendStrs(dst, it.StopStrings)
+		dst = appendI32s(dst, it.TopLogprobIDs)
+		dst = appendF32s(dst, it.TopLogprobs)
+		dst = appendF32s(dst, it.PromptLogprobs)
+		dst = appendI32s(dst, it.PromptTopLogprobIDs)
+		dst = appendF32s(dst, it.PromptTopLogprobs)
+		dst = appendStr(dst, it.RequestID)
+		dst = appendF32s(dst, it.Embedding)
+	}
 	if it.Finished {
 		dst = appendI64(dst, it.QueueNanos)
 		dst = appendI64(dst, it.PrefillNanos)
@@ -665,6 +683,28 @@ func (r *reader) tokenItem(it *TokenItem) {
 	it.SkipSpecialTokens = f&itemSkipSpecialTokens != 0
 	it.FinishReason = reason
 	it.MatchedStopToken = int32(binary.LittleEndian.Uint32(b[14:]))
+	if f&itemPlain != 0 {
+		// The optional tail was left out: every field of it is empty (storage kept for reuse).
+		it.MatchedStop, it.Error, it.ErrorKind, it.RequestID = "", "", 0, ""
+		it.StopStrings, it.TopLogprobIDs, it.TopLogprobs = it.StopStrings[:0], it.TopLogprobIDs[:0], it.TopLogprobs[:0]
+		it.PromptLogprobs, it.PromptTopLogprobIDs, it.PromptTopLogprobs = it.PromptLogprobs[:0], it.PromptTopLogprobIDs[:0], it.PromptTopLogprobs[:0]
+		it.Embedding = it.Embedding[:0]
+	} else {
+		r.itemTail(it)
+	}
+	it.QueueNanos, it.PrefillNanos, it.DecodeNanos, it.Preemptions = 0, 0, 0, 0
+	it.SpecDrafts, it.SpecDraftTokens, it.SpecAccepted = 0, 0, it.SpecAccepted[:0]
+	if it.Finished {
+		it.QueueNanos = r.i64("item.queue_time")
+		it.PrefillNanos = r.i64("item.prefill_time")
+		it.DecodeNanos = r.i64("item.decode_time")
+		it.Preemptions = r.i32("item.preemptions")
+		r.specCounts(it)
+	}
+}
+
+// itemTail reads the optional tail of an item that is not plain (itemPlain).
+func (r *reader) itemTail(it *TokenItem) {
 	it.MatchedStop = r.str(it.MatchedStop, "item.matched_stop")
 	it.Error = r.str(it.Error, "item.error")
 	it.ErrorKind = ErrorKind(r.u8("item.error_kind"))
@@ -685,15 +725,6 @@ func (r *reader) tokenItem(it *TokenItem) {
 	}
 	it.RequestID = r.str(it.RequestID, "item.request_id")
 	it.Embedding = r.f32s(it.Embedding, "item.embedding")
-	it.QueueNanos, it.PrefillNanos, it.DecodeNanos, it.Preemptions = 0, 0, 0, 0
-	it.SpecDrafts, it.SpecDraftTokens, it.SpecAccepted = 0, 0, it.SpecAccepted[:0]
-	if it.Finished {
-		it.QueueNanos = r.i64("item.queue_time")
-		it.PrefillNanos = r.i64("item.prefill_time")
-		it.DecodeNanos = r.i64("item.decode_time")
-		it.Preemptions = r.i32("item.preemptions")
-		r.specCounts(it)
-	}
 }
 
 // specCounts reads a finished item's speculation counts. They feed counters on /metrics, so a

@@ -195,7 +195,7 @@ func TestDecodeRejects(t *testing.T) {
 
 	badReason := Encode(&TokenBatch{Items: []TokenItem{{FinishReason: maxFinishReason + 1}}})
 	badFlags := Encode(&TokenBatch{Items: []TokenItem{{}}})
-	badFlags[len(badFlags)-4-4-4-4-2] = 0x80 // the item flag byte
+	badFlags[len(badFlags)-4-2] = 0x80 // the item flag byte: a plain item ends with it, its finish reason and its stop token
 	badGrammar := Encode(&GenerateRequest{Grammar: Grammar{Kind: maxGrammarKind + 1}})
 	badErrorKind := Encode(&TokenBatch{Items: []TokenItem{{Finished: true, FinishReason: FinishError, Error: "x", ErrorKind: maxErrorKind + 1}}})
 
@@ -384,13 +384,13 @@ func TestWireGolden(t *testing.T) {
 		m    Message
 		want string
 	}{
-		{&Abort{RID: "r1", Owner: 2, OwnerEpoch: 5, Reason: "x"}, "0f02" + "02000000" + "7231" + "02000000" + "0500000000000000" + "01000000" + "78"},
+		{&Abort{RID: "r1", Owner: 2, OwnerEpoch: 5, Reason: "x"}, "1002" + "02000000" + "7231" + "02000000" + "0500000000000000" + "01000000" + "78"},
 		{&GenerateRequest{RID: "g", Owner: 1, OwnerEpoch: 3, InputIDs: []int32{7},
 			Sampling: Sampling{Temperature: 1, TopP: 0.5, MinP: 0, RepetitionPenalty: 2, FrequencyPenalty: -1, PresencePenalty: 0,
 				TopK: 3, Seed: 9, HasSeed: true},
 			MaxNewTokens: 4, MinNewTokens: 1, StopTokenIDs: []int32{2}, StopStrings: []string{"s"}, Stream: true, NoText: true,
 			StreamInterval: 5, Grammar: Grammar{Kind: GrammarRegex, Spec: "a"}, RoutedRank: -1, ArrivalUnixNano: 6, RequestID: "q", Priority: -2, Pooling: PoolingLast},
-			"0f01" + "01000000" + "67" + "01000000" + "0300000000000000" + "01000000" + "07000000" +
+			"1001" + "01000000" + "67" + "01000000" + "0300000000000000" + "01000000" + "07000000" +
 				"0000803f" + "0000003f" + "00000000" + "00000040" + "000080bf" + "00000000" + "03000000" + "0900000000000000" + "01" + "00000000" + "00000000" +
 				"04000000" + "01000000" + "01000000" + "02000000" + "01000000" + "01000000" + "73" +
 				"0c" + "05000000" + "03" + "01000000" + "61" + "ffffffff" + "0600000000000000" + "00000000" + "01000000" + "71" + "feffffff" + "01"},
@@ -400,7 +400,7 @@ func TestWireGolden(t *testing.T) {
 			Items: []TokenItem{{RID: "a", NewIDs: []int32{-1}, Finished: true, FinishReason: FinishLength, MatchedStopToken: -1,
 				SkipSpecialTokens: true, StopStrings: []string{"z"}, RequestID: "q", QueueNanos: 1, PrefillNanos: 2, DecodeNanos: 3, Preemptions: 4, Embedding: []float32{1},
 				SpecDrafts: 5, SpecDraftTokens: 6, SpecAccepted: []int32{3, 1}}}},
-			"0f03" + "01000000" + "0200000000000000" +
+			"1003" + "01000000" + "0200000000000000" +
 				"0300000000000000" + "0000000000000000" + "0000000000000000" + "0000000000000000" + "1000000000000000" + "0000000000000000" +
 				"0700000000000000" + "0800000000000000" + // preemptions, prefix hit tokens
 				"0a00000000000000" + "0b00000000000000" + "0c00000000000000" + "0d00000000000000" + // steps, drafts, draft tokens, accepted
@@ -415,6 +415,20 @@ func TestWireGolden(t *testing.T) {
 				"01000000" + "01000000" + "7a" + "00000000" + "00000000" + "00000000" + "00000000" + "00000000" + "01000000" + "71" + "01000000" + "0000803f" +
 				"0100000000000000" + "0200000000000000" + "0300000000000000" + "04000000" +
 				"05000000" + "06000000" + "02000000" + "03000000" + "01000000"}, // speculation: 5 drafts, 6 tokens, accepted [3 1]
+		// A plain item (no optional tail) leaves the tail out and says so (flag 0x08).
+		{&TokenBatch{Rank: 1, Seq: 2, Items: []TokenItem{{RID: "a", Owner: 1, NewIDs: []int32{7}, PromptTokens: 3, CompletionTokens: 1, MatchedStopToken: -1}}},
+			"1003" + "01000000" + "0200000000000000" +
+				"0000000000000000" + "0000000000000000" + "0000000000000000" + "0000000000000000" + "0000000000000000" + "0000000000000000" +
+				"0000000000000000" + "0000000000000000" +
+				"0000000000000000" + "0000000000000000" + "0000000000000000" + "0000000000000000" +
+				"0000000000000000" +
+				"00000000" + "00000000" +
+				"00000000" +
+				"0000000000000000" + "0000000000000000" + "0000000000000000" + "0000000000000000" +
+				"0000000000000000" + "0000000000000000" + "0000000000000000" + "0000000000000000" + "00000000" +
+				"01000000" + // one item
+				"01000000" + "61" + "01000000" + "01000000" + "07000000" + "00000000" +
+				"03000000" + "00000000" + "01000000" + "08" + "00" + "ffffffff"},
 	}
 	for _, c := range cases {
 		if got := fmt.Sprintf("%x", Encode(c.m)); got != c.want {
@@ -441,5 +455,33 @@ func TestSizes(t *testing.T) {
 		if got := len(Encode(m)); got != want {
 			t.Errorf("%v: size() = %d, frame is %d bytes", m.Type(), want, got)
 		}
+	}
+}
+
+// TestPlainItemReusesBuffers checks that a plain item (no optional tail on the wire) decoded
+// into a batch whose item had a tail leaves every tail field empty, that an item with a tail
+// still carries it, and that a plain item's frame leaves the tail out.
+func TestPlainItemReusesBuffers(t *testing.T) {
+	full := TokenItem{RID: "a", NewIDs: []int32{1}, Logprobs: []float32{-1}, CompletionTokens: 1, MatchedStopToken: -1,
+		StopStrings: []string{"s"}, TopLogprobIDs: []int32{1, 2}, TopLogprobs: []float32{-1, -2}, PromptLogprobs: []float32{-3},
+		PromptTopLogprobIDs: []int32{4}, PromptTopLogprobs: []float32{-4}, RequestID: "q", Embedding: []float32{5}}
+	plain := TokenItem{RID: "a", NewIDs: []int32{2}, CompletionTokens: 2, MatchedStopToken: -1}
+	done := TokenItem{RID: "a", NewIDs: []int32{3}, CompletionTokens: 3, MatchedStopToken: 9, Finished: true, FinishReason: FinishStop,
+		QueueNanos: 1, PrefillNanos: 2, DecodeNanos: 3, SpecDrafts: 1, SpecDraftTokens: 2, SpecAccepted: []int32{1}}
+	var b TokenBatch
+	for _, want := range []TokenItem{full, plain, full, done} {
+		if err := b.Decode(Encode(&TokenBatch{Items: []TokenItem{want}})); err != nil {
+			t.Fatal(err)
+		}
+		got := b.Items[0]
+		norm := func(it TokenItem) string { return fmt.Sprintf("%+v", it) }
+		// Empty slices compare as nil in the %+v form.
+		if norm(got) != norm(want) {
+			t.Fatalf("decoded\n%+v\nwant\n%+v", got, want)
+		}
+	}
+	if p, f := len(Encode(&TokenBatch{Items: []TokenItem{plain}})), len(Encode(&TokenBatch{Items: []TokenItem{{RID: "a", NewIDs: []int32{2}, CompletionTokens: 2, MatchedStopToken: -1, RequestID: "q"}}})); f-p < 40 {
+		// The tail is 11 fields of at least 4 bytes but for the error kind's 1, and "q".
+		t.Fatalf("a plain item takes %d bytes, one with a request id %d: the tail was not left out", p, f)
 	}
 }

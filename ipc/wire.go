@@ -4,7 +4,7 @@ import "fmt"
 
 // WireVersion is the first byte of every frame. Bump it on any incompatible layout change;
 // decoders refuse frames of any other version.
-const WireVersion byte = 15
+const WireVersion byte = 16
 
 // MsgType is the second byte of every frame.
 type MsgType uint8

@@ -74,16 +74,30 @@ type Runner struct {
 
 	// The step loop's own.
 	outputs map[string]*output // per live request: its gate and output settings
-	epochs  map[uint32]uint64  // per worker: the epoch of its current process, once announced
-	flushed []*gate            // gates whose buffers the batch being sent points into
-	batch   ipc.TokenBatch
-	frame   []byte
-	one     ipc.TokenBatch // direct mode: one worker's share of batch
-	wg      sync.WaitGroup // the goroutines Run started
+	// last is the previous batch's outputs by item position: a decoding batch lists the same
+	// requests in the same order step after step (less those that finished, new ones after),
+	// so send finds most outputs here by comparing rids (the scheduler's own strings:
+	// pointer-equal) instead of hashing them into outputs. next is send's buffer for the
+	// batch being sent, swapped with last after it.
+	last, next []lastOutput
+	epochs     map[uint32]uint64 // per worker: the epoch of its current process, once announced
+	flushed    []*gate           // gates whose buffers the batch being sent points into
+	batch      ipc.TokenBatch
+	frame      []byte
+	one        ipc.TokenBatch // direct mode: one worker's share of batch
+	wg         sync.WaitGroup // the goroutines Run started
+}
+
+// lastOutput is one item position of the previous batch: its rid and output.
+type lastOutput struct {
+	rid string
+	o   *output
 }
 
 // output is what the runner keeps of one request for its output items.
 type output struct {
+	// done is set when the request's finishing item was sent and the output forgotten.
+	done     bool
 	gate     gate
 	settings outputSettings
 	owner    int    // the tokenizer worker the request belongs to
@@ -311,9 +325,17 @@ func (r *Runner) send(out *scheduler.Output) {
 	b := &r.batch
 	b.Items = b.Items[:0]
 	var none output // requests that failed before add registered their output
+	last, next := r.last, r.next[:0]
+	j := 0 // where in last the next item is looked for first
 	for i := range out.Items {
 		it := &out.Items[i]
-		o := r.outputs[it.RID]
+		o := lookAhead(last, &j, it.RID)
+		if o == nil {
+			o = r.outputs[it.RID]
+		}
+		if o != nil && !it.Finished {
+			next = append(next, lastOutput{it.RID, o})
+		}
 		if o == nil {
 			none = output{gate: newGate(true, 1)}
 			o = &none
@@ -338,11 +360,13 @@ func (r *Runner) send(out *scheduler.Output) {
 		b.Items = append(b.Items, itemToWire(it, ids, lps, top, &o.settings, first))
 		if it.Finished {
 			r.logFinish(it, o.settings.requestID)
+			o.done = true
 			delete(r.outputs, it.RID)
 		} else if o.gate.holding() {
 			r.flushed = append(r.flushed, &o.gate)
 		}
 	}
+	r.last, r.next = next, last
 	r.load.publish(out.Load)
 	r.emit(b)
 	r.publishKV(out.KVEvents, time.Now())
@@ -352,6 +376,22 @@ func (r *Runner) send(out *scheduler.Output) {
 	}
 	clear(r.flushed)
 	r.flushed = r.flushed[:0]
+}
+
+// lookAheadSpan is how many positions past the cursor lookAhead tries: the requests that
+// finished between two batches, which left the batch, are skipped over.
+const lookAheadSpan = 8
+
+// lookAhead finds rid's live output among the first lookAheadSpan entries of last from *j on,
+// and moves *j past it; nil (and *j unchanged) when it is not there.
+func lookAhead(last []lastOutput, j *int, rid string) *output {
+	for k := *j; k < len(last) && k < *j+lookAheadSpan; k++ {
+		if l := &last[k]; l.rid == rid && !l.o.done {
+			*j = k + 1
+			return l.o
+		}
+	}
+	return nil
 }
 
 // logFinish logs a finished request at debug (at warn when it failed), under the client's

@@ -434,3 +434,75 @@ func TestRefusalsCarryTheirKind(t *testing.T) {
 		}
 	}
 }
+
+// TestGatesFollowRequestsAcrossBatchOrder: requests with different stream intervals share
+// batches whose order shifts as some finish and others arrive (send finds each request's
+// output by its position in the previous batch when it can): every request's items keep its
+// own interval's shape and its own ids.
+func TestGatesFollowRequestsAcrossBatchOrder(t *testing.T) {
+	type req struct {
+		rid      string
+		interval int
+		n        int
+	}
+	reqs := []req{{"a", 3, 40}, {"b", 1, 5}, {"c", 7, 40}, {"d", 2, 9}, {"e", 5, 30}}
+	refs := map[int][]int32{}
+	for _, q := range reqs {
+		if refs[q.n] == nil {
+			refs[q.n] = reference(t, q.n)
+		}
+	}
+	g := startRunner(t, newReplay(t, time.Millisecond), true, nil)
+	got := map[string][]ipc.TokenItem{}
+	var tb ipc.TokenBatch
+	recv := func() {
+		frame, err := g.in.Recv(100 * time.Millisecond)
+		if errors.Is(err, ipc.ErrTimeout) {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tb.Decode(frame); err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range tb.Items {
+			it.NewIDs = slices.Clone(it.NewIDs)
+			got[it.RID] = append(got[it.RID], it)
+		}
+	}
+	finished := func(rid string) bool {
+		its := got[rid]
+		return len(its) > 0 && its[len(its)-1].Finished
+	}
+	// Three start together; the fourth arrives once the short one has finished (taking its
+	// place in the batch), the fifth a few steps later.
+	for _, q := range reqs[:3] {
+		g.submit(&ipc.GenerateRequest{RID: q.rid, InputIDs: prompt, MaxNewTokens: int32(q.n), IgnoreEOS: true, Stream: true, StreamInterval: int32(q.interval)})
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for !finished("b") && time.Now().Before(deadline) {
+		recv()
+	}
+	g.submit(&ipc.GenerateRequest{RID: "d", InputIDs: prompt, MaxNewTokens: 9, IgnoreEOS: true, Stream: true, StreamInterval: 2})
+	for len(got["d"]) < 2 && time.Now().Before(deadline) {
+		recv()
+	}
+	g.submit(&ipc.GenerateRequest{RID: "e", InputIDs: prompt, MaxNewTokens: 30, IgnoreEOS: true, Stream: true, StreamInterval: 5})
+	for time.Now().Before(deadline) && !(finished("a") && finished("c") && finished("d") && finished("e")) {
+		recv()
+	}
+	for _, q := range reqs {
+		sizes, ids := sizesAndIDs(got[q.rid])
+		k := q.interval
+		nq := (q.n - 2) / k
+		want := append([]int{1}, slices.Repeat([]int{k}, nq)...)
+		want = append(want, q.n-1-nq*k)
+		if !slices.Equal(sizes, want) {
+			t.Errorf("%s (interval %d): item sizes %v, want %v", q.rid, k, sizes, want)
+		}
+		if !slices.Equal(ids, refs[q.n]) {
+			t.Errorf("%s: ids %v, want %v", q.rid, ids, refs[q.n])
+		}
+	}
+}

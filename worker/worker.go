@@ -150,6 +150,9 @@ type entry struct {
 	// detokenized: detokd decodes this request's text (not NoText, not skip-detokenization),
 	// so a detokd restart after its first ids dooms it (see detokdRestarted).
 	detokenized bool
+	// gone is set, under Worker.mu, when the entry leaves reqs (so a cached pointer to it in
+	// the receive loop's frameBuffers.last is known stale).
+	gone bool
 }
 
 // New opens the worker's sockets: its output socket (bound) and one request socket per rank.
@@ -356,6 +359,9 @@ func (w *Worker) abortAt(rank int, rid, reason string) {
 
 func (w *Worker) remove(rid string) {
 	w.mu.Lock()
+	if e := w.reqs[rid]; e != nil {
+		e.gone = true
+	}
 	delete(w.reqs, rid)
 	w.mu.Unlock()
 }
@@ -414,6 +420,10 @@ type frameBuffers struct {
 	held, merging bool
 	co            *detok.Coalescer // the round's token batches merged per request
 	ents          []*entry
+	// last holds the live entries of the previous batch's items in order, next the current
+	// one's (swapped after it): the batches list their requests in the same order round after
+	// round, so lookup finds most entries there, comparing rids, instead of in reqs.
+	last, next []ridEntry
 	// failed holds the rids of the batch's requests that deliver failed (a gap).
 	failed []string
 }
@@ -455,7 +465,7 @@ func (w *Worker) add(buf *frameBuffers, frame []byte) error {
 			w.report(int(xb.Loads[i].Rank), xb.Loads[i].Seq, &xb.Loads[i].Load)
 		}
 		w.recordGo(-1, &xb.Detok)
-		buf.ents = w.lookup(buf.ents[:0], len(xb.Items), func(i int) *ipc.TokenItem { return &xb.Items[i].TokenItem })
+		buf.ents = w.lookup(buf, len(xb.Items), func(i int) *ipc.TokenItem { return &xb.Items[i].TokenItem })
 		for i, e := range buf.ents {
 			if e != nil {
 				if !w.deliver(e, &xb.Items[i].TokenItem, xb.Items[i].Text, true) {
@@ -499,7 +509,7 @@ func (w *Worker) flush(buf *frameBuffers) {
 	if buf.merging {
 		items = buf.co.Items()
 	}
-	buf.ents = w.lookup(buf.ents[:0], len(items), func(i int) *ipc.TokenItem { return &items[i] })
+	buf.ents = w.lookup(buf, len(items), func(i int) *ipc.TokenItem { return &items[i] })
 	for i, e := range buf.ents {
 		if e != nil {
 			if !w.deliver(e, &items[i], "", false) {
@@ -562,19 +572,45 @@ func (w *Worker) GoRuntime(rank int) (metrics.GoRuntime, bool) {
 	return metrics.GoRuntime(r.stats), true
 }
 
+// ridEntry is one request's entry, by rid.
+type ridEntry struct {
+	rid string
+	e   *entry
+}
+
+// lookAheadSpan is how many entries of the previous batch past its cursor lookup compares
+// before it looks a rid up in reqs.
+const lookAheadSpan = 8
+
 // lookup finds the entries of a batch's n items under one lock (nil for requests already gone),
-// and forgets the ones that finish.
-func (w *Worker) lookup(dst []*entry, n int, item func(i int) *ipc.TokenItem) []*entry {
+// and forgets the ones that finish. It returns buf.ents, refilled.
+func (w *Worker) lookup(buf *frameBuffers, n int, item func(i int) *ipc.TokenItem) []*entry {
+	dst, last, next := buf.ents[:0], buf.last, buf.next[:0]
+	j := 0 // where in last the next item's entry is looked for first
 	w.mu.Lock()
 	for i := range n {
 		it := item(i)
-		e := w.reqs[it.RID]
+		var e *entry
+		for k := j; k < len(last) && k < j+lookAheadSpan; k++ {
+			if l := &last[k]; l.rid == it.RID && !l.e.gone {
+				e, j = l.e, k+1
+				break
+			}
+		}
+		if e == nil {
+			e = w.reqs[it.RID]
+		}
 		if e != nil && it.Finished {
+			e.gone = true
 			delete(w.reqs, it.RID)
+		}
+		if e != nil && !e.gone {
+			next = append(next, ridEntry{it.RID, e})
 		}
 		dst = append(dst, e)
 	}
 	w.mu.Unlock()
+	buf.last, buf.next = next, last
 	return dst
 }
 
@@ -622,6 +658,7 @@ func (w *Worker) detokdRestarted() {
 	for rid, e := range w.reqs {
 		if e.detokenized && e.delivered > 0 {
 			failed = append(failed, e)
+			e.gone = true
 			delete(w.reqs, rid)
 		}
 	}
@@ -643,6 +680,9 @@ func (w *Worker) forget(buf *frameBuffers) {
 	}
 	w.mu.Lock()
 	for _, rid := range buf.failed {
+		if e := w.reqs[rid]; e != nil {
+			e.gone = true
+		}
 		delete(w.reqs, rid)
 	}
 	w.mu.Unlock()
@@ -673,6 +713,7 @@ func (w *Worker) failAll(rank int, err error) {
 	for rid, e := range w.reqs {
 		if rank < 0 || e.rank == rank {
 			failed = append(failed, e)
+			e.gone = true
 			delete(w.reqs, rid)
 		}
 	}

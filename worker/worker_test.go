@@ -617,3 +617,83 @@ func TestTokenBatchesMergedPerRound(t *testing.T) {
 		t.Errorf("stream saw %d merged pushes, want 2 (one push per round's run of token batches)", m)
 	}
 }
+
+// TestLookupFollowsShiftingBatches: batches routed through one set of receive buffers (as the
+// receive loop's are), whose requests shift as some finish or fail and others join, and whose
+// order is reversed: every stream gets its own ids, and a request that failed gets nothing
+// more (lookup finds most entries by their position in the previous batch).
+func TestLookupFollowsShiftingBatches(t *testing.T) {
+	w, rank := startWorker(t, 5*time.Second)
+	var streams []*api.Stream
+	submit := func() {
+		st, err := w.Submit(context.Background(), &api.Request{InputIDs: []int32{1, 2, 3}, MaxNewTokens: 100, Stream: true, StreamInterval: 1, RoutedRank: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rank.dispatched()
+		streams = append(streams, st)
+	}
+	for range 12 {
+		submit()
+	}
+	var buf frameBuffers
+	next := make([]int32, 13) // each request's next id
+	route := func(done map[int]bool, order ...int) {
+		t.Helper()
+		var items []ipc.TextItem
+		for _, k := range order {
+			items = append(items, item(streams[k].RID, next[k], "x", done[k]))
+			next[k]++
+		}
+		if err := w.handle(&buf, rank.batch(items...)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all := func(skip ...int) []int {
+		var o []int
+		for k := range streams {
+			if !slices.Contains(skip, k) {
+				o = append(o, k)
+			}
+		}
+		return o
+	}
+	route(nil, all()...)
+	route(map[int]bool{3: true}, all()...) // 3 finishes
+	next[5]++                              // 5's next item follows a gap: it fails
+	route(nil, all(3)...)
+	route(nil, all(3)...) // 5's next item, after its failure, is dropped
+	if frame, err := rank.reqs.Recv(5 * time.Second); err != nil {
+		t.Fatal(err)
+	} else if typ, _ := ipc.PeekType(frame); typ != ipc.MsgAbort {
+		t.Fatalf("after the gap the rank got a %v, want an abort", typ)
+	}
+	submit() // 12 joins
+	o := all(3, 5)
+	slices.Reverse(o)
+	route(nil, o...)
+	route(map[int]bool{0: true, 1: true, 2: true, 4: true, 6: true, 7: true, 8: true, 9: true, 10: true, 11: true, 12: true}, all(3, 5)...)
+	if n := w.InFlight(); n != 0 {
+		t.Fatalf("%d requests still in flight", n)
+	}
+	for k, st := range streams {
+		d, err := st.Next(context.Background(), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []int32
+		switch k {
+		case 3:
+			want = []int32{0, 1}
+		case 5:
+			want = []int32{0, 1}
+		case 12:
+			want = []int32{0, 1}
+		default:
+			want = []int32{0, 1, 2, 3, 4, 5}
+		}
+		if !slices.Equal(d.IDs, want) || !d.Finished || (k == 5) != (d.Err != nil) {
+			t.Errorf("request %d: ids %v finished %v err %v, want ids %v", k, d.IDs, d.Finished, d.Err, want)
+		}
+	}
+}

@@ -35,6 +35,7 @@ func main() {
 // run serves detokd until ctx ends (SIGINT/SIGTERM).
 func run(ctx context.Context, cfg *runflags.Config) error {
 	log := cfg.Logger("detokd")
+	runflags.SetStreamingGC()
 	if err := cfg.Check(); err != nil {
 		return runflags.AsConfig(err)
 	}

@@ -325,6 +325,7 @@ func workerThreads(flag, workers, ranks, cpus int) int {
 // sockets, the API on top, and the HTTP server on the shared port.
 func runWorker(ctx context.Context, cfg *serveConfig) error {
 	log := cfg.Logger("tokenizerd").With("worker", cfg.WorkerIndex)
+	runflags.SetStreamingGC()
 	mode := workerMode(&cfg.Config)
 	tok, grammars, err := loadTokenizer(&cfg.Config, mode)
 	if err != nil {
