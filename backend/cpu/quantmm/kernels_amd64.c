@@ -248,9 +248,10 @@ __attribute__((target(QA_TARGET))) void qa_q32(const float *x, int64_t nblk, int
 // (GCC 12, Zen 3, BenchmarkMatMulDecode16 cpu-ns/op), and 8 rows per pass ~4% over 4.
 #define Q8P_KEEP(v) __asm__("" : "+x"(v))
 
+// q8p_tile stores activation row t's 8 sums at res + t*ldr.
 static inline __attribute__((always_inline, target(Q8P_TARGET))) void q8p_tile(const uint8_t *g, int nb,
                                                                              const int8_t *aq, const float *ad,
-                                                                             int NA, float *res) {
+                                                                             int NA, float *res, int64_t ldr) {
     __m256 acc[Q8P_NA];
 #pragma GCC unroll 8
     for (int t = 0; t < NA; t++) acc[t] = _mm256_setzero_ps();
@@ -283,14 +284,13 @@ static inline __attribute__((always_inline, target(Q8P_TARGET))) void q8p_tile(c
         }
     }
 #pragma GCC unroll 8
-    for (int t = 0; t < NA; t++) _mm256_storeu_ps(res + 8 * t, acc[t]);
+    for (int t = 0; t < NA; t++) _mm256_storeu_ps(res + t * ldr, acc[t]);
 }
 
 #define Q8P_TILE(NA)                                                                                              \
-    static __attribute__((noinline, target(Q8P_TARGET))) void q8p_tile_##NA(const uint8_t *g, int nb,            \
-                                                                            const int8_t *aq, const float *ad,   \
-                                                                            float *res) {                        \
-        q8p_tile(g, nb, aq, ad, NA, res);                                                                         \
+    static __attribute__((noinline, target(Q8P_TARGET))) void q8p_tile_##NA(                                      \
+        const uint8_t *g, int nb, const int8_t *aq, const float *ad, float *res, int64_t ldr) {                   \
+        q8p_tile(g, nb, aq, ad, NA, res, ldr);                                                                    \
     }
 Q8P_TILE(1) Q8P_TILE(2) Q8P_TILE(3) Q8P_TILE(4) Q8P_TILE(5) Q8P_TILE(6) Q8P_TILE(7) Q8P_TILE(8)
 #undef Q8P_TILE
@@ -300,7 +300,7 @@ Q8P_TILE(1) Q8P_TILE(2) Q8P_TILE(3) Q8P_TILE(4) Q8P_TILE(5) Q8P_TILE(6) Q8P_TILE
 __attribute__((target(Q8P_TARGET))) void q8_0_packed_avx2(const uint8_t *p, int rows, int nb, int g0, int g1,
                                                            const int8_t *aq, const float *ad, int n, float *out,
                                                            int64_t ldo) {
-    typedef void (*tile_fn)(const uint8_t *, int, const int8_t *, const float *, float *);
+    typedef void (*tile_fn)(const uint8_t *, int, const int8_t *, const float *, float *, int64_t);
     static const tile_fn tiles[Q8P_NA] = {q8p_tile_1, q8p_tile_2, q8p_tile_3, q8p_tile_4,
                                           q8p_tile_5, q8p_tile_6, q8p_tile_7, q8p_tile_8};
     float res[8 * Q8P_NA];
@@ -309,7 +309,12 @@ __attribute__((target(Q8P_TARGET))) void q8_0_packed_avx2(const uint8_t *p, int 
         const int nr = rows - 8 * g < 8 ? rows - 8 * g : 8;
         for (int i = 0; i < n; i += Q8P_NA) {
             const int na = n - i < Q8P_NA ? n - i : Q8P_NA;
-            tiles[na - 1](gp, nb, aq + (int64_t)i * nb * 32, ad + (int64_t)i * nb, res);
+            // A whole group's sums go straight to out; a last, partial group's through res.
+            if (nr == 8) {
+                tiles[na - 1](gp, nb, aq + (int64_t)i * nb * 32, ad + (int64_t)i * nb, out + (int64_t)i * ldo + 8 * g, ldo);
+                continue;
+            }
+            tiles[na - 1](gp, nb, aq + (int64_t)i * nb * 32, ad + (int64_t)i * nb, res, 8);
             for (int t = 0; t < na; t++) memcpy(out + (int64_t)(i + t) * ldo + 8 * g, res + 8 * t, (size_t)nr * 4);
         }
     }
