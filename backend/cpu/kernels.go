@@ -73,14 +73,24 @@ func swiGLU(gate, up []float32, simd bool) {
 }
 
 // softmaxScaled turns raw scores s into softmax(scale·s) in place, subtracting the maximum
-// first so the exponentials cannot overflow. With simd the exponentials of whole groups of four
-// go through expShiftedAsm (the same bits); the sum keeps its order either way.
+// first so the exponentials cannot overflow. The sum of the exponentials runs in four float64
+// lanes (element i into lane i mod 4, each lane in order; then (l0+l1)+(l2+l3), then the last
+// len(s) mod 4 in order), so the SIMD kernels and the Go loops give the same bits. With simd the
+// maximum, exponentials, sum and division go through the AVX2 kernels (a verify pass's extra
+// rows spent a tenth of their time in the Go loops).
 func softmaxScaled(s []float32, scale float32, simd bool) {
 	m := float32(math.Inf(-1))
-	for _, v := range s {
+	done := 0
+	if simd {
+		done = len(s) &^ 7
+		if done > 0 {
+			m = maxAsm(&s[0], done)
+		}
+	}
+	for _, v := range s[done:] {
 		m = max(m, v)
 	}
-	done := 0
+	done = 0
 	if simd {
 		done = len(s) &^ 3
 		if done > 0 {
@@ -90,12 +100,31 @@ func softmaxScaled(s []float32, scale float32, simd bool) {
 	for i := done; i < len(s); i++ {
 		s[i] = exp32((s[i] - m) * scale)
 	}
-	var sum float64
-	for _, e := range s {
+	var lanes [4]float64
+	body := len(s) &^ 3
+	if simd && body > 0 {
+		sum4Asm(&s[0], body, &lanes)
+	} else {
+		for i := 0; i < body; i += 4 {
+			lanes[0] += float64(s[i])
+			lanes[1] += float64(s[i+1])
+			lanes[2] += float64(s[i+2])
+			lanes[3] += float64(s[i+3])
+		}
+	}
+	sum := (lanes[0] + lanes[1]) + (lanes[2] + lanes[3])
+	for _, e := range s[body:] {
 		sum += float64(e)
 	}
 	total := float32(sum)
-	for i := range s {
+	done = 0
+	if simd {
+		done = len(s) &^ 7
+		if done > 0 {
+			divAsm(&s[0], done, total)
+		}
+	}
+	for i := done; i < len(s); i++ {
 		s[i] /= total
 	}
 }

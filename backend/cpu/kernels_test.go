@@ -200,6 +200,47 @@ func TestSoftmaxSIMD(t *testing.T) {
 					t.Fatalf("n=%d spread=%v: p[%d] = %v, want %v", n, spread, i, got[i], want[i])
 				}
 			}
+			// The Go path itself: within float32 rounding of a float64 softmax of the same
+			// float32 exponents.
+			var ref []float64
+			m, sum := float32(math.Inf(-1)), 0.0
+			for _, v := range s {
+				m = max(m, v)
+			}
+			for _, v := range s {
+				e := math.Exp(float64((v - m) * 0.088))
+				ref, sum = append(ref, e), sum+e
+			}
+			for i := range n {
+				if d := math.Abs(float64(want[i]) - ref[i]/sum); d > 1e-6*ref[i]/sum+1e-30 {
+					t.Fatalf("n=%d spread=%v: p[%d] = %v, float64 reference %v", n, spread, i, want[i], ref[i]/sum)
+				}
+			}
+		}
+	}
+	// Special values anywhere (in the kernels' part and in the tail): NaN, ±Inf, signed zeros.
+	specials := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), 0, float32(math.Copysign(0, -1))}
+	for _, n := range []int{8, 11, 17, 40} {
+		for _, sp := range specials {
+			for _, at := range []int{0, 5, n - 1} {
+				s := randSlice(rng, n)
+				s[at] = sp
+				if at != n-1 {
+					s[n-1] = specials[(at+3)%len(specials)]
+				}
+				want, got := append([]float32(nil), s...), append([]float32(nil), s...)
+				softmaxScaled(want, 0.088, false)
+				softmaxScaled(got, 0.088, true)
+				for i := range n {
+					w, g := want[i], got[i]
+					if w != w && g != g {
+						continue // both NaN: the payload is not specified
+					}
+					if math.Float32bits(g) != math.Float32bits(w) {
+						t.Fatalf("n=%d %v at %d: p[%d] = %v, want %v", n, sp, at, i, g, w)
+					}
+				}
+			}
 		}
 	}
 }

@@ -84,6 +84,23 @@ func axpyRows4x2BF16Asm(p *[8]float32, v *uint16, ldv int, n int, out0, out1 *fl
 //go:noescape
 func expShiftedAsm(s *float32, n int, m float32, scale float32, c *expConsts)
 
+// maxAsm returns the largest of s[0:n] (n a multiple of 8, > 0), NaN if any is NaN: Go's max
+// over them.
+//
+//go:noescape
+func maxAsm(s *float32, n int) float32
+
+// sum4Asm sets lanes[l] to the float64 sum of s[l], s[l+4], s[l+8], ... in that order, for the
+// first n elements (a multiple of 4).
+//
+//go:noescape
+func sum4Asm(s *float32, n int, lanes *[4]float64)
+
+// divAsm sets s[i] /= d for i < n (a multiple of 8): IEEE division, the Go loop's bits.
+//
+//go:noescape
+func divAsm(s *float32, n int, d float32)
+
 // prefetchAsm asks for the n bytes at p to be brought into cache.
 //
 //go:noescape

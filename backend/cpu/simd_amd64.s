@@ -356,6 +356,86 @@ expDone:
 	VZEROUPPER
 	RET
 
+// func maxAsm(s *float32, n int) float32
+//
+// The largest of s[0:n] (n a multiple of 8, > 0); NaN (the first NaN's bits do not matter: Go's
+// max returns a NaN) if any is NaN. VMAXPS returns its second operand when either is NaN, so NaNs
+// are tracked apart by an unordered compare.
+TEXT ·maxAsm(SB), NOSPLIT, $0-20
+	MOVQ s+0(FP), SI
+	MOVQ n+8(FP), CX
+	VMOVUPS (SI), Y0
+	VXORPS  Y2, Y2, Y2
+	SHRQ    $3, CX
+
+maxLoop:
+	VMOVUPS (SI), Y1
+	VCMPPS  $3, Y1, Y1, Y3
+	VORPS   Y3, Y2, Y2
+	VMAXPS  Y0, Y1, Y0
+	ADDQ    $32, SI
+	DECQ    CX
+	JNZ     maxLoop
+	VEXTRACTF128 $1, Y0, X1
+	VMAXPS  X0, X1, X0
+	VPERMILPS $0x4e, X0, X1
+	VMAXPS  X0, X1, X0
+	VPERMILPS $0xb1, X0, X1
+	VMAXPS  X0, X1, X0
+	VMOVMSKPS Y2, AX
+	TESTL   AX, AX
+	JZ      maxDone
+	VPCMPEQD Y0, Y0, Y0 // all ones: a NaN
+maxDone:
+	VMOVSS  X0, ret+16(FP)
+	VZEROUPPER
+	RET
+
+// func sum4Asm(s *float32, n int, lanes *[4]float64)
+//
+// lanes[l] = float64(s[l]) + float64(s[l+4]) + ... in that order, over s[0:n] (n a multiple of 4).
+TEXT ·sum4Asm(SB), NOSPLIT, $0-24
+	MOVQ s+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ lanes+16(FP), DI
+	VXORPD Y0, Y0, Y0
+	SHRQ   $2, CX
+	JZ     sum4Done
+
+sum4Loop:
+	VCVTPS2PD (SI), Y1
+	VADDPD    Y1, Y0, Y0
+	ADDQ      $16, SI
+	DECQ      CX
+	JNZ       sum4Loop
+
+sum4Done:
+	VMOVUPD Y0, (DI)
+	VZEROUPPER
+	RET
+
+// func divAsm(s *float32, n int, d float32)
+//
+// s[i] /= d for i < n (a multiple of 8).
+TEXT ·divAsm(SB), NOSPLIT, $0-20
+	MOVQ s+0(FP), SI
+	MOVQ n+8(FP), CX
+	VBROADCASTSS d+16(FP), Y0
+	SHRQ $3, CX
+	JZ   divDone
+
+divLoop:
+	VMOVUPS (SI), Y1
+	VDIVPS  Y0, Y1, Y1
+	VMOVUPS Y1, (SI)
+	ADDQ    $32, SI
+	DECQ    CX
+	JNZ     divLoop
+
+divDone:
+	VZEROUPPER
+	RET
+
 // func toHalfAsm(src *float32, dst *uint16, n int) (nan bool)
 //
 // Rounds n float32 (a multiple of 8) to IEEE half floats, to nearest even (VCVTPS2PH). It

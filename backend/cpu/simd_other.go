@@ -57,6 +57,18 @@ func expShiftedAsm(s *float32, n int, m float32, scale float32, c *expConsts) {
 	panic("cpu: expShiftedAsm called without SIMD support")
 }
 
+func maxAsm(s *float32, n int) float32 {
+	panic("cpu: maxAsm called without SIMD support")
+}
+
+func sum4Asm(s *float32, n int, lanes *[4]float64) {
+	panic("cpu: sum4Asm called without SIMD support")
+}
+
+func divAsm(s *float32, n int, d float32) {
+	panic("cpu: divAsm called without SIMD support")
+}
+
 func prefetchAsm(p *uint16, n int) {
 	panic("cpu: prefetchAsm called without SIMD support")
 }

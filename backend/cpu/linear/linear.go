@@ -468,10 +468,16 @@ func (mu *Multiplier) stream(set *kernelSet, ti int, w model.Matrix, m int, x []
 			for p, i := 0, 0; p < passes; p++ {
 				mp := (m - i) / (passes - p)
 				rowsMulti[mp](&w.Data[j0*rb], rb, nr, &xk[i*ldk], 4*ldk, kv, &rowsBuf[0])
-				for r := range nr {
-					for ii := range mp {
-						store(i+ii, j0+r, rowsBuf[r*mp+ii])
+				if kv < k {
+					for r := range nr {
+						for ii := range mp {
+							store(i+ii, j0+r, rowsBuf[r*mp+ii])
+						}
 					}
+				} else {
+					// No tail columns: the results go straight out (through store's closures
+					// they cost a fifth of a 4-row verify step's extra time).
+					scatterRows(out[i*ldo+j0:], ldo, rowsBuf[:nr*mp], mp, accumulate)
 				}
 				i += mp
 			}
@@ -549,6 +555,27 @@ func (mu *Multiplier) stream(set *kernelSet, ti int, w model.Matrix, m int, x []
 			}
 		}
 	})
+}
+
+// scatterRows writes (or adds, with accumulate) the results of a rowsMultiFunc kernel, src[r·mp+i]
+// for weight row r and activation row i, to dst[i·ldo+r]. A function of its own: inside stream's
+// task closure (inlined there) the compiler kept the loop's index on the stack.
+//
+//go:noinline
+func scatterRows(dst []float32, ldo int, src []float32, mp int, accumulate bool) {
+	nr := len(src) / mp
+	for i := range mp {
+		d := dst[i*ldo : i*ldo+nr]
+		if accumulate {
+			for r := range d {
+				d[r] += src[r*mp+i]
+			}
+		} else {
+			for r := range d {
+				d[r] = src[r*mp+i]
+			}
+		}
+	}
 }
 
 // bf16Rows returns the first k elements of each of m rows of x (stride ldx) rounded to BF16, in
