@@ -154,8 +154,16 @@ type stepCost struct {
 // stepCostDecay weighs older steps: the fit follows about the last hundred.
 const stepCostDecay = 0.99
 
-// stepCostPrior is rho before the fit has steps of different sizes to go by.
+// stepCostPrior is rho before the fit has steps of different sizes to go by, and what it is
+// drawn toward while they are few (stepCostPriorWeight).
 const stepCostPrior = 0.25
+
+// stepCostPriorWeight is how much evidence about the slope the prior counts as, in units of the
+// steps' decayed spread of sizes, Σw·(n - n̄)²: a few two-token verifications among decodes
+// (spread ~1 each) move rho only part of the way to their fit. A bare regression over them
+// followed the noise of a handful of steps: a first verification that a neighbour's work made
+// 1.6x a decode (rho 0.6) held drafts at one token for the next dozen steps.
+const stepCostPriorWeight = 4
 
 // add records a step of n tokens that took sec seconds.
 func (c *stepCost) add(n int, sec float64) {
@@ -168,7 +176,7 @@ func (c *stepCost) add(n int, sec float64) {
 }
 
 // rho is the cost of one more token in a step of n tokens relative to that step's cost, in
-// [0, 1].
+// [0, 1]: the fit's, drawn toward stepCostPrior by stepCostPriorWeight.
 func (c *stepCost) rho(n int) float64 {
 	den := c.s*c.sxx - c.sx*c.sx
 	if c.s < 2 || den <= 1e-9*c.s*c.sxx {
@@ -177,8 +185,10 @@ func (c *stepCost) rho(n int) float64 {
 	b := (c.s*c.sxy - c.sx*c.sy) / den
 	a := (c.sy - b*c.sx) / c.s
 	b, a = max(b, 0), max(a, 0)
-	if a+b*float64(n) <= 0 {
-		return stepCostPrior
+	fit := stepCostPrior
+	if a+b*float64(n) > 0 {
+		fit = min(1, b/(a+b*float64(n)))
 	}
-	return min(1, b/(a+b*float64(n)))
+	spread := den / c.s // Σw·(n - n̄)²
+	return (stepCostPriorWeight*stepCostPrior + spread*fit) / (stepCostPriorWeight + spread)
 }

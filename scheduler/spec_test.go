@@ -123,14 +123,23 @@ func TestStepCost(t *testing.T) {
 	if got := c.rho(1); got != stepCostPrior {
 		t.Fatalf("steps of one size: rho %v, want the prior", got)
 	}
-	// t = 1 + 0.5·n: one more token in a one-token step costs a third of it.
-	for _, n := range []int{3, 5, 1, 2, 4} {
-		c.add(n, 1+0.5*float64(n))
+	// One two-token step that took twice a decode (a fit of rho 1): little evidence, so rho
+	// moves only part of the way from the prior.
+	c.add(2, 3)
+	if got := c.rho(1); got <= stepCostPrior || got > 0.5 {
+		t.Fatalf("after one 2-token step of twice a decode: rho %v, want in (%v, 0.5]", got, stepCostPrior)
 	}
-	if got := c.rho(1); math.Abs(got-1.0/3) > 1e-6 {
+	// Many steps of every size on t = 1 + 0.5·n: the fit rules, and one more token in a
+	// one-token step costs a third of it, in a four-token step a sixth.
+	for range 40 {
+		for _, n := range []int{3, 5, 1, 2, 4, 9, 1, 6} {
+			c.add(n, 1+0.5*float64(n))
+		}
+	}
+	if got := c.rho(1); math.Abs(got-1.0/3) > 0.005 {
 		t.Fatalf("rho(1) = %v, want 1/3", got)
 	}
-	if got := c.rho(4); math.Abs(got-0.5/3) > 1e-6 {
+	if got := c.rho(4); math.Abs(got-0.5/3) > 0.005 {
 		t.Fatalf("rho(4) = %v, want 1/6", got)
 	}
 }
