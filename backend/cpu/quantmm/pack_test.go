@@ -15,7 +15,7 @@ var packedTypes = []quant.Type{quant.Q8_0, quant.Q4_K, quant.Q6_K}
 // TestPackedMatchesUnpacked: on every kernel set with a packed kernel, a packed matrix gives the
 // portable unpacked path's results bit for bit (real scales, so float rounding is exercised, and
 // quant bytes of every value, -128 included), for row counts that leave every remainder of a
-// group, activation-row counts across the 4-row tiles and the 64-row slices, odd block counts,
+// group, activation-row counts across the kernels' tiles (4 or 8 rows) and the 64-row slices, odd block counts,
 // and several thread counts; outputs past the rows stay untouched.
 func TestPackedMatchesUnpacked(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
