@@ -653,16 +653,7 @@ func (w *Worker) deliver(e *entry, it *ipc.TokenItem, text string, hasText bool)
 // among them, died with the old detokd has no next item, and its stream would wait forever.
 // Requests without ids yet go on: their first item carries what detokd needs.
 func (w *Worker) detokdRestarted() {
-	w.mu.Lock()
-	var failed []*entry
-	for rid, e := range w.reqs {
-		if e.detokenized && e.delivered > 0 {
-			failed = append(failed, e)
-			e.gone = true
-			delete(w.reqs, rid)
-		}
-	}
-	w.mu.Unlock()
+	failed := w.take(func(e *entry) bool { return e.detokenized && e.delivered > 0 })
 	if len(failed) > 0 {
 		w.log.Error("detokd restarted: failing the requests it was streaming", "requests", len(failed))
 	}
@@ -708,22 +699,27 @@ func (w *Worker) detokHint() string {
 // failAll ends every in-flight request on rank (all ranks when rank < 0) with err. The tokens
 // already delivered stay delivered; the error event follows them.
 func (w *Worker) failAll(rank int, err error) {
-	w.mu.Lock()
-	var failed []*entry
-	for rid, e := range w.reqs {
-		if rank < 0 || e.rank == rank {
-			failed = append(failed, e)
-			e.gone = true
-			delete(w.reqs, rid)
-		}
-	}
-	w.mu.Unlock()
-	for _, e := range failed {
+	for _, e := range w.take(func(e *entry) bool { return rank < 0 || e.rank == rank }) {
 		e.st.Push(&api.Delta{Finished: true, FinishReason: api.FinishError, Err: err})
 		// The rank may well be alive (detokd, which relays its reports, may be what failed):
 		// stop it from decoding a request nobody waits for.
 		w.abortAt(e.rank, e.st.RID, "the worker gave up on it: "+err.Error())
 	}
+}
+
+// take removes the in-flight requests that match from the table and returns them.
+func (w *Worker) take(match func(*entry) bool) []*entry {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var taken []*entry
+	for rid, e := range w.reqs {
+		if match(e) {
+			taken = append(taken, e)
+			e.gone = true
+			delete(w.reqs, rid)
+		}
+	}
+	return taken
 }
 
 // Health implements api.Engine: every rank must be reporting.
