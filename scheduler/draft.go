@@ -62,54 +62,73 @@ func ngramDraft(dst, toks []int32, k, maxN, minN int) []int32 {
 // draftCtl sizes one request's drafts by what they are worth: it estimates the chance that
 // a draft token is accepted (given the ones before it were) from the request's recent
 // verifications, and picks the length that maximizes the expected tokens per unit of step time
-// (bestDraft) under the step cost the scheduler measures. When no length pays, drafting pauses
-// for a cooling period that doubles each time and is followed by a one-token probe, so a
-// workload without repeats pays one cheap probe every few hundred steps at most.
+// (bestDraft) under the step cost the scheduler measures. When no length pays, the request
+// decodes plainly and the draft it would have made is kept as a shadow: the tokens it emits
+// next are checked against it, which costs no forward work, and the outcome counts as a
+// verification. So the estimate keeps following the output while drafting is off, and drafting
+// resumes on the step after the output starts repeating (a preamble, then a copy of the prompt)
+// instead of waiting out a blind pause. For greedy decoding a shadow is accepted exactly as the
+// draft would have been; for sampled output a shadow token matches with the probability the
+// target gives it, which is the chance speculative sampling accepts a draft token.
 type draftCtl struct {
 	acc, rej float64 // decayed counts of accepted draft tokens and of rejected drafts
-	cool     int     // steps left without drafting
-	backoff  int     // the next cooling period
-	probe    bool    // the cooling period ended: the next draft is a one-token probe
+	// shadow is the pending shadow draft (empty when none), matched how many of its tokens the
+	// request has emitted so far.
+	shadow  []int32
+	matched int
 }
 
-// Cooling periods when drafts do not pay: the first, and the longest.
-const (
-	draftCoolMin = 16
-	draftCoolMax = 512
-	// draftDecay weighs the verifications before the last one: recent ones count most.
-	draftDecay = 0.8
-	// draftGain is how much more a draft must be expected to yield per unit of step time than
-	// a plain decode, so noise in the estimates does not make drafting a loss.
-	draftGain = 1.03
-)
+// shadowMax bounds a shadow draft: a short one is settled within a few tokens, so the estimate
+// turns as soon as the output does.
+const shadowMax = 2
+
+// draftDecay weighs the verifications before the last one: recent ones count most.
+const draftDecay = 0.8
+
+// draftGain is how much more a draft must be expected to yield per unit of step time than a
+// plain decode, so noise in the estimates does not make drafting a loss.
+const draftGain = 1.03
 
 // alpha is the estimated chance that a draft token is accepted (a prior of one accepted and
 // one rejected: 0.5 before any verification).
 func (c *draftCtl) alpha() float64 { return (c.acc + 1) / (c.acc + c.rej + 2) }
 
-// length is how many tokens the next draft may hold (0 while cooling); maxK bounds it and rho
-// is the step cost of one more token relative to the step without it (see stepCost).
+// length is how many tokens the next draft may hold (0: decode plainly, and shadow the draft);
+// maxK bounds it and rho is the step cost of one more token relative to the step without it
+// (see stepCost). A pending shadow is dropped when drafting resumes.
 func (c *draftCtl) length(maxK int, rho float64) int {
 	if maxK <= 0 {
 		return 0
 	}
-	if c.cool > 0 {
-		c.cool--
-		return 0
-	}
-	if c.probe {
-		c.probe = false
-		return 1
-	}
 	k := bestDraft(c.alpha(), rho, maxK)
-	if k == 0 {
-		if c.backoff == 0 {
-			c.backoff = draftCoolMin
-		}
-		c.cool, c.probe = c.backoff, true
-		c.backoff = min(2*c.backoff, draftCoolMax)
+	if k > 0 {
+		c.shadow = c.shadow[:0]
 	}
 	return k
+}
+
+// watching reports whether a shadow draft waits for the request's next tokens.
+func (c *draftCtl) watching() bool { return len(c.shadow) > 0 }
+
+// watch makes d, a draft that is not verified, the shadow (an empty d makes none). d may
+// alias c.shadow's storage.
+func (c *draftCtl) watch(d []int32) {
+	c.shadow, c.matched = d, 0
+}
+
+// observe checks tok, the request's next emitted token, against the shadow draft; the shadow
+// counts as a verification of its length once a token differs or all of it matched.
+func (c *draftCtl) observe(tok int32) {
+	if len(c.shadow) == 0 {
+		return
+	}
+	if tok == c.shadow[c.matched] {
+		if c.matched++; c.matched < len(c.shadow) {
+			return
+		}
+	}
+	c.update(len(c.shadow), c.matched)
+	c.shadow = c.shadow[:0]
 }
 
 // update records that accepted of drafted tokens were accepted.
@@ -121,9 +140,6 @@ func (c *draftCtl) update(drafted, accepted int) {
 	c.rej *= draftDecay
 	if accepted < drafted {
 		c.rej++
-	}
-	if accepted > 0 {
-		c.backoff = 0
 	}
 }
 

@@ -194,6 +194,8 @@ func (s *Scheduler) record(st *liveRequest) (it Item, done bool) {
 	}
 	st.tokens = append(st.tokens, tok)
 	st.sampler.Accept(tok)
+	st.ctl.observe(tok)
+	st.fctl.observe(tok)
 	it = s.item(st, FinishNone)
 	stop := func(reason FinishReason) (Item, bool) {
 		it.Finished, it.FinishReason = true, reason

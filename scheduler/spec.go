@@ -40,11 +40,20 @@ func (s *Scheduler) draft(st *liveRequest, budget, decodes int) int {
 				d = d[:1+fk]
 			}
 			st.forced = len(d) > 1
+		} else if !st.fctl.watching() {
+			sd := dc.ForcedTokens(st.fctl.shadow[:0], min(k, shadowMax))
+			st.fctl.watch(sd[:min(len(sd), k, shadowMax)])
 		}
 	}
 	if len(d) == 1 {
 		if kn := st.ctl.length(k, rho); kn > 0 {
 			d = ngramDraft(d, st.tokens, kn, ngramMax, ngramMin)
+		} else if !st.ctl.watching() {
+			sd := ngramDraft(st.ctl.shadow[:0], st.tokens, min(k, shadowMax), ngramMax, ngramMin)
+			if dc != nil {
+				sd = sd[:dc.Admits(sd)]
+			}
+			st.ctl.watch(sd)
 		}
 		if dc != nil && len(d) > 1 {
 			// A draft token the grammar refuses ends the draft: it could never be accepted.

@@ -77,8 +77,8 @@ func TestDraftCtlAdapts(t *testing.T) {
 	if k := c.length(maxK, rho); k != maxK {
 		t.Fatalf("after whole drafts accepted: %d (alpha %.2f), want %d", k, c.alpha(), maxK)
 	}
-	// Drafts that gain nothing: alpha falls until no length pays, then drafting cools for a
-	// period and probes one token; each failed probe doubles the period.
+	// Drafts that gain nothing: alpha falls until no length pays; the request then decodes
+	// plainly, without blind probes.
 	rho = 0.3
 	misses := 0
 	for c.length(maxK, rho) > 0 {
@@ -87,31 +87,49 @@ func TestDraftCtlAdapts(t *testing.T) {
 			t.Fatalf("still drafting at alpha %.2f", c.alpha())
 		}
 	}
-	for period := draftCoolMin; period <= 4*draftCoolMin; period *= 2 {
-		for i := range period {
-			if k := c.length(maxK, rho); k != 0 {
-				t.Fatalf("cooling period %d, step %d: length %d", period, i, k)
-			}
-		}
-		if k := c.length(maxK, rho); k != 1 {
-			t.Fatalf("probe after a period of %d: %d", period, k)
-		}
-		c.update(1, 0) // the probe fails
+	for i := range 100 {
 		if k := c.length(maxK, rho); k != 0 {
-			t.Fatalf("after a failed probe: %d", k)
+			t.Fatalf("plain decode %d after drafts stopped paying: length %d", i, k)
 		}
 	}
-	// Accepted probes end the backoff and bring drafting back.
-	for i := 0; c.length(maxK, rho) == 0; i++ {
-		if i > draftCoolMax+1 {
-			t.Fatal("no probe")
+	// A shadow counts once a token differs, as a draft with the tokens before it accepted.
+	acc, rej := c.acc, c.rej
+	c.watch([]int32{7, 8, 9})
+	c.observe(7)
+	if !c.watching() {
+		t.Fatal("shadow resolved after 1 of 3 matching tokens")
+	}
+	c.observe(5)
+	if c.watching() || c.acc != acc*draftDecay+1 || c.rej != rej*draftDecay+1 {
+		t.Fatalf("after a shadow matched for 1 of 3 tokens: pending %v, acc %v, rej %v (were %v, %v)", c.watching(), c.acc, c.rej, acc, rej)
+	}
+	// Shadows that miss at once keep drafting off.
+	for range 3 {
+		c.watch([]int32{7, 8, 9})
+		c.observe(5)
+	}
+	if k := c.length(maxK, rho); k != 0 {
+		t.Fatalf("after shadows that missed: length %d (alpha %.2f)", k, c.alpha())
+	}
+	c.observe(1) // no shadow: nothing to record
+	// The output starts repeating: shadows that match in full bring drafting back within a
+	// few tokens, and the pending shadow is dropped when it does.
+	steps := 0
+	for c.length(maxK, rho) == 0 {
+		if steps++; steps > 4 {
+			t.Fatalf("not drafting after %d whole shadows matched (alpha %.2f)", steps-1, c.alpha())
+		}
+		c.watch([]int32{1, 2, 3, 4})
+		for _, tok := range []int32{1, 2, 3, 4} {
+			c.observe(tok)
+		}
+		if c.watching() {
+			t.Fatal("shadow pending after all its tokens matched")
 		}
 	}
-	for range 6 {
-		c.update(1, 1)
-	}
-	if k := c.length(maxK, rho); k < 2 || c.backoff != 0 {
-		t.Fatalf("after accepted probes: length %d, backoff %d", k, c.backoff)
+	c.watch([]int32{1, 2})
+	if k := c.length(maxK, rho); k == 0 || c.watching() {
+		t.Fatalf("length %d with a shadow pending %v, want a draft and no shadow", k, c.watching())
 	}
 }
 

@@ -82,6 +82,29 @@ if [ "$PROFILE" != 0 ]; then
 fi
 drain=()
 if [ "$TARGET" = engine ]; then drain=(-check-drained -drain-timeout 30s); fi
+# The machine's CPU ticks (/proc/stat: busy, idle) and the server tree's and this shell's reaped
+# children's (loadgen's, once waited for) around the run: what else ran meanwhile (another
+# build or benchmark on a shared machine) shows as other_cpu_s (with the kernel's softirq work
+# for the loopback traffic, a few % of the machine), and a cell with much more measured a
+# contended machine; idle_pct is the share of the CPU nobody used.
+tree() {
+	echo "$1"
+	for k in $(cat /proc/"$1"/task/*/children 2>/dev/null); do tree "$k"; done
+}
+server_ticks() {
+	local n=0
+	for p in "${pids[@]}"; do
+		for q in $(tree "$p"); do n=$((n + $(awk '{print $14 + $15}' "/proc/$q/stat" 2>/dev/null || echo 0))); done
+	done
+	echo "$n"
+}
+machine() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8, $5 + $6}' /proc/stat; }
+# times runs in this shell (in $(...) it would report a subshell's children, none): its second
+# line is the user and system time of the children this shell has waited for.
+children_s() { tail -n 1 "$1" | awk '{gsub(/[ms]/, " "); print $1 * 60 + $2 + $3 * 60 + $4}'; }
+read -r busy0 idle0 < <(machine)
+srv0=$(server_ticks)
+times >"$LOGS/times.before"
 set +e
 # shellcheck disable=SC2086
 "$BIN/loadgen" -url "http://127.0.0.1:$PORT" -concurrency "$C" -requests "$REQUESTS" \
@@ -89,15 +112,16 @@ set +e
 	-progress 0 -json "${drain[@]}" $EXTRA >"$LOGS/loadgen.out" 2>"$LOGS/loadgen.err"
 rc=$?
 set -e
+read -r busy1 idle1 < <(machine)
+srv1=$(server_ticks)
+times >"$LOGS/times.after"
+kids0=$(children_s "$LOGS/times.before")
+kids1=$(children_s "$LOGS/times.after")
 if [ "$PROFILE" != 0 ]; then wait "$perfpid" || true; fi
 # CPU seconds (user + system, all threads) the server processes and their children used from start to here: on a
 # machine shared with other work, CPU per token says more than tok/s.
 # Every descendant counts: tokenizerd's workers are child processes of its supervisor, and a
 # process's own stat holds only its own time (children count there only once reaped).
-tree() {
-	echo "$1"
-	for k in $(cat /proc/"$1"/task/*/children 2>/dev/null); do tree "$k"; done
-}
 ticks=0
 byproc="" # "name":{cpu_s, syscr, syscw} per process (a worker is named tokenizerd/N by its index in the tree)
 hz=$(getconf CLK_TCK)
@@ -116,5 +140,7 @@ for p in "${pids[@]}"; do
 	done
 done
 server_cpu=$(awk -v t="$ticks" -v hz="$hz" 'BEGIN {printf "%.2f", t / hz}')
-printf '{"target":"%s","c":%d,"interval":%d,"workers":%d,"skip_detok":%d,"sched_extra":"%s","tok_gomaxprocs":"%s","rc":%d,"server_cpu_s":%s,"server_cpu_by":{%s},"logs":"%s","summary":%s}\n' \
-	"$TARGET" "$C" "$INTERVAL" "$WORKERS" "$SKIP_DETOK" "$SCHED_EXTRA" "$TOK_GOMAXPROCS" "$rc" "$server_cpu" "$byproc" "$LOGS" "$(tail -n 1 "$LOGS/loadgen.out" | grep '^{' || echo null)"
+machine_json=$(awk -v b="$((busy1 - busy0))" -v i="$((idle1 - idle0))" -v s="$((srv1 - srv0))" -v k0="$kids0" -v k1="$kids1" -v hz="$hz" \
+	'BEGIN {printf "\"loadgen_cpu_s\":%.2f,\"other_cpu_s\":%.2f,\"idle_pct\":%.1f", k1 - k0, b / hz - s / hz - (k1 - k0), 100 * i / (b + i)}')
+printf '{"target":"%s","c":%d,"interval":%d,"workers":%d,"skip_detok":%d,"sched_extra":"%s","tok_gomaxprocs":"%s","rc":%d,"server_cpu_s":%s,"server_cpu_by":{%s},%s,"logs":"%s","summary":%s}\n' \
+	"$TARGET" "$C" "$INTERVAL" "$WORKERS" "$SKIP_DETOK" "$SCHED_EXTRA" "$TOK_GOMAXPROCS" "$rc" "$server_cpu" "$byproc" "$machine_json" "$LOGS" "$(tail -n 1 "$LOGS/loadgen.out" | grep '^{' || echo null)"

@@ -107,6 +107,8 @@ type Multiplier struct {
 	wide [][]float32
 	// pairs holds the activations in pair layout for the BF16 pair kernels.
 	pairs []float32
+	// scratch holds each worker's result buffers for the streaming path.
+	scratch []*streamScratch
 	// round holds the activations rounded to BF16 (as float32) for BF16 weights; bf16 holds
 	// them as BF16 for the dp kernels.
 	round []float32
@@ -432,13 +434,14 @@ func (mu *Multiplier) stream(set *kernelSet, ti int, w model.Matrix, m int, x []
 		}
 		put(i, j, v)
 	}
-	parallel.For(tasks, threads, func(_, t int) {
+	for len(mu.scratch) < threads {
+		mu.scratch = append(mu.scratch, new(streamScratch))
+	}
+	parallel.For(tasks, threads, func(wk, t int) {
 		j0 := t * streamChunkRows
 		j1 := min(n, j0+streamChunkRows)
-		var o4 [4]float32
-		var o16 [16]float32
-		var om [4 * 3]float32
-		var rowsBuf [streamChunkRows * maxRowsMulti]float32
+		sc := mu.scratch[wk]
+		o4, o16, om, rowsBuf := &sc.o4, &sc.o16, &sc.om, &sc.rows
 		// One activation row: stream the chunk's rows one after another (one sequential pass,
 		// which the prefetchers follow at nearly the full read bandwidth; four interleaved rows
 		// reach about half of it).
@@ -446,7 +449,7 @@ func (mu *Multiplier) stream(set *kernelSet, ti int, w model.Matrix, m int, x []
 		if m == 1 && kv == k && rowsK != nil && j1-j0 >= 4 {
 			// The row kernels sum each row as the 4x1 kernels do; the matrix's last rows past a
 			// multiple of four go through tail below, as they do for more activation rows.
-			var buf [streamChunkRows]float32
+			buf := &sc.buf
 			nr := (j1 - j0) &^ 3
 			rowsK(&w.Data[j0*rb], nr, &xk[0], kv, &buf[0])
 			dst := out[j0 : j0+nr]
@@ -492,9 +495,9 @@ func (mu *Multiplier) stream(set *kernelSet, ti int, w model.Matrix, m int, x []
 			if (d4 != nil || dp != nil) && kv > 0 {
 				for ; i+4 <= m; i += 4 {
 					if dp != nil {
-						dp.dot4x4(wp, rb, &xb[i*k], 2*k, kv, &o16)
+						dp.dot4x4(wp, rb, &xb[i*k], 2*k, kv, o16)
 					} else {
-						d4(wp, rb, &xk[i*ldk], 4*ldk, kv, &o16)
+						d4(wp, rb, &xk[i*ldk], 4*ldk, kv, o16)
 					}
 					if kv < k {
 						for ii := range 4 {
@@ -538,9 +541,9 @@ func (mu *Multiplier) stream(set *kernelSet, ti int, w model.Matrix, m int, x []
 			for ; i < m; i++ {
 				if kv > 0 {
 					if dp != nil {
-						dp.dot4x1(wp, rb, &xb[i*k], kv, &o4)
+						dp.dot4x1(wp, rb, &xb[i*k], kv, o4)
 					} else {
-						d1(wp, rb, &xk[i*ldk], kv, &o4)
+						d1(wp, rb, &xk[i*ldk], kv, o4)
 					}
 				}
 				for r := range 4 {
@@ -555,6 +558,17 @@ func (mu *Multiplier) stream(set *kernelSet, ti int, w model.Matrix, m int, x []
 			}
 		}
 	})
+}
+
+// streamScratch is one worker's result buffers in stream. Arrays declared in its task closure
+// would escape to the heap (their addresses reach the kernels through function values): five
+// allocations per task of 32 weight rows, thousands per decode step of a small model.
+type streamScratch struct {
+	o4   [4]float32                              // a dot4x1 kernel's outputs
+	o16  [16]float32                             // a dot4x4 kernel's outputs
+	om   [4 * 3]float32                          // a multi kernel's outputs
+	rows [streamChunkRows * maxRowsMulti]float32 // a rowsMulti kernel's outputs
+	buf  [streamChunkRows]float32                // the one-row kernel's outputs
 }
 
 // scatterRows writes (or adds, with accumulate) the results of a rowsMultiFunc kernel, src[r·mp+i]
