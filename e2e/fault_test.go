@@ -143,3 +143,73 @@ func TestDetokdKillLosesNoToken(t *testing.T) {
 		t.Errorf("a stream after the last restart: %+v", r)
 	}
 }
+
+// TestDetokdKillEndsShortRequests keeps short requests coming (6 tokens each, 32 clients)
+// while detokd is stopped for a moment and killed. A request that starts and finishes inside
+// the stop has all its items, the finishing one included, in the dead detokd's queues: no item
+// ever reached the worker, so a restart fails nothing of it and no later item reveals the loss,
+// and its client waited until it gave up. Every request must end within its deadline, complete
+// or with an error event whose usage counts the ids it got (the worker asks the rank, which
+// answers that it finished the request).
+func TestDetokdKillEndsShortRequests(t *testing.T) {
+	rounds, clients, tokens := 4, 32, 6
+	if testing.Short() {
+		rounds = 2
+	}
+	e := startEngine(t, engineOpts{workers: 2, dpSize: 2, rankTimeout: 3 * time.Second})
+	var complete, failed int
+	for round := 0; round < rounds; round++ {
+		var wg sync.WaitGroup
+		var stop atomic.Bool
+		var mu sync.Mutex
+		var results []clientStream
+		for c := 0; c < clients; c++ {
+			wg.Add(1)
+			go func(c int) {
+				defer wg.Done()
+				for i := 0; !stop.Load(); i++ {
+					// Past any lost finish's fate: a request still open after this has hung.
+					ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+					body := map[string]any{"model": "pico", "prompt": []int32{int32(100 + c), int32(200 + i%50), int32(300 + round)}, "max_tokens": tokens,
+						"temperature": 1, "seed": i, "ignore_eos": true, "stream": true, "return_token_ids": true,
+						"stream_options": map[string]any{"include_usage": true}}
+					r := readCompletionStream(ctx, e, body, nil)
+					cancel()
+					mu.Lock()
+					results = append(results, r)
+					mu.Unlock()
+				}
+			}(c)
+		}
+		time.Sleep(200 * time.Millisecond)
+		e.signal("detokd", syscall.SIGSTOP)
+		time.Sleep(300 * time.Millisecond)
+		e.kill("detokd")
+		e.restart("detokd")
+		time.Sleep(300 * time.Millisecond)
+		stop.Store(true)
+		wg.Wait()
+		for i, r := range results {
+			switch {
+			case r.err != nil:
+				t.Errorf("round %d request %d (%d ids so far): %v", round, i, r.ids, r.err)
+			case !r.done:
+				t.Errorf("round %d request %d: no [DONE]", round, i)
+			case r.errEvent:
+				failed++
+				if r.usage != r.ids {
+					t.Errorf("round %d request %d failed after %d ids but its usage says %d", round, i, r.ids, r.usage)
+				}
+			case r.ids != tokens || r.usage != tokens || r.finish != "length":
+				t.Errorf("round %d request %d silently shortened: %d ids, finish %q, usage %d, no error event", round, i, r.ids, r.finish, r.usage)
+			default:
+				complete++
+			}
+		}
+		if t.Failed() {
+			break
+		}
+		e.waitHealthy(30 * time.Second)
+	}
+	t.Logf("%d rounds: %d requests complete, %d failed with an error event and truthful usage", rounds, complete, failed)
+}

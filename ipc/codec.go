@@ -31,13 +31,13 @@ func PeekType(frame []byte) (MsgType, error) {
 	}
 	t := MsgType(frame[1])
 	switch t {
-	case MsgGenerateRequest, MsgAbort, MsgTokenBatch, MsgTextBatch:
+	case MsgGenerateRequest, MsgAbort, MsgTokenBatch, MsgTextBatch, MsgHoldQuery:
 		return t, nil
 	}
 	return 0, fmt.Errorf("%w: unknown message type %d", ErrMalformed, frame[1])
 }
 
-// Decode decodes any frame into a newly allocated message: *GenerateRequest, *Abort,
+// Decode decodes any frame into a newly allocated message: *GenerateRequest, *Abort, *HoldQuery,
 // *TokenBatch or *TextBatch. Hot loops should call the typed Decode methods on reused values.
 func Decode(frame []byte) (Message, error) {
 	t, err := PeekType(frame)
@@ -50,6 +50,8 @@ func Decode(frame []byte) (Message, error) {
 		m = new(GenerateRequest)
 	case MsgAbort:
 		m = new(Abort)
+	case MsgHoldQuery:
+		m = new(HoldQuery)
 	case MsgTokenBatch:
 		m = new(TokenBatch)
 	case MsgTextBatch:
@@ -485,6 +487,27 @@ func (m *Abort) Decode(frame []byte) error {
 	return r.done(MsgAbort)
 }
 
+// ---- HoldQuery ----
+
+func (m *HoldQuery) size() int { return headerLen + 4 + sizeStrs(m.RIDs) }
+
+// Append implements Message.
+func (m *HoldQuery) Append(dst []byte) []byte {
+	dst = slices.Grow(dst, m.size())
+	dst = append(dst, WireVersion, byte(MsgHoldQuery))
+	dst = appendU32(dst, m.Owner)
+	return appendStrs(dst, m.RIDs)
+}
+
+// Decode implements Message.
+func (m *HoldQuery) Decode(frame []byte) error {
+	r := reader{b: frame}
+	r.header(MsgHoldQuery)
+	m.Owner = r.u32("owner")
+	m.RIDs = r.strs(m.RIDs, "rids")
+	return r.done(MsgHoldQuery)
+}
+
 // ---- Load and items ----
 
 func sizeLoad(l *Load) int {
@@ -866,6 +889,7 @@ func (m *TextBatch) Decode(frame []byte) error {
 var (
 	_ Message = (*GenerateRequest)(nil)
 	_ Message = (*Abort)(nil)
+	_ Message = (*HoldQuery)(nil)
 	_ Message = (*TokenBatch)(nil)
 	_ Message = (*TextBatch)(nil)
 )

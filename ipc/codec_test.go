@@ -103,6 +103,8 @@ func sampleMessages() []Message {
 		&GenerateRequest{RID: "emb", InputIDs: []int32{1, 2, 3}, RoutedRank: -1, NoText: true, Pooling: PoolingMean},
 		&Abort{RID: "req-1", Owner: 1, OwnerEpoch: 99, Reason: "client disconnected"},
 		&Abort{},
+		&HoldQuery{Owner: 3, RIDs: []string{"0-a1", "0-b22", ""}},
+		&HoldQuery{},
 		sampleTokenBatch(0), // heartbeat
 		sampleTokenBatch(25),
 		&TokenBatch{},
@@ -290,6 +292,13 @@ func FuzzDecodeAbort(f *testing.F) {
 	})
 }
 
+func FuzzDecodeHoldQuery(f *testing.F) {
+	addSeeds(f, MsgHoldQuery)
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		checkCanonical(t, frame, new(HoldQuery), &HoldQuery{Owner: 9, RIDs: []string{"old", "older"}})
+	})
+}
+
 func FuzzDecodeTokenBatch(f *testing.F) {
 	addSeeds(f, MsgTokenBatch)
 	f.Fuzz(func(t *testing.T, frame []byte) {
@@ -385,6 +394,7 @@ func TestWireGolden(t *testing.T) {
 		want string
 	}{
 		{&Abort{RID: "r1", Owner: 2, OwnerEpoch: 5, Reason: "x"}, "1002" + "02000000" + "7231" + "02000000" + "0500000000000000" + "01000000" + "78"},
+		{&HoldQuery{Owner: 2, RIDs: []string{"r1", "s"}}, "1005" + "02000000" + "02000000" + "02000000" + "7231" + "01000000" + "73"},
 		{&GenerateRequest{RID: "g", Owner: 1, OwnerEpoch: 3, InputIDs: []int32{7},
 			Sampling: Sampling{Temperature: 1, TopP: 0.5, MinP: 0, RepetitionPenalty: 2, FrequencyPenalty: -1, PresencePenalty: 0,
 				TopK: 3, Seed: 9, HasSeed: true},
@@ -446,6 +456,8 @@ func TestSizes(t *testing.T) {
 		case *GenerateRequest:
 			want = m.size()
 		case *Abort:
+			want = m.size()
+		case *HoldQuery:
 			want = m.size()
 		case *TokenBatch:
 			want = m.size()

@@ -15,6 +15,7 @@ const (
 	MsgAbort           MsgType = 2 // tokenizerd -> schedulerd
 	MsgTokenBatch      MsgType = 3 // schedulerd -> detokd (or -> tokenizerd when detokd is skipped)
 	MsgTextBatch       MsgType = 4 // detokd -> tokenizerd
+	MsgHoldQuery       MsgType = 5 // tokenizerd -> schedulerd
 )
 
 func (t MsgType) String() string {
@@ -27,6 +28,8 @@ func (t MsgType) String() string {
 		return "TokenBatch"
 	case MsgTextBatch:
 		return "TextBatch"
+	case MsgHoldQuery:
+		return "HoldQuery"
 	}
 	return fmt.Sprintf("MsgType(%d)", uint8(t))
 }
@@ -228,6 +231,17 @@ type Abort struct {
 	Reason     string
 }
 
+// HoldQuery asks a scheduler which of a worker's requests it no longer holds: for each of RIDs it
+// has neither running, waiting nor queued, it sends a finishing error item (Owner's). A worker
+// sends one when detokd restarts, for the requests it still waits for on that rank: one whose
+// finishing item died with the old detokd would otherwise wait forever, since no later item
+// reveals the loss. The rank's outputs reach the worker in order, so a real finishing item sent
+// before the query was read arrives first and the answer finds the request gone.
+type HoldQuery struct {
+	Owner uint32
+	RIDs  []string
+}
+
 // Load is a rank's load report, piggybacked on every output batch.
 type Load struct {
 	Running          int64 // requests in the running batch
@@ -391,6 +405,9 @@ func (*GenerateRequest) Type() MsgType { return MsgGenerateRequest }
 
 // Type implements Message.
 func (*Abort) Type() MsgType { return MsgAbort }
+
+// Type implements Message.
+func (*HoldQuery) Type() MsgType { return MsgHoldQuery }
 
 // Type implements Message.
 func (*TokenBatch) Type() MsgType { return MsgTokenBatch }

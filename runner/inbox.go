@@ -12,6 +12,7 @@ import (
 type inMsg struct {
 	req   *ipc.GenerateRequest
 	abort *ipc.Abort
+	hold  *ipc.HoldQuery
 	at    time.Time // when it was read off the socket: a request's queue time starts here
 }
 
@@ -74,6 +75,17 @@ func (r *Runner) receive(ctx context.Context) {
 			}
 			select {
 			case r.inbox <- inMsg{abort: ab}:
+			case <-ctx.Done():
+				return
+			}
+		case ipc.MsgHoldQuery:
+			q := new(ipc.HoldQuery)
+			if err := q.Decode(frame); err != nil {
+				r.log.Warn("dropped bad hold query", "err", err)
+				continue
+			}
+			select {
+			case r.inbox <- inMsg{hold: q}:
 			case <-ctx.Done():
 				return
 			}

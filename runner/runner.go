@@ -235,6 +235,10 @@ loop:
 			r.abort(m.abort)
 			continue
 		}
+		if m.hold != nil {
+			failed = r.notHeld(m.hold, failed)
+			continue
+		}
 		gr := m.req
 		added++
 		addedTokens += len(gr.InputIDs)
@@ -274,6 +278,26 @@ func (r *Runner) abort(m *ipc.Abort) {
 	if n > 0 {
 		r.log.Info("aborted every request of a worker", "worker", m.Owner, "requests", n, "reason", m.Reason)
 	}
+}
+
+// notHeld appends to failed a finishing error item for each request of q this rank does not
+// hold (see ipc.HoldQuery): its finish went out before the query came, and did not arrive. A
+// request read off the socket before the query has been added (or refused) by now, since the
+// inbox keeps the socket's order.
+func (r *Runner) notHeld(q *ipc.HoldQuery, failed []scheduler.Item) []scheduler.Item {
+	n := 0
+	for _, rid := range q.RIDs {
+		if r.outputs[rid] != nil {
+			continue
+		}
+		n++
+		failed = append(failed, scheduler.Item{RID: rid, Owner: int(q.Owner), Finished: true, FinishReason: scheduler.FinishError, MatchedStopToken: -1,
+			Err: fmt.Sprintf("rank %d had finished this request, and its last output was lost with a detokd that stopped", r.cfg.Rank)})
+	}
+	if n > 0 {
+		r.log.Warn("requests the rank no longer holds", "worker", q.Owner, "asked", len(q.RIDs), "gone", n)
+	}
+	return failed
 }
 
 // add hands a wire request, read off the socket at received, to the scheduler; ctx bounds its

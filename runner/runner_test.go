@@ -506,3 +506,58 @@ func TestGatesFollowRequestsAcrossBatchOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestHoldQueryAnswersForGoneRequests: a hold query gets a finishing error item for each rid
+// the rank does not hold (one that finished, one it never had) and none for a request it is
+// running, which goes on to its normal finish.
+func TestHoldQueryAnswersForGoneRequests(t *testing.T) {
+	g := startRunner(t, newReplay(t, time.Millisecond), true, nil)
+	g.submit(&ipc.GenerateRequest{RID: "done", InputIDs: prompt, MaxNewTokens: 3, IgnoreEOS: true, Stream: true, StreamInterval: 1})
+	if items := g.items("done", nil); items[len(items)-1].FinishReason != ipc.FinishLength {
+		t.Fatalf("done finished with %v", items[len(items)-1].FinishReason)
+	}
+	g.submit(&ipc.GenerateRequest{RID: "live", InputIDs: prompt, MaxNewTokens: 300, IgnoreEOS: true, Stream: true, StreamInterval: 1})
+	q := &ipc.HoldQuery{Owner: 0, RIDs: []string{"done", "live", "never"}}
+	if err := g.out.Send(q.Append(nil)); err != nil {
+		t.Fatal(err)
+	}
+	answered := map[string]bool{}
+	liveIDs, liveFinish := 0, ipc.FinishReason(0)
+	var tb ipc.TokenBatch
+	deadline := time.Now().Add(20 * time.Second)
+	for (len(answered) < 2 || liveFinish == 0) && time.Now().Before(deadline) {
+		frame, err := g.in.Recv(100 * time.Millisecond)
+		if errors.Is(err, ipc.ErrTimeout) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tb.Decode(frame); err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range tb.Items {
+			switch it.RID {
+			case "live":
+				liveIDs += len(it.NewIDs)
+				if it.Finished {
+					liveFinish = it.FinishReason
+				}
+			case "done", "never":
+				if !it.Finished || it.FinishReason != ipc.FinishError || len(it.NewIDs) != 0 || !strings.Contains(it.Error, "lost with a detokd") {
+					t.Fatalf("answer for %s: finished %v, reason %v, %d ids, error %q", it.RID, it.Finished, it.FinishReason, len(it.NewIDs), it.Error)
+				}
+				if answered[it.RID] {
+					t.Fatalf("%s answered twice", it.RID)
+				}
+				answered[it.RID] = true
+			}
+		}
+	}
+	if len(answered) < 2 {
+		t.Fatalf("answers for %v only, want done and never", answered)
+	}
+	if liveFinish != ipc.FinishLength || liveIDs != 300 {
+		t.Fatalf("the running request finished with %v after %d ids, want length after 300", liveFinish, liveIDs)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/llmserve/llmserve/api"
@@ -153,6 +154,14 @@ type entry struct {
 	// gone is set, under Worker.mu, when the entry leaves reqs (so a cached pointer to it in
 	// the receive loop's frameBuffers.last is known stale).
 	gone bool
+	// sent is set once Submit has handed the request to its rank's socket. A hold query after
+	// a detokd restart asks only about those: the socket keeps its order, so the rank reads
+	// the request before the query.
+	sent atomic.Bool
+	// queried says a hold query asked the rank about this request (receive loop only): a
+	// finishing error item without ids or count is then the rank's answer that it no longer
+	// holds it.
+	queried bool
 }
 
 // New opens the worker's sockets: its output socket (bound) and one request socket per rank.
@@ -333,6 +342,7 @@ func (w *Worker) Submit(ctx context.Context, req *api.Request) (*api.Stream, err
 		}
 		return nil, fmt.Errorf("send to rank %d: %w", rank, err)
 	}
+	e.sent.Store(true)
 	return e.st, nil
 }
 
@@ -624,6 +634,13 @@ func (w *Worker) lookup(buf *frameBuffers, n int, item func(i int) *ipc.TokenIte
 // rank too: the rank may not know it ended. It reports false when it failed the request, which
 // the caller then forgets.
 func (w *Worker) deliver(e *entry, it *ipc.TokenItem, text string, hasText bool) bool {
+	if e.queried && e.delivered > 0 && it.Finished && it.FinishReason == ipc.FinishError && it.CompletionTokens == 0 && len(it.NewIDs) == 0 {
+		// The rank's answer to a hold query: it finished the request, and the finish was lost.
+		err := fmt.Errorf("%s (after the %d token ids delivered)", it.Error, e.delivered)
+		w.log.Error("request failed", "rid", it.RID, "err", err)
+		e.st.Push(&api.Delta{Finished: true, FinishReason: api.FinishError, Err: err})
+		return false
+	}
 	if want := e.delivered + len(it.NewIDs); int(it.CompletionTokens) != want {
 		lost := int(it.CompletionTokens) - want
 		err := fmt.Errorf("output lost on the way from rank %d: %d token ids missing after the %d delivered (detokd restarted?)", e.rank, lost, e.delivered)
@@ -651,7 +668,9 @@ func (w *Worker) deliver(e *entry, it *ipc.TokenItem, text string, hasText bool)
 // new detokd. The new one holds none of their decoding state, so it would fail each at its
 // next item anyway (detok's lostState); but a request whose last items, its finishing item
 // among them, died with the old detokd has no next item, and its stream would wait forever.
-// Requests without ids yet go on: their first item carries what detokd needs.
+// The others (no ids yet, or ids only) go on: their next item carries what detokd needs, and
+// one that follows lost output fails at the gap check. Whether one of them lost its finishing
+// item only its rank can say: each rank is asked about them (queryHeld).
 func (w *Worker) detokdRestarted() {
 	failed := w.take(func(e *entry) bool { return e.detokenized && e.delivered > 0 })
 	if len(failed) > 0 {
@@ -661,6 +680,30 @@ func (w *Worker) detokdRestarted() {
 		err := fmt.Errorf("detokd restarted and lost this request's decoding state, and maybe its output after the %d token ids delivered", e.delivered)
 		e.st.Push(&api.Delta{Finished: true, FinishReason: api.FinishError, Err: err})
 		w.abortAt(e.rank, e.st.RID, "the worker gave up on it: "+err.Error())
+	}
+	w.queryHeld()
+}
+
+// queryHeld sends each rank a hold query for this worker's requests there that it has sent:
+// the rank answers with a finishing error item for each it no longer holds (ipc.HoldQuery).
+func (w *Worker) queryHeld() {
+	byRank := make([][]string, len(w.push))
+	w.mu.Lock()
+	for rid, e := range w.reqs {
+		if e.sent.Load() {
+			e.queried = true
+			byRank[e.rank] = append(byRank[e.rank], rid)
+		}
+	}
+	w.mu.Unlock()
+	for rank, rids := range byRank {
+		if len(rids) == 0 {
+			continue
+		}
+		q := ipc.HoldQuery{Owner: uint32(w.cfg.Index), RIDs: rids}
+		if err := w.push[rank].Send(q.Append(nil)); err != nil {
+			w.log.Warn("hold query not delivered", "rank", rank, "requests", len(rids), "err", err)
+		}
 	}
 }
 

@@ -459,6 +459,15 @@ func TestDetokdRestartFailsItsStreams(t *testing.T) {
 	if err := abort.Decode(ab); err != nil || abort.RID != started.RID {
 		t.Fatalf("after the restart: %+v %v, want an abort of %s", abort, err, started.RID)
 	}
+	// The rank is asked whether it still holds the request that goes on.
+	hq, err := rank.reqs.Recv(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var query ipc.HoldQuery
+	if err := query.Decode(hq); err != nil || !slices.Equal(query.RIDs, []string{waiting.RID}) {
+		t.Fatalf("after the abort: %+v %v, want a hold query for %s", query, err, waiting.RID)
+	}
 	frame(9, item(waiting.RID, 0, "x", false), item(waiting.RID, 1, "y", true))
 	d, err = waiting.Next(context.Background(), 1)
 	if err != nil {
@@ -466,6 +475,70 @@ func TestDetokdRestartFailsItsStreams(t *testing.T) {
 	}
 	if !slices.Equal(d.IDs, []int32{0, 1}) || d.Err != nil || !d.Finished || d.CompletionTokens != 2 {
 		t.Fatalf("the request without ids at the restart: ids %v err %v finished %v usage %d", d.IDs, d.Err, d.Finished, d.CompletionTokens)
+	}
+}
+
+// TestDetokdRestartAsksAboutLostFinishes: after a detokd restart, the requests that go on (ids
+// only, here; or no ids yet) may have lost their finishing item with the old detokd, and then
+// no later item would end their streams. The worker asks their rank (a hold query) and, on its
+// answer that it no longer holds one, fails that stream with what it got; the other goes on.
+func TestDetokdRestartAsksAboutLostFinishes(t *testing.T) {
+	w, rank := startWorker(t, 5*time.Second)
+	submit := func() *api.Stream {
+		t.Helper()
+		st, err := w.Submit(context.Background(), &api.Request{InputIDs: []int32{1, 2, 3}, MaxNewTokens: 10, Stream: true, StreamInterval: 1, RoutedRank: -1, NoText: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rank.dispatched()
+		return st
+	}
+	lost, alive := submit(), submit()
+	var buf frameBuffers
+	frame := func(epoch uint64, items ...ipc.TextItem) {
+		t.Helper()
+		rank.seq++
+		b := ipc.TextBatch{Epoch: epoch, Loads: []ipc.RankLoad{{Rank: 0, Seq: rank.seq, Load: ipc.Load{Received: []uint64{0}, ReceivedTokens: []uint64{0}}}}, Items: items}
+		if err := w.handle(&buf, b.Append(nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	frame(3, item(lost.RID, 0, "", false), item(lost.RID, 1, "", false), item(alive.RID, 0, "", false))
+	frame(4) // the new detokd: lost's finishing item died with the old one
+	if n := w.InFlight(); n != 2 {
+		t.Fatalf("%d in flight after the restart, want 2 (ids only: nothing for detokd to lose)", n)
+	}
+	hq, err := rank.reqs.Recv(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var query ipc.HoldQuery
+	if err := query.Decode(hq); err != nil || len(query.RIDs) != 2 || !slices.Contains(query.RIDs, lost.RID) || !slices.Contains(query.RIDs, alive.RID) {
+		t.Fatalf("after the restart: %+v %v, want a hold query for both requests", query, err)
+	}
+	// The rank's answer for lost (runner.notHeld), then alive's next items.
+	answer := ipc.TextItem{TokenItem: ipc.TokenItem{RID: lost.RID, Finished: true, FinishReason: ipc.FinishError, MatchedStopToken: -1,
+		Error: "rank 0 had finished this request, and its last output was lost with a detokd that stopped"}}
+	frame(4, answer, item(alive.RID, 1, "", true))
+	if n := w.InFlight(); n != 0 {
+		t.Fatalf("%d in flight after the answer, want 0", n)
+	}
+	d, err := lost.Next(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(d.IDs, []int32{0, 1}) || d.Err == nil || d.FinishReason != api.FinishError || d.CompletionTokens != 2 {
+		t.Fatalf("lost: ids %v err %v finish %q usage %d", d.IDs, d.Err, d.FinishReason, d.CompletionTokens)
+	}
+	if !strings.Contains(d.Err.Error(), "lost with a detokd") || !strings.Contains(d.Err.Error(), "2 token ids delivered") {
+		t.Errorf("error %q does not say what happened", d.Err)
+	}
+	d, err = alive.Next(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(d.IDs, []int32{0, 1}) || d.Err != nil || !d.Finished || d.CompletionTokens != 2 {
+		t.Fatalf("alive: ids %v err %v finished %v usage %d", d.IDs, d.Err, d.Finished, d.CompletionTokens)
 	}
 }
 
