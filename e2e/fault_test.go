@@ -66,6 +66,32 @@ func readCompletionStream(ctx context.Context, e *engine, body map[string]any, o
 	return r
 }
 
+// tallyEnds checks how each of a round's streams ended: complete (tokens ids, finish length,
+// usage tokens), or with an error event whose usage counts the ids it delivered. A stream
+// that failed without one (a client deadline: it hung), or ended as if complete with fewer
+// ids, is an error. It returns how many completed and how many failed.
+func tallyEnds(t *testing.T, round int, results []clientStream, tokens int) (complete, failed int) {
+	t.Helper()
+	for i, r := range results {
+		switch {
+		case r.err != nil:
+			t.Errorf("round %d stream %d (%d ids so far): %v", round, i, r.ids, r.err)
+		case !r.done:
+			t.Errorf("round %d stream %d: no [DONE]", round, i)
+		case r.errEvent:
+			failed++
+			if r.usage != r.ids {
+				t.Errorf("round %d stream %d failed after %d ids but its usage says %d", round, i, r.ids, r.usage)
+			}
+		case r.ids != tokens || r.usage != tokens || r.finish != "length":
+			t.Errorf("round %d stream %d silently shortened: %d ids, finish %q, usage %d, no error event", round, i, r.ids, r.finish, r.usage)
+		default:
+			complete++
+		}
+	}
+	return complete, failed
+}
+
 // TestDetokdKillLosesNoToken kills detokd (SIGKILL; every other round after stopping it for a
 // moment) while 64 streams of 600 tokens run on two ranks, restarts it at once, and checks
 // every stream: it either ends complete (600 ids, finish
@@ -113,23 +139,8 @@ func TestDetokdKillLosesNoToken(t *testing.T) {
 		e.kill("detokd")
 		e.restart("detokd")
 		wg.Wait()
-		for i, r := range results {
-			switch {
-			case r.err != nil:
-				t.Errorf("round %d stream %d: %v", round, i, r.err)
-			case !r.done:
-				t.Errorf("round %d stream %d: no [DONE]", round, i)
-			case r.errEvent:
-				failed++
-				if r.usage != r.ids {
-					t.Errorf("round %d stream %d failed after %d ids but its usage says %d", round, i, r.ids, r.usage)
-				}
-			case r.ids != tokens || r.usage != tokens || r.finish != "length":
-				t.Errorf("round %d stream %d silently shortened: %d ids, finish %q, usage %d, no error event", round, i, r.ids, r.finish, r.usage)
-			default:
-				complete++
-			}
-		}
+		c, f := tallyEnds(t, round, results, tokens)
+		complete, failed = complete+c, failed+f
 		if t.Failed() {
 			break
 		}
@@ -189,23 +200,8 @@ func TestDetokdKillEndsShortRequests(t *testing.T) {
 		time.Sleep(300 * time.Millisecond)
 		stop.Store(true)
 		wg.Wait()
-		for i, r := range results {
-			switch {
-			case r.err != nil:
-				t.Errorf("round %d request %d (%d ids so far): %v", round, i, r.ids, r.err)
-			case !r.done:
-				t.Errorf("round %d request %d: no [DONE]", round, i)
-			case r.errEvent:
-				failed++
-				if r.usage != r.ids {
-					t.Errorf("round %d request %d failed after %d ids but its usage says %d", round, i, r.ids, r.usage)
-				}
-			case r.ids != tokens || r.usage != tokens || r.finish != "length":
-				t.Errorf("round %d request %d silently shortened: %d ids, finish %q, usage %d, no error event", round, i, r.ids, r.finish, r.usage)
-			default:
-				complete++
-			}
-		}
+		c, f := tallyEnds(t, round, results, tokens)
+		complete, failed = complete+c, failed+f
 		if t.Failed() {
 			break
 		}

@@ -405,6 +405,20 @@ func TestGapFailsTheStream(t *testing.T) {
 	}
 }
 
+// detokdFrames returns a function that hands w text batches from the detokd of an epoch, as one
+// receive loop does (the epoch carries from frame to frame), each with rank 0's next report.
+func detokdFrames(t *testing.T, w *Worker, rank *rankSide) func(epoch uint64, items ...ipc.TextItem) {
+	var buf frameBuffers
+	return func(epoch uint64, items ...ipc.TextItem) {
+		t.Helper()
+		rank.seq++
+		b := ipc.TextBatch{Epoch: epoch, Loads: []ipc.RankLoad{{Rank: 0, Seq: rank.seq, Load: ipc.Load{Received: []uint64{0}, ReceivedTokens: []uint64{0}}}}, Items: items}
+		if err := w.handle(&buf, b.Append(nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestDetokdRestartFailsItsStreams: a text batch from a new detokd (another epoch) fails the
 // requests the old one had begun to stream — their finishing items may have died with it, and
 // nothing else would end their streams — with what they got and an abort at the rank, while a
@@ -421,15 +435,7 @@ func TestDetokdRestartFailsItsStreams(t *testing.T) {
 		t.Fatal(err)
 	}
 	rank.dispatched()
-	var buf frameBuffers // one receive loop: the epoch carries from frame to frame
-	frame := func(epoch uint64, items ...ipc.TextItem) {
-		t.Helper()
-		rank.seq++
-		b := ipc.TextBatch{Epoch: epoch, Loads: []ipc.RankLoad{{Rank: 0, Seq: rank.seq, Load: ipc.Load{Received: []uint64{0}, ReceivedTokens: []uint64{0}}}}, Items: items}
-		if err := w.handle(&buf, b.Append(nil)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	frame := detokdFrames(t, w, rank)
 	frame(7, item(started.RID, 0, "a", false), item(started.RID, 1, "b", false))
 	frame(7) // a heartbeat from the same detokd changes nothing
 	if w.InFlight() != 2 {
@@ -494,15 +500,7 @@ func TestDetokdRestartAsksAboutLostFinishes(t *testing.T) {
 		return st
 	}
 	lost, alive := submit(), submit()
-	var buf frameBuffers
-	frame := func(epoch uint64, items ...ipc.TextItem) {
-		t.Helper()
-		rank.seq++
-		b := ipc.TextBatch{Epoch: epoch, Loads: []ipc.RankLoad{{Rank: 0, Seq: rank.seq, Load: ipc.Load{Received: []uint64{0}, ReceivedTokens: []uint64{0}}}}, Items: items}
-		if err := w.handle(&buf, b.Append(nil)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	frame := detokdFrames(t, w, rank)
 	frame(3, item(lost.RID, 0, "", false), item(lost.RID, 1, "", false), item(alive.RID, 0, "", false))
 	frame(4) // the new detokd: lost's finishing item died with the old one
 	if n := w.InFlight(); n != 2 {
