@@ -135,6 +135,23 @@ func (g *rig) submit(m *ipc.GenerateRequest) {
 	}
 }
 
+// recv decodes into tb the next batch the runner sent, and reports false when none came within
+// 100 ms.
+func (g *rig) recv(tb *ipc.TokenBatch) bool {
+	g.t.Helper()
+	frame, err := g.in.Recv(100 * time.Millisecond)
+	if errors.Is(err, ipc.ErrTimeout) {
+		return false
+	}
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	if err := tb.Decode(frame); err != nil {
+		g.t.Fatal(err)
+	}
+	return true
+}
+
 // items returns rid's items in order until its finishing one, calling each(item) as they come.
 func (g *rig) items(rid string, each func(it *ipc.TokenItem)) []ipc.TokenItem {
 	g.t.Helper()
@@ -142,15 +159,8 @@ func (g *rig) items(rid string, each func(it *ipc.TokenItem)) []ipc.TokenItem {
 	var tb ipc.TokenBatch
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
-		frame, err := g.in.Recv(100 * time.Millisecond)
-		if errors.Is(err, ipc.ErrTimeout) {
+		if !g.recv(&tb) {
 			continue
-		}
-		if err != nil {
-			g.t.Fatal(err)
-		}
-		if err := tb.Decode(frame); err != nil {
-			g.t.Fatal(err)
 		}
 		for i := range tb.Items {
 			it := tb.Items[i]
@@ -334,15 +344,8 @@ func TestAbortAllOfOneWorker(t *testing.T) {
 	var tb ipc.TokenBatch
 	deadline := time.Now().Add(20 * time.Second)
 	for len(finish) < 5 && time.Now().Before(deadline) {
-		frame, err := g.in.Recv(100 * time.Millisecond)
-		if errors.Is(err, ipc.ErrTimeout) {
+		if !g.recv(&tb) {
 			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := tb.Decode(frame); err != nil {
-			t.Fatal(err)
 		}
 		for _, it := range tb.Items {
 			if seen[it.RID] = true; !released && len(seen) == 3 {
@@ -456,15 +459,8 @@ func TestGatesFollowRequestsAcrossBatchOrder(t *testing.T) {
 	got := map[string][]ipc.TokenItem{}
 	var tb ipc.TokenBatch
 	recv := func() {
-		frame, err := g.in.Recv(100 * time.Millisecond)
-		if errors.Is(err, ipc.ErrTimeout) {
+		if !g.recv(&tb) {
 			return
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := tb.Decode(frame); err != nil {
-			t.Fatal(err)
 		}
 		for _, it := range tb.Items {
 			it.NewIDs = slices.Clone(it.NewIDs)
@@ -526,15 +522,8 @@ func TestHoldQueryAnswersForGoneRequests(t *testing.T) {
 	var tb ipc.TokenBatch
 	deadline := time.Now().Add(20 * time.Second)
 	for (len(answered) < 2 || liveFinish == 0) && time.Now().Before(deadline) {
-		frame, err := g.in.Recv(100 * time.Millisecond)
-		if errors.Is(err, ipc.ErrTimeout) {
+		if !g.recv(&tb) {
 			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := tb.Decode(frame); err != nil {
-			t.Fatal(err)
 		}
 		for _, it := range tb.Items {
 			switch it.RID {
