@@ -5,6 +5,7 @@ import (
 
 	"github.com/llmserve/llmserve/backend"
 	"github.com/llmserve/llmserve/backend/cpu/gemm"
+	"github.com/llmserve/llmserve/backend/cpu/linear"
 	"github.com/llmserve/llmserve/internal/parallel"
 )
 
@@ -46,11 +47,11 @@ func (b *Backend) attention(l int, spans []seqSpan) {
 
 // attendDirect handles a short chunk (decode tokens, a verify pass's drafted tokens) with dot
 // products straight over the cache blocks, a block's rows at a time. Each block is read once
-// for all the chunk's tokens and all the query heads that share its KV head (a 16-bit cache is
-// widened in registers by the SIMD kernels, once per pair of heads, else into a float32 copy
-// of the block first): a verify pass of k tokens reads the context's keys and values once, not
-// k times. Every score and output is formed exactly as in a chunk of its token alone (the same dot
-// products, the same order of blocks), so a Generated token attends as its decode would.
+// for all the chunk's tokens and all the query heads that share its KV head (a 16-bit cache
+// through attendHalf's kernels where AVX2 is present, else widened into a float32 copy of the
+// block first): a verify pass of k tokens reads the context's keys and values once, not k
+// times. Every score and output is formed exactly as in a chunk of its token alone (the same
+// dot products, the same order of blocks), so a Generated token attends as its decode would.
 func (b *Backend) attendDirect(l int, sp seqSpan, kh int, s *attnScratch) {
 	cfg := b.cfg
 	hd, bs, nkv := cfg.HeadDim, b.blockSize, cfg.NumKVHeads
@@ -59,8 +60,10 @@ func (b *Backend) attendDirect(l int, sp seqSpan, kh int, s *attnScratch) {
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	table := sp.seq.BlockTable
 	simd := b.simd && hd%8 == 0
-	// half: the SIMD kernels read the 16-bit cache directly (bit-identical to widening first).
-	half := simd && b.kv.typ != backend.KVF32
+	if simd && b.kv.typ != backend.KVF32 {
+		b.attendHalf(l, sp, kh, s)
+		return
+	}
 	maxCtx := sp.seq.Pos + sp.n
 	s.scores = grow(s.scores, sp.n*group*maxCtx)
 	s.block = grow(s.block, bs*hd)
@@ -83,29 +86,6 @@ func (b *Backend) attendDirect(l int, sp seqSpan, kh int, s *attnScratch) {
 	for j0 := 0; j0 < maxCtx; j0 += bs {
 		cnt := min(bs, maxCtx-j0)
 		off := blockOff(j0)
-		if half {
-			keys := b.kv.keysHalf(l, off, cnt*hd)
-			// The blocks are scattered, past the hardware prefetcher's reach: ask for the
-			// next one (after the last key block, the first value block) while this one runs.
-			if j0+bs < maxCtx {
-				next := b.kv.keysHalf(l, blockOff(j0+bs), min(bs, maxCtx-j0-bs)*hd)
-				prefetchAsm(&next[0], 2*len(next))
-			} else {
-				next := b.kv.valuesHalf(l, blockOff(0), min(bs, maxCtx)*hd)
-				prefetchAsm(&next[0], 2*len(next))
-			}
-			for i := max(0, j0-sp.seq.Pos); i < sp.n; i++ {
-				c := min(cnt, ctxLen(i)-j0)
-				g := 0
-				for ; g+2 <= group; g += 2 { // pairs of heads widen each key once
-					dotRowsHalf2(query(i, g), query(i, g+1), keys, hd, scores(i, g)[j0:j0+c], scores(i, g+1)[j0:j0+c], b.kv.half, s.block)
-				}
-				if g < group {
-					dotRowsHalf(query(i, g), keys, hd, scores(i, g)[j0:j0+c], b.kv.half, s.block)
-				}
-			}
-			continue
-		}
 		keys := b.kv.keys(l, off, cnt*hd, s.block)
 		// Tokens before the block's end see only part of it; those before its start none.
 		for i := max(0, j0-sp.seq.Pos); i < sp.n; i++ {
@@ -124,24 +104,6 @@ func (b *Backend) attendDirect(l int, sp seqSpan, kh int, s *attnScratch) {
 	for j0 := 0; j0 < maxCtx; j0 += bs {
 		cnt := min(bs, maxCtx-j0)
 		off := blockOff(j0)
-		if half {
-			values := b.kv.valuesHalf(l, off, cnt*hd)
-			if j0+bs < maxCtx {
-				next := b.kv.valuesHalf(l, blockOff(j0+bs), min(bs, maxCtx-j0-bs)*hd)
-				prefetchAsm(&next[0], 2*len(next))
-			}
-			for i := max(0, j0-sp.seq.Pos); i < sp.n; i++ {
-				c := min(cnt, ctxLen(i)-j0)
-				g := 0
-				for ; g+2 <= group; g += 2 {
-					axpyRowsHalf2(scores(i, g)[j0:j0+c], scores(i, g+1)[j0:j0+c], values, hd, output(i, g), output(i, g+1), b.kv.half, s.block)
-				}
-				if g < group {
-					axpyRowsHalf(scores(i, g)[j0:j0+c], values, hd, output(i, g), b.kv.half, s.block)
-				}
-			}
-			continue
-		}
 		values := b.kv.values(l, off, cnt*hd, s.block)
 		for i := max(0, j0-sp.seq.Pos); i < sp.n; i++ {
 			c := min(cnt, ctxLen(i)-j0)
@@ -244,3 +206,90 @@ func (b *Backend) attendTile(sp seqSpan, kh int, s *attnScratch, i0, i1 int, sca
 
 // roundUp is n rounded up to a multiple of q.
 func roundUp(n, q int) int { return (n + q - 1) / q * q }
+
+// attendHalf is attendDirect over a 16-bit cache with the AVX2 kernels: the chunk's queries that
+// share the KV head (its tokens times the group's heads) meet each cache block together, so a
+// verify pass of k tokens widens each key and value once per pass of up to four (scores) or two
+// (weighted values) queries, not once per token and head pair. Every score and output is formed
+// as in a chunk of its token alone: a score does not depend on the queries sharing its pass, and
+// an output element is one chain of fused multiply-adds over the positions in order.
+func (b *Backend) attendHalf(l int, sp seqSpan, kh int, s *attnScratch) {
+	cfg := b.cfg
+	hd, bs, nkv := cfg.HeadDim, b.blockSize, cfg.NumKVHeads
+	group := cfg.NumHeads / nkv
+	qDim, qkvDim := cfg.QDim(), cfg.QDim()+2*cfg.KVDim()
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	table := sp.seq.BlockTable
+	typ := b.kv.half
+	nq := sp.n * group
+	maxCtx := sp.seq.Pos + sp.n
+	s.scores = grow(s.scores, nq*maxCtx)
+	s.queries = grow(s.queries, nq*hd)
+	s.out = grow(s.out, nq*hd)
+	s.block = grow(s.block, bs*hd)
+	// Query q = i·group + g is token i, head g of the group: its query vector is row q of
+	// s.queries, its scores row q of s.scores (stride maxCtx), its output row q of s.out.
+	for i := range sp.n {
+		src := (sp.start+i)*qkvDim + kh*group*hd
+		copy(s.queries[i*group*hd:(i+1)*group*hd], b.qkv[src:src+group*hd])
+	}
+	clear(s.out[:nq*hd])
+	// seen is how many of the block's cnt positions from j0 query q sees (token i sees [0, Pos+i]).
+	seen := func(q, j0, cnt int) int { return min(cnt, sp.seq.Pos+q/group+1-j0) }
+	blockOff := func(j0 int) int { return (int(table[j0/bs])*nkv + kh) * bs * hd }
+	// runs calls f for each run [q0, q1) of the queries that see c > 0 of the block's positions, c
+	// the same for the whole run: every query for a block all of them see, one token's heads at
+	// a time for the last.
+	runs := func(j0, cnt int, f func(q0, q1, c int)) {
+		q0 := max(0, j0-sp.seq.Pos) * group
+		for q0 < nq {
+			c := seen(q0, j0, cnt)
+			q1 := q0 + group
+			for q1 < nq && seen(q1, j0, cnt) == c {
+				q1 += group
+			}
+			f(q0, q1, c)
+			q0 = q1
+		}
+	}
+	for j0 := 0; j0 < maxCtx; j0 += bs {
+		cnt := min(bs, maxCtx-j0)
+		keys := b.kv.keysHalf(l, blockOff(j0), cnt*hd)
+		// The blocks are scattered, past the hardware prefetcher's reach: ask for the next one
+		// (after the last key block, the first value block) while this one runs.
+		if j0+bs < maxCtx {
+			next := b.kv.keysHalf(l, blockOff(j0+bs), min(bs, maxCtx-j0-bs)*hd)
+			prefetchAsm(&next[0], 2*len(next))
+		} else {
+			next := b.kv.valuesHalf(l, blockOff(0), min(bs, maxCtx)*hd)
+			prefetchAsm(&next[0], 2*len(next))
+		}
+		runs(j0, cnt, func(q0, q1, c int) {
+			dotKeys(s.queries[q0*hd:], hd, q1-q0, keys, hd, hd, c, s.scores[q0*maxCtx+j0:], maxCtx, typ)
+		})
+	}
+	for q := range nq {
+		softmaxScaled(s.scores[q*maxCtx:q*maxCtx+sp.seq.Pos+q/group+1], scale, true)
+	}
+	for j0 := 0; j0 < maxCtx; j0 += bs {
+		cnt := min(bs, maxCtx-j0)
+		values := b.kv.valuesHalf(l, blockOff(j0), cnt*hd)
+		if j0+bs < maxCtx {
+			next := b.kv.valuesHalf(l, blockOff(j0+bs), min(bs, maxCtx-j0-bs)*hd)
+			prefetchAsm(&next[0], 2*len(next))
+		}
+		// Three queries or more widen the block once into s.block for the float32 kernel.
+		var wide []float32
+		runs(j0, cnt, func(q0, q1, c int) {
+			if q1-q0 >= 3 && wide == nil {
+				wide = s.block[:cnt*hd]
+				linear.Widen(typ, values, wide)
+			}
+			axpyKeys(s.scores[q0*maxCtx+j0:], maxCtx, q1-q0, values, wide, hd, hd, c, s.out[q0*hd:], hd, typ)
+		})
+	}
+	for i := range sp.n {
+		dst := (sp.start+i)*qDim + kh*group*hd
+		copy(b.attn[dst:dst+group*hd], s.out[i*group*hd:(i+1)*group*hd])
+	}
+}

@@ -3,7 +3,6 @@ package cpu
 import (
 	"math"
 
-	"github.com/llmserve/llmserve/backend/cpu/linear"
 	"github.com/llmserve/llmserve/quant"
 )
 
@@ -90,27 +89,20 @@ func softmaxScaled(s []float32, scale float32, simd bool) {
 	for _, v := range s[done:] {
 		m = max(m, v)
 	}
-	done = 0
-	if simd {
-		done = len(s) &^ 3
-		if done > 0 {
-			expShiftedAsm(&s[0], done, m, scale, &expTable)
-		}
-	}
-	for i := done; i < len(s); i++ {
-		s[i] = exp32((s[i] - m) * scale)
-	}
 	var lanes [4]float64
 	body := len(s) &^ 3
 	if simd && body > 0 {
-		sum4Asm(&s[0], body, &lanes)
+		expSumAsm(&s[0], body, m, scale, &expTable, &lanes)
 	} else {
 		for i := 0; i < body; i += 4 {
-			lanes[0] += float64(s[i])
-			lanes[1] += float64(s[i+1])
-			lanes[2] += float64(s[i+2])
-			lanes[3] += float64(s[i+3])
+			for l := range lanes {
+				s[i+l] = exp32((s[i+l] - m) * scale)
+				lanes[l] += float64(s[i+l])
+			}
 		}
+	}
+	for i := body; i < len(s); i++ {
+		s[i] = exp32((s[i] - m) * scale)
 	}
 	sum := (lanes[0] + lanes[1]) + (lanes[2] + lanes[3])
 	for _, e := range s[body:] {
@@ -147,19 +139,20 @@ func exp32(x float32) float32 {
 	case x != x:
 		return x
 	}
-	// Every product is rounded on its own (the float64 conversions forbid fused multiply-adds,
-	// which the compiler would otherwise use with GOAMD64=v3), so this and swiGLUAsm, which
-	// does the same operations four lanes at a time, give the same bits on every build.
+	// The range reduction rounds every product on its own (the float64 conversions forbid the
+	// fused multiply-adds the compiler would otherwise use with GOAMD64=v3) and Horner's rule
+	// runs in explicit fused multiply-adds, so this and the assembly (EXP32), which does the same
+	// operations four lanes at a time, give the same bits on every build.
 	xd := float64(x)
 	n := math.Floor(float64(xd*log2e) + 0.5)
 	r := xd - float64(n*ln2)
-	p := float64(r*(1.0/5040)) + 1.0/720
-	p = float64(r*p) + 1.0/120
-	p = float64(r*p) + 1.0/24
-	p = float64(r*p) + 1.0/6
-	p = float64(r*p) + 1.0/2
-	p = float64(r*p) + 1
-	p = float64(r*p) + 1
+	p := math.FMA(r, 1.0/5040, 1.0/720)
+	p = math.FMA(r, p, 1.0/120)
+	p = math.FMA(r, p, 1.0/24)
+	p = math.FMA(r, p, 1.0/6)
+	p = math.FMA(r, p, 1.0/2)
+	p = math.FMA(r, p, 1)
+	p = math.FMA(r, p, 1)
 	return float32(p * math.Float64frombits(uint64(int64(n)+1023)<<52))
 }
 
@@ -210,129 +203,103 @@ func axpyRows(p, v []float32, ld int, out []float32, simd bool) {
 	}
 }
 
-// dotRowsHalf is dotRows over 16-bit key rows (k holds typ, BF16 or F16), widened inside the
-// assembly kernel instead of into a float32 copy first; every score is the same bits as
-// widening the rows and calling dotRows with simd set. Rows past the last multiple of four are
-// widened one at a time into tmp (which must hold len(q)). Only for the SIMD path.
-func dotRowsHalf(q []float32, k []uint16, ld int, out []float32, typ quant.Type, tmp []float32) {
-	n := len(q)
-	bf := typ == quant.BF16 // direct calls: through a func value, four would escape to the heap
-	r := 0
-	if n > 0 {
-		var four [4]float32
-		for ; r+4 <= len(out); r += 4 {
-			_ = k[(r+3)*ld+n-1] // the kernel reads four full rows
-			if bf {
-				dotRows4BF16Asm(&q[0], &k[r*ld], ld, n, &four)
-			} else {
-				dotRows4F16Asm(&q[0], &k[r*ld], ld, n, &four)
-			}
-			copy(out[r:r+4], four[:])
-		}
-	}
-	for ; r < len(out); r++ {
-		linear.Widen(typ, k[r*ld:r*ld+n], tmp[:n])
-		out[r] = dot(q, tmp[:n])
-	}
-}
-
-// axpyRowsHalf is axpyRows over 16-bit value rows, bit-identical to widening them first and
-// calling axpyRows with simd set; tmp must hold len(out).
-func axpyRowsHalf(p []float32, v []uint16, ld int, out []float32, typ quant.Type, tmp []float32) {
-	n := len(out)
-	bf := typ == quant.BF16
-	r := 0
-	if n > 0 {
-		var four [4]float32
-		for ; r+4 <= len(p); r += 4 {
-			_ = v[(r+3)*ld+n-1]
-			copy(four[:], p[r:r+4])
-			if bf {
-				axpyRows4BF16Asm(&four, &v[r*ld], ld, n, &out[0])
-			} else {
-				axpyRows4F16Asm(&four, &v[r*ld], ld, n, &out[0])
-			}
-		}
-	}
-	for ; r < len(p); r++ {
-		linear.Widen(typ, v[r*ld:r*ld+n], tmp[:n])
-		axpy(p[r], tmp[:n], out)
-	}
-}
-
-// expConsts is the constant table of the assembly exponentials (swiGLUAsm, expShiftedAsm),
+// expConsts is the constant table of the assembly exponentials (EXP32 in swiGLUAsm and
+// expSumAsm), each constant repeated in every lane so the instructions can read it from memory,
 // laid out as the assembly expects (byte offsets in the comments).
 type expConsts struct {
-	log2e, half, ln2 float64    // 0, 8, 16
-	poly             [5]float64 // 24: exp32's coefficients 1/5040 ... 1/6
-	one              float64    // 64
-	_                float64    // 72: padding
-	sign             [4]uint32  // 80: float32 sign bits
-	bias             [4]int64   // 96: the float64 exponent bias, 1023
-	hi, lo, inf      [4]float32 // 128, 144, 160: exp32's range limits and +Inf
+	log2e, half, ln2 [4]float64    // 0, 32, 64
+	poly             [7][4]float64 // 96 ... 288: exp32's coefficients 1/5040 ... 1/2, 1
+	bias             [4]float64    // 320: 1.5·2^52 + 1023 (the exponent bias): see EXP32
+	sign             [4]uint32     // 352: float32 sign bits
+	hi, lo, inf      [4]float32    // 368, 384, 400: exp32's range limits and +Inf
 }
+
+// lanes4 repeats v in four lanes.
+func lanes4[T any](v T) [4]T { return [4]T{v, v, v, v} }
 
 var expTable = expConsts{
-	log2e: log2e, half: 0.5, ln2: ln2,
-	poly: [5]float64{1.0 / 5040, 1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6},
-	one:  1,
-	sign: [4]uint32{1 << 31, 1 << 31, 1 << 31, 1 << 31},
-	bias: [4]int64{1023, 1023, 1023, 1023},
-	hi:   [4]float32{88.8, 88.8, 88.8, 88.8},
-	lo:   [4]float32{-104, -104, -104, -104},
-	inf:  [4]float32{float32(math.Inf(1)), float32(math.Inf(1)), float32(math.Inf(1)), float32(math.Inf(1))},
+	log2e: lanes4(log2e), half: lanes4(0.5), ln2: lanes4(ln2),
+	poly: [7][4]float64{lanes4(1.0 / 5040), lanes4(1.0 / 720), lanes4(1.0 / 120), lanes4(1.0 / 24), lanes4(1.0 / 6), lanes4(0.5), lanes4(1.0)},
+	bias: lanes4(1.5*(1<<52) + 1023),
+	sign: lanes4[uint32](1 << 31),
+	hi:   lanes4[float32](88.8),
+	lo:   lanes4[float32](-104),
+	inf:  lanes4(float32(math.Inf(1))),
 }
 
-// dotRowsHalf2 is dotRowsHalf for two queries over the same key rows (scores to out0 and out1,
-// of equal length), each key widened once for both; the same bits as two dotRowsHalf calls.
-func dotRowsHalf2(q0, q1 []float32, k []uint16, ld int, out0, out1 []float32, typ quant.Type, tmp []float32) {
-	n := len(q0)
-	q1, out1 = q1[:n], out1[:len(out0)]
-	bf := typ == quant.BF16
-	r := 0
-	if n > 0 {
-		var eight [8]float32
-		for ; r+4 <= len(out0); r += 4 {
-			_ = k[(r+3)*ld+n-1] // the kernel reads four full rows
-			if bf {
-				dotRows4x2BF16Asm(&q0[0], &q1[0], &k[r*ld], ld, n, &eight)
-			} else {
-				dotRows4x2F16Asm(&q0[0], &q1[0], &k[r*ld], ld, n, &eight)
-			}
-			copy(out0[r:r+4], eight[:4])
-			copy(out1[r:r+4], eight[4:])
-		}
+// dotKeys sets out[i·ldo+r] = q_i·k_r for the nq queries q_i = q[i·ldq : i·ldq+n] and the cnt
+// keys k_r = k[r·ldk : r·ldk+n] of a 16-bit cache block (typ BF16 or F16), widened in
+// registers, in passes of up to four queries. A score is the same bits whichever queries share
+// its pass and wherever its key sits (see attn_amd64.s). n is a multiple of 8; AVX2 only.
+func dotKeys(q []float32, ldq, nq int, k []uint16, ldk, n, cnt int, out []float32, ldo int, typ quant.Type) {
+	if nq <= 0 || cnt <= 0 {
+		return
 	}
-	for ; r < len(out0); r++ {
-		linear.Widen(typ, k[r*ld:r*ld+n], tmp[:n])
-		out0[r] = dot(q0, tmp[:n])
-		out1[r] = dot(q1, tmp[:n])
+	_ = q[(nq-1)*ldq+n-1] // the kernels read whole rows
+	_ = k[(cnt-1)*ldk+n-1]
+	_ = out[(nq-1)*ldo+cnt-1]
+	bf := typ == quant.BF16 // direct calls: through func values the arguments would escape
+	for i := 0; i < nq; {
+		qi, oi := &q[i*ldq], &out[i*ldo]
+		switch {
+		case nq-i >= 4 && bf:
+			dotKeys4BF16Asm(qi, ldq, &k[0], ldk, n, cnt, oi, ldo)
+			i += 4
+		case nq-i >= 4:
+			dotKeys4F16Asm(qi, ldq, &k[0], ldk, n, cnt, oi, ldo)
+			i += 4
+		case nq-i >= 2 && bf:
+			dotKeys2BF16Asm(qi, ldq, &k[0], ldk, n, cnt, oi, ldo)
+			i += 2
+		case nq-i >= 2:
+			dotKeys2F16Asm(qi, ldq, &k[0], ldk, n, cnt, oi, ldo)
+			i += 2
+		case bf:
+			dotKeys1BF16Asm(qi, ldq, &k[0], ldk, n, cnt, oi, ldo)
+			i++
+		default:
+			dotKeys1F16Asm(qi, ldq, &k[0], ldk, n, cnt, oi, ldo)
+			i++
+		}
 	}
 }
 
-// axpyRowsHalf2 is axpyRowsHalf for two queries over the same value rows (weights p0 into out0,
-// p1 into out1), each value widened once for both; the same bits as two axpyRowsHalf calls.
-func axpyRowsHalf2(p0, p1 []float32, v []uint16, ld int, out0, out1 []float32, typ quant.Type, tmp []float32) {
-	n := len(out0)
-	p1, out1 = p1[:len(p0)], out1[:n]
-	bf := typ == quant.BF16
-	r := 0
-	if n > 0 {
-		var eight [8]float32
-		for ; r+4 <= len(p0); r += 4 {
-			_ = v[(r+3)*ld+n-1]
-			copy(eight[:4], p0[r:r+4])
-			copy(eight[4:], p1[r:r+4])
-			if bf {
-				axpyRows4x2BF16Asm(&eight, &v[r*ld], ld, n, &out0[0], &out1[0])
-			} else {
-				axpyRows4x2F16Asm(&eight, &v[r*ld], ld, n, &out0[0], &out1[0])
-			}
-		}
+// axpyKeys adds Σ_{r<cnt} p[i·ldp+r]·v_r to out[i·ldo : i·ldo+n] for the nq queries, v_r =
+// v[r·ldv : r·ldv+n] the value rows of a 16-bit cache block. Each output element is one chain
+// of fused multiply-adds over the keys in order, so it is the same bits whichever queries share
+// its pass and however its keys are split among calls. Passes take two queries, widening the
+// rows in registers, or, where wide holds the rows already widened to float32 (same layout;
+// nil if not), three: the float32 kernel then reads them as they are. n is a multiple of 8;
+// AVX2 only.
+func axpyKeys(p []float32, ldp, nq int, v []uint16, wide []float32, ldv, n, cnt int, out []float32, ldo int, typ quant.Type) {
+	if nq <= 0 || cnt <= 0 {
+		return
 	}
-	for ; r < len(p0); r++ {
-		linear.Widen(typ, v[r*ld:r*ld+n], tmp[:n])
-		axpy(p0[r], tmp[:n], out0)
-		axpy(p1[r], tmp[:n], out1)
+	_ = p[(nq-1)*ldp+cnt-1]
+	_ = v[(cnt-1)*ldv+n-1]
+	_ = out[(nq-1)*ldo+n-1]
+	if wide != nil {
+		_ = wide[(cnt-1)*ldv+n-1]
+	}
+	bf := typ == quant.BF16
+	for i := 0; i < nq; {
+		pi, oi := &p[i*ldp], &out[i*ldo]
+		switch {
+		case nq-i >= 3 && wide != nil:
+			axpyKeys3F32Asm(pi, ldp, &wide[0], ldv, n, cnt, oi, ldo)
+			i += 3
+		case nq-i >= 2 && bf:
+			axpyKeys2BF16Asm(pi, ldp, &v[0], ldv, n, cnt, oi, ldo)
+			i += 2
+		case nq-i >= 2:
+			axpyKeys2F16Asm(pi, ldp, &v[0], ldv, n, cnt, oi, ldo)
+			i += 2
+		case bf:
+			axpyKeys1BF16Asm(pi, ldp, &v[0], ldv, n, cnt, oi, ldo)
+			i++
+		default:
+			axpyKeys1F16Asm(pi, ldp, &v[0], ldv, n, cnt, oi, ldo)
+			i++
+		}
 	}
 }

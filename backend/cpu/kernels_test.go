@@ -1,8 +1,11 @@
 package cpu
 
 import (
+	"fmt"
 	"math"
+	"math/big"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/llmserve/llmserve/backend/cpu/linear"
@@ -80,71 +83,104 @@ func randSlice(rng *rand.Rand, n int) []float32 {
 	return x
 }
 
-// TestHalfRowKernels checks that the kernels reading a 16-bit cache directly give the same bits
-// as widening the rows to float32 and running the float32 SIMD kernels, which the attention's
-// decode path promised before they existed.
-func TestHalfRowKernels(t *testing.T) {
+// TestKeyKernels checks attendHalf's kernels against the arithmetic they promise, on BF16 and
+// F16 rows: a score is dotRows4Asm's sum over the widened key (its lane chains and pairwise
+// tree), whichever variant computes it and wherever its key sits; an output element is one
+// fused multiply-add per key, in order, the same bits whether the rows are widened in
+// registers or beforehand and whatever queries share the pass.
+func TestKeyKernels(t *testing.T) {
 	if !haveSIMD {
 		t.Skip("no SIMD kernels on this machine")
 	}
 	rng := rand.New(rand.NewPCG(5, 6))
 	for _, typ := range []quant.Type{quant.F16, quant.BF16} {
-		for _, n := range []int{8, 16, 64, 128, 24} {
-			for _, rows := range []int{1, 3, 4, 5, 8, 16} {
-				ld := n + 8
-				q := randSlice(rng, n)
-				p := randSlice(rng, rows)
-				half := make([]uint16, rows*ld)
-				for i, v := range randSlice(rng, rows*ld) {
-					if typ == quant.BF16 {
-						half[i] = model.Float32ToBF16(v)
-					} else {
-						half[i] = model.Float32ToHalf(v)
+		for _, n := range []int{8, 24, 64, 128, 72} {
+			for _, cnt := range []int{1, 2, 3, 4, 5, 7, 16} {
+				for _, nq := range []int{1, 2, 3, 4, 5, 7, 16} {
+					ldk, ldq, ldo := n+8, n+16, cnt+3
+					half := make([]uint16, cnt*ldk)
+					for i, v := range randSlice(rng, len(half)) {
+						if typ == quant.BF16 {
+							half[i] = model.Float32ToBF16(v)
+						} else {
+							half[i] = model.Float32ToHalf(v)
+						}
 					}
-				}
-				wide := make([]float32, len(half))
-				linear.Widen(typ, half, wide)
-				tmp := make([]float32, n)
+					wide := make([]float32, len(half))
+					linear.Widen(typ, half, wide)
+					q := randSlice(rng, nq*ldq)
+					name := fmt.Sprintf("%v n=%d keys=%d queries=%d", typ, n, cnt, nq)
 
-				want, got := make([]float32, rows), make([]float32, rows)
-				dotRows(q, wide, ld, want, true)
-				dotRowsHalf(q, half, ld, got, typ, tmp)
-				for r := range rows {
-					if math.Float32bits(got[r]) != math.Float32bits(want[r]) {
-						t.Errorf("%v n=%d rows=%d: dot row %d = %v, want %v", typ, n, rows, r, got[r], want[r])
+					scores := make([]float32, nq*ldo)
+					dotKeys(q, ldq, nq, half, ldk, n, cnt, scores, ldo, typ)
+					var four [4]float32
+					for i := range nq {
+						for r := range cnt {
+							dotRows4Asm(&q[i*ldq], &wide[r*ldk], 0, n, &four) // the key four times
+							if got := scores[i*ldo+r]; math.Float32bits(got) != math.Float32bits(four[0]) {
+								t.Fatalf("%s: score(%d, %d) = %v, want %v", name, i, r, got, four[0])
+							}
+						}
 					}
-				}
-				// The two-query kernels: the second query's scores must match its own run too.
-				q1 := randSlice(rng, n)
-				want1, got0, got1 := make([]float32, rows), make([]float32, rows), make([]float32, rows)
-				dotRows(q1, wide, ld, want1, true)
-				dotRowsHalf2(q, q1, half, ld, got0, got1, typ, tmp)
-				for r := range rows {
-					if math.Float32bits(got0[r]) != math.Float32bits(want[r]) || math.Float32bits(got1[r]) != math.Float32bits(want1[r]) {
-						t.Errorf("%v n=%d rows=%d: paired dot row %d = %v, %v, want %v, %v", typ, n, rows, r, got0[r], got1[r], want[r], want1[r])
-					}
-				}
 
-				p1 := randSlice(rng, rows)
-				wantOut, wantOut1 := randSlice(rng, n), randSlice(rng, n)
-				gotOut, gotPair0, gotPair1 := append([]float32(nil), wantOut...), append([]float32(nil), wantOut...), append([]float32(nil), wantOut1...)
-				axpyRows(p, wide, ld, wantOut, true)
-				axpyRows(p1, wide, ld, wantOut1, true)
-				axpyRowsHalf(p, half, ld, gotOut, typ, tmp)
-				axpyRowsHalf2(p, p1, half, ld, gotPair0, gotPair1, typ, tmp)
-				for i := range n {
-					if math.Float32bits(gotOut[i]) != math.Float32bits(wantOut[i]) {
-						t.Errorf("%v n=%d rows=%d: axpy[%d] = %v, want %v", typ, n, rows, i, gotOut[i], wantOut[i])
-						break
+					// p: nq rows of cnt weights; out: nq rows of n, starting nonzero.
+					p := randSlice(rng, nq*ldo)
+					start := randSlice(rng, nq*(n+8))
+					want := slices.Clone(start)
+					for i := range nq {
+						for d := range n {
+							acc := want[i*(n+8)+d]
+							for r := range cnt {
+								acc = fma32(p[i*ldo+r], wide[r*ldk+d], acc)
+							}
+							want[i*(n+8)+d] = acc
+						}
 					}
-					if math.Float32bits(gotPair0[i]) != math.Float32bits(wantOut[i]) || math.Float32bits(gotPair1[i]) != math.Float32bits(wantOut1[i]) {
-						t.Errorf("%v n=%d rows=%d: paired axpy[%d] = %v, %v, want %v, %v", typ, n, rows, i, gotPair0[i], gotPair1[i], wantOut[i], wantOut1[i])
-						break
+					for _, w := range [][]float32{nil, wide} {
+						got := slices.Clone(start)
+						axpyKeys(p, ldo, nq, half, w, ldk, n, cnt, got, n+8, typ)
+						// The same keys in two calls must continue each chain exactly.
+						split := slices.Clone(start)
+						if cnt > 1 {
+							c := cnt / 2
+							axpyKeys(p, ldo, nq, half, w, ldk, n, c, split, n+8, typ)
+							var rest []float32
+							if w != nil {
+								rest = w[c*ldk:]
+							}
+							axpyKeys(p[c:], ldo, nq, half[c*ldk:], rest, ldk, n, cnt-c, split, n+8, typ)
+						} else {
+							axpyKeys(p, ldo, nq, half, w, ldk, n, cnt, split, n+8, typ)
+						}
+						for i := range nq {
+							for d := range n {
+								o := i*(n+8) + d
+								if math.Float32bits(got[o]) != math.Float32bits(want[o]) || math.Float32bits(split[o]) != math.Float32bits(want[o]) {
+									t.Fatalf("%s widened=%v: out(%d, %d) = %v (split %v), want %v", name, w != nil, i, d, got[o], split[o], want[o])
+								}
+							}
+						}
 					}
 				}
 			}
 		}
 	}
+}
+
+// fma32 returns a·b + c rounded once to float32, as VFMADD231PS computes it. a·b is exact in
+// float64; rounding the float64 sum to float32 again could differ from one rounding only when
+// the first lands exactly halfway between two float32 values, so that case is redone exactly.
+func fma32(a, b, c float32) float32 {
+	r := math.FMA(float64(a), float64(b), float64(c))
+	f := float32(r)
+	lo, hi := math.Nextafter32(f, float32(math.Inf(-1))), math.Nextafter32(f, float32(math.Inf(1)))
+	if r != float64(f) && (r-float64(lo) == float64(f)-r || float64(hi)-r == r-float64(f)) {
+		x := new(big.Float).SetPrec(200).SetFloat64(float64(a))
+		x.Mul(x, new(big.Float).SetFloat64(float64(b)))
+		x.Add(x, new(big.Float).SetFloat64(float64(c)))
+		f, _ = x.Float32()
+	}
+	return f
 }
 
 // TestSwiGLUSIMD checks that the AVX2 swiGLU gives the same bits as the Go loop, on ordinary
