@@ -9,6 +9,8 @@ import (
 	"github.com/llmserve/llmserve/internal/parallel"
 )
 
+//go:generate go run gen_attn.go
+
 // Tiling of long chunks in attendGEMM: at most attnTileTokens query tokens per tile (the
 // default of Backend.attnTile), and at most attnScoreBudget scores (floats) per tile.
 const (

@@ -3,7 +3,7 @@
 #include "textflag.h"
 
 // The attention kernels of attendHalf: queries and probabilities in float32, keys and values in
-// a 16-bit cache (bfloat16 or IEEE half), widened in registers.
+// a 16-bit cache (bfloat16 or IEEE half), widened in registers. Written by gen_attn.go.
 //
 // dotKeysQ (Q = 4, 2, 1 queries) sets out[i·ldo + r] = q_i · k_r for r < cnt. Every score is the
 // same bits in every variant: eight lanes each run one fused multiply-add chain over the head
@@ -13,8 +13,9 @@
 //
 // axpyKeysQ (Q = 2, 1) adds Σ_{r<cnt} p[i·ldp + r]·v_r to out[i·ldo : i·ldo+n], one fused
 // multiply-add per key and element, keys in order, so a query's output does not depend on the
-// queries it shares a pass with, nor on how its keys are split among calls. n is a multiple of 8
-// (32 at a time, then 8); ldq, ldk, ldp, ldv and ldo are in elements.
+// queries it shares a pass with, nor on how its keys are split among calls; axpyKeys3F32Asm does
+// the same for three queries over rows already widened to float32. n is a multiple of 8 (32 at a
+// time, then 8); ldq, ldk, ldp, ldv and ldo are in elements.
 
 // func dotKeys4BF16Asm(q *float32, ldq int, k *uint16, ldk int, n int, cnt int, out *float32, ldo int)
 TEXT ·dotKeys4BF16Asm(SB), NOSPLIT, $0-64
