@@ -285,7 +285,7 @@ func axpyKeys(p []float32, ldp, nq int, v []uint16, wide []float32, ldv, n, cnt 
 	for i := 0; i < nq; {
 		pi, oi := &p[i*ldp], &out[i*ldo]
 		switch {
-		case nq-i >= 3 && wide != nil:
+		case nq-i >= 3 && nq-i != 4 && wide != nil: // four go as two and two, not three and one
 			axpyKeys3F32Asm(pi, ldp, &wide[0], ldv, n, cnt, oi, ldo)
 			i += 3
 		case nq-i >= 2 && bf:
