@@ -239,6 +239,7 @@ func (b *Backend) attendHalf(l int, sp seqSpan, kh int, s *attnScratch) {
 	// seen is how many of the block's cnt positions from j0 query q sees (token i sees [0, Pos+i]).
 	seen := func(q, j0, cnt int) int { return min(cnt, sp.seq.Pos+q/group+1-j0) }
 	blockOff := func(j0 int) int { return (int(table[j0/bs])*nkv + kh) * bs * hd }
+	prefetch := func(block []uint16) { prefetchAsm(&block[0], 2*len(block)) }
 	// runs calls f for each run [q0, q1) of the queries that see c > 0 of the block's positions, c
 	// the same for the whole run: every query for a block all of them see, one token's heads at
 	// a time for the last.
@@ -260,11 +261,9 @@ func (b *Backend) attendHalf(l int, sp seqSpan, kh int, s *attnScratch) {
 		// The blocks are scattered, past the hardware prefetcher's reach: ask for the next one
 		// (after the last key block, the first value block) while this one runs.
 		if j0+bs < maxCtx {
-			next := b.kv.keysHalf(l, blockOff(j0+bs), min(bs, maxCtx-j0-bs)*hd)
-			prefetchAsm(&next[0], 2*len(next))
+			prefetch(b.kv.keysHalf(l, blockOff(j0+bs), min(bs, maxCtx-j0-bs)*hd))
 		} else {
-			next := b.kv.valuesHalf(l, blockOff(0), min(bs, maxCtx)*hd)
-			prefetchAsm(&next[0], 2*len(next))
+			prefetch(b.kv.valuesHalf(l, blockOff(0), min(bs, maxCtx)*hd))
 		}
 		runs(j0, cnt, func(q0, q1, c int) {
 			dotKeys(s.queries[q0*hd:], hd, q1-q0, keys, hd, hd, c, s.scores[q0*maxCtx+j0:], maxCtx, typ)
@@ -277,8 +276,7 @@ func (b *Backend) attendHalf(l int, sp seqSpan, kh int, s *attnScratch) {
 		cnt := min(bs, maxCtx-j0)
 		values := b.kv.valuesHalf(l, blockOff(j0), cnt*hd)
 		if j0+bs < maxCtx {
-			next := b.kv.valuesHalf(l, blockOff(j0+bs), min(bs, maxCtx-j0-bs)*hd)
-			prefetchAsm(&next[0], 2*len(next))
+			prefetch(b.kv.valuesHalf(l, blockOff(j0+bs), min(bs, maxCtx-j0-bs)*hd))
 		}
 		// Three queries or more widen the block once into s.block for the float32 kernel.
 		var wide []float32

@@ -227,6 +227,29 @@ var expTable = expConsts{
 	inf:  lanes4(float32(math.Inf(1))),
 }
 
+// keyKernels are attendHalf's kernels for one 16-bit cache type, indexed by the queries a pass
+// takes (see attn_amd64.s).
+type keyKernels struct {
+	dot  [5]func(q *float32, ldq int, k *uint16, ldk int, n int, cnt int, out *float32, ldo int) // 1, 2, 4
+	axpy [3]func(p *float32, ldp int, v *uint16, ldv int, n int, cnt int, out *float32, ldo int) // 1, 2
+}
+
+// halfKernels are the keyKernels of BF16 (index 0) and F16 (index 1) caches.
+var halfKernels = [2]keyKernels{
+	{dot: [5]func(*float32, int, *uint16, int, int, int, *float32, int){1: dotKeys1BF16Asm, 2: dotKeys2BF16Asm, 4: dotKeys4BF16Asm},
+		axpy: [3]func(*float32, int, *uint16, int, int, int, *float32, int){1: axpyKeys1BF16Asm, 2: axpyKeys2BF16Asm}},
+	{dot: [5]func(*float32, int, *uint16, int, int, int, *float32, int){1: dotKeys1F16Asm, 2: dotKeys2F16Asm, 4: dotKeys4F16Asm},
+		axpy: [3]func(*float32, int, *uint16, int, int, int, *float32, int){1: axpyKeys1F16Asm, 2: axpyKeys2F16Asm}},
+}
+
+// kernelsFor returns the keyKernels of a typ (BF16 or F16) cache.
+func kernelsFor(typ quant.Type) *keyKernels {
+	if typ == quant.BF16 {
+		return &halfKernels[0]
+	}
+	return &halfKernels[1]
+}
+
 // dotKeys sets out[i·ldo+r] = q_i·k_r for the nq queries q_i = q[i·ldq : i·ldq+n] and the cnt
 // keys k_r = k[r·ldk : r·ldk+n] of a 16-bit cache block (typ BF16 or F16), widened in
 // registers, in passes of up to four queries. A score is the same bits whichever queries share
@@ -238,29 +261,16 @@ func dotKeys(q []float32, ldq, nq int, k []uint16, ldk, n, cnt int, out []float3
 	_ = q[(nq-1)*ldq+n-1] // the kernels read whole rows
 	_ = k[(cnt-1)*ldk+n-1]
 	_ = out[(nq-1)*ldo+cnt-1]
-	bf := typ == quant.BF16 // direct calls: through func values the arguments would escape
+	kk := kernelsFor(typ)
 	for i := 0; i < nq; {
-		qi, oi := &q[i*ldq], &out[i*ldo]
-		switch {
-		case nq-i >= 4 && bf:
-			dotKeys4BF16Asm(qi, ldq, &k[0], ldk, n, cnt, oi, ldo)
-			i += 4
-		case nq-i >= 4:
-			dotKeys4F16Asm(qi, ldq, &k[0], ldk, n, cnt, oi, ldo)
-			i += 4
-		case nq-i >= 2 && bf:
-			dotKeys2BF16Asm(qi, ldq, &k[0], ldk, n, cnt, oi, ldo)
-			i += 2
-		case nq-i >= 2:
-			dotKeys2F16Asm(qi, ldq, &k[0], ldk, n, cnt, oi, ldo)
-			i += 2
-		case bf:
-			dotKeys1BF16Asm(qi, ldq, &k[0], ldk, n, cnt, oi, ldo)
-			i++
-		default:
-			dotKeys1F16Asm(qi, ldq, &k[0], ldk, n, cnt, oi, ldo)
-			i++
+		t := 1
+		if nq-i >= 4 {
+			t = 4
+		} else if nq-i >= 2 {
+			t = 2
 		}
+		kk.dot[t](&q[i*ldq], ldq, &k[0], ldk, n, cnt, &out[i*ldo], ldo)
+		i += t
 	}
 }
 
@@ -281,25 +291,16 @@ func axpyKeys(p []float32, ldp, nq int, v []uint16, wide []float32, ldv, n, cnt 
 	if wide != nil {
 		_ = wide[(cnt-1)*ldv+n-1]
 	}
-	bf := typ == quant.BF16
+	kk := kernelsFor(typ)
 	for i := 0; i < nq; {
-		pi, oi := &p[i*ldp], &out[i*ldo]
-		switch {
-		case nq-i >= 3 && nq-i != 4 && wide != nil: // four go as two and two, not three and one
-			axpyKeys3F32Asm(pi, ldp, &wide[0], ldv, n, cnt, oi, ldo)
+		left := nq - i
+		if wide != nil && left >= 3 && left != 4 { // four go as two and two, not three and one
+			axpyKeys3F32Asm(&p[i*ldp], ldp, &wide[0], ldv, n, cnt, &out[i*ldo], ldo)
 			i += 3
-		case nq-i >= 2 && bf:
-			axpyKeys2BF16Asm(pi, ldp, &v[0], ldv, n, cnt, oi, ldo)
-			i += 2
-		case nq-i >= 2:
-			axpyKeys2F16Asm(pi, ldp, &v[0], ldv, n, cnt, oi, ldo)
-			i += 2
-		case bf:
-			axpyKeys1BF16Asm(pi, ldp, &v[0], ldv, n, cnt, oi, ldo)
-			i++
-		default:
-			axpyKeys1F16Asm(pi, ldp, &v[0], ldv, n, cnt, oi, ldo)
-			i++
+			continue
 		}
+		t := min(left, 2)
+		kk.axpy[t](&p[i*ldp], ldp, &v[0], ldv, n, cnt, &out[i*ldo], ldo)
+		i += t
 	}
 }
