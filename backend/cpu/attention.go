@@ -211,10 +211,11 @@ func roundUp(n, q int) int { return (n + q - 1) / q * q }
 
 // attendHalf is attendDirect over a 16-bit cache with the AVX2 kernels: the chunk's queries that
 // share the KV head (its tokens times the group's heads) meet each cache block together, so a
-// verify pass of k tokens widens each key and value once per pass of up to four (scores) or two
-// (weighted values) queries, not once per token and head pair. Every score and output is formed
-// as in a chunk of its token alone: a score does not depend on the queries sharing its pass, and
-// an output element is one chain of fused multiply-adds over the positions in order.
+// verify pass of k tokens widens each key once per pass of up to four queries, and each value
+// once per pass of two or, for three queries or more, once per block, not once per token and
+// head pair. Every score and output is formed as in a chunk of its token alone: a score does not
+// depend on the queries sharing its pass, and an output element is one chain of fused
+// multiply-adds over the positions in order.
 func (b *Backend) attendHalf(l int, sp seqSpan, kh int, s *attnScratch) {
 	cfg := b.cfg
 	hd, bs, nkv := cfg.HeadDim, b.blockSize, cfg.NumKVHeads
