@@ -212,8 +212,8 @@ func roundUp(n, q int) int { return (n + q - 1) / q * q }
 // attendHalf is attendDirect over a 16-bit cache with the AVX2 kernels: the chunk's queries that
 // share the KV head (its tokens times the group's heads) meet each cache block together, so a
 // verify pass of k tokens widens each key once per pass of up to four queries, and each value
-// once per pass of two or, for three queries or more, once per block, not once per token and
-// head pair. Every score and output is formed as in a chunk of its token alone: a score does not
+// once per pass of two or, where passes of three run (widePays), once per block, not once per
+// token and head pair. Every score and output is formed as in a chunk of its token alone: a score does not
 // depend on the queries sharing its pass, and an output element is one chain of fused
 // multiply-adds over the positions in order.
 func (b *Backend) attendHalf(l int, sp seqSpan, kh int, s *attnScratch) {
@@ -279,10 +279,11 @@ func (b *Backend) attendHalf(l int, sp seqSpan, kh int, s *attnScratch) {
 		if j0+bs < maxCtx {
 			prefetch(b.kv.valuesHalf(l, blockOff(j0+bs), min(bs, maxCtx-j0-bs)*hd))
 		}
-		// Three queries or more widen the block once into s.block for the float32 kernel.
+		// A run with a pass of three queries widens the block once into s.block for the float32
+		// kernel (not a run of four: a group-4 model's decode).
 		var wide []float32
 		runs(j0, cnt, func(q0, q1, c int) {
-			if q1-q0 >= 3 && wide == nil {
+			if widePays(q1-q0) && wide == nil {
 				wide = s.block[:cnt*hd]
 				linear.Widen(typ, values, wide)
 			}

@@ -274,6 +274,11 @@ func dotKeys(q []float32, ldq, nq int, k []uint16, ldk, n, cnt int, out []float3
 	}
 }
 
+// widePays reports whether axpyKeys runs a pass of three queries over rows widened beforehand
+// when nq queries are left: four go as two and two instead (not three and one: the one-query
+// kernel's four FMA chains leave half the pipes idle), fewer than three never take one.
+func widePays(nq int) bool { return nq >= 3 && nq != 4 }
+
 // axpyKeys adds Σ_{r<cnt} p[i·ldp+r]·v_r to out[i·ldo : i·ldo+n] for the nq queries, v_r =
 // v[r·ldv : r·ldv+n] the value rows of a 16-bit cache block. Each output element is one chain
 // of fused multiply-adds over the keys in order, so it is the same bits whichever queries share
@@ -294,7 +299,7 @@ func axpyKeys(p []float32, ldp, nq int, v []uint16, wide []float32, ldv, n, cnt 
 	kk := kernelsFor(typ)
 	for i := 0; i < nq; {
 		left := nq - i
-		if wide != nil && left >= 3 && left != 4 { // four go as two and two, not three and one
+		if wide != nil && widePays(left) {
 			axpyKeys3F32Asm(&p[i*ldp], ldp, &wide[0], ldv, n, cnt, &out[i*ldo], ldo)
 			i += 3
 			continue
