@@ -170,27 +170,58 @@ func monitorEndpoint() string {
 	return fmt.Sprintf("inproc://llmserve.monitor.%d", monitorSeq.n)
 }
 
-// watchHandshakes logs, for the life of sock, every peer whose handshake failed (a wrong key).
-// It returns a function that stops the watcher; call it before closing sock.
-func watchHandshakes(sock *zmq.Socket, endpoint string) (func(), error) {
+// monitor reads a socket's events (zmq_socket_monitor). libzmq writes each event from its I/O
+// thread with a blocking send: an event that finds the reader gone blocks that thread for good,
+// and with it every socket of the process (CI saw every later handshake hang). So stop turns
+// libzmq's side off before it closes the reader, and a monitor never asks for
+// EVENT_MONITOR_STOPPED (stopping would send it into a pipe nobody may read).
+type monitor struct {
+	sock   *zmq.Socket // the watched socket; stop must run on the goroutine that owns it
+	reader *zmq.Socket // the PAIR the events arrive on
+}
+
+// startMonitor makes sock report events to a new reader.
+func startMonitor(sock *zmq.Socket, events zmq.Event) (*monitor, error) {
 	ep := monitorEndpoint()
-	if err := sock.Monitor(ep, zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL|zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL|zmq.EVENT_HANDSHAKE_FAILED_AUTH); err != nil {
-		return nil, fmt.Errorf("ipc: monitor %s: %w", endpoint, err)
+	if err := sock.Monitor(ep, events&^zmq.EVENT_MONITOR_STOPPED); err != nil {
+		return nil, err
 	}
-	mon, err := zmq.NewSocket(zmq.PAIR)
+	reader, err := zmq.NewSocket(zmq.PAIR)
+	if err == nil {
+		err = reader.Connect(ep)
+	}
+	if err != nil {
+		_ = sock.Monitor("", 0)
+		if reader != nil {
+			reader.Close()
+		}
+		return nil, err
+	}
+	return &monitor{sock: sock, reader: reader}, nil
+}
+
+// stopEvents turns libzmq's side off: no event is written after it returns.
+func (m *monitor) stopEvents() { _ = m.sock.Monitor("", 0) }
+
+// stop turns events off, then closes the reader.
+func (m *monitor) stop() {
+	m.stopEvents()
+	m.reader.Close()
+}
+
+// watchHandshakes logs, for the life of sock, every peer whose handshake failed (a wrong key).
+// It returns a function that stops the watcher; call it before closing sock, on the goroutine
+// that owns sock.
+func watchHandshakes(sock *zmq.Socket, endpoint string) (func(), error) {
+	m, err := startMonitor(sock, zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL|zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL|zmq.EVENT_HANDSHAKE_FAILED_AUTH)
 	if err != nil {
 		return nil, fmt.Errorf("ipc: monitor %s: %w", endpoint, err)
 	}
-	if err := mon.Connect(ep); err != nil {
-		mon.Close()
-		return nil, fmt.Errorf("ipc: monitor %s: %w", endpoint, err)
-	}
-	_ = mon.SetRcvtimeo(waitSlice)
+	_ = m.reader.SetRcvtimeo(waitSlice)
 	done := make(chan struct{})
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
-		defer mon.Close()
 		var logged time.Time // when the last line was written
 		refused := 0         // handshakes failed since
 		for {
@@ -199,7 +230,7 @@ func watchHandshakes(sock *zmq.Socket, endpoint string) (func(), error) {
 				return
 			default:
 			}
-			ev, addr, val, err := mon.RecvEvent(0)
+			ev, addr, val, err := m.reader.RecvEvent(0)
 			if err != nil {
 				continue
 			}
@@ -213,7 +244,14 @@ func watchHandshakes(sock *zmq.Socket, endpoint string) (func(), error) {
 			logged, refused = time.Now(), 0
 		}
 	}()
-	return func() { close(done); <-stopped }, nil
+	return func() {
+		// Events off while the reader still drains; the reader closes only after its goroutine
+		// has left it (a zmq socket belongs to one goroutine at a time).
+		m.stopEvents()
+		close(done)
+		<-stopped
+		m.reader.Close()
+	}, nil
 }
 
 // Probe connects to a peer's bound tcp:// endpoint as a CURVE client and waits up to timeout
@@ -255,18 +293,13 @@ func Probe(endpoint string, k *CurveKeys, timeout time.Duration) error {
 	if err := setCurve(sock, k, false); err != nil {
 		return err
 	}
-	ep := monitorEndpoint()
-	if err := sock.Monitor(ep, zmq.EVENT_ALL); err != nil {
-		return fmt.Errorf("probe %s: %w", endpoint, err)
-	}
-	mon, err := zmq.NewSocket(zmq.PAIR)
+	m, err := startMonitor(sock, zmq.EVENT_CONNECTED|zmq.EVENT_DISCONNECTED|zmq.EVENT_HANDSHAKE_SUCCEEDED|
+		zmq.EVENT_HANDSHAKE_FAILED_AUTH|zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL|zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
 	if err != nil {
 		return fmt.Errorf("probe %s: %w", endpoint, err)
 	}
-	defer mon.Close()
-	if err := mon.Connect(ep); err != nil {
-		return fmt.Errorf("probe %s: %w", endpoint, err)
-	}
+	defer m.stop() // before sock.Close (defers run last first): closing sock emits events
+	mon := m.reader
 	if err := sock.Connect(endpoint); err != nil {
 		return fmt.Errorf("probe %s: %w", endpoint, err)
 	}

@@ -99,14 +99,12 @@ func TestCurveTransport(t *testing.T) {
 	if err := sock.ClientAuthCurve(k.Public, wrong.Public, wrong.Secret); err != nil {
 		t.Fatal(err)
 	}
-	if err := sock.Monitor("inproc://curve-test-mon", zmq.EVENT_HANDSHAKE_FAILED_AUTH|zmq.EVENT_HANDSHAKE_SUCCEEDED); err != nil {
+	m, err := startMonitor(sock, zmq.EVENT_HANDSHAKE_FAILED_AUTH|zmq.EVENT_HANDSHAKE_SUCCEEDED)
+	if err != nil {
 		t.Fatal(err)
 	}
-	mon, _ := zmq.NewSocket(zmq.PAIR)
-	defer mon.Close()
-	if err := mon.Connect("inproc://curve-test-mon"); err != nil {
-		t.Fatal(err)
-	}
+	defer m.stop() // before sock.Close: the refused client goes on redialing
+	mon := m.reader
 	_ = mon.SetRcvtimeo(20 * time.Second)
 	if err := sock.Connect(ep); err != nil {
 		t.Fatal(err)
@@ -142,6 +140,61 @@ func TestPlainSocketsBesideCurve(t *testing.T) {
 	}
 	if b, err := pull.Recv(20 * time.Second); err != nil || string(b) != "plain" {
 		t.Fatalf("plain socket beside a CURVE server: %q, %v", b, err)
+	}
+}
+
+// TestMonitorStopKeepsIOAlive: libzmq's I/O thread writes monitor events with a blocking send,
+// so an event after the reader closed used to stop every socket of the process. A client with
+// other keys redials every ~100 ms; after its monitor stops, plain sockets must still deliver.
+func TestMonitorStopKeepsIOAlive(t *testing.T) {
+	srv, err := Default().Pull("tcp://127.0.0.1:0", true, WithCurve(mustKeys(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	sock, err := zmq.NewSocket(zmq.PUSH)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sock.Close()
+	_ = sock.SetLinger(0)
+	if err := setCurve(sock, mustKeys(t), false); err != nil {
+		t.Fatal(err)
+	}
+	m, err := startMonitor(sock, zmq.EVENT_ALL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = m.reader.SetRcvtimeo(20 * time.Second)
+	if err := sock.Connect(srv.Endpoint()); err != nil {
+		t.Fatal(err)
+	}
+	for failed := false; !failed; {
+		ev, _, _, err := m.reader.RecvEvent(0)
+		if err != nil {
+			t.Fatalf("no handshake failure from a client with other keys: %v", err)
+		}
+		failed = ev&(zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL|zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL|zmq.EVENT_DISCONNECTED) != 0
+	}
+	m.stop()
+	time.Sleep(500 * time.Millisecond) // several redials, each of which emitted events
+
+	ep := Endpoint(t.TempDir(), "after-monitor.sock")
+	pull, err := Default().Pull(ep, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pull.Close()
+	push, err := Default().Push(ep, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer push.Close()
+	if err := push.Send([]byte("alive")); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := pull.Recv(10 * time.Second); err != nil || string(b) != "alive" {
+		t.Fatalf("after a monitor stopped, a plain socket delivered %q, %v: libzmq's I/O thread is blocked", b, err)
 	}
 }
 
