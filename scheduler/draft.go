@@ -34,6 +34,12 @@ const (
 // draft goes on copying its own tokens: toks repeats with the occurrence's period, and a run
 // that repeats (a list, a table, a loop of a small model) is guessed as far as k allows instead
 // of one period at a time.
+//
+// The draft is no longer than the match: the number of tokens, n or more, that end toks and
+// also end at the occurrence. A match of one or two tokens is often chance (a common token, an
+// indent) and its continuation fails at once; one that has agreed for dozens of tokens is a copy
+// under way and goes on far more often. So the evidence sets the length, as suffix decoding does
+// (vLLM's suffix proposer sizes drafts by its prefix match); draftCtl then trims it to what pays.
 func ngramDraft(dst, toks []int32, k, maxN, minN int) []int32 {
 	if k <= 0 {
 		return dst
@@ -44,8 +50,13 @@ func ngramDraft(dst, toks []int32, k, maxN, minN int) []int32 {
 		// of the suffix itself; the latest one is the likeliest to continue alike.
 		for start := len(toks) - n - 1; start >= 0; start-- {
 			if toks[start] == suffix[0] && slices.Equal(toks[start:start+n], suffix) {
+				// Grow the match backwards, as far as it can bound the draft.
+				m := n
+				for m < k && start-1-(m-n) >= 0 && toks[start-1-(m-n)] == toks[len(toks)-1-m] {
+					m++
+				}
 				base := len(dst)
-				for i := range k {
+				for i := range min(k, m) {
 					if p := start + n + i; p < len(toks) {
 						dst = append(dst, toks[p])
 					} else {

@@ -23,14 +23,16 @@ func TestNgramDraft(t *testing.T) {
 		k    int
 		want []int32
 	}{
-		{"trigram", []int32{1, 2, 3, 4, 9, 1, 2, 3}, 4, []int32{4, 9, 1, 2}},
-		{"k bounds it", []int32{1, 2, 3, 4, 9, 1, 2, 3}, 2, []int32{4, 9}},
+		{"trigram", []int32{5, 1, 2, 3, 4, 9, 5, 1, 2, 3}, 4, []int32{4, 9, 5, 1}},
+		{"k bounds it", []int32{5, 1, 2, 3, 4, 9, 5, 1, 2, 3}, 2, []int32{4, 9}},
+		{"the match bounds it", []int32{1, 2, 3, 4, 9, 1, 2, 3}, 8, []int32{4, 9, 1}},
 		{"latest occurrence", []int32{5, 1, 7, 5, 1, 8, 5, 1}, 2, []int32{8, 5}},
 		{"longest suffix first", []int32{2, 3, 6, 9, 3, 7, 2, 3}, 1, []int32{6}},
-		{"unigram", []int32{4, 5, 6, 5}, 3, []int32{6, 5, 6}},
-		{"a repeat goes on with its period", []int32{7, 7, 7}, 4, []int32{7, 7, 7, 7}},
-		{"period of two", []int32{4, 1, 2, 1, 2}, 5, []int32{1, 2, 1, 2, 1}},
-		{"period past the prompt", []int32{9, 3, 5, 8, 3, 5}, 4, []int32{8, 3, 5, 8}},
+		{"unigram", []int32{4, 5, 6, 5}, 3, []int32{6}},
+		{"a repeat goes on with its period", []int32{7, 7, 7, 7, 7, 7}, 4, []int32{7, 7, 7, 7}},
+		{"a short repeat is a short match", []int32{7, 7, 7}, 4, []int32{7, 7}},
+		{"period of two", []int32{1, 2, 1, 2, 1, 2}, 5, []int32{1, 2, 1, 2}},
+		{"period past the prompt", []int32{9, 3, 5, 8, 1, 3, 5, 8, 1, 3, 5}, 6, []int32{8, 1, 3, 5, 8, 1}},
 		{"no repeat", []int32{1, 2, 3}, 4, nil},
 		{"one token", []int32{4}, 4, nil},
 		{"k 0", []int32{1, 2, 1}, 0, nil},
@@ -41,7 +43,7 @@ func TestNgramDraft(t *testing.T) {
 		}
 	}
 	// dst keeps its contents: the scheduler appends drafts after the last token.
-	if got := ngramDraft([]int32{99}, []int32{1, 2, 1}, 3, ngramMax, ngramMin); !slices.Equal(got, []int32{99, 2, 1, 2}) {
+	if got := ngramDraft([]int32{99}, []int32{1, 2, 1, 2, 1}, 3, ngramMax, ngramMin); !slices.Equal(got, []int32{99, 2, 1, 2}) {
 		t.Errorf("append to dst: %v", got)
 	}
 }
