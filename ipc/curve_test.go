@@ -3,6 +3,7 @@
 package ipc
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -124,23 +125,33 @@ func TestPlainSocketsBesideCurve(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Close()
+	if err := plainDelivers(t, 20*time.Second); err != nil {
+		t.Fatalf("plain socket beside a CURVE server: %v", err)
+	}
+}
+
+// plainDelivers sends a frame over a fresh plain ipc:// pair of this process and waits up to
+// timeout for it.
+func plainDelivers(t *testing.T, timeout time.Duration) error {
+	t.Helper()
 	ep := Endpoint(t.TempDir(), "plain.sock")
 	pull, err := Default().Pull(ep, true)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	defer pull.Close()
 	push, err := Default().Push(ep, false)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	defer push.Close()
 	if err := push.Send([]byte("plain")); err != nil {
-		t.Fatal(err)
+		return err
 	}
-	if b, err := pull.Recv(20 * time.Second); err != nil || string(b) != "plain" {
-		t.Fatalf("plain socket beside a CURVE server: %q, %v", b, err)
+	if b, err := pull.Recv(timeout); err != nil || string(b) != "plain" {
+		return fmt.Errorf("received %q, %v", b, err)
 	}
+	return nil
 }
 
 // TestMonitorStopKeepsIOAlive: libzmq's I/O thread writes monitor events with a blocking send,
@@ -179,22 +190,8 @@ func TestMonitorStopKeepsIOAlive(t *testing.T) {
 	m.stop()
 	time.Sleep(500 * time.Millisecond) // several redials, each of which emitted events
 
-	ep := Endpoint(t.TempDir(), "after-monitor.sock")
-	pull, err := Default().Pull(ep, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pull.Close()
-	push, err := Default().Push(ep, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer push.Close()
-	if err := push.Send([]byte("alive")); err != nil {
-		t.Fatal(err)
-	}
-	if b, err := pull.Recv(10 * time.Second); err != nil || string(b) != "alive" {
-		t.Fatalf("after a monitor stopped, a plain socket delivered %q, %v: libzmq's I/O thread is blocked", b, err)
+	if err := plainDelivers(t, 10*time.Second); err != nil {
+		t.Fatalf("after a monitor stopped, a plain socket: %v (libzmq's I/O thread is blocked)", err)
 	}
 }
 
