@@ -111,6 +111,32 @@ func reduce4(b *bytes.Buffer, is isa, regs [4]int, tmp int, off int) {
 	fmt.Fprintf(b, "\tVMOVUPS X%d, %d(DX)\n", regs[0], off)
 }
 
+// reduceAdjacent sums each of the n accumulators Y0..Y(n-1) into one float and stores the totals
+// at consecutive floats from (DX): four at a time by reduce4's pairwise sums, then two the same
+// way, a last one alone. Every total is summed in reduce1's order, so it is the same bits
+// whichever group it fell in. X14 is scratch.
+func reduceAdjacent(b *bytes.Buffer, n int) {
+	for a := range n {
+		fmt.Fprintf(b, "\tVEXTRACTF128 $1, Y%d, X14\n\tVADDPS X14, X%d, X%d\n", a, a, a)
+	}
+	g := 0
+	for ; g+4 <= n; g += 4 {
+		fmt.Fprintf(b, "\tVHADDPS X%d, X%d, X%d\n", g+1, g, g)
+		fmt.Fprintf(b, "\tVHADDPS X%d, X%d, X%d\n", g+3, g+2, g+2)
+		fmt.Fprintf(b, "\tVHADDPS X%d, X%d, X%d\n", g+2, g, g)
+		fmt.Fprintf(b, "\tVMOVUPS X%d, %d(DX)\n", g, 4*g)
+	}
+	if n-g >= 2 {
+		fmt.Fprintf(b, "\tVHADDPS X%d, X%d, X%d\n", g+1, g, g)
+		fmt.Fprintf(b, "\tVHADDPS X%d, X%d, X%d\n", g, g, g)
+		fmt.Fprintf(b, "\tVMOVSD X%d, %d(DX)\n", g, 4*g)
+		g += 2
+	}
+	if g < n {
+		fmt.Fprintf(b, "\tVHADDPS X%d, X%d, X%d\n\tVHADDPS X%d, X%d, X%d\n\tVMOVSS X%d, %d(DX)\n", g, g, g, g, g, g, g, 4*g)
+	}
+}
+
 // prefetchAhead is how far ahead (bytes) the streaming kernels prefetch each weight row.
 const prefetchAhead = 512
 
@@ -465,23 +491,8 @@ func multi(b *bytes.Buffer, is isa, e elem, R, M int) {
 	fmt.Fprintf(b, "%s_reduce:\n", name)
 	for a := range n {
 		fmt.Fprintf(b, "\tVADDPS %s%d, %s%d, %s%d\n", V, 6+a, V, a, V, a)
-		fmt.Fprintf(b, "\tVEXTRACTF128 $1, Y%d, X14\n\tVADDPS X14, X%d, X%d\n", a, a, a)
 	}
-	// Pairwise horizontal sums as reduce4 forms them: four totals at a time, then two.
-	g := 0
-	for ; g+4 <= n; g += 4 {
-		fmt.Fprintf(b, "\tVHADDPS X%d, X%d, X%d\n", g+1, g, g)
-		fmt.Fprintf(b, "\tVHADDPS X%d, X%d, X%d\n", g+3, g+2, g+2)
-		fmt.Fprintf(b, "\tVHADDPS X%d, X%d, X%d\n", g+2, g, g)
-		fmt.Fprintf(b, "\tVMOVUPS X%d, %d(DX)\n", g, 4*g)
-	}
-	if g+2 == n {
-		fmt.Fprintf(b, "\tVHADDPS X%d, X%d, X%d\n", g+1, g, g)
-		fmt.Fprintf(b, "\tVHADDPS X%d, X%d, X%d\n", g, g, g)
-		fmt.Fprintf(b, "\tVMOVSD X%d, %d(DX)\n", g, 4*g)
-	} else if g != n {
-		panic("multi: R·M must be even")
-	}
+	reduceAdjacent(b, n)
 	fmt.Fprintf(b, "\tADDQ $%d, DX\n", 4*n)
 	for range R {
 		b.WriteString("\tADDQ AX, SI\n")
@@ -753,25 +764,8 @@ func pairRowsMultiAVX2(b *bytes.Buffer, M int) {
 	for a := range M {
 		fmt.Fprintf(b, "\tVADDPS Y%d, Y%d, Y%d\n", 6+a, a, a)
 	}
-	// A weight row's M outputs are adjacent, so they are reduced together where they can be:
-	// four by reduce4's tree, two by the same pairwise sums (their totals in the low two lanes),
-	// a last one alone. Every total is summed in reduce1's order, so it is the same bits; at
-	// k = 256 the reduction was a third of a row's time with two VHADDPS per output.
-	a := 0
-	if M >= 4 {
-		reduce4(b, isas[1], [4]int{0, 1, 2, 3}, 14, 0)
-		a = 4
-	}
-	if M-a >= 2 {
-		for _, r := range []int{a, a + 1} {
-			fmt.Fprintf(b, "\tVEXTRACTF128 $1, Y%d, X14\n\tVADDPS X14, X%d, X%d\n", r, r, r)
-		}
-		fmt.Fprintf(b, "\tVHADDPS X%d, X%d, X%d\n\tVHADDPS X%d, X%d, X%d\n\tVMOVQ X%d, %d(DX)\n", a+1, a, a, a, a, a, a, 4*a)
-		a += 2
-	}
-	if a < M {
-		fmt.Fprintf(b, "\tVEXTRACTF128 $1, Y%d, X14\n\tVADDPS X14, X%d, X%d\n", a, a, a)
-		fmt.Fprintf(b, "\tVHADDPS X%d, X%d, X%d\n\tVHADDPS X%d, X%d, X%d\n\tVMOVSS X%d, %d(DX)\n", a, a, a, a, a, a, a, 4*a)
-	}
+	// A weight row's M outputs are adjacent: at k = 256 reducing them one by one, two VHADDPS
+	// each, was a third of a row's time.
+	reduceAdjacent(b, M)
 	fmt.Fprintf(b, "\tADDQ $%d, DX\n\tADDQ AX, SI\n\tDECQ R8\n\tJNZ %s_row\n%s_done:\n\tVZEROUPPER\n\tRET\n", 4*M, name, name)
 }
