@@ -66,6 +66,9 @@ func main() {
 	for m := 2; m <= 6; m++ {
 		pairRowsMultiAVX2(&b, m)
 	}
+	for m := 2; m <= 9; m++ {
+		pairRowsMulti(&b, m)
+	}
 	for _, is := range isas {
 		for _, e := range elems {
 			if !(is.reg == "Z" && e.name == "BF16") { // AVX-512 BF16 has the pair kernel
@@ -111,13 +114,19 @@ func reduce4(b *bytes.Buffer, is isa, regs [4]int, tmp int, off int) {
 	fmt.Fprintf(b, "\tVMOVUPS X%d, %d(DX)\n", regs[0], off)
 }
 
-// reduceAdjacent sums each of the n accumulators Y0..Y(n-1) into one float and stores the totals
-// at consecutive floats from (DX): four at a time by reduce4's pairwise sums, then two the same
-// way, a last one alone. Every total is summed in reduce1's order, so it is the same bits
-// whichever group it fell in. X14 is scratch.
-func reduceAdjacent(b *bytes.Buffer, n int) {
+// reduceAdjacent sums each of the n accumulators 0..n-1 (registers of is) into one float and
+// stores the totals at consecutive floats from (DX): four at a time by reduce4's pairwise sums,
+// then two the same way, a last one alone. Every total is summed in reduce1's order, so it is
+// the same bits whichever group it fell in. X14 (AVX2) or Z30 (AVX-512: VHADDPS has no EVEX form,
+// so the accumulators must be below 16 and the scratch is above them) is scratch.
+func reduceAdjacent(b *bytes.Buffer, is isa, n int) {
 	for a := range n {
-		fmt.Fprintf(b, "\tVEXTRACTF128 $1, Y%d, X14\n\tVADDPS X14, X%d, X%d\n", a, a, a)
+		if is.reg == "Z" {
+			fmt.Fprintf(b, "\tVEXTRACTF64X4 $1, Z%d, Y30\n\tVADDPS Y30, Y%d, Y%d\n", a, a, a)
+			fmt.Fprintf(b, "\tVEXTRACTF32X4 $1, Y%d, X30\n\tVADDPS X30, X%d, X%d\n", a, a, a)
+		} else {
+			fmt.Fprintf(b, "\tVEXTRACTF128 $1, Y%d, X14\n\tVADDPS X14, X%d, X%d\n", a, a, a)
+		}
 	}
 	g := 0
 	for ; g+4 <= n; g += 4 {
@@ -387,6 +396,46 @@ func pairRows(b *bytes.Buffer) {
 	fmt.Fprintf(b, "\tADDQ $4, DX\n\tDECQ R8\n\tJNZ %s_row\n%s_done:\n\tVZEROUPPER\n\tRET\n", name, name)
 }
 
+// pairRowsMulti writes dotRows1x<M>BF16PairAVX512(w *byte, ldw int, rows int, x *float32,
+// ldx int, k int, out *float32): out[M·r+i] = Σ_p w[r][p]·x[i][p] for rows weight rows ldw bytes
+// apart (k weights each, k a multiple of 32) and M activation rows in pair layout ldx bytes
+// apart: the AVX-512 form of pairRowsMultiAVX2 (a verify pass, a small batch). Each weight block
+// is widened once (a shift and a mask) for all M rows, where pair4x1 run once per activation
+// row widens it M times and re-reads it. Each output keeps pair4x1's two accumulators, block
+// after block, and its reduction, so it equals pair4x1's result bit for bit. Even accumulators
+// are Z0..Z(M-1) (below 16 for VHADDPS), odd ones Z16..; the widened weights in Z26-27, the mask
+// in Z31; the activations are FMA memory operands (rows 3-5 through R11 = x + 3·ldx, rows 6-8
+// through R12 = x + 6·ldx).
+func pairRowsMulti(b *bytes.Buffer, M int) {
+	name := fmt.Sprintf("dotRows1x%dBF16PairAVX512", M)
+	if M < 2 || M > 9 {
+		panic("pairRowsMulti: unsupported row count")
+	}
+	xaddr := []string{"(DI)", "(DI)(BX*1)", "(DI)(BX*2)", "(R11)", "(R11)(BX*1)", "(R11)(BX*2)", "(R12)", "(R12)(BX*1)", "(R12)(BX*2)"}
+	fmt.Fprintf(b, "\n// func %s(w *byte, ldw int, rows int, x *float32, ldx int, k int, out *float32)\n", name)
+	fmt.Fprintf(b, "TEXT ·%s(SB), NOSPLIT, $0-56\n", name)
+	b.WriteString("\tMOVQ w+0(FP), SI\n\tMOVQ ldw+8(FP), AX\n\tMOVQ rows+16(FP), R8\n\tMOVQ x+24(FP), R9\n\tMOVQ ldx+32(FP), BX\n\tMOVQ k+40(FP), R10\n\tMOVQ out+48(FP), DX\n")
+	b.WriteString("\tSHRQ $5, R10\n\tMOVL $0xffff0000, CX\n\tVPBROADCASTD CX, Z31\n")
+	fmt.Fprintf(b, "\tTESTQ R8, R8\n\tJZ %s_done\n%s_row:\n", name, name)
+	b.WriteString("\tMOVQ R9, DI\n\tLEAQ (DI)(BX*2), R11\n\tADDQ BX, R11\n\tLEAQ (R11)(BX*2), R12\n\tADDQ BX, R12\n\tMOVQ SI, R13\n\tMOVQ R10, CX\n")
+	for a := range M {
+		fmt.Fprintf(b, "\tVPXORD Z%d, Z%d, Z%d\n\tVPXORD Z%d, Z%d, Z%d\n", a, a, a, 16+a, 16+a, 16+a)
+	}
+	fmt.Fprintf(b, "\tTESTQ CX, CX\n\tJZ %s_reduce\n%s_loop:\n", name, name)
+	b.WriteString("\tVPSLLD $16, (R13), Z26\n\tVPANDD (R13), Z31, Z27\n")
+	for i := range M {
+		fmt.Fprintf(b, "\tVFMADD231PS %s, Z26, Z%d\n", xaddr[i], i)
+		fmt.Fprintf(b, "\tVFMADD231PS 64%s, Z27, Z%d\n", xaddr[i], 16+i)
+	}
+	fmt.Fprintf(b, "\tADDQ $64, R13\n\tADDQ $128, DI\n\tADDQ $128, R11\n\tADDQ $128, R12\n\tDECQ CX\n\tJNZ %s_loop\n", name)
+	fmt.Fprintf(b, "%s_reduce:\n", name)
+	for a := range M {
+		fmt.Fprintf(b, "\tVADDPS Z%d, Z%d, Z%d\n", 16+a, a, a)
+	}
+	reduceAdjacent(b, isas[0], M)
+	fmt.Fprintf(b, "\tADDQ $%d, DX\n\tADDQ AX, SI\n\tDECQ R8\n\tJNZ %s_row\n%s_done:\n\tVZEROUPPER\n\tRET\n", 4*M, name, name)
+}
+
 // reduce1 sums the lanes of register 0 (width reg) as reduce4 sums each of its accumulators and
 // stores the total at (DX), with register 1 as scratch.
 func reduce1(b *bytes.Buffer, reg string) {
@@ -492,7 +541,7 @@ func multi(b *bytes.Buffer, is isa, e elem, R, M int) {
 	for a := range n {
 		fmt.Fprintf(b, "\tVADDPS %s%d, %s%d, %s%d\n", V, 6+a, V, a, V, a)
 	}
-	reduceAdjacent(b, n)
+	reduceAdjacent(b, isas[1], n)
 	fmt.Fprintf(b, "\tADDQ $%d, DX\n", 4*n)
 	for range R {
 		b.WriteString("\tADDQ AX, SI\n")
@@ -766,6 +815,6 @@ func pairRowsMultiAVX2(b *bytes.Buffer, M int) {
 	}
 	// A weight row's M outputs are adjacent: at k = 256 reducing them one by one, two VHADDPS
 	// each, was a third of a row's time.
-	reduceAdjacent(b, M)
+	reduceAdjacent(b, isas[1], M)
 	fmt.Fprintf(b, "\tADDQ $%d, DX\n\tADDQ AX, SI\n\tDECQ R8\n\tJNZ %s_row\n%s_done:\n\tVZEROUPPER\n\tRET\n", 4*M, name, name)
 }

@@ -47,6 +47,30 @@ func dot4x4BF16PairAVX512(w *byte, ldw int, x *float32, ldx int, k int, out *[16
 func dotRowsBF16PairAVX512(w *byte, rows int, x *float32, k int, out *float32)
 
 //go:noescape
+func dotRows1x2BF16PairAVX512(w *byte, ldw int, rows int, x *float32, ldx int, k int, out *float32)
+
+//go:noescape
+func dotRows1x3BF16PairAVX512(w *byte, ldw int, rows int, x *float32, ldx int, k int, out *float32)
+
+//go:noescape
+func dotRows1x4BF16PairAVX512(w *byte, ldw int, rows int, x *float32, ldx int, k int, out *float32)
+
+//go:noescape
+func dotRows1x5BF16PairAVX512(w *byte, ldw int, rows int, x *float32, ldx int, k int, out *float32)
+
+//go:noescape
+func dotRows1x6BF16PairAVX512(w *byte, ldw int, rows int, x *float32, ldx int, k int, out *float32)
+
+//go:noescape
+func dotRows1x7BF16PairAVX512(w *byte, ldw int, rows int, x *float32, ldx int, k int, out *float32)
+
+//go:noescape
+func dotRows1x8BF16PairAVX512(w *byte, ldw int, rows int, x *float32, ldx int, k int, out *float32)
+
+//go:noescape
+func dotRows1x9BF16PairAVX512(w *byte, ldw int, rows int, x *float32, ldx int, k int, out *float32)
+
+//go:noescape
 func dot4x1BF16PairAVX2(w *byte, ldw int, x *float32, k int, out *[4]float32)
 
 //go:noescape
@@ -155,8 +179,11 @@ var avx512Kernels = &kernelSet{
 	pair4:     dot4x4BF16PairAVX512,
 	pairBlock: 32,
 	pairRows:  dotRowsBF16PairAVX512,
-	rows:      [numFloatTypes]rowsFunc{idxF16: dotRowsF16AVX512, idxF32: dotRowsF32AVX512},
-	round:     roundBF16AVX512,
+	pairRowsMulti: []rowsMultiFunc{2: dotRows1x2BF16PairAVX512, 3: dotRows1x3BF16PairAVX512,
+		4: dotRows1x4BF16PairAVX512, 5: dotRows1x5BF16PairAVX512, 6: dotRows1x6BF16PairAVX512,
+		7: dotRows1x7BF16PairAVX512, 8: dotRows1x8BF16PairAVX512, 9: dotRows1x9BF16PairAVX512},
+	rows:  [numFloatTypes]rowsFunc{idxF16: dotRowsF16AVX512, idxF32: dotRowsF32AVX512},
+	round: roundBF16AVX512,
 }
 
 // avx512BF16Kernels is the AVX-512 set with VDPBF16PS kernels for BF16 weights (32 products per

@@ -54,9 +54,10 @@ const StreamMaxRows = 32
 // it for every activation row).
 const widePanelFloats = 1 << 18
 
-// maxRowsMulti is the most activation rows one rowsMultiFunc kernel takes (AVX2's 16 registers
-// hold two accumulators for each of six).
-const maxRowsMulti = 6
+// maxRowsMulti is the most activation rows one rowsMultiFunc kernel of any set takes (AVX-512's
+// 32 registers hold two accumulators for each of nine, a verify pass of 8 drafted tokens; AVX2's
+// 16 hold them for six).
+const maxRowsMulti = 9
 
 // streamChunkRows is the number of weight rows one streaming task covers: a multiple of 4
 // (the kernels' row step), small enough that the workers finish together.
@@ -464,10 +465,12 @@ func (mu *Multiplier) stream(set *kernelSet, ti int, w model.Matrix, m int, x []
 		}
 		if m > 1 && rowsMulti != nil && j1-j0 >= 4 {
 			// Several activation rows, the chunk's weight rows streamed one after another
-			// (as for one row) in passes of at most maxRowsMulti activation rows, split
-			// evenly; the matrix's last rows past a multiple of four go through tail below.
+			// (as for one row) in passes of at most the set's widest kernel's activation rows,
+			// split evenly; the matrix's last rows past a multiple of four go through tail
+			// below.
 			nr := (j1 - j0) &^ 3
-			passes := (m + maxRowsMulti - 1) / maxRowsMulti
+			most := len(rowsMulti) - 1
+			passes := (m + most - 1) / most
 			for p, i := 0, 0; p < passes; p++ {
 				mp := (m - i) / (passes - p)
 				rowsMulti[mp](&w.Data[j0*rb], rb, nr, &xk[i*ldk], 4*ldk, kv, &rowsBuf[0])

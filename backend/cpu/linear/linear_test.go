@@ -454,24 +454,24 @@ func TestPairKernelsMatch(t *testing.T) {
 				w, _ := randomMatrix(rng, quant.BF16, 4*((rows+3)/4), k+8*(rows%2)) // rows ldw apart, wider than k but for 4
 				rb := w.RowBytes()
 				ldx := k + 16
-				x := make([]float32, 6*ldx)
+				x := make([]float32, maxRowsMulti*ldx)
 				for i := range x {
 					x[i] = float32(2*rng.Float64()-1) * float32(math.Pow(2, float64(rng.IntN(20)-10)))
 				}
-				want := make([]float32, rows*6) // want[6·r+i]: pair1's result
+				want := make([]float32, rows*maxRowsMulti) // want[maxRowsMulti·r+i]: pair1's result
 				var o4 [4]float32
 				for j := 0; j < rows; j += 4 {
-					for i := range 6 {
+					for i := range maxRowsMulti {
 						set.pair1(&w.Data[j*rb], rb, &x[i*ldx], k, &o4)
 						for r := 0; r < 4 && j+r < rows; r++ {
-							want[6*(j+r)+i] = o4[r]
+							want[maxRowsMulti*(j+r)+i] = o4[r]
 						}
 					}
 				}
 				check := func(kernel string, i, r int, got float32) {
 					t.Helper()
-					if math.Float32bits(got) != math.Float32bits(want[6*r+i]) {
-						t.Fatalf("%s/%s k=%d rows=%d: out[%d][%d] = %v, pair1 %v", set.name, kernel, k, rows, r, i, got, want[6*r+i])
+					if math.Float32bits(got) != math.Float32bits(want[maxRowsMulti*r+i]) {
+						t.Fatalf("%s/%s k=%d rows=%d: out[%d][%d] = %v, pair1 %v", set.name, kernel, k, rows, r, i, got, want[maxRowsMulti*r+i])
 					}
 				}
 				if set.pairRows != nil && w.Cols == k {
