@@ -62,6 +62,10 @@ type kernelSet struct {
 	// runs m activation rows in pair layout against consecutive BF16 weight rows read one after
 	// another, each result equal to pair1's bit for bit.
 	pairRowsMulti []rowsMultiFunc
+	// pairPassBytes, where set, bounds the activation rows of one pairRowsMulti pass (m·k·4
+	// bytes): every weight row re-reads them all, and past what L1 holds beside the weights
+	// streaming through, two narrower passes measured faster than one wide one.
+	pairPassBytes int
 	// rows, where set, handles one activation row (not in pair layout) against consecutive
 	// weight rows.
 	rows [numFloatTypes]rowsFunc

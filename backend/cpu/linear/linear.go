@@ -465,12 +465,16 @@ func (mu *Multiplier) stream(set *kernelSet, ti int, w model.Matrix, m int, x []
 		}
 		if m > 1 && rowsMulti != nil && j1-j0 >= 4 {
 			// Several activation rows, the chunk's weight rows streamed one after another
-			// (as for one row) in passes of at most the set's widest kernel's activation rows,
-			// split evenly; the matrix's last rows past a multiple of four go through tail
-			// below.
+			// (as for one row) in passes of as many activation rows as the set's widest kernel
+			// takes and its pairPassBytes allows, split evenly, two or more per pass; the
+			// matrix's last rows past a multiple of four go through tail below.
 			nr := (j1 - j0) &^ 3
-			most := len(rowsMulti) - 1
-			passes := (m + most - 1) / most
+			widest := len(rowsMulti) - 1
+			most := widest
+			if set.pairPassBytes > 0 {
+				most = min(widest, max(2, set.pairPassBytes/(4*kv)))
+			}
+			passes := max(min((m+most-1)/most, m/2), (m+widest-1)/widest)
 			for p, i := 0, 0; p < passes; p++ {
 				mp := (m - i) / (passes - p)
 				rowsMulti[mp](&w.Data[j0*rb], rb, nr, &xk[i*ldk], 4*ldk, kv, &rowsBuf[0])

@@ -325,9 +325,9 @@ func TestRoundBF16(t *testing.T) {
 // TestMatMulRowsBatchInvariant: on every kernel set and float type, an activation row's
 // products through MatMulRows are bit for bit the same alone and among 1..40 other rows, in any
 // position, over shapes with ragged heights and widths (the row and tail kernels must sum as the
-// 4x1 kernels do).
+// 4x1 kernels do) and one wide enough that AVX-512's rows-multi passes take two rows each.
 func TestMatMulRowsBatchInvariant(t *testing.T) {
-	checkRowAloneAmong(t, rand.New(rand.NewPCG(5, 6)), []struct{ n, k int }{{70, 1024}, {37, 64}, {9, 100}, {64, 288}, {5, 7}},
+	checkRowAloneAmong(t, rand.New(rand.NewPCG(5, 6)), []struct{ n, k int }{{70, 1024}, {37, 64}, {9, 100}, {64, 288}, {5, 7}, {12, 3072}},
 		[]int{2, 3, 4, 5, 8, 17, 33, 41}, (*Multiplier).MatMulRows, nil)
 }
 
