@@ -172,7 +172,12 @@ var (
 			C.q6_k_avxvnni(w, rb, rows, nb, aq, ad, ax, epb, m, out, ldo)
 		},
 	}))
-	avx512Kernels = withQuantize(quantize512, cSet("avx512vnni", &cKernels{
+	// Q4_K runs packed (the AVX2 packed kernel) where the AVX-512 set is chosen: on Zen 4 it
+	// outran the 512-bit row kernel at every row count (BenchmarkMatMul*/q4_k, Qwen3-0.6B
+	// shapes, MB/s or GMAC/s: 1 row 20.5-28.8 -> 22.6-33.0 GB/s, 16 rows 136-153 -> 150-177
+	// GMAC/s, 512 rows 117-130 -> 170-182), while Q8_0's 512-bit tile outran the packed one at
+	// every count.
+	avx512Kernels = withPacked(packedAVX2, withQuantize(quantize512, cSet("avx512vnni", &cKernels{
 		q8_0: func(w *C.uint8_t, rb C.int64_t, rows, nb C.int, aq *C.int8_t, ad *C.float, ax *C.int32_t, epb C.int64_t, m C.int, out *C.float, ldo C.int64_t) {
 			C.q8_0_vnni256(w, rb, rows, nb, aq, ad, ax, epb, m, out, ldo)
 		},
@@ -186,7 +191,7 @@ var (
 			C.q6_k_vnni256(w, rb, rows, nb, aq, ad, ax, epb, m, out, ldo)
 		},
 		wide512: true,
-	}))
+	})), quant.Q4_K)
 )
 
 var (
