@@ -345,6 +345,35 @@ __attribute__((target(Q8P_TARGET))) void q8_0_packed_avx2(const uint8_t *p, int 
 // the float sums wait in memory); 3 and 5 rows per pass measured slower (97 and 100 GMAC/s).
 #define Q4KP_NA 4
 
+// q4kp_block_end finishes block b of a packed Q4_K group for NA activation rows: each row's
+// integer dot products isum[t] times d·da, less the sub-block mins against the activation sums
+// times dmin·da, added to acc[t] (goDotQ4_K's float steps). q4kp_tile and q4kv_tile share it.
+static inline __attribute__((always_inline, target(Q8P_TARGET))) void q4kp_block_end(const uint8_t *blk, int b, int nb,
+                                                                                   const float *ad,
+                                                                                   const int16_t *asums, int NA,
+                                                                                   const __m256i *isum, __m256 *acc) {
+    const __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk));
+    const __m256 dmv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16)));
+    __m256i mn[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) mn[j] = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(blk + 96 + 16 * j)));
+#pragma GCC unroll 8
+    for (int t = 0; t < NA; t++) {
+        const int64_t ab = (int64_t)t * nb + b;
+        __m256i msum = _mm256_setzero_si256();
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) {
+            int32_t s2;
+            memcpy(&s2, asums + ab * 8 + 2 * j, 4);
+            msum = _mm256_add_epi32(msum, _mm256_madd_epi16(mn[j], _mm256_set1_epi32(s2)));
+        }
+        const __m256 da = _mm256_set1_ps(ad[ab]);
+        const __m256 x = _mm256_mul_ps(_mm256_mul_ps(dv, da), _mm256_cvtepi32_ps(isum[t]));
+        const __m256 y = _mm256_mul_ps(_mm256_mul_ps(dmv, da), _mm256_cvtepi32_ps(msum));
+        acc[t] = _mm256_add_ps(acc[t], _mm256_sub_ps(x, y));
+    }
+}
+
 // q4kp_tile stores activation row t's 8 sums at res + t*ldr.
 static inline __attribute__((always_inline, target(Q8P_TARGET))) void q4kp_tile(const uint8_t *g, int nb,
                                                                               const int8_t *aq, const float *ad,
@@ -394,26 +423,7 @@ static inline __attribute__((always_inline, target(Q8P_TARGET))) void q4kp_tile(
                 Q8P_KEEP(isum[t]);
             }
         }
-        const __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk));
-        const __m256 dmv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16)));
-        __m256i mn[4];
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; j++) mn[j] = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(blk + 96 + 16 * j)));
-#pragma GCC unroll 8
-        for (int t = 0; t < NA; t++) {
-            const int64_t ab = (int64_t)t * nb + b;
-            __m256i msum = _mm256_setzero_si256();
-#pragma GCC unroll 4
-            for (int j = 0; j < 4; j++) {
-                int32_t s2;
-                memcpy(&s2, asums + ab * 8 + 2 * j, 4);
-                msum = _mm256_add_epi32(msum, _mm256_madd_epi16(mn[j], _mm256_set1_epi32(s2)));
-            }
-            const __m256 da = _mm256_set1_ps(ad[ab]);
-            const __m256 x = _mm256_mul_ps(_mm256_mul_ps(dv, da), _mm256_cvtepi32_ps(isum[t]));
-            const __m256 y = _mm256_mul_ps(_mm256_mul_ps(dmv, da), _mm256_cvtepi32_ps(msum));
-            acc[t] = _mm256_add_ps(acc[t], _mm256_sub_ps(x, y));
-        }
+        q4kp_block_end(blk, b, nb, ad, asums, NA, isum, acc);
     }
 #pragma GCC unroll 8
     for (int t = 0; t < NA; t++) _mm256_storeu_ps(res + t * ldr, acc[t]);
@@ -510,27 +520,7 @@ static inline __attribute__((always_inline, target(Q4KV_TARGET))) void q4kv_tile
             for (int t = 0; t < NA; t++)
                 isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_mullo_epi32(plo[t], sl), _mm256_mullo_epi32(phi[t], sh)));
         }
-        // The mins and the float update, as q4kp_tile.
-        const __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk));
-        const __m256 dmv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16)));
-        __m256i mn[4];
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; j++) mn[j] = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(blk + 96 + 16 * j)));
-#pragma GCC unroll 8
-        for (int t = 0; t < NA; t++) {
-            const int64_t abk = (int64_t)t * nb + b;
-            __m256i msum = _mm256_setzero_si256();
-#pragma GCC unroll 4
-            for (int j = 0; j < 4; j++) {
-                int32_t s2;
-                memcpy(&s2, asums + abk * 8 + 2 * j, 4);
-                msum = _mm256_add_epi32(msum, _mm256_madd_epi16(mn[j], _mm256_set1_epi32(s2)));
-            }
-            const __m256 da = _mm256_set1_ps(ad[abk]);
-            const __m256 x = _mm256_mul_ps(_mm256_mul_ps(dv, da), _mm256_cvtepi32_ps(isum[t]));
-            const __m256 y = _mm256_mul_ps(_mm256_mul_ps(dmv, da), _mm256_cvtepi32_ps(msum));
-            acc[t] = _mm256_add_ps(acc[t], _mm256_sub_ps(x, y));
-        }
+        q4kp_block_end(blk, b, nb, ad, asums, NA, isum, acc);
     }
 #pragma GCC unroll 8
     for (int t = 0; t < NA; t++) _mm256_storeu_ps(res + t * ldr, acc[t]);
