@@ -96,7 +96,7 @@ func packedVNNI512(p *Packed, a *acts, i0, n, g0, g1 int, out []float32, ldo int
 		packedAVX2(p, a, i0, n, g0, g1, out, ldo)
 		return
 	}
-	if g0 >= g1 || n == 0 {
+	if g0 >= g1 {
 		return
 	}
 	pp, rows, nb, cg0, cg1 := (*C.uint8_t)(unsafe.Pointer(&p.data[0])), C.int(p.rows), C.int(a.nb), C.int(g0), C.int(g1)
