@@ -404,8 +404,8 @@ func pairRows(b *bytes.Buffer) {
 // ldx int, k int, out *float32): out[M·r+i] = Σ_p w[r][p]·x[i][p] for rows weight rows ldw bytes
 // apart (k weights each, k a multiple of 32) and M activation rows in pair layout ldx bytes
 // apart: the AVX-512 form of pairRowsMultiAVX2 (a verify pass, a small batch). Each weight block
-// is widened once (a shift and a mask) for all M rows, where pair4x1 run once per activation
-// row widens it M times and re-reads it. Each output keeps pair4x1's two accumulators, block
+// is widened once (a shift and a mask) for all M rows, where pair4x1, run once per activation
+// row, widens it M times and re-reads it. Each output keeps pair4x1's two accumulators, block
 // after block, and its reduction, so it equals pair4x1's result bit for bit. Even accumulators
 // are Z0..Z(M-1) (below 16 for VHADDPS), odd ones Z16..; the widened weights in Z26-27, the mask
 // in Z31; the activations are FMA memory operands (rows 3-5 through R11 = x + 3·ldx, rows 6-8
