@@ -438,18 +438,19 @@ static inline __attribute__((always_inline, target(Q8P_TARGET))) void q4kp_tile(
 Q4KP_TILE(1) Q4KP_TILE(2) Q4KP_TILE(3) Q4KP_TILE(4)
 #undef Q4KP_TILE
 
-// q4_k_packed_avx2: as q8_0_packed_avx2 for packed Q4_K (asums: 8 sums per activation block).
-__attribute__((target(Q8P_TARGET))) void q4_k_packed_avx2(const uint8_t *p, int rows, int nb, int g0, int g1,
-                                                           const int8_t *aq, const float *ad, const int16_t *asums,
-                                                           int n, float *out, int64_t ldo) {
-    typedef void (*tile_fn)(const uint8_t *, int, const int8_t *, const float *, const int16_t *, float *, int64_t);
-    static const tile_fn tiles[Q4KP_NA] = {q4kp_tile_1, q4kp_tile_2, q4kp_tile_3, q4kp_tile_4};
-    float res[8 * Q4KP_NA];
+// q4k_tile_fn is a packed Q4_K tile of a fixed activation row count (q4kp_tile_N, q4kv_tile_N).
+typedef void (*q4k_tile_fn)(const uint8_t *, int, const int8_t *, const float *, const int16_t *, float *, int64_t);
+
+// q4k_packed runs groups [g0, g1) of packed Q4_K against n activation rows, up to na_max rows a
+// pass (at most 8: res holds a pass) through tiles[na - 1] (asums: 8 sums per activation block).
+static void q4k_packed(const q4k_tile_fn *tiles, int na_max, const uint8_t *p, int rows, int nb, int g0, int g1,
+                       const int8_t *aq, const float *ad, const int16_t *asums, int n, float *out, int64_t ldo) {
+    float res[8 * 8];
     for (int g = g0; g < g1; g++) {
         const uint8_t *gp = p + (int64_t)g * nb * 1184;
         const int nr = rows - 8 * g < 8 ? rows - 8 * g : 8;
-        for (int i = 0; i < n; i += Q4KP_NA) {
-            const int na = n - i < Q4KP_NA ? n - i : Q4KP_NA;
+        for (int i = 0; i < n; i += na_max) {
+            const int na = n - i < na_max ? n - i : na_max;
             const int8_t *a = aq + (int64_t)i * nb * 256;
             const float *d = ad + (int64_t)i * nb;
             const int16_t *s = asums + (int64_t)i * nb * 8;
@@ -462,6 +463,13 @@ __attribute__((target(Q8P_TARGET))) void q4_k_packed_avx2(const uint8_t *p, int 
             for (int t = 0; t < na; t++) memcpy(out + (int64_t)(i + t) * ldo + 8 * g, res + 8 * t, (size_t)nr * 4);
         }
     }
+}
+
+// q4_k_packed_avx2: as q8_0_packed_avx2 for packed Q4_K.
+void q4_k_packed_avx2(const uint8_t *p, int rows, int nb, int g0, int g1, const int8_t *aq, const float *ad,
+                      const int16_t *asums, int n, float *out, int64_t ldo) {
+    static const q4k_tile_fn tiles[Q4KP_NA] = {q4kp_tile_1, q4kp_tile_2, q4kp_tile_3, q4kp_tile_4};
+    q4k_packed(tiles, Q4KP_NA, p, rows, nb, g0, g1, aq, ad, asums, n, out, ldo);
 }
 
 // Packed Q4_K with AVX-512 VNNI (256-bit, VL encoding): q4kp_tile's steps with vpdpbusd, which
@@ -537,30 +545,11 @@ Q4KV_TILE(1) Q4KV_TILE(2) Q4KV_TILE(3) Q4KV_TILE(4) Q4KV_TILE(5) Q4KV_TILE(6) Q4
 #pragma GCC pop_options
 
 // q4_k_packed_vnni256: q4_k_packed_avx2 with q4kv_tile, up to Q4KV_NA activation rows a pass.
-__attribute__((target(Q4KV_TARGET))) void q4_k_packed_vnni256(const uint8_t *p, int rows, int nb, int g0, int g1,
-                                                              const int8_t *aq, const float *ad, const int16_t *asums,
-                                                              int n, float *out, int64_t ldo) {
-    typedef void (*tile_fn)(const uint8_t *, int, const int8_t *, const float *, const int16_t *, float *, int64_t);
-    static const tile_fn tiles[Q4KV_NA] = {q4kv_tile_1, q4kv_tile_2, q4kv_tile_3, q4kv_tile_4,
-                                           q4kv_tile_5, q4kv_tile_6, q4kv_tile_7, q4kv_tile_8};
-    float res[8 * Q4KV_NA];
-    for (int g = g0; g < g1; g++) {
-        const uint8_t *gp = p + (int64_t)g * nb * 1184;
-        const int nr = rows - 8 * g < 8 ? rows - 8 * g : 8;
-        for (int i = 0; i < n; i += Q4KV_NA) {
-            const int na = n - i < Q4KV_NA ? n - i : Q4KV_NA;
-            const int8_t *a = aq + (int64_t)i * nb * 256;
-            const float *d = ad + (int64_t)i * nb;
-            const int16_t *s = asums + (int64_t)i * nb * 8;
-            // A whole group's sums go straight to out; a last, partial group's through res.
-            if (nr == 8) {
-                tiles[na - 1](gp, nb, a, d, s, out + (int64_t)i * ldo + 8 * g, ldo);
-                continue;
-            }
-            tiles[na - 1](gp, nb, a, d, s, res, 8);
-            for (int t = 0; t < na; t++) memcpy(out + (int64_t)(i + t) * ldo + 8 * g, res + 8 * t, (size_t)nr * 4);
-        }
-    }
+void q4_k_packed_vnni256(const uint8_t *p, int rows, int nb, int g0, int g1, const int8_t *aq, const float *ad,
+                         const int16_t *asums, int n, float *out, int64_t ldo) {
+    static const q4k_tile_fn tiles[Q4KV_NA] = {q4kv_tile_1, q4kv_tile_2, q4kv_tile_3, q4kv_tile_4,
+                                               q4kv_tile_5, q4kv_tile_6, q4kv_tile_7, q4kv_tile_8};
+    q4k_packed(tiles, Q4KV_NA, p, rows, nb, g0, g1, aq, ad, asums, n, out, ldo);
 }
 
 // Packed Q6_K (pack.go's layout) with AVX2: each step rebuilds 4 six-bit quants of each of the
