@@ -379,8 +379,7 @@ func pairRows(b *bytes.Buffer) {
 	// takes the even products, Z1 the odd.
 	fmt.Fprintf(b, "%s_loop4:\n\tCMPQ CX, $4\n\tJLT %s_loop1\n", name, name)
 	// Each block is loaded once and widened from the register: a shift and a mask that both
-	// read memory load it twice, which on a core that splits 512-bit loads (Zen 4) costs more
-	// than the extra move.
+	// read memory load it twice, which measured slower than the extra move (Zen 5).
 	for blk := range 4 {
 		fmt.Fprintf(b, "\tVMOVDQU32 %d(SI), Z%d\n", 64*blk, 9+2*blk)
 		fmt.Fprintf(b, "\tVPSLLD $16, Z%d, Z%d\n", 9+2*blk, 8+2*blk)
@@ -431,7 +430,7 @@ func pairRowsMulti(b *bytes.Buffer, M int) {
 		b.WriteString("\tVMOVDQU32 (R13), Z27\n\tVPSLLD $16, Z27, Z26\n\tVPANDD Z27, Z31, Z27\n")
 	} else {
 		// Many rows: the FMAs' activation loads outnumber the block's second load, and the
-		// extra move measured slower (Zen 4, Qwen3-0.6B shapes: 9 rows 9.2 -> 9.7 ms).
+		// extra move measured slower (Zen 5, Qwen3-0.6B shapes: 9 rows 9.2 -> 9.7 ms).
 		b.WriteString("\tVPSLLD $16, (R13), Z26\n\tVPANDD (R13), Z31, Z27\n")
 	}
 	for i := range M {

@@ -182,7 +182,7 @@ var avx512Kernels = &kernelSet{
 	pairRowsMulti: []rowsMultiFunc{2: dotRows1x2BF16PairAVX512, 3: dotRows1x3BF16PairAVX512,
 		4: dotRows1x4BF16PairAVX512, 5: dotRows1x5BF16PairAVX512, 6: dotRows1x6BF16PairAVX512,
 		7: dotRows1x7BF16PairAVX512, 8: dotRows1x8BF16PairAVX512, 9: dotRows1x9BF16PairAVX512},
-	// Zen 4, Qwen3-0.6B projections (k 1,024-3,072): 9 rows in one pass 9.2 ms, in passes
+	// Zen 5, Qwen3-0.6B projections (k 1,024-3,072): 9 rows in one pass 9.2 ms, in passes
 	// of at most 16 KiB 6.7 ms; 16 rows 12.8 -> 10.5 ms. Without a bound AVX2's kernels were
 	// faster there; with it, slower.
 	pairPassBytes: 16 << 10,

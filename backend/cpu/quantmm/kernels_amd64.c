@@ -477,7 +477,7 @@ void q4_k_packed_avx2(const uint8_t *p, int rows, int nb, int g0, int g1, const 
 // place of vpmaddubsw, the int16 add and (per sub-block) vpmaddwd; the sub-block's int32 sum is
 // then multiplied by its scale. The integers are the same (exact either way), so every output is
 // q4kp_tile's bit for bit. With AVX-512's 32 vector registers a pass takes up to 8 activation
-// rows (Zen 4, 16 rows, CPU time: 6 to 12% under the AVX2 tile; with AVX-VNNI's encoding and 16
+// rows (Zen 5, 16 rows, CPU time: 6 to 12% under the AVX2 tile; with AVX-VNNI's encoding and 16
 // registers the sums spilled and it ran slower than AVX2's, so that set keeps its row kernels).
 // AVX-512 lets GCC contract the float multiply and subtract into an FMA, which rounds once where
 // the Go path rounds twice: contraction is off.
@@ -550,6 +550,143 @@ void q4_k_packed_vnni256(const uint8_t *p, int rows, int nb, int g0, int g1, con
     static const q4k_tile_fn tiles[Q4KV_NA] = {q4kv_tile_1, q4kv_tile_2, q4kv_tile_3, q4kv_tile_4,
                                                q4kv_tile_5, q4kv_tile_6, q4kv_tile_7, q4kv_tile_8};
     q4k_packed(tiles, Q4KV_NA, p, rows, nb, g0, g1, aq, ad, asums, n, out, ldo);
+}
+
+// Packed Q4_K with 512-bit VNNI, two groups (16 weight rows) a step: q4kv_tile's steps, with
+// group g's 8 rows in the low half of each vector and group g+1's in the high half, so one
+// broadcast activation and one vpdpbusd serve 16 rows where q4kv_tile's serve 8. Cores that
+// run 512-bit vpdpbusd at the 256-bit rate (Zen 5, measured: 6.4 G/s either width) do twice
+// the products per instruction. Every lane's integer and float steps are q4kv_tile's, so every
+// output is the same bits; contraction stays off for the same reason.
+#define Q4KZ_TARGET "avx2,f16c,avx512f,avx512vl,avx512bw,avx512vnni"
+#define Q4KZ_NA 8
+
+// q4kz_pair loads 32 bytes at a (group g) and 32 at b (group g+1) as one vector.
+static inline __attribute__((always_inline, target(Q4KZ_TARGET))) __m512i q4kz_pair(const uint8_t *a,
+                                                                                   const uint8_t *b) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a)),
+                              _mm256_loadu_si256((const __m256i *)b), 1);
+}
+
+// q4kz_bytes8 widens 8 bytes at a (group g's rows) and 8 at b (group g+1's) to 16 int32 lanes.
+static inline __attribute__((always_inline, target(Q4KZ_TARGET))) __m512i q4kz_bytes8(const uint8_t *a,
+                                                                                     const uint8_t *b) {
+    return _mm512_cvtepu8_epi32(_mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)a), _mm_loadl_epi64((const __m128i *)b)));
+}
+
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")
+// q4kz_tile stores activation row t's 16 sums (groups g and g+1) at res + t*ldr; g points at
+// group g, and group g+1 follows nb blocks later.
+static inline __attribute__((always_inline, target(Q4KZ_TARGET))) void q4kz_tile(const uint8_t *g, int nb,
+                                                                               const int8_t *aq, const float *ad,
+                                                                               const int16_t *asums, int NA,
+                                                                               float *res, int64_t ldr) {
+    static const int slot_of_sub[8] = {0, 2, 1, 3, 4, 6, 5, 7};
+    __m512 acc[Q4KZ_NA];
+#pragma GCC unroll 8
+    for (int t = 0; t < NA; t++) acc[t] = _mm512_setzero_ps();
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const int64_t astride = (int64_t)nb * 256, gstride = (int64_t)nb * 1184;
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *blk = g + (int64_t)b * 1184, *blk1 = blk + gstride;
+        const int8_t *ab = aq + (int64_t)b * 256;
+        __m512i isum[Q4KZ_NA];
+#pragma GCC unroll 8
+        for (int t = 0; t < NA; t++) isum[t] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; q++) {
+            const int64_t qo = 160 + 256 * q;
+            const int8_t *alo = ab + 32 * slot_of_sub[2 * q], *ahi = ab + 32 * slot_of_sub[2 * q + 1];
+            __m512i plo[Q4KZ_NA], phi[Q4KZ_NA];
+#pragma GCC unroll 8
+            for (int t = 0; t < NA; t++) plo[t] = phi[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+            for (int k = 0; k < 8; k++) {
+                const __m512i v = q4kz_pair(blk + qo + 32 * k, blk1 + qo + 32 * k);
+                const __m512i wl = _mm512_and_si512(v, m4), wh = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+#pragma GCC unroll 8
+                for (int t = 0; t < NA; t++) {
+                    int32_t a0, a1;
+                    memcpy(&a0, alo + t * astride + 4 * k, 4);
+                    memcpy(&a1, ahi + t * astride + 4 * k, 4);
+                    plo[t] = _mm512_dpbusd_epi32(plo[t], wl, _mm512_set1_epi32(a0));
+                    phi[t] = _mm512_dpbusd_epi32(phi[t], wh, _mm512_set1_epi32(a1));
+                }
+            }
+            const __m512i sl = q4kz_bytes8(blk + 32 + 16 * q, blk1 + 32 + 16 * q);
+            const __m512i sh = q4kz_bytes8(blk + 40 + 16 * q, blk1 + 40 + 16 * q);
+#pragma GCC unroll 8
+            for (int t = 0; t < NA; t++)
+                isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(_mm512_mullo_epi32(plo[t], sl), _mm512_mullo_epi32(phi[t], sh)));
+        }
+        // q4kp_block_end's float steps, 16 rows wide
+        const __m512 dv = _mm512_cvtph_ps(_mm256_inserti128_si256(
+            _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)blk)), _mm_loadu_si128((const __m128i *)blk1), 1));
+        const __m512 dmv = _mm512_cvtph_ps(_mm256_inserti128_si256(
+            _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(blk + 16))), _mm_loadu_si128((const __m128i *)(blk1 + 16)), 1));
+        __m512i mn[4];
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++)
+            mn[j] = _mm512_cvtepu8_epi16(_mm256_inserti128_si256(
+                _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(blk + 96 + 16 * j))),
+                _mm_loadu_si128((const __m128i *)(blk1 + 96 + 16 * j)), 1));
+#pragma GCC unroll 8
+        for (int t = 0; t < NA; t++) {
+            const int64_t at = (int64_t)t * nb + b;
+            __m512i msum = _mm512_setzero_si512();
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) {
+                int32_t s2;
+                memcpy(&s2, asums + at * 8 + 2 * j, 4);
+                msum = _mm512_add_epi32(msum, _mm512_madd_epi16(mn[j], _mm512_set1_epi32(s2)));
+            }
+            const __m512 da = _mm512_set1_ps(ad[at]);
+            const __m512 x = _mm512_mul_ps(_mm512_mul_ps(dv, da), _mm512_cvtepi32_ps(isum[t]));
+            const __m512 y = _mm512_mul_ps(_mm512_mul_ps(dmv, da), _mm512_cvtepi32_ps(msum));
+            acc[t] = _mm512_add_ps(acc[t], _mm512_sub_ps(x, y));
+        }
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < NA; t++) _mm512_storeu_ps(res + t * ldr, acc[t]);
+}
+
+#define Q4KZ_TILE(NA)                                                                                             \
+    static __attribute__((noinline, target(Q4KZ_TARGET))) void q4kz_tile_##NA(                                    \
+        const uint8_t *g, int nb, const int8_t *aq, const float *ad, const int16_t *asums, float *res,            \
+        int64_t ldr) {                                                                                            \
+        q4kz_tile(g, nb, aq, ad, asums, NA, res, ldr);                                                            \
+    }
+Q4KZ_TILE(1) Q4KZ_TILE(2) Q4KZ_TILE(3) Q4KZ_TILE(4) Q4KZ_TILE(5) Q4KZ_TILE(6) Q4KZ_TILE(7) Q4KZ_TILE(8)
+#undef Q4KZ_TILE
+#pragma GCC pop_options
+
+// Q4KZ_MIN_ROWS is the fewest activation rows q4kz_tile takes. With fewer, the weights'
+// first pass from memory decides, and there the two-group tile read slower than q4kv_tile
+// (Zen 5, Q4_K 3072x1024 streamed from memory, 2 threads, ms: 2 rows 0.10 vs 0.06, 8 rows 0.16
+// vs 0.14; 16 rows 0.24 vs 0.29-0.40, in cache 0.16 vs 0.26).
+#define Q4KZ_MIN_ROWS 16
+
+// q4_k_packed_vnni512 runs groups [g0, g1) two at a time through q4kz_tile while both are
+// whole, and what is left (one group, or a last partial one) through q4_k_packed_vnni256.
+void q4_k_packed_vnni512(const uint8_t *p, int rows, int nb, int g0, int g1, const int8_t *aq, const float *ad,
+                         const int16_t *asums, int n, float *out, int64_t ldo) {
+    static const q4k_tile_fn tiles[Q4KZ_NA] = {q4kz_tile_1, q4kz_tile_2, q4kz_tile_3, q4kz_tile_4,
+                                               q4kz_tile_5, q4kz_tile_6, q4kz_tile_7, q4kz_tile_8};
+    if (n < Q4KZ_MIN_ROWS) {
+        q4_k_packed_vnni256(p, rows, nb, g0, g1, aq, ad, asums, n, out, ldo);
+        return;
+    }
+    int g = g0;
+    for (; g + 2 <= g1 && 8 * (g + 2) <= rows; g += 2) {
+        const uint8_t *gp = p + (int64_t)g * nb * 1184;
+        for (int i = 0; i < n; i += Q4KZ_NA) {
+            const int na = n - i < Q4KZ_NA ? n - i : Q4KZ_NA;
+            tiles[na - 1](gp, nb, aq + (int64_t)i * nb * 256, ad + (int64_t)i * nb, asums + (int64_t)i * nb * 8,
+                          out + (int64_t)i * ldo + 8 * g, ldo);
+        }
+    }
+    if (g < g1) q4_k_packed_vnni256(p, rows, nb, g, g1, aq, ad, asums, n, out, ldo);
 }
 
 // Packed Q6_K (pack.go's layout) with AVX2: each step rebuilds 4 six-bit quants of each of the

@@ -20,6 +20,7 @@ void q8_0_packed_avx2(const uint8_t *p, int rows, int nb, int g0, int g1, const 
 void q6_k_packed_avx2(const uint8_t *p, int rows, int nb, int g0, int g1, const int8_t *aq, const float *ad, const int16_t *asums, int n, float *out, int64_t ldo);
 void q4_k_packed_avx2(const uint8_t *p, int rows, int nb, int g0, int g1, const int8_t *aq, const float *ad, const int16_t *asums, int n, float *out, int64_t ldo);
 void q4_k_packed_vnni256(const uint8_t *p, int rows, int nb, int g0, int g1, const int8_t *aq, const float *ad, const int16_t *asums, int n, float *out, int64_t ldo);
+void q4_k_packed_vnni512(const uint8_t *p, int rows, int nb, int g0, int g1, const int8_t *aq, const float *ad, const int16_t *asums, int n, float *out, int64_t ldo);
 DECL(avx2)
 DECL(avxvnni)
 DECL(vnni256)
@@ -88,9 +89,10 @@ func packedAVX2(p *Packed, a *acts, i0, n, g0, g1 int, out []float32, ldo int) {
 }
 
 // packedVNNI512 is the AVX-512 VNNI set's packed kernel: Q4_K on two or more activation rows
-// through q4_k_packed_vnni256 (vpdpbusd), the rest through AVX2's. The two give the same bits;
-// on one row (decode at batch 1, read-bound) AVX2's tile read 3-7% faster on Zen 4, on 16 rows
-// the VNNI tile 10-20%.
+// through q4_k_packed_vnni512 (vpdpbusd; 512-bit from 16 rows), the rest through AVX2's. All
+// give the same bits. On Zen 5: on one row (decode at batch 1, read-bound) AVX2's tile read
+// 3-7% faster; on 16 rows the 256-bit VNNI tile took 10-20% less CPU time than AVX2's, and the
+// 512-bit tile 20-28% less than the 256-bit one.
 func packedVNNI512(p *Packed, a *acts, i0, n, g0, g1 int, out []float32, ldo int) {
 	if p.t != quant.Q4_K || n < 2 {
 		packedAVX2(p, a, i0, n, g0, g1, out, ldo)
@@ -102,7 +104,7 @@ func packedVNNI512(p *Packed, a *acts, i0, n, g0, g1 int, out []float32, ldo int
 	pp, rows, nb, cg0, cg1 := (*C.uint8_t)(unsafe.Pointer(&p.data[0])), C.int(p.rows), C.int(a.nb), C.int(g0), C.int(g1)
 	ad, op := (*C.float)(unsafe.Pointer(&a.d[i0*a.nb])), (*C.float)(unsafe.Pointer(&out[0]))
 	aq, as := (*C.int8_t)(unsafe.Pointer(&a.qs[i0*a.nb*qkK])), (*C.int16_t)(unsafe.Pointer(&a.sums[i0*a.nb*8]))
-	C.q4_k_packed_vnni256(pp, rows, nb, cg0, cg1, aq, ad, as, C.int(n), op, C.int64_t(ldo))
+	C.q4_k_packed_vnni512(pp, rows, nb, cg0, cg1, aq, ad, as, C.int(n), op, C.int64_t(ldo))
 }
 
 func withQuantize(q func(quant.Type, []float32, *acts, int, int) bool, k kernelSet) kernelSet {
@@ -191,7 +193,7 @@ var (
 			C.q6_k_avxvnni(w, rb, rows, nb, aq, ad, ax, epb, m, out, ldo)
 		},
 	}))
-	// Q4_K runs packed where the AVX-512 set is chosen (packedVNNI512): on Zen 4 even the AVX2
+	// Q4_K runs packed where the AVX-512 set is chosen (packedVNNI512): on Zen 5 even the AVX2
 	// packed kernel outran the 512-bit row kernel at every row count (BenchmarkMatMul*/q4_k,
 	// Qwen3-0.6B shapes, MB/s or GMAC/s: 1 row 20.5-28.8 -> 22.6-33.0 GB/s, 16 rows 136-153 ->
 	// 150-177 GMAC/s, 512 rows 117-130 -> 170-182), while Q8_0's 512-bit tile outran the packed
