@@ -568,6 +568,13 @@ static inline __attribute__((always_inline, target(Q4KZ_TARGET))) __m512i q4kz_p
                               _mm256_loadu_si256((const __m256i *)b), 1);
 }
 
+// q4kz_halves loads 16 bytes at a (group g) and 16 at b (group g+1) as one 256-bit vector.
+static inline __attribute__((always_inline, target(Q4KZ_TARGET))) __m256i q4kz_halves(const uint8_t *a,
+                                                                                     const uint8_t *b) {
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)a)),
+                                   _mm_loadu_si128((const __m128i *)b), 1);
+}
+
 // q4kz_bytes8 widens 8 bytes at a (group g's rows) and 8 at b (group g+1's) to 16 int32 lanes.
 static inline __attribute__((always_inline, target(Q4KZ_TARGET))) __m512i q4kz_bytes8(const uint8_t *a,
                                                                                      const uint8_t *b) {
@@ -621,16 +628,11 @@ static inline __attribute__((always_inline, target(Q4KZ_TARGET))) void q4kz_tile
                 isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(_mm512_mullo_epi32(plo[t], sl), _mm512_mullo_epi32(phi[t], sh)));
         }
         // q4kp_block_end's float steps, 16 rows wide
-        const __m512 dv = _mm512_cvtph_ps(_mm256_inserti128_si256(
-            _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)blk)), _mm_loadu_si128((const __m128i *)blk1), 1));
-        const __m512 dmv = _mm512_cvtph_ps(_mm256_inserti128_si256(
-            _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(blk + 16))), _mm_loadu_si128((const __m128i *)(blk1 + 16)), 1));
+        const __m512 dv = _mm512_cvtph_ps(q4kz_halves(blk, blk1));
+        const __m512 dmv = _mm512_cvtph_ps(q4kz_halves(blk + 16, blk1 + 16));
         __m512i mn[4];
 #pragma GCC unroll 4
-        for (int j = 0; j < 4; j++)
-            mn[j] = _mm512_cvtepu8_epi16(_mm256_inserti128_si256(
-                _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(blk + 96 + 16 * j))),
-                _mm_loadu_si128((const __m128i *)(blk1 + 96 + 16 * j)), 1));
+        for (int j = 0; j < 4; j++) mn[j] = _mm512_cvtepu8_epi16(q4kz_halves(blk + 96 + 16 * j, blk1 + 96 + 16 * j));
 #pragma GCC unroll 8
         for (int t = 0; t < NA; t++) {
             const int64_t at = (int64_t)t * nb + b;
