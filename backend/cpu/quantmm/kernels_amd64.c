@@ -664,9 +664,10 @@ Q4KZ_TILE(1) Q4KZ_TILE(2) Q4KZ_TILE(3) Q4KZ_TILE(4) Q4KZ_TILE(5) Q4KZ_TILE(6) Q4
 #pragma GCC pop_options
 
 // Q4KZ_MIN_ROWS is the fewest activation rows q4kz_tile takes. With fewer, the weights'
-// first pass from memory decides, and there the two-group tile read slower than q4kv_tile
-// (Zen 5, Q4_K 3072x1024 streamed from memory, 2 threads, ms: 2 rows 0.10 vs 0.06, 8 rows 0.16
-// vs 0.14; 16 rows 0.24 vs 0.29-0.40, in cache 0.16 vs 0.26).
+// one pass from memory decides, and there the two-group tile read slower than q4kv_tile (Zen 5,
+// Q4_K 3072x1024 streamed from memory, 2 threads, ms per product, this tile against
+// q4kv_tile: 2 rows 0.09-0.11 against 0.06, 8 rows 0.16-0.18 against 0.13-0.14, 16 rows
+// 0.22-0.25 against 0.25-0.40; in cache, 16 rows 0.16 against 0.26).
 #define Q4KZ_MIN_ROWS 16
 
 // q4_k_packed_vnni512 runs groups [g0, g1) two at a time through q4kz_tile while both are
