@@ -198,10 +198,14 @@ static inline __attribute__((always_inline, target(QA_TARGET))) float qa_block(c
     return am / 127;
 }
 
+// slot_of_sub: sub-block s of a Q4_K block's activations is stored at slot slot_of_sub[s] (the
+// inverse of matmul.go's q4kOrder, which is the same permutation). The quantizers (qa_q4k,
+// qa_q4k_avx2) write this order and the packed tiles read it, so all share this one table.
+static const int slot_of_sub[8] = {0, 2, 1, 3, 4, 6, 5, 7};
+
 // qa_q4k quantizes nblk 256-element blocks for Q4_K: quants in the q4kOrder slot order, one
 // scale per block, eight int16 sums per block (by sub-block).
 __attribute__((target(QA_TARGET))) void qa_q4k(const float *x, int64_t nblk, int8_t *qs, float *d, int16_t *sums) {
-    static const int slot_of_sub[8] = {0, 2, 1, 3, 4, 6, 5, 7};
     int8_t q[256];
     int32_t s32[8];
     for (int64_t b = 0; b < nblk; b++) {
@@ -379,7 +383,6 @@ static inline __attribute__((always_inline, target(Q8P_TARGET))) void q4kp_tile(
                                                                               const int8_t *aq, const float *ad,
                                                                               const int16_t *asums, int NA,
                                                                               float *res, int64_t ldr) {
-    static const int slot_of_sub[8] = {0, 2, 1, 3, 4, 6, 5, 7};
     __m256 acc[Q4KP_NA];
 #pragma GCC unroll 8
     for (int t = 0; t < NA; t++) acc[t] = _mm256_setzero_ps();
@@ -490,7 +493,6 @@ static inline __attribute__((always_inline, target(Q4KV_TARGET))) void q4kv_tile
                                                                                const int8_t *aq, const float *ad,
                                                                                const int16_t *asums, int NA,
                                                                                float *res, int64_t ldr) {
-    static const int slot_of_sub[8] = {0, 2, 1, 3, 4, 6, 5, 7};
     __m256 acc[Q4KV_NA];
 #pragma GCC unroll 8
     for (int t = 0; t < NA; t++) acc[t] = _mm256_setzero_ps();
@@ -589,7 +591,6 @@ static inline __attribute__((always_inline, target(Q4KZ_TARGET))) void q4kz_tile
                                                                                const int8_t *aq, const float *ad,
                                                                                const int16_t *asums, int NA,
                                                                                float *res, int64_t ldr) {
-    static const int slot_of_sub[8] = {0, 2, 1, 3, 4, 6, 5, 7};
     __m512 acc[Q4KZ_NA];
 #pragma GCC unroll 8
     for (int t = 0; t < NA; t++) acc[t] = _mm512_setzero_ps();
@@ -851,7 +852,6 @@ static inline __attribute__((always_inline, target(Q8P_TARGET))) float qa2_block
 // qa_q4k_avx2 and qa_q32_avx2: qa_q4k and qa_q32 with AVX2.
 __attribute__((target(Q8P_TARGET))) void qa_q4k_avx2(const float *x, int64_t nblk, int8_t *qs, float *d,
                                                       int16_t *sums) {
-    static const int slot_of_sub[8] = {0, 2, 1, 3, 4, 6, 5, 7};
     int8_t q[256];
     int32_t s32[8];
     for (int64_t b = 0; b < nblk; b++) {
