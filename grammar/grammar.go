@@ -230,10 +230,11 @@ func (c *Compiler) finish(b *builder, root fragment) (*Grammar, error) {
 		g.prune(prod)
 	}
 	c.release(b, buf)
-	// the steps after building take as long as building: a compile given up while they ran
-	// stops here rather than finish a grammar nobody waits for
+	// the DFA is about half a compile's work: a compile given up while the automaton was built
+	// or pruned stops here rather than finish a grammar nobody waits for
 	if b.ctx != nil && b.ctx.Err() != nil {
-		return nil, fmt.Errorf("grammar compile stopped: %w", context.Cause(b.ctx))
+		b.stopped = context.Cause(b.ctx)
+		return nil, b.overErr("grammar")
 	}
 	g.initDFA(c.opts.Limits.MaxStates)
 	if err := g.checkMaskCost(); err != nil {
